@@ -1,0 +1,138 @@
+"""Checkpoints in `models_cache/<id>/`: safetensors weights, tokenizer files, `metadata.json`.
+
+Loading goes only through safetensors and JSON: nothing is ever unpickled, so a folder a user hands
+in cannot run code. Saving writes to a temporary folder and renames it, so an interrupted save never
+leaves a half-written checkpoint behind.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from engine.models.classifier import Classifier
+from engine.runtime import PROJECT_ROOT, configure, pick_device
+
+REQUIRED_FILES = ("config.json", "model.safetensors", "metadata.json", "tokenizer_config.json")
+REQUIRED_METADATA = ("id", "base_model", "dataset", "classes", "strategy", "max_length")
+_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class CheckpointError(RuntimeError):
+    pass
+
+
+def models_cache_dir() -> Path:
+    return Path(os.environ.get("ENGINE_MODELS_CACHE", PROJECT_ROOT / "models_cache"))
+
+
+def check_model_id(model_id: str) -> str:
+    if not _ID_PATTERN.match(model_id or ""):
+        raise ValueError(f"model id {model_id!r} must be 1-128 letters, digits, '.', '_' or '-' (no slashes)")
+    return model_id
+
+
+def checkpoint_dir(model_id_or_path: str | os.PathLike) -> Path:
+    """A folder path as given, else `models_cache/<id>`."""
+    path = Path(model_id_or_path)
+    if path.is_dir() or os.sep in str(model_id_or_path):
+        return path
+    return models_cache_dir() / check_model_id(str(model_id_or_path))
+
+
+def read_metadata(folder: Path) -> dict:
+    path = folder / "metadata.json"
+    try:
+        metadata = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"{folder} has no metadata.json: not a checkpoint of this project") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"{path} is corrupt (not valid JSON: {err})") from None
+    if not isinstance(metadata, dict):
+        raise CheckpointError(f"{path} is corrupt (expected a JSON object)")
+    missing = [k for k in REQUIRED_METADATA if k not in metadata]
+    if missing:
+        raise CheckpointError(f"{path} lacks the fields {missing}")
+    return metadata
+
+
+def validate_checkpoint(folder: Path) -> dict:
+    """Check files and metadata without loading weights; returns the metadata or raises CheckpointError."""
+    if not folder.is_dir():
+        raise CheckpointError(f"no checkpoint at {folder} (run `python -m engine models` to list them)")
+    missing = [f for f in REQUIRED_FILES if not (folder / f).is_file()]
+    if missing:
+        raise CheckpointError(f"checkpoint {folder} is incomplete: missing {', '.join(missing)}")
+    metadata = read_metadata(folder)
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"{folder}/config.json is corrupt: {err}") from None
+    n_labels = len(config.get("id2label", {})) or config.get("num_labels")
+    if n_labels != len(metadata["classes"]):
+        raise CheckpointError(
+            f"checkpoint {folder}: config.json has {n_labels} labels but metadata.json names "
+            f"{len(metadata['classes'])} classes {metadata['classes']}"
+        )
+    return metadata
+
+
+def load_classifier(model_id_or_path: str | os.PathLike, device: str | None = None) -> Classifier:
+    """Load a checkpoint (an id in models_cache or a folder) onto the chosen device."""
+    configure()
+    from safetensors import SafetensorError
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    folder = checkpoint_dir(model_id_or_path)
+    metadata = validate_checkpoint(folder)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(folder))
+        # use_safetensors=True: never fall back to a pickled pytorch_model.bin.
+        model = AutoModelForSequenceClassification.from_pretrained(
+            str(folder), use_safetensors=True, attn_implementation="eager"
+        )
+    except (OSError, ValueError, SafetensorError, RuntimeError, KeyError) as err:
+        raise CheckpointError(f"checkpoint {folder} could not be loaded ({type(err).__name__}: {err})") from None
+    return Classifier(model, tokenizer, metadata["classes"], metadata["max_length"], metadata, pick_device(device))
+
+
+def save_classifier(classifier: Classifier, model_id: str, cache_dir: Path | None = None, overwrite: bool = False) -> Path:
+    """Write the checkpoint atomically to `<cache_dir>/<model_id>`; returns the folder."""
+    cache_dir = Path(cache_dir or models_cache_dir())
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    final = cache_dir / check_model_id(model_id)
+    if final.exists() and not overwrite:
+        raise FileExistsError(f"{final} exists; pass overwrite=True (CLI: --overwrite) or choose another --id")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{model_id}.", dir=cache_dir))
+    try:
+        classifier.model.config.id2label = dict(enumerate(classifier.classes))
+        classifier.model.config.label2id = {c: i for i, c in enumerate(classifier.classes)}
+        classifier.model.save_pretrained(str(tmp), safe_serialization=True)
+        classifier.tokenizer.save_pretrained(str(tmp))
+        metadata = dict(classifier.metadata, id=model_id)
+        (tmp / "metadata.json").write_text(json.dumps(metadata, indent=2, sort_keys=True), encoding="utf-8")
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    classifier.metadata = metadata
+    return final
+
+
+def list_checkpoints(cache_dir: Path | None = None) -> list[dict]:
+    """Metadata of every checkpoint in the cache; broken ones are listed with an `error` field."""
+    cache_dir = Path(cache_dir or models_cache_dir())
+    if not cache_dir.is_dir():
+        return []
+    out = []
+    for folder in sorted(p for p in cache_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        try:
+            out.append(validate_checkpoint(folder) | {"path": str(folder)})
+        except CheckpointError as err:
+            out.append({"id": folder.name, "path": str(folder), "error": str(err)})
+    return out

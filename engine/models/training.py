@@ -1,0 +1,238 @@
+"""Fine-tuning a classifier: masked fine-tuning (FMM Alg. 1), plain fine-tuning and only-masking.
+
+Optimiser as in the papers: AdamW, weight decay 0.01 (not on biases and LayerNorm), linear decay
+with 6% warm-up, gradient norm clipped at 1. The epoch kept is the best on validation: for `masked`
+and `only-masking` the mean metric over an unmasked and a masked copy of the validation split (masked
+once with a fixed seed), for `plain` the unmasked metric alone.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+from scipy.stats import binomtest
+from tqdm.auto import tqdm
+
+from engine.data import Dataset, get_dataset, score
+from engine.models.batch import collate_examples
+from engine.models.classifier import Classifier
+from engine.models.encoders import resolve_encoder
+from engine.models.masking import STRATEGIES, mask_all_primary, training_transform
+from engine.runtime import code_version, configure, pick_device, seed_everything
+
+
+class TrainingCancelled(RuntimeError):
+    pass
+
+
+@dataclass
+class TrainConfig:
+    """Everything that decides a training run; stored in the checkpoint's metadata."""
+
+    base_model: str = "tiny"
+    dataset: str = "rt"
+    strategy: str = "masked"
+    epochs: int = 4
+    lr: float = 1e-4
+    batch_size: int = 32
+    weight_decay: float = 0.01
+    warmup_fraction: float = 0.06
+    max_grad_norm: float = 1.0
+    max_length: int | None = None  # None: the dataset's default
+    seed: int = 0
+    split_seed: int = 0
+    train_limit: int | None = None  # use only the first N training examples (quick runs, tests)
+    eval_limit: int | None = None  # use only the first N validation/test examples
+    eval_batch_size: int = 64
+    validation_mask_seed: int = 1234
+    device: str = "auto"
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {self.strategy!r}; use one of {', '.join(STRATEGIES)}")
+        for name in ("epochs", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if not 0 <= self.warmup_fraction < 1:
+            raise ValueError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
+
+
+def default_model_id(config: TrainConfig) -> str:
+    base = config.base_model if config.base_model.replace("-", "").isalnum() else "custom"
+    return f"{base}-{config.dataset}-{config.strategy}-s{config.seed}"
+
+
+def _new_classifier(config: TrainConfig, dataset: Dataset, device: torch.device) -> Classifier:
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    source = resolve_encoder(config.base_model)
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        source,
+        num_labels=dataset.num_classes,
+        id2label=dict(enumerate(dataset.classes)),
+        label2id={c: i for i, c in enumerate(dataset.classes)},
+        attn_implementation="eager",
+    )
+    max_length = min(config.max_length or dataset.max_length, model.config.max_position_embeddings)
+    return Classifier(model, tokenizer, dataset.classes, max_length, {}, device)
+
+
+def _optimizer(model: torch.nn.Module, config: TrainConfig, total_steps: int):
+    from transformers import get_linear_schedule_with_warmup
+
+    decay, no_decay = [], []
+    for name, param in model.named_parameters():
+        (no_decay if param.ndim < 2 or "LayerNorm" in name or "bias" in name else decay).append(param)
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=config.lr,
+    )
+    scheduler = get_linear_schedule_with_warmup(optimizer, math.ceil(config.warmup_fraction * total_steps), total_steps)
+    return optimizer, scheduler
+
+
+def _validation_batches(classifier: Classifier, examples, config: TrainConfig):
+    """Length-sorted validation batches, unmasked and masked once with a fixed seed (as in training)."""
+    order = np.argsort([len(e.primary) + len(e.auxiliary or "") for e in examples], kind="stable")
+    generator = torch.Generator().manual_seed(config.validation_mask_seed)
+    plain, masked = [], []
+    for start in range(0, len(examples), config.eval_batch_size):
+        rows = [examples[i] for i in order[start : start + config.eval_batch_size]]
+        batch = collate_examples(classifier.tokenizer, rows, classifier.max_length)
+        plain.append(batch.to(classifier.device))
+        masked.append(training_transform(batch, "only-masking", classifier.mask_token_id, generator).to(classifier.device))
+    return plain, masked
+
+
+@torch.no_grad()
+def _metric_on_batches(classifier: Classifier, batches, dataset: Dataset) -> float:
+    classifier.model.eval()
+    y_true, y_pred = [], []
+    for batch in batches:
+        y_pred.append(classifier.logits(batch).argmax(-1).cpu())
+        y_true.append(batch.target.cpu())
+    return score(dataset.metric, torch.cat(y_true).numpy(), torch.cat(y_pred).numpy(), dataset.num_classes)
+
+
+def train_classifier(
+    config: TrainConfig,
+    progress: Callable[[dict], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    show_progress_bar: bool = True,
+) -> Classifier:
+    """Fine-tune `config.base_model` on `config.dataset`; returns the best-epoch classifier with its
+    metadata (not yet saved: see `checkpoint.save_classifier`).
+
+    progress: called with event dicts ({'stage': 'train'|'validate'|'test', ...}) for UIs.
+    should_stop: polled every step; when it returns True, TrainingCancelled is raised and nothing is kept.
+    """
+    configure()
+    started = time.time()
+    seed_everything(config.seed)
+    device = pick_device(config.device)
+    dataset = get_dataset(config.dataset, config.split_seed)
+    classifier = _new_classifier(config, dataset, device)
+    model = classifier.model
+
+    train = dataset.split("train")[: config.train_limit]
+    validation = dataset.split("validation")[: config.eval_limit]
+    test = dataset.split("test")[: config.eval_limit]
+    steps_per_epoch = math.ceil(len(train) / config.batch_size)
+    total_steps = steps_per_epoch * config.epochs
+    optimizer, scheduler = _optimizer(model, config, total_steps)
+    val_plain, val_masked = _validation_batches(classifier, validation, config)
+    generator = torch.Generator().manual_seed(config.seed)
+    order_rng = np.random.default_rng(config.seed)
+
+    history, best = [], None
+    bar = tqdm(total=total_steps, desc="training", unit="batch", disable=not show_progress_bar, dynamic_ncols=True)
+    for epoch in range(1, config.epochs + 1):
+        model.train()
+        bar.set_description(f"epoch {epoch}/{config.epochs}")
+        order = order_rng.permutation(len(train))
+        losses = []
+        for step in range(steps_per_epoch):
+            if should_stop is not None and should_stop():
+                bar.close()
+                raise TrainingCancelled("training was cancelled; nothing was saved")
+            rows = [train[i] for i in order[step * config.batch_size : (step + 1) * config.batch_size]]
+            batch = collate_examples(classifier.tokenizer, rows, classifier.max_length)
+            batch = training_transform(batch, config.strategy, classifier.mask_token_id, generator).to(device)
+            loss = torch.nn.functional.cross_entropy(classifier.logits(batch), batch.target)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            losses.append(loss.item())
+            bar.update(1)
+            bar.set_postfix(loss=f"{np.mean(losses[-50:]):.3f}")
+            if progress is not None:
+                progress({"stage": "train", "epoch": epoch, "epochs": config.epochs, "step": (epoch - 1) * steps_per_epoch + step + 1,
+                          "steps": total_steps, "loss": float(np.mean(losses[-50:]))})
+        val_unmasked = _metric_on_batches(classifier, val_plain, dataset)
+        val_masked_metric = _metric_on_batches(classifier, val_masked, dataset)
+        selection = val_unmasked if config.strategy == "plain" else (val_unmasked + val_masked_metric) / 2
+        record = {"epoch": epoch, "train_loss": float(np.mean(losses)), "val_unmasked": val_unmasked,
+                  "val_masked": val_masked_metric, "selection": selection, "elapsed_s": round(time.time() - started, 1)}
+        history.append(record)
+        if best is None or selection > best[0]:
+            best = (selection, epoch, copy.deepcopy({k: v.detach().cpu() for k, v in model.state_dict().items()}))
+        bar.write(f"epoch {epoch}: train loss {record['train_loss']:.4f}  validation {dataset.metric} "
+                  f"unmasked {val_unmasked:.4f}  masked {val_masked_metric:.4f}  (selection {selection:.4f})")
+        if progress is not None:
+            progress({"stage": "validate", **record, "epochs": config.epochs})
+    bar.close()
+
+    model.load_state_dict(best[2])
+    model.eval()
+    if progress is not None:
+        progress({"stage": "test"})
+    unmasked = classifier.evaluate(dataset, "test", limit=config.eval_limit)
+    masked_all = classifier.evaluate(dataset, "test", mask_all=True, limit=config.eval_limit)
+    ci = binomtest(masked_all["n_correct"], masked_all["n"]).proportion_ci(0.95, method="exact")
+    majority = float(dataset.majority_baseline("test")) if config.eval_limit is None else score(
+        dataset.metric, np.array([e.label for e in test]), np.full(len(test), dataset.majority_class()), dataset.num_classes)
+    classifier.metadata = {
+        "id": default_model_id(config),
+        "base_model": config.base_model,
+        "base_model_source": resolve_encoder(config.base_model),
+        "dataset": dataset.name,
+        "classes": list(dataset.classes),
+        "metric": dataset.metric,
+        "paired": dataset.paired,
+        "strategy": config.strategy,
+        "max_length": classifier.max_length,
+        "split_seed": config.split_seed,
+        "seed": config.seed,
+        "config": asdict(config),
+        "selection_rule": "unmasked validation metric" if config.strategy == "plain"
+        else "mean of unmasked and masked validation metric",
+        "history": history,
+        "best_epoch": best[1],
+        "test": {
+            "n": unmasked["n"],
+            "unmasked": unmasked["value"],
+            "unmasked_accuracy": unmasked["accuracy"],
+            "masked_100": masked_all["value"],
+            "masked_100_accuracy": masked_all["accuracy"],
+            "masked_100_accuracy_ci95": [float(ci.low), float(ci.high)],
+            "majority_baseline": majority,
+        },
+        "train_size": len(train),
+        "device": str(device),
+        "torch_threads": torch.get_num_threads(),
+        "train_seconds": round(time.time() - started, 1),
+        "code_version": code_version(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    return classifier
