@@ -71,6 +71,17 @@ def validate_checkpoint(folder: Path) -> dict:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise CheckpointError(f"{folder}/config.json is corrupt: {err}") from None
+    try:
+        # Reads only the JSON header: cheap, and catches truncated or foreign weight files early.
+        from safetensors import safe_open
+
+        with safe_open(str(folder / "model.safetensors"), framework="pt") as f:
+            if not list(f.keys()):
+                raise CheckpointError(f"{folder}/model.safetensors holds no tensors")
+    except CheckpointError:
+        raise
+    except Exception as err:  # safetensors raises its own error types for bad headers
+        raise CheckpointError(f"{folder}/model.safetensors is corrupt ({type(err).__name__}: {err})") from None
     n_labels = len(config.get("id2label", {})) or config.get("num_labels")
     if n_labels != len(metadata["classes"]):
         raise CheckpointError(

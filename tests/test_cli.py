@@ -1,0 +1,58 @@
+"""The command line: it trains and lists models, teaches with --help, and refuses bad input with one
+clear line and exit code 2, changing nothing."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_help_lists_commands_and_train_options():
+    out = subprocess.run([sys.executable, "-m", "engine", "train", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0
+    for option in ("--model", "--dataset", "--strategy", "--epochs", "--lr", "--seed", "--overwrite", "Strategies", "only-masking"):
+        assert option in out.stdout
+
+
+def test_train_then_list(models_cache, capsys):
+    assert main(["train", "--model", "tiny", "--dataset", "toy", "--epochs", "1", "--lr", "3e-4", "--quiet", "--id", "cli-toy"]) == 0
+    assert (models_cache / "cli-toy" / "metadata.json").is_file()
+    out = capsys.readouterr().out
+    assert "saved" in out and "class-majority baseline" in out
+    assert main(["models"]) == 0
+    listing = capsys.readouterr().out
+    assert "cli-toy" in listing and "toy" in listing and "masked" in listing
+    # training again under the same id is refused without --overwrite, and the checkpoint is kept
+    before = (models_cache / "cli-toy" / "model.safetensors").read_bytes()
+    assert main(["train", "--dataset", "toy", "--epochs", "1", "--quiet", "--id", "cli-toy"]) == 2
+    assert "exists" in capsys.readouterr().err
+    assert (models_cache / "cli-toy" / "model.safetensors").read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["train", "--dataset", "sst2"], "unknown dataset 'sst2'"),
+        (["train", "--model", "roberta-base"], "unknown model 'roberta-base'"),
+        (["train", "--dataset", "toy", "--epochs", "0"], "epochs must be >= 1"),
+        (["train", "--dataset", "toy", "--id", "a/b/c"], "model id"),
+    ],
+)
+def test_bad_input_is_one_clear_line_and_nothing_written(models_cache, capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not models_cache.exists() or not any(models_cache.iterdir())
+
+
+def test_models_lists_broken_checkpoint_with_reason(models_cache, capsys):
+    (models_cache / "half-copied").mkdir(parents=True)
+    (models_cache / "half-copied" / "config.json").write_text("{}")
+    assert main(["models"]) == 0
+    assert "BROKEN" in capsys.readouterr().out
