@@ -187,8 +187,9 @@ def train_classifier(
         history.append(record)
         if best is None or selection > best[0]:
             best = (selection, epoch, copy.deepcopy({k: v.detach().cpu() for k, v in model.state_dict().items()}))
-        bar.write(f"epoch {epoch}: train loss {record['train_loss']:.4f}  validation {dataset.metric} "
-                  f"unmasked {val_unmasked:.4f}  masked {val_masked_metric:.4f}  (selection {selection:.4f})")
+        if show_progress_bar:
+            bar.write(f"epoch {epoch}: train loss {record['train_loss']:.4f}  validation {dataset.metric} "
+                      f"unmasked {val_unmasked:.4f}  masked {val_masked_metric:.4f}  (selection {selection:.4f})")
         if progress is not None:
             progress({"stage": "validate", **record, "epochs": config.epochs})
     bar.close()

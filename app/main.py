@@ -1,0 +1,43 @@
+"""Entrypoint: `streamlit run app/main.py`. A frame: page navigation and the shared sidebar."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import streamlit as st  # noqa: E402
+
+from app.shared import MODEL_KEY, PENDING_MODEL_KEY, usable_checkpoints  # noqa: E402
+from engine.runtime import configure  # noqa: E402
+
+configure()
+st.set_page_config(page_title="Faithfulness dashboard", page_icon="🔎", layout="wide")
+
+checkpoints = usable_checkpoints()
+with st.sidebar:
+    st.markdown("### Model")
+    if checkpoints:
+        ids = [m["id"] for m in checkpoints]
+        # prefer a masked-fine-tuned model: its masked inputs stay in distribution
+        default = next((i for i, m in enumerate(checkpoints) if m["strategy"] == "masked"), 0)
+        if st.session_state.get(PENDING_MODEL_KEY) in ids:
+            st.session_state[MODEL_KEY] = st.session_state.pop(PENDING_MODEL_KEY)
+        if st.session_state.get(MODEL_KEY) not in ids:
+            st.session_state[MODEL_KEY] = ids[default]
+        st.selectbox("Checkpoint", ids, key=MODEL_KEY, help="models_cache/<id>: build more on the Models page")
+        meta = next(m for m in checkpoints if m["id"] == st.session_state[MODEL_KEY])
+        test = meta.get("test", {})
+        st.caption(f"{meta['base_model']} · {meta['dataset']} · {meta['strategy']} fine-tuning · "
+                   f"test {meta.get('metric', 'metric')} {test.get('unmasked', float('nan')):.3f}")
+    else:
+        st.session_state[MODEL_KEY] = None
+        st.warning("No model in models_cache yet.")
+
+pages = [
+    st.Page(str(ROOT / "pages" / "explain.py"), title="Explain", icon="🔎", default=True),
+    st.Page(str(ROOT / "pages" / "models.py"), title="Models", icon="🧠"),
+]
+st.navigation(pages).run()

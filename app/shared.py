@@ -1,0 +1,35 @@
+"""What every page shares: the one cached model loader and the sidebar's model choice.
+
+Pages read from the engine through here; the engine never reads from a page.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from engine.models import CheckpointError, list_checkpoints, load_classifier
+
+MODEL_KEY = "model_id"
+PENDING_MODEL_KEY = "model_id_pending"  # set by a page that built a model; applied by the frame
+
+
+@st.cache_resource(show_spinner="Loading model ...", max_entries=4)
+def get_classifier(model_id: str):
+    """Loaded once per process and model, not per rerun."""
+    return load_classifier(model_id)
+
+
+def usable_checkpoints() -> list[dict]:
+    return [m for m in list_checkpoints() if "error" not in m]
+
+
+def selected_classifier():
+    """The classifier chosen in the sidebar, or None (with a message in the page) when there is none."""
+    model_id = st.session_state.get(MODEL_KEY)
+    if not model_id:
+        st.info("No model yet: build one on the **Models** page (about 2 minutes for the default).")
+        return None
+    try:
+        return get_classifier(model_id)
+    except CheckpointError as err:
+        st.error(f"Model {model_id!r} cannot be loaded: {err}")
+        return None

