@@ -107,7 +107,9 @@ def load_classifier(model_id_or_path: str | os.PathLike, device: str | None = No
         )
     except (OSError, ValueError, SafetensorError, RuntimeError, KeyError) as err:
         raise CheckpointError(f"checkpoint {folder} could not be loaded ({type(err).__name__}: {err})") from None
-    return Classifier(model, tokenizer, metadata["classes"], metadata["max_length"], metadata, pick_device(device))
+    classifier = Classifier(model, tokenizer, metadata["classes"], metadata["max_length"], metadata, pick_device(device))
+    classifier.folder = folder
+    return classifier
 
 
 def save_classifier(classifier: Classifier, model_id: str, cache_dir: Path | None = None, overwrite: bool = False) -> Path:
@@ -132,6 +134,7 @@ def save_classifier(classifier: Classifier, model_id: str, cache_dir: Path | Non
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     classifier.metadata = metadata
+    classifier.folder = final
     return final
 
 

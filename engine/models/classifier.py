@@ -31,6 +31,7 @@ class Classifier:
         self.max_length = int(max_length)
         self.metadata = dict(metadata or {})
         self.device = torch.device(device)
+        self.folder = None  # the checkpoint folder once saved or when loaded from one
         if tokenizer.mask_token_id is None:
             raise ValueError("the tokenizer has no [MASK] token: masking-based measures need one")
         if model.config.num_labels != len(self.classes):

@@ -1,0 +1,54 @@
+"""In-distribution tests for masked inputs: MaSF fitted per checkpoint and stored beside it."""
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+from safetensors.torch import load_file, save_file
+
+from engine.data import get_dataset
+from engine.models import Batch, Classifier
+from engine.ood.features import calibration_features, hidden_state_features
+from engine.ood.masf import MaSF, naive_pvalues
+from engine.runtime import code_version
+
+MASF_FILE = "masf.safetensors"
+MASF_META = "masf.json"
+
+
+def fit_masf(classifier: Classifier, split: str = "validation", limit: int | None = None, seed: int = 0,
+             save: bool = True, progress=None) -> MaSF:
+    """Fit MaSF on the checkpoint's validation split transformed like its training; store it in the
+    checkpoint folder (safetensors + JSON provenance) when the classifier has one."""
+    meta = classifier.metadata
+    dataset = get_dataset(meta["dataset"], meta.get("split_seed", 0))
+    classifier.check_dataset(dataset)
+    examples = dataset.split(split)[:limit]
+    feats = calibration_features(classifier, examples, meta.get("strategy", "masked"), seed=1234 + seed, progress=progress)
+    masf = MaSF(seed=seed).fit(feats)
+    if save and classifier.folder is not None:
+        save_file({k: v.contiguous() for k, v in masf.state().items()}, str(classifier.folder / MASF_FILE))
+        (classifier.folder / MASF_META).write_text(json.dumps({
+            "calibration": f"{dataset.name} {split} split ({len(examples)} inputs) transformed like "
+                           f"{meta.get('strategy', 'masked')} training, mask seed {1234 + seed}",
+            "parts": [int(masf.level1.shape[0]), int(masf.level2.shape[0]), int(masf.level3.shape[0])],
+            "feature_shape": list(masf.shape), "seed": seed, "code_version": code_version(),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }, indent=2), encoding="utf-8")
+    return masf
+
+
+def load_masf(classifier: Classifier) -> MaSF | None:
+    """The stored MaSF of a checkpoint, or None when it has not been fitted yet."""
+    if classifier.folder is None or not (classifier.folder / MASF_FILE).is_file():
+        return None
+    return MaSF.from_state(load_file(str(classifier.folder / MASF_FILE)))
+
+
+def masf_pvalues(classifier: Classifier, masf: MaSF, batch: Batch) -> np.ndarray:
+    """In-distribution p-value [B] of each input of the batch (as it is, masked or not)."""
+    return masf.pvalues(hidden_state_features(classifier, batch))
+
+
+__all__ = ["MaSF", "fit_masf", "load_masf", "masf_pvalues", "hidden_state_features", "calibration_features", "naive_pvalues"]

@@ -1,0 +1,37 @@
+"""The features MaSF looks at: every hidden state, max-pooled over real (non-PAD) tokens."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from engine.models import Batch, Classifier, training_transform
+
+
+@torch.no_grad()
+def hidden_state_features(classifier: Classifier, batch: Batch) -> torch.Tensor:
+    """[B, L+1, H] float64: embedding output and each layer's output, max over non-PAD positions."""
+    out = classifier.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                           token_type_ids=batch.token_type_ids, output_hidden_states=True)
+    states = torch.stack(out.hidden_states, dim=1)  # [B, L+1, T, H]
+    pad = (batch.attention_mask == 0)[:, None, :, None]
+    return states.masked_fill(pad, float("-inf")).amax(dim=2).double().cpu()
+
+
+def calibration_features(classifier: Classifier, examples, strategy: str, seed: int = 1234, batch_size: int = 64,
+                         progress=None) -> torch.Tensor:
+    """Features [N, L+1, H] of `examples` transformed exactly like training with `strategy` (a masked
+    model's calibration data contains masked inputs; a plain model's does not), with a fixed seed."""
+    generator = torch.Generator().manual_seed(seed)
+    order = np.argsort([len(e.primary) + len(e.auxiliary or "") for e in examples], kind="stable")
+    feats = torch.empty(0)
+    chunks = []
+    for start in range(0, len(examples), batch_size):
+        batch = classifier.batch_of([examples[i] for i in order[start : start + batch_size]])
+        batch = training_transform(batch.to("cpu"), strategy, classifier.mask_token_id, generator).to(classifier.device)
+        chunks.append(hidden_state_features(classifier, batch))
+        if progress is not None:
+            progress(min(start + batch_size, len(examples)), len(examples))
+    feats = torch.cat(chunks)
+    inverse = torch.empty(len(order), dtype=torch.long)
+    inverse[torch.as_tensor(order)] = torch.arange(len(order))
+    return feats[inverse]

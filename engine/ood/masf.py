@@ -1,0 +1,137 @@
+"""MaSF (Matan et al. 2022, as used in FMM App. F.2): is a masked input still in distribution?
+
+Features per input: every hidden state (embedding output and each layer) max-pooled over non-PAD
+positions, [L, H] with L = layers + 1. Three disjoint parts of the calibration data fit the three
+levels, so no level is judged on the data it was fitted on:
+
+  level 1: per (layer, dim) empirical distribution; two-sided conformal p-value of a value z
+           p1 = min(1, 2 (1 + min(#{fit <= z}, #{fit >= z})) / (N1 + 1))
+           combined over dims with Simes: s_l = min_i p1_(i) * H / i          -> [L]
+  level 2: per layer, two-sided conformal p-value of s_l against part 2's s_l  -> p2 [L]
+           Fisher: F = -2 sum_l log p2_l
+  level 3: p = (1 + #{fit F >= F}) / (N3 + 1)   (large F = unusual)
+
+Conformal p-values are never 0, so no epsilon is needed inside the log (the seed code's
+#{fit < z}/N gives 0 and log(0 + 1e-8) then dominates Fisher; see REFERENCE section 4).
+Look-ups use sorted arrays and binary search (`torch.searchsorted`, O(log N) each) instead of
+comparing against every calibration value.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def _as_tensor(x) -> torch.Tensor:
+    return torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x, dtype=torch.float64)
+
+
+def conformal_two_sided(sorted_fit: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """Two-sided conformal p-values, one distribution per column.
+
+    sorted_fit [N, D] ascending per column; values [M, D]. Returns [M, D] in (0, 1]."""
+    n = sorted_fit.shape[0]
+    fit_t = sorted_fit.T.contiguous()  # [D, N]: searchsorted works along the last dimension
+    vals_t = values.T.contiguous()  # [D, M]
+    below_or_equal = torch.searchsorted(fit_t, vals_t, right=True)  # #{fit <= z}
+    above_or_equal = n - torch.searchsorted(fit_t, vals_t, right=False)  # #{fit >= z}
+    tail = torch.minimum(below_or_equal, above_or_equal).to(torch.float64)
+    return torch.clamp(2.0 * (1.0 + tail) / (n + 1.0), max=1.0).T
+
+
+def simes(p: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Simes combination min_i p_(i) * K / i along `dim` (K = size of that dim)."""
+    k = p.shape[dim]
+    ordered, _ = torch.sort(p, dim=dim)
+    shape = [1] * p.ndim
+    shape[dim] = k
+    ranks = torch.arange(1, k + 1, dtype=p.dtype).reshape(shape)
+    return torch.clamp((ordered * k / ranks).amin(dim=dim), max=1.0)
+
+
+class MaSF:
+    """Fit on calibration features [N, L, H]; `pvalues(features [M, L, H]) -> [M]`."""
+
+    def __init__(self, parts: tuple[float, float, float] = (1 / 3, 1 / 3, 1 / 3), seed: int = 0):
+        self.parts = parts
+        self.seed = seed
+        self.level1: torch.Tensor | None = None  # [N1, L*H] sorted per column
+        self.level2: torch.Tensor | None = None  # [N2, L] sorted per column
+        self.level3: torch.Tensor | None = None  # [N3] sorted
+        self.shape: tuple[int, int] | None = None
+
+    @property
+    def fitted(self) -> bool:
+        return self.level3 is not None
+
+    def _simes_per_layer(self, feats: torch.Tensor) -> torch.Tensor:
+        m = feats.shape[0]
+        p1 = conformal_two_sided(self.level1, feats.reshape(m, -1)).reshape(m, *self.shape)
+        return simes(p1, dim=-1)  # [M, L]
+
+    def _fisher(self, feats: torch.Tensor) -> torch.Tensor:
+        p2 = conformal_two_sided(self.level2, self._simes_per_layer(feats))  # [M, L]
+        return -2.0 * torch.log(p2).sum(-1)  # [M]
+
+    def fit(self, features) -> MaSF:
+        feats = _as_tensor(features)
+        if feats.ndim != 3:
+            raise ValueError(f"features must be [N, L, H], got shape {tuple(feats.shape)}")
+        n = feats.shape[0]
+        if n < 30:
+            raise ValueError(f"MaSF needs at least 30 calibration inputs (10 per level), got {n}")
+        perm = torch.from_numpy(np.random.default_rng(self.seed).permutation(n))
+        n1 = int(round(self.parts[0] * n))
+        n2 = int(round(self.parts[1] * n))
+        part1, part2, part3 = feats[perm[:n1]], feats[perm[n1 : n1 + n2]], feats[perm[n1 + n2 :]]
+        self.shape = tuple(feats.shape[1:])
+        self.level1 = torch.sort(part1.reshape(n1, -1), dim=0).values
+        self.level2 = torch.sort(self._simes_per_layer(part2), dim=0).values
+        self.level3 = torch.sort(self._fisher(part3)).values
+        return self
+
+    def pvalues(self, features) -> np.ndarray:
+        """In-distribution p-value per input [M]: small = unlike the calibration data."""
+        if not self.fitted:
+            raise RuntimeError("MaSF is not fitted")
+        feats = _as_tensor(features)
+        if tuple(feats.shape[1:]) != self.shape:
+            raise ValueError(f"features of shape {tuple(feats.shape[1:])} do not match the fitted {self.shape}")
+        fisher = self._fisher(feats)
+        n3 = self.level3.shape[0]
+        at_least = n3 - torch.searchsorted(self.level3, fisher, right=False)  # #{fit >= F}
+        return ((1.0 + at_least.to(torch.float64)) / (n3 + 1.0)).numpy()
+
+    @staticmethod
+    def dataset_pvalue(pvalues) -> float:
+        """Simes over examples: one p-value for "this set of inputs is in distribution"."""
+        p = torch.as_tensor(np.asarray(pvalues), dtype=torch.float64)
+        return float(simes(p, dim=0))
+
+    def state(self) -> dict[str, torch.Tensor]:
+        return {"level1": self.level1, "level2": self.level2, "level3": self.level3,
+                "shape": torch.tensor(self.shape)}
+
+    @classmethod
+    def from_state(cls, state: dict[str, torch.Tensor], seed: int = 0) -> MaSF:
+        masf = cls(seed=seed)
+        masf.level1, masf.level2, masf.level3 = (state[k].to(torch.float64) for k in ("level1", "level2", "level3"))
+        masf.shape = tuple(int(v) for v in state["shape"])
+        return masf
+
+
+def naive_pvalues(masf: MaSF, features) -> np.ndarray:
+    """The same p-values by broadcast comparison against every calibration value (O(N) per look-up):
+    the reference the fast path is tested and benchmarked against."""
+    feats = _as_tensor(features)
+    m = feats.shape[0]
+
+    def two_sided(fit, vals):  # fit [N, D], vals [M, D]
+        le = (fit[None, :, :] <= vals[:, None, :]).sum(1)
+        ge = (fit[None, :, :] >= vals[:, None, :]).sum(1)
+        return torch.clamp(2.0 * (1.0 + torch.minimum(le, ge).double()) / (fit.shape[0] + 1.0), max=1.0)
+
+    p1 = two_sided(masf.level1, feats.reshape(m, -1)).reshape(m, *masf.shape)
+    p2 = two_sided(masf.level2, simes(p1, dim=-1))
+    fisher = -2.0 * torch.log(p2).sum(-1)
+    return ((1.0 + (masf.level3[None, :] >= fisher[:, None]).sum(1).double()) / (masf.level3.shape[0] + 1.0)).numpy()

@@ -1,0 +1,67 @@
+"""MaSF: exact against the naive implementation, calibrated under the null, sensitive off it, stored safely."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import kstest
+
+from engine.models import mask_all_primary, save_classifier
+from engine.ood import MaSF, fit_masf, hidden_state_features, load_masf, masf_pvalues, naive_pvalues
+from engine.ood.masf import conformal_two_sided, simes
+
+
+def test_conformal_pvalue_hand_computed():
+    fit = torch.tensor([[1.0], [2.0], [3.0], [4.0]])
+    p = conformal_two_sided(fit, torch.tensor([[0.0], [2.5], [4.0], [9.0]]))[:, 0]
+    # tails: min(#<=z, #>=z) = 0, 2, 1, 0 -> 2 (1 + tail) / 5, capped at 1
+    assert torch.allclose(p, torch.tensor([0.4, 1.0, 0.8, 0.4], dtype=torch.float64))
+    assert float(simes(torch.tensor([0.01, 0.04, 0.5]), 0)) == pytest.approx(0.03)
+
+
+def test_fast_pvalues_equal_naive_broadcast():
+    rng = np.random.default_rng(1)
+    masf = MaSF(seed=2).fit(rng.normal(size=(300, 3, 16)))
+    x = rng.normal(size=(50, 3, 16)) * rng.choice([1.0, 3.0], size=(50, 1, 1))
+    assert np.array_equal(masf.pvalues(x), naive_pvalues(masf, x))
+
+
+def test_pvalues_are_uniform_under_the_null_and_small_off_it():
+    rng = np.random.default_rng(0)
+    masf = MaSF().fit(rng.normal(size=(3000, 3, 32)))
+    p = masf.pvalues(rng.normal(size=(1000, 3, 32)))
+    assert kstest(p, "uniform").statistic < 0.06, "fresh in-distribution inputs give ~U(0,1) p-values"
+    assert 0.02 < np.mean(p < 0.05) < 0.09
+    far = masf.pvalues(rng.normal(size=(200, 3, 32)) * 3.0)
+    assert np.mean(far < 0.05) > 0.9, "inputs far from the calibration data get small p-values"
+    assert 0 < masf.pvalues(rng.normal(size=(5, 3, 32))).min() <= 1, "conformal p-values are never 0"
+    assert MaSF.dataset_pvalue(far) < 0.05
+
+
+def test_bad_shapes_are_refused():
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="at least 30"):
+        MaSF().fit(rng.normal(size=(10, 2, 4)))
+    masf = MaSF().fit(rng.normal(size=(60, 2, 4)))
+    with pytest.raises(ValueError, match="do not match"):
+        masf.pvalues(rng.normal(size=(3, 2, 5)))
+
+
+def test_features_ignore_padding(toy_classifier):
+    short = toy_classifier.batch(["the movie was good"])
+    padded = toy_classifier.batch(["the movie was good", "the movie was really very very good and fun"])
+    a = hidden_state_features(toy_classifier, short)[0]
+    b = hidden_state_features(toy_classifier, padded)[0]
+    assert a.shape == (3, 128)  # embeddings + 2 layers, hidden 128
+    assert torch.allclose(a, b, atol=1e-5), "max-pooling never looks at padding"
+
+
+def test_fit_store_and_reload_on_a_checkpoint(toy_classifier, models_cache):
+    save_classifier(toy_classifier, "toy-masf")
+    masf = fit_masf(toy_classifier)
+    assert (toy_classifier.folder / "masf.safetensors").is_file() and (toy_classifier.folder / "masf.json").is_file()
+    again = load_masf(toy_classifier)
+    batch = toy_classifier.batch(["the plot was dull", "this film was great"])
+    assert np.array_equal(masf_pvalues(toy_classifier, masf, batch), masf_pvalues(toy_classifier, again, batch))
+    masked = masf_pvalues(toy_classifier, again, mask_all_primary(batch, toy_classifier.mask_token_id))
+    assert ((masked > 0) & (masked <= 1)).all()
