@@ -46,3 +46,15 @@ def training_transform(
 def mask_all_primary(batch: Batch, mask_token_id: int) -> Batch:
     """Every maskable (primary, non-special) token replaced by [MASK]: the 100%-masked input."""
     return batch.with_ids(torch.where(batch.maskable, torch.full_like(batch.input_ids, mask_token_id), batch.input_ids))
+
+
+def mask_random_fraction(batch: Batch, ratio: float, mask_token_id: int, generator: torch.Generator | None = None) -> Batch:
+    """Mask exactly floor(ratio * N_b) of row b's N_b maskable (primary) tokens, chosen uniformly at random."""
+    if not 0.0 <= ratio <= 1.0:
+        raise ValueError(f"ratio must be in [0, 1], got {ratio}")
+    keys = torch.rand(batch.input_ids.shape, generator=generator).to(batch.device)
+    keys = keys.masked_fill(~batch.maskable, float("inf"))  # non-maskable sort last, never chosen
+    n_mask = torch.floor(batch.maskable.sum(1).double() * ratio + 1e-9).long()  # [B]
+    rank = keys.argsort(dim=1).argsort(dim=1)  # rank of each position's key within its row
+    hit = rank < n_mask[:, None]
+    return batch.with_ids(torch.where(hit, torch.full_like(batch.input_ids, mask_token_id), batch.input_ids))
