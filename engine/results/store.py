@@ -1,0 +1,87 @@
+"""The results store the benchmark pages read: tidy parquet cells with JSON provenance.
+
+Layout: <root>/<run>/cells/<key>.parquet and <key>.json, one pair per cell (model x seed x dataset x
+measure ...). Each cell is written to a temporary name and renamed, so a run that is interrupted
+leaves only whole cells behind and resumes by skipping the cells that exist; parallel workers (local
+processes or Ray) write different files and never contend for a lock.
+
+Rows are tidy: one row per (model, seed, dataset, measure, strategy, step) with the metric value and
+the MaSF p-value, so the app filters and plots with plain pandas.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from engine.runtime import PROJECT_ROOT
+
+TIDY_COLUMNS = ("model", "seed", "dataset", "measure", "strategy", "step", "ratio", "metric", "value", "p_value")
+_RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def default_results_dir() -> Path:
+    return Path(os.environ.get("ENGINE_RESULTS_DIR", PROJECT_ROOT / "results"))
+
+
+def cell_key(cell: dict) -> str:
+    """A stable file name for a cell: readable prefix + hash of its full description."""
+    text = json.dumps(cell, sort_keys=True, default=str)
+    readable = "_".join(str(cell[k]) for k in ("model", "dataset", "measure", "seed") if k in cell)
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "-", readable)[:80]
+    return f"{readable}_{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
+class ResultsStore:
+    def __init__(self, root: str | os.PathLike | None = None):
+        self.root = Path(root) if root is not None else default_results_dir()
+
+    def _cells_dir(self, run: str) -> Path:
+        if not _RUN_NAME.match(run):
+            raise ValueError(f"run name {run!r} must be letters, digits, '.', '_' or '-'")
+        return self.root / run / "cells"
+
+    def has_cell(self, run: str, cell: dict) -> bool:
+        d = self._cells_dir(run)
+        key = cell_key(cell)
+        return (d / f"{key}.parquet").is_file() and (d / f"{key}.json").is_file()
+
+    def write_cell(self, run: str, cell: dict, rows: pd.DataFrame, provenance: dict) -> Path:
+        """Write one cell atomically (the JSON last: a cell counts as done only once both exist)."""
+        missing = [c for c in TIDY_COLUMNS if c not in rows.columns]
+        if missing:
+            raise ValueError(f"result rows lack the columns {missing}")
+        d = self._cells_dir(run)
+        d.mkdir(parents=True, exist_ok=True)
+        key = cell_key(cell)
+        tmp = d / f".{key}.{os.getpid()}.tmp"
+        rows.to_parquet(tmp, index=False)
+        os.replace(tmp, d / f"{key}.parquet")
+        tmp.write_text(json.dumps({"cell": cell, "provenance": provenance}, indent=2, default=str), encoding="utf-8")
+        os.replace(tmp, d / f"{key}.json")
+        return d / f"{key}.parquet"
+
+    def runs(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if (p / "cells").is_dir())
+
+    def load(self, run: str | None = None) -> pd.DataFrame:
+        """All rows of one run (or of every run), with a `run` column."""
+        frames = []
+        for name in [run] if run else self.runs():
+            d = self._cells_dir(name)
+            for path in sorted(d.glob("*.parquet")):
+                if (path.with_suffix(".json")).is_file():
+                    frames.append(pd.read_parquet(path).assign(run=name))
+        if not frames:
+            return pd.DataFrame(columns=[*TIDY_COLUMNS, "run"])
+        return pd.concat(frames, ignore_index=True)
+
+    def provenance(self, run: str) -> list[dict]:
+        d = self._cells_dir(run)
+        return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(d.glob("*.json"))]

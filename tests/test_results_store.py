@@ -1,0 +1,43 @@
+"""The results store: whole cells only, resumable, tidy rows with provenance."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from engine.results import TIDY_COLUMNS, ResultsStore
+
+
+def _rows(measure, seed):
+    return pd.DataFrame([{"model": "m", "seed": seed, "dataset": "rt", "measure": measure, "strategy": "ratio",
+                          "step": i, "ratio": i / 2, "metric": "accuracy", "value": 0.9 - 0.2 * i, "p_value": 0.5}
+                         for i in range(3)])
+
+
+def test_cells_roundtrip_with_provenance_and_resume(tmp_path):
+    store = ResultsStore(tmp_path)
+    cell = {"model": "m", "dataset": "rt", "measure": "loo-sign", "seed": 0}
+    assert not store.has_cell("run1", cell)
+    store.write_cell("run1", cell, _rows("loo-sign", 0), {"command": "python -m engine benchmark ...", "code_version": "x"})
+    store.write_cell("run1", {**cell, "seed": 1}, _rows("loo-sign", 1), {"code_version": "x"})
+    assert store.has_cell("run1", cell), "a finished cell is skipped when the run resumes"
+    df = store.load("run1")
+    assert len(df) == 6 and set(TIDY_COLUMNS) <= set(df.columns) and set(df["run"]) == {"run1"}
+    assert store.runs() == ["run1"]
+    assert store.provenance("run1")[0]["provenance"]["code_version"] == "x"
+
+
+def test_half_written_cell_does_not_count(tmp_path):
+    store = ResultsStore(tmp_path)
+    cell = {"model": "m", "dataset": "rt", "measure": "random", "seed": 0}
+    store.write_cell("r", cell, _rows("random", 0), {})
+    json_file = next((tmp_path / "r" / "cells").glob("*.json"))
+    json_file.unlink()  # as if the process died between the two renames
+    assert not store.has_cell("r", cell) and store.load("r").empty
+
+
+def test_bad_rows_and_names_are_refused(tmp_path):
+    store = ResultsStore(tmp_path)
+    with pytest.raises(ValueError, match="lack the columns"):
+        store.write_cell("r", {"model": "m"}, pd.DataFrame({"model": ["m"]}), {})
+    with pytest.raises(ValueError, match="run name"):
+        store.load("../x")
