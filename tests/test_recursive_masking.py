@@ -1,0 +1,114 @@
+"""Recursive masking (FMM Alg. 3): what is masked at each step, and what is recorded."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from engine.data import get_dataset
+from engine.faithfulness.recursive import dataset_masking_curve, recursive_masking
+from engine.models import mask_all_primary
+
+
+class PositionExplainer:
+    """Scores = position index, so the expected masking order is known: last tokens first."""
+
+    name = "position"
+    options = {}
+
+    def __init__(self):
+        self.calls = 0
+
+    def attribute(self, batch, target=None):
+        self.calls += 1
+        scores = torch.arange(batch.input_ids.shape[1], dtype=torch.float32).expand_as(batch.input_ids).clone()
+        return SimpleNamespace(scores=torch.where(batch.maskable, scores, torch.zeros_like(scores)), maskable=batch.maskable)
+
+
+class SeededRandomExplainer:
+    name = "random"
+    options = {}
+
+    def __init__(self, seed):
+        self.seed = seed
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def attribute(self, batch, target=None):
+        return SimpleNamespace(scores=torch.rand(batch.input_ids.shape, generator=self.generator), maskable=batch.maskable)
+
+
+def test_each_step_masks_the_top_tokens_cumulatively_and_never_specials(toy_classifier):
+    c = toy_classifier
+    batch = c.batch(["the movie was really good and fun", "this film was dull"])
+    res = recursive_masking(c, PositionExplainer(), batch)
+    n = batch.maskable.sum(1).numpy()
+    assert [s.ratio for s in res.steps] == pytest.approx([i / 10 for i in range(11)])
+    previous = torch.zeros_like(batch.maskable)
+    for step in res.steps:
+        masked = step.input_ids == c.mask_token_id
+        assert not (masked & ~batch.maskable).any(), "special tokens are never masked"
+        assert np.array_equal(masked.sum(1).numpy(), np.floor(n * step.ratio + 1e-9)), "floor(r * N) tokens in total"
+        assert (masked | ~previous).all(), "tokens masked before stay masked"
+        previous = masked
+        # the masked ones are the highest-scoring (here: last) maskable positions
+        for b in range(2):
+            positions = torch.nonzero(batch.maskable[b]).flatten()
+            k = int(masked[b].sum())
+            assert set(torch.nonzero(masked[b]).flatten().tolist()) == set(positions[len(positions) - k:].tolist())
+    assert res.steps[0].scores is None and res.steps[-1].scores is None, "0% and 100% compute nothing"
+    with torch.no_grad():
+        direct = torch.softmax(c.logits(batch.with_ids(res.steps[5].input_ids)), -1)
+    assert np.allclose(res.steps[5].probability, direct[torch.arange(2), torch.as_tensor(res.target)].numpy(), atol=1e-6)
+    assert res.target_source == "predicted"
+
+
+def test_count_mode_caps_at_the_input_length(toy_classifier):
+    batch = toy_classifier.batch(["this film was dull"])
+    res = recursive_masking(toy_classifier, PositionExplainer(), batch, counts=range(0, 8))
+    assert [int(s.n_masked[0]) for s in res.steps] == [0, 1, 2, 3, 4, 4, 4, 4]
+
+
+def test_measure_computed_once_is_not_recomputed(toy_classifier):
+    explainer = PositionExplainer()
+    explainer.computed_once = True
+    recursive_masking(toy_classifier, explainer, toy_classifier.batch(["the movie was good"]))
+    assert explainer.calls == 1
+
+
+def test_auxiliary_sequence_is_never_masked(babi_classifier):
+    e = get_dataset("babi-1").split("test")[0]
+    batch = babi_classifier.batch([e.primary], [e.auxiliary])
+    res = recursive_masking(babi_classifier, SeededRandomExplainer(0), batch)
+    aux = batch.segments == 2
+    for step in res.steps:
+        assert torch.equal(step.input_ids[aux], batch.input_ids[aux])
+
+
+def test_curves_reproduce_exactly_from_the_stored_seed(toy_classifier):
+    batch = toy_classifier.batch(["the movie was really good and fun and lovely"])
+    a = recursive_masking(toy_classifier, SeededRandomExplainer(7), batch)
+    b = recursive_masking(toy_classifier, SeededRandomExplainer(a.seed), batch)
+    assert all(torch.equal(x.input_ids, y.input_ids) for x, y in zip(a.steps, b.steps))
+    assert [float(s.probability[0]) for s in a.steps] == [float(s.probability[0]) for s in b.steps]
+
+
+def test_dataset_curve_ends_match_unmasked_and_fully_masked_evaluation(toy_classifier):
+    dataset = get_dataset("toy")
+    rows = dataset_masking_curve(toy_classifier, SeededRandomExplainer(0), dataset, ratios=[0, 0.5, 1.0])
+    assert rows[0]["value"] == pytest.approx(toy_classifier.evaluate(dataset)["value"])
+    assert rows[-1]["value"] == pytest.approx(toy_classifier.evaluate(dataset, mask_all=True)["value"])
+
+
+def test_bad_schedules_are_refused(toy_classifier):
+    batch = toy_classifier.batch(["the movie was good"])
+    with pytest.raises(ValueError, match="start at 0"):
+        recursive_masking(toy_classifier, PositionExplainer(), batch, ratios=[0.1, 0.5])
+    with pytest.raises(ValueError, match="not both"):
+        recursive_masking(toy_classifier, PositionExplainer(), batch, ratios=[0, 1], counts=[0, 1])
+    with pytest.raises(ValueError, match="out of range"):
+        recursive_masking(toy_classifier, PositionExplainer(), batch, target=[5])
+    full = mask_all_primary(batch, toy_classifier.mask_token_id)
+    res = recursive_masking(toy_classifier, PositionExplainer(), full, target=[0])
+    assert all(int(s.n_masked[0]) == 4 for s in res.steps), "an already fully masked input stays fully masked"
