@@ -126,9 +126,9 @@ def naive_pvalues(masf: MaSF, features) -> np.ndarray:
     feats = _as_tensor(features)
     m = feats.shape[0]
 
-    def two_sided(fit, vals):  # fit [N, D], vals [M, D]
-        le = (fit[None, :, :] <= vals[:, None, :]).sum(1)
-        ge = (fit[None, :, :] >= vals[:, None, :]).sum(1)
+    def two_sided(fit, vals):  # fit [N, D], vals [M, D]; chunks of 32 queries keep memory bounded
+        le = torch.cat([(fit[None, :, :] <= v[:, None, :]).sum(1) for v in vals.split(32)])
+        ge = torch.cat([(fit[None, :, :] >= v[:, None, :]).sum(1) for v in vals.split(32)])
         return torch.clamp(2.0 * (1.0 + torch.minimum(le, ge).double()) / (fit.shape[0] + 1.0), max=1.0)
 
     p1 = two_sided(masf.level1, feats.reshape(m, -1)).reshape(m, *masf.shape)
