@@ -38,6 +38,7 @@ with st.sidebar:
 
 pages = [
     st.Page(str(ROOT / "pages" / "explain.py"), title="Explain", icon="🔎", default=True),
+    st.Page(str(ROOT / "pages" / "benchmarks.py"), title="Benchmarks", icon="📈"),
     st.Page(str(ROOT / "pages" / "models.py"), title="Models", icon="🧠"),
 ]
 st.navigation(pages).run()

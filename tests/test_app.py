@@ -62,3 +62,33 @@ def test_models_page_lists_checkpoints(cache_with_toy):
     _run(at)
     assert at.title[0].value == "Models"
     assert "toy-app" in at.dataframe[0].value["id"].tolist()
+
+
+def _tidy(measure, seed, drop):
+    import pandas as pd
+
+    return pd.DataFrame([{"model": f"tiny-rt-masked-s{seed}", "seed": seed, "dataset": "rt", "measure": measure,
+                          "strategy": "masked", "step": i, "ratio": i / 10, "metric": "accuracy",
+                          "value": 0.8 - drop * i / 10, "p_value": 0.4, "p_below_005": 0.05, "mean_probability": 0.7,
+                          "base_model": "tiny"} for i in range(11)])
+
+
+def test_benchmarks_page_filters_and_tabulates(models_cache, tmp_path, monkeypatch):
+    from engine.results import ResultsStore
+
+    monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
+    store = ResultsStore(tmp_path / "results")
+    for seed in range(3):
+        store.write_cell("demo", {"m": "random", "s": seed}, _tidy("random", seed, 0.2 + 0.01 * seed), {})
+        store.write_cell("demo", {"m": "loo-sign", "s": seed}, _tidy("loo-sign", seed, 0.35 + 0.01 * seed), {})
+    at = AppTest.from_file(MAIN, default_timeout=120)
+    _run(at)
+    at.switch_page(str(Path(MAIN).parent.parent / "pages" / "benchmarks.py"))
+    _run(at)
+    table = at.dataframe[0].value
+    assert list(table["measure"])[0] == "loo-sign", "the more faithful measure tops the RACU table"
+    assert table.loc[table["measure"] == "random", "racu_pct"].iloc[0] == 0
+    at.multiselect(key="bench_measures").set_value(["random"])
+    _run(at)
+    assert list(at.dataframe[0].value["measure"]) == ["random"], "the measure filter narrows the table"
+    assert any("Published" in c.value for c in at.caption)

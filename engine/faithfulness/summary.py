@@ -1,0 +1,60 @@
+"""Summaries of tidy benchmark rows (the results store's format): ACU/RACU per seed against the
+random baseline of the same seed, then mean and BCa CI over seeds; curves with CI bands per step."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from engine.faithfulness.metrics import acu, bootstrap_ci, racu
+
+GROUP = ["dataset", "base_model", "strategy"]
+
+
+def _group_columns(df: pd.DataFrame) -> list[str]:
+    return [c for c in GROUP if c in df.columns]
+
+
+def area_metrics_per_seed(df: pd.DataFrame, baseline: str = "random") -> pd.DataFrame:
+    """One row per (group, measure, seed) with ACU, RACU and RACU clipped to [-1, 1] (R-ROAR's variant),
+    each measure compared with the `baseline` measure of the same seed and group."""
+    rows = []
+    keys = _group_columns(df)
+    for group, part in df.groupby(keys + ["seed"], dropna=False):
+        base = part[part["measure"] == baseline].sort_values("ratio")
+        if base.empty:
+            continue
+        for measure, curve in part.groupby("measure"):
+            curve = curve.sort_values("ratio")
+            if not np.array_equal(curve["ratio"].to_numpy(), base["ratio"].to_numpy()):
+                continue
+            x, p, b = curve["ratio"].to_numpy(float), curve["value"].to_numpy(float), base["value"].to_numpy(float)
+            rows.append({**dict(zip(keys + ["seed"], group)), "measure": measure, "acu": acu(x, p, b),
+                         "racu": racu(x, p, b), "racu_clipped": racu(x, p, b, clip=True)})
+    return pd.DataFrame(rows)
+
+
+def area_metrics_table(df: pd.DataFrame, baseline: str = "random") -> pd.DataFrame:
+    """Mean over seeds with 95% BCa bootstrap CIs of ACU and RACU (in %), per group and measure."""
+    per_seed = area_metrics_per_seed(df, baseline)
+    if per_seed.empty:
+        return per_seed
+    keys = _group_columns(per_seed)
+    out = []
+    for group, part in per_seed.groupby(keys + ["measure"], dropna=False):
+        row = dict(zip(keys + ["measure"], group))
+        for col in ("acu", "racu", "racu_clipped"):
+            mean, low, high = bootstrap_ci(part[col].to_numpy() * 100, n_resamples=2000)
+            row.update({f"{col}_pct": mean, f"{col}_low": low, f"{col}_high": high})
+        row["seeds"] = int(part["seed"].nunique())
+        out.append(row)
+    return pd.DataFrame(out).sort_values(keys + ["racu_pct"], ascending=[True] * len(keys) + [False])
+
+
+def curve_bands(df: pd.DataFrame) -> pd.DataFrame:
+    """Per (group, measure, ratio): mean over seeds and a 95% bootstrap band (percentile)."""
+    keys = _group_columns(df) + ["measure", "ratio"]
+    out = []
+    for group, part in df.groupby(keys, dropna=False):
+        mean, low, high = bootstrap_ci(part["value"].to_numpy(), n_resamples=1000, method="percentile")
+        out.append({**dict(zip(keys, group)), "mean": mean, "low": low, "high": high, "seeds": len(part)})
+    return pd.DataFrame(out)
