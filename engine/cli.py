@@ -69,6 +69,76 @@ def _add_datasets(sub) -> None:
     p.add_argument("--split-seed", type=int, default=0, help="seed of the splits to describe. Default: 0")
 
 
+def _ratios(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"ratios must be comma-separated numbers like 0,0.1,0.5,1, got {text!r}") from None
+    return values
+
+
+def _add_masf(sub) -> None:
+    p = sub.add_parser("masf", help="fit the MaSF in-distribution test of a checkpoint and store it beside it",
+                       description="Fit MaSF (REFERENCE section 4) on the checkpoint's validation split transformed like "
+                       "its training, store it in models_cache/<id>/masf.safetensors, and report the share of p-values "
+                       "below 0.05 on the test split unmasked and 100%% masked.")
+    p.add_argument("--model", required=True, help="checkpoint id in models_cache (see `python -m engine models`)")
+    p.add_argument("--limit", type=int, default=None, help="use only the first N validation inputs")
+
+
+def _add_faithfulness(sub) -> None:
+    p = sub.add_parser(
+        "faithfulness", help="recursive masking of one text or a dataset split by an importance measure",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=textwrap.dedent("""\
+            Recursive masking without retraining (FMM Alg. 3): at each step the measure explains the partly
+            masked input and the top floor(r * N) tokens in total are masked. A faithful measure makes the
+            model's confidence fall faster than random masking does. With a text, prints every step (masked
+            text, probability of the target class, MaSF p-value); without, runs a dataset split (gold labels)
+            and prints the metric per step.
+
+            Examples:
+              python -m engine faithfulness --model tiny-rt-masked-s0 --measure loo-sign --text "a gorgeous, witty film"
+              python -m engine faithfulness --model tiny-rt-masked-s0 --measure grad-l2 --limit 200
+            """))
+    p.add_argument("--model", required=True, help="checkpoint id in models_cache")
+    p.add_argument("--measure", required=True, help="importance measure (see `python -m engine explain --help`)")
+    p.add_argument("--text", default=None, help="one input to mask step by step; omit to run a dataset split")
+    p.add_argument("--aux", default=None, help="auxiliary sequence (the question of a paired task)")
+    p.add_argument("--target", type=int, default=None, help="class to track (default: the predicted class for a text)")
+    p.add_argument("--ratios", type=_ratios, default=None, help="comma-separated masking ratios starting at 0 (default 0,0.1,...,1)")
+    p.add_argument("--counts", type=int, default=None, help="count mode: mask 1..N tokens instead of ratios")
+    p.add_argument("--split", default="test", help="dataset split when no --text (default test)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N examples of the split")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random measure (default 0)")
+
+
+def _add_benchmark(sub) -> None:
+    p = sub.add_parser(
+        "benchmark", help="sweep checkpoints x datasets x measures x seeds into the results store (resumable)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=textwrap.dedent("""\
+            Run recursive-masking curves for every cell (checkpoint x dataset x measure x seed) and write tidy rows
+            with provenance to results/<run>/ (ENGINE_RESULTS_DIR overrides). Cells already there are skipped, so
+            an interrupted sweep resumes. Seeds pick checkpoints through --model-template (FMM: one fine-tuned model
+            per seed) and seed the random baseline. Always include `random`: ACU/RACU compare against it.
+
+            Example:
+              python -m engine benchmark --datasets rt --measures random grad-l2 loo-sign --seeds 0 1 2 --limit 200
+            """))
+    p.add_argument("--model-template", default="tiny-{dataset}-masked-s{seed}",
+                   help="checkpoint id per (dataset, seed). Default: tiny-{dataset}-masked-s{seed}")
+    p.add_argument("--datasets", nargs="+", required=True)
+    p.add_argument("--measures", nargs="+", required=True)
+    p.add_argument("--seeds", nargs="+", type=int, default=[0])
+    p.add_argument("--run", default="default", help="name of the run folder in the results store (default: default)")
+    p.add_argument("--split", default="test")
+    p.add_argument("--limit", type=int, default=None, help="only the first N examples of each split")
+    p.add_argument("--ratios", type=_ratios, default=None, help="comma-separated masking ratios (default 0,0.1,...,1)")
+    p.add_argument("--workers", type=int, default=1, help="local worker processes (default 1)")
+    p.add_argument("--ray", default=None, metavar="ADDRESS", help="run cells on Ray: 'auto', an address, or 'local' (needs `pip install ray`)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m engine", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -76,6 +146,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train(sub)
     _add_models(sub)
     _add_datasets(sub)
+    _add_masf(sub)
+    _add_faithfulness(sub)
+    _add_benchmark(sub)
+    for module in ("engine.importance.command", "engine.plausibility.command"):
+        try:
+            __import__(module, fromlist=["register"]).register(sub)
+        except ImportError:
+            pass  # that part of the engine is not installed in this checkout
     return parser
 
 
@@ -140,7 +218,106 @@ def cmd_datasets(args) -> int:
     return 0
 
 
-COMMANDS = {"train": cmd_train, "models": cmd_models, "datasets": cmd_datasets}
+def cmd_masf(args) -> int:
+    import numpy as np
+
+    from engine.data import get_dataset
+    from engine.models import load_classifier, mask_all_primary
+    from engine.ood import fit_masf, hidden_state_features
+
+    classifier = load_classifier(args.model)
+    masf = fit_masf(classifier, limit=args.limit)
+    meta = classifier.metadata
+    test = get_dataset(meta["dataset"], meta.get("split_seed", 0)).split("test")[:500]
+    for label, full in (("unmasked", False), ("100% masked", True)):
+        p = []
+        for start in range(0, len(test), 64):
+            batch = classifier.batch_of(test[start : start + 64])
+            if full:
+                batch = mask_all_primary(batch, classifier.mask_token_id)
+            p.append(masf.pvalues(hidden_state_features(classifier, batch)))
+        p = np.concatenate(p)
+        print(f"{label:12} test inputs: {np.mean(p < 0.05):6.1%} with p < 0.05 (n={len(p)})")
+    print(f"stored {classifier.folder / 'masf.safetensors'}")
+    return 0
+
+
+def _explainer(name, classifier, seed):
+    from engine.importance import get_explainer
+
+    return get_explainer(name, classifier, **({"seed": seed} if name == "random" else {}))
+
+
+def cmd_faithfulness(args) -> int:
+    from tqdm import tqdm
+
+    from engine.data import get_dataset
+    from engine.faithfulness.recursive import dataset_masking_curve, recursive_masking
+    from engine.models import load_classifier
+    from engine.ood import fit_masf, load_masf
+
+    classifier = load_classifier(args.model)
+    masf = load_masf(classifier) or fit_masf(classifier)
+    explainer = _explainer(args.measure, classifier, args.seed)
+    counts = list(range(0, args.counts + 1)) if args.counts else None
+    if args.text is not None:
+        batch = classifier.batch([args.text], [args.aux] if args.aux else None)
+        target = None if args.target is None else [classifier.check_target(args.target)]
+        res = recursive_masking(classifier, explainer, batch, target=target, ratios=None if counts else args.ratios,
+                                counts=counts, masf=masf)
+        c = int(res.target[0])
+        print(f"measure {res.measure}, target class {classifier.classes[c]} ({res.target_source})")
+        print(f"{'step':>4} {'masked':>7} {'p(target)':>9} {'MaSF p':>7}  text")
+        for step in res.steps:
+            ids = step.input_ids[0][batch.maskable[0].cpu()]
+            text = classifier.tokenizer.decode(ids)
+            print(f"{step.index:>4} {int(step.n_masked[0]):>7} {float(step.probability[0]):9.4f} {float(step.p_value[0]):7.3f}  {text}")
+        return 0
+    meta = classifier.metadata
+    dataset = get_dataset(meta["dataset"], meta.get("split_seed", 0))
+    n = len(dataset.split(args.split)[: args.limit])
+    with tqdm(total=n, desc=f"{args.measure} on {dataset.name}/{args.split}", unit="input") as bar:
+        rows = dataset_masking_curve(classifier, explainer, dataset, split=args.split, ratios=None if counts else args.ratios,
+                                     counts=counts, masf=masf, limit=args.limit,
+                                     progress=lambda done, total: bar.update(done - bar.n))
+    print(f"{'step':>4} {'ratio':>6} {dataset.metric:>9} {'p<0.05':>7} {'Simes p':>8}")
+    for r in rows:
+        level = f"{r['ratio']:.2f}" if r["ratio"] is not None else str(r["count"])
+        print(f"{r['step']:>4} {level:>6} {r['value']:9.4f} {r['p_below_005']:7.1%} {r['p_value_simes']:8.3g}")
+    return 0
+
+
+def cmd_benchmark(args) -> int:
+    import os
+
+    from tqdm import tqdm
+
+    from engine.faithfulness.benchmark import Cell, run_sweep
+    from engine.models import checkpoint
+    from engine.results import ResultsStore
+
+    cells = []
+    for dataset in args.datasets:
+        for seed in args.seeds:
+            model_id = args.model_template.format(dataset=dataset, seed=seed)
+            checkpoint.validate_checkpoint(checkpoint.checkpoint_dir(model_id))  # fail before any work
+            for measure in args.measures:
+                cells.append(Cell(model=model_id, dataset=dataset, measure=measure, seed=seed, split=args.split,
+                                  ratios=tuple(args.ratios) if args.ratios else Cell.ratios, limit=args.limit))
+    os.environ["ENGINE_COMMAND"] = "python -m engine " + " ".join(sys.argv[1:])
+    with tqdm(total=len(cells), desc=f"benchmark {args.run}", unit="cell") as bar:
+        report = run_sweep(cells, run=args.run, workers=args.workers, ray_address=args.ray,
+                           progress=lambda i, total, key: bar.update(1))
+        bar.update(len(report.skipped))
+    print(f"{len(report.done)} cells computed, {len(report.skipped)} already in the store, {len(report.failed)} failed "
+          f"-> {ResultsStore().root / args.run}")
+    for key, error in report.failed:
+        print(f"  failed {key['model']} {key['measure']} seed {key['seed']}: {error}", file=sys.stderr)
+    return 1 if report.failed else 0
+
+
+COMMANDS = {"train": cmd_train, "models": cmd_models, "datasets": cmd_datasets, "masf": cmd_masf,
+            "faithfulness": cmd_faithfulness, "benchmark": cmd_benchmark}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     user_errors = (UnknownDatasetError, UnknownModelError, CheckpointError, LabelMismatchError, EmptyInputError,
                    FileExistsError, ValueError)
     try:
-        return COMMANDS[args.command](args)
+        handler = getattr(args, "func", None) or COMMANDS[args.command]
+        return handler(args)
     except user_errors as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
