@@ -14,7 +14,7 @@ from app.shared import MODEL_KEY, PENDING_MODEL_KEY, usable_checkpoints  # noqa:
 from engine.runtime import configure  # noqa: E402
 
 configure()
-st.set_page_config(page_title="Faithfulness dashboard", page_icon="🔎", layout="wide")
+st.set_page_config(page_title="Faithfulness dashboard", page_icon=":material/search:", layout="wide")
 
 checkpoints = usable_checkpoints()
 with st.sidebar:
@@ -37,8 +37,8 @@ with st.sidebar:
         st.warning("No model in models_cache yet.")
 
 pages = [
-    st.Page(str(ROOT / "pages" / "explain.py"), title="Explain", icon="🔎", default=True),
-    st.Page(str(ROOT / "pages" / "benchmarks.py"), title="Benchmarks", icon="📈"),
-    st.Page(str(ROOT / "pages" / "models.py"), title="Models", icon="🧠"),
+    st.Page(str(ROOT / "pages" / "explain.py"), title="Explain", icon=":material/search:", default=True),
+    st.Page(str(ROOT / "pages" / "benchmarks.py"), title="Benchmarks", icon=":material/monitoring:"),
+    st.Page(str(ROOT / "pages" / "models.py"), title="Models", icon=":material/model_training:"),
 ]
 st.navigation(pages).run()
