@@ -37,12 +37,13 @@ def _add_train(sub) -> None:
             """),
     )
     p.add_argument("--model", default="tiny", help="encoder to start from: 'tiny' (BERT 2x128, 4.4M params), "
-                   "'minilm' (MiniLM-L6, 22.7M), a local Hugging Face folder, or a hub id (needs a network). Default: tiny")
+                   "'minilm' (MiniLM-L6, 22.7M), 'bilstm' (BiLSTM-attention on GloVe 50d, trained from scratch), "
+                   "a local Hugging Face folder, or a hub id (needs a network). Default: tiny")
     p.add_argument("--dataset", default="rt", help="rt, imdb, babi-1, babi-2, babi-3 or toy (see `python -m engine datasets`). Default: rt")
     p.add_argument("--strategy", default="masked", choices=["masked", "plain", "only-masking"], help="fine-tuning strategy (see above). Default: masked")
     p.add_argument("--epochs", type=int, default=4, help="training epochs; the best on validation is kept. Default: 4")
-    p.add_argument("--lr", type=float, default=1e-4, help="peak learning rate of AdamW (linear decay, 6%% warm-up). "
-                   "1e-4 suits tiny; use 2e-5..5e-5 for larger models. Default: 1e-4")
+    p.add_argument("--lr", type=float, default=None, help="peak learning rate of AdamW (linear decay, 6%% warm-up). "
+                   "Default: 1e-4 (suits tiny; use 2e-5..5e-5 for larger transformers), 1e-3 for bilstm")
     p.add_argument("--batch-size", type=int, default=32, help="mini-batch size. Default: 32")
     p.add_argument("--max-length", type=int, default=None, help="tokens per input; longer inputs are truncated "
                    "(and flagged). Default: the dataset's (rt 64, imdb 256, bAbI 160-192)")
@@ -162,7 +163,8 @@ def cmd_train(args) -> int:
     from engine.models import TrainConfig, checkpoint, default_model_id, resolve_encoder, save_classifier, train_classifier
 
     config = TrainConfig(
-        base_model=args.model, dataset=args.dataset, strategy=args.strategy, epochs=args.epochs, lr=args.lr,
+        base_model=args.model, dataset=args.dataset, strategy=args.strategy, epochs=args.epochs,
+        lr=args.lr if args.lr is not None else (1e-3 if args.model == "bilstm" else 1e-4),
         batch_size=args.batch_size, max_length=args.max_length, seed=args.seed, split_seed=args.split_seed,
         train_limit=args.train_limit, eval_limit=args.eval_limit, device=args.device,
     )

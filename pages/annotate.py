@@ -1,0 +1,220 @@
+"""Annotate: rank anonymised explanations, mark the tokens that justify a label, and see how the
+measures rate with people (TrueSkill, Bradley-Terry, agreement, ERASER metrics)."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from app.heatmap import token_heatmap_html
+from app.shared import selected_classifier
+from engine.data import get_dataset
+from engine.plausibility import (
+    MAX_NAME_LENGTH,
+    AnnotationStore,
+    AnnotationStoreError,
+    available_measures,
+    build_tasks,
+    export_text,
+    importance_available,
+    new_submission_id,
+    ordering_from_ranks,
+    rankings_csv,
+    summary,
+)
+
+NAME_KEY = "annotator_name"
+FLASH_KEY = "annotate_flash"
+PREFERRED = ("random", "grad-l2", "loo-sign", "ig", "attention", "grad-x-input")
+
+st.title("Annotate")
+st.caption("Which explanation matches how you would explain the decision? Rank anonymised explanations, or mark "
+           "the words that justify the label. Measures are rated from everyone's answers (REFERENCE section 7).")
+classifier = selected_classifier()
+if classifier is None:
+    st.stop()
+model_id = classifier.id
+
+try:
+    store = AnnotationStore()
+except AnnotationStoreError as err:
+    st.error(str(err))
+    st.stop()
+
+name = st.text_input("Your name", key=NAME_KEY, max_chars=MAX_NAME_LENGTH,
+                     help="Any text; it only groups your answers. No password.")
+if name.strip():
+    st.text(f"Annotating as: {name}")  # st.text: a name is shown as text, never as HTML or markdown
+if FLASH_KEY in st.session_state:
+    st.success(st.session_state.pop(FLASH_KEY))
+
+with st.expander("Prepare annotation tasks", expanded=store.task_count(model_id) == 0):
+    ok, why = importance_available()
+    if not ok:
+        st.warning(f"Importance measures are unavailable, so no new tasks can be prepared ({why}). "
+                   "Tasks already in the store can still be annotated.")
+    else:
+        measures = available_measures()
+        default = [m for m in PREFERRED if m in measures][:4] or measures[:3]
+        chosen = st.multiselect("Measures to compare", measures, default=default, key="annotate_measures")
+        n_examples = st.number_input("Test examples", min_value=1, max_value=500, value=10, key="annotate_n")
+        if st.button("Prepare tasks", key="annotate_prepare"):
+            if len(chosen) < 2:
+                st.warning("Choose at least two measures: a ranking compares explanations.")
+            else:
+                meta = classifier.metadata
+                examples = get_dataset(meta["dataset"], meta.get("split_seed", 0)).split("test")[: int(n_examples)]
+                bar = st.progress(0.0, text="Explaining ...")
+                try:
+                    tasks = build_tasks(classifier, examples, chosen,
+                                        progress=lambda done, total: bar.progress(done / total, text=f"Explained {done}/{total}"))
+                    added = store.add_tasks(tasks)
+                except AnnotationStoreError as err:
+                    st.error(str(err))
+                except (ValueError, RuntimeError) as err:
+                    st.error(f"Tasks could not be prepared: {err}")
+                else:
+                    st.success(f"{added} new tasks ({len(tasks) - added} were already there).")
+
+rank_tab, rationale_tab, results_tab = st.tabs(["Rank explanations", "Mark rationales", "Results"])
+
+
+def show_input(task) -> None:
+    st.text(task.primary)
+    if task.auxiliary:
+        st.text(f"Question: {task.auxiliary}")
+
+
+def submit(action, flash: str) -> None:
+    try:
+        action()
+    except AnnotationStoreError as err:
+        st.error(str(err))
+    except ValueError as err:
+        st.warning(str(err))
+    else:
+        st.session_state[FLASH_KEY] = flash
+        st.rerun()
+
+
+with rank_tab:
+    task = store.next_task(model_id, name, "ranking") if name.strip() else None
+    done, total = store.progress(model_id, name, "ranking") if name.strip() else (0, 0)
+    if not name.strip():
+        st.info("Type your name above to start.")
+    elif task is None:
+        st.success(f"No ranking task left for model {model_id}: {done} of {total} tasks ranked.")
+    else:
+        st.caption(f"Task {done + 1} of {total} · explained class: {task.target_name} ({task.target_source or 'unknown'})")
+        show_input(task)
+        as_tables = st.toggle("Show explanations as tables", key="annotate_tables")
+        n = len(task.explanations)
+        for e in task.explanations:
+            signed = any(s < 0 for s in e.scores)
+            if as_tables:
+                st.markdown(f"**Explanation {e.slot}**")
+                st.dataframe(pd.DataFrame({"token": task.tokens, "score": e.scores}), hide_index=True)
+            else:
+                st.html(token_heatmap_html(task.tokens, e.scores, signed=signed, title=f"Explanation {e.slot}"))
+        st.caption("Darker = more important (signed: red supports the explained class, blue speaks against it).")
+        cols = st.columns(n)
+        ranks = {e.slot: cols[i].selectbox(f"Rank of {e.slot}", list(range(1, n + 1)), index=None, placeholder="rank",
+                                           key=f"rank_{task.id}_{e.slot}", help="1 = best; equal ranks are ties")
+                 for i, e in enumerate(task.explanations)}
+        cannot = st.checkbox("Cannot decide", key=f"cannot_{task.id}")
+        if st.button("Submit ranking", key=f"submit_ranking_{task.id}", type="primary"):
+            if not cannot and any(r is None for r in ranks.values()):
+                st.warning("Give every explanation a rank (equal numbers are ties), or tick Cannot decide.")
+            else:
+                # one id per task and session: a double click or a retry stores the ranking once
+                sid = st.session_state.setdefault(f"submission_ranking_{task.id}", new_submission_id())
+                submit(lambda: store.submit_ranking(task.id, name, () if cannot else ordering_from_ranks(ranks),
+                                                    cannot_decide=cannot, submission_id=sid),
+                       "Ranking saved; here is the next task.")
+
+with rationale_tab:
+    task = store.next_task(model_id, name, "rationale") if name.strip() else None
+    done, total = store.progress(model_id, name, "rationale") if name.strip() else (0, 0)
+    if not name.strip():
+        st.info("Type your name above to start.")
+    elif task is None:
+        st.success(f"No rationale task left for model {model_id}: {done} of {total} tasks marked.")
+    else:
+        label = task.label_name if task.label_name is not None else task.target_name
+        st.caption(f"Task {done + 1} of {total} · label to justify: {label}")
+        show_input(task)
+        tokens = task.tokens
+        selected = st.multiselect("Tokens that justify the label", list(range(len(tokens))),
+                                  format_func=lambda i: f"{tokens[i]} (#{i})", key=f"rationale_{task.id}")
+        st.html(token_heatmap_html(tokens, [1.0 if i in selected else 0.0 for i in range(len(tokens))], signed=False,
+                                   title="Your selection"))
+        if st.button("Submit rationale", key=f"submit_rationale_{task.id}", type="primary"):
+            if not selected:
+                st.warning("Select at least one token.")
+            else:
+                sid = st.session_state.setdefault(f"submission_rationale_{task.id}", new_submission_id())
+                submit(lambda: store.submit_rationale(task.id, name, selected, submission_id=sid),
+                       "Rationale saved; here is the next task.")
+
+
+def table(rows: list[dict], columns: list[str]) -> None:
+    st.dataframe(pd.DataFrame(rows)[columns], hide_index=True)
+
+
+def fmt(value: float) -> str:
+    return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
+
+
+with results_tab:
+    try:
+        data = summary(store, model_id)
+    except AnnotationStoreError as err:
+        st.error(str(err))
+        st.stop()
+    c1, c2, c3, c4 = st.columns(4)
+    c1.metric("Tasks", data["tasks"])
+    c2.metric("Rankings used", data["rankings_used"])
+    c3.metric("Cannot decide", data["cannot_decide"])
+    c4.metric("Rationales", data["rationales"])
+
+    st.subheader("Rankings: TrueSkill")
+    if data["trueskill"]:
+        ts = pd.DataFrame(data["trueskill"])
+        fig = go.Figure(go.Bar(x=ts["measure"], y=ts["mu"], error_y={"type": "data", "array": 3 * ts["sigma"]},
+                               name="mu ± 3 sigma"))
+        fig.add_trace(go.Scatter(x=ts["measure"], y=ts["conservative"], mode="markers", name="mu - 3 sigma",
+                                 marker={"symbol": "diamond", "size": 10}))
+        fig.update_layout(yaxis_title="TrueSkill rating", height=360)
+        st.plotly_chart(fig, use_container_width=True)
+        table(data["trueskill"], ["rank", "measure", "mu", "sigma", "conservative", "matches"])
+        st.caption("Each ranking is a free-for-all match between the measures shown (ties are draws); measures are "
+                   "ordered by the conservative estimate mu - 3 sigma.")
+        st.subheader("Cross-check: Bradley-Terry")
+        table(data["bradley_terry"], ["rank", "measure", "strength", "p_beats_average", "wins", "comparisons"])
+        w = data["kendalls_w"]
+        st.text(f"Kendall's W across annotators: {fmt(w['mean_W'])} (mean over {w['tasks']} tasks ranked by two or more)")
+    else:
+        st.info("No rankings yet.")
+
+    st.subheader("Rationales (ERASER)")
+    a = data["rationale_agreement"]
+    st.text(f"Annotator agreement: Krippendorff's alpha {fmt(a['alpha'])}, mean Cohen's kappa {fmt(a['mean_kappa'])} "
+            f"over {a['tasks']} tasks marked by two or more")
+    cols = ["measure", "n", "k", "token_f1", "iou_f1", "auprc"]
+    if data["against_annotated_rationales"]:
+        st.caption("Each measure's scores against the annotators' rationales: token-F1 of the top-k tokens "
+                   "(k = mean rationale length), IOU-F1 (span IOU at least 0.5), AUPRC.")
+        table(data["against_annotated_rationales"], cols)
+    else:
+        st.info("No rationales yet.")
+    if data["against_gold_rationales"]:
+        st.markdown("**Against the bAbI supporting facts** (ground truth, no annotation needed)")
+        table(data["against_gold_rationales"], cols)
+
+    d1, d2 = st.columns(2)
+    d1.download_button("Download all annotations (JSONL)", export_text(store).encode(), file_name="annotations.jsonl",
+                       mime="application/jsonl")
+    d2.download_button("Download rankings (CSV)", rankings_csv(store, model_id).encode(),
+                       file_name=f"rankings-{model_id}.csv", mime="text/csv")
