@@ -9,7 +9,7 @@ import torch
 
 from engine.data import Dataset, Example, score
 from engine.models.batch import Batch, collate_examples, tokenize
-from engine.models.masking import mask_all_primary
+from engine.models.masking import apply_token_masks, mask_all_primary
 
 
 class LabelMismatchError(ValueError):
@@ -104,8 +104,9 @@ class Classifier:
     # -- evaluation ---------------------------------------------------------------------------
     @torch.no_grad()
     def predict_examples(self, examples: Sequence[Example], batch_size: int = 64, mask_all: bool = False,
-                         progress=None) -> np.ndarray:
-        """Class probabilities [N, C] for dataset examples; `mask_all` masks every primary token.
+                         progress=None, token_masks: dict | None = None) -> np.ndarray:
+        """Class probabilities [N, C] for dataset examples; `mask_all` masks every primary token,
+        `token_masks` (uid -> token positions) masks recorded positions (ROAR's masked data).
 
         Examples are sorted by length into batches so padding stays small (IMDB reviews vary 10x)."""
         was_training = self.model.training
@@ -114,7 +115,8 @@ class Classifier:
         probs = np.zeros((len(examples), self.num_classes), dtype=np.float32)
         for start in range(0, len(examples), batch_size):
             idx = order[start : start + batch_size]
-            batch = self.batch_of([examples[i] for i in idx])
+            rows = [examples[i] for i in idx]
+            batch = apply_token_masks(self.batch_of(rows), [e.uid for e in rows], token_masks, self.mask_token_id)
             if mask_all:
                 batch = mask_all_primary(batch, self.mask_token_id)
             probs[idx] = torch.softmax(self.logits(batch).float(), -1).cpu().numpy()
@@ -124,11 +126,11 @@ class Classifier:
         return probs
 
     def evaluate(self, dataset: Dataset, split: str = "test", mask_all: bool = False, batch_size: int = 64,
-                 limit: int | None = None) -> dict:
+                 limit: int | None = None, token_masks: dict | None = None) -> dict:
         """The dataset metric (and accuracy) on a split, unmasked or 100%-masked."""
         self.check_dataset(dataset)
         examples = dataset.split(split)[:limit]
-        probs = self.predict_examples(examples, batch_size=batch_size, mask_all=mask_all)
+        probs = self.predict_examples(examples, batch_size=batch_size, mask_all=mask_all, token_masks=token_masks)
         y_true = np.array([e.label for e in examples])
         y_pred = probs.argmax(-1)
         return {

@@ -58,3 +58,17 @@ def mask_random_fraction(batch: Batch, ratio: float, mask_token_id: int, generat
     rank = keys.argsort(dim=1).argsort(dim=1)  # rank of each position's key within its row
     hit = rank < n_mask[:, None]
     return batch.with_ids(torch.where(hit, torch.full_like(batch.input_ids, mask_token_id), batch.input_ids))
+
+
+def apply_token_masks(batch: Batch, uids, token_masks, mask_token_id: int) -> Batch:
+    """Mask the positions recorded per example uid (ROAR's pre-masked data): token_masks[uid] is a list
+    of token positions of that example's tokenisation. Rows without an entry stay as they are."""
+    if not token_masks:
+        return batch
+    hit = torch.zeros_like(batch.maskable)
+    for row, uid in enumerate(uids):
+        positions = token_masks.get(uid)
+        if positions:
+            hit[row, torch.as_tensor(list(positions), dtype=torch.long, device=hit.device)] = True
+    hit &= batch.maskable
+    return batch.with_ids(torch.where(hit, torch.full_like(batch.input_ids, mask_token_id), batch.input_ids))

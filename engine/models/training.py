@@ -22,7 +22,7 @@ from engine.data import Dataset, get_dataset, score
 from engine.models.batch import collate_examples
 from engine.models.classifier import Classifier
 from engine.models.encoders import resolve_encoder
-from engine.models.masking import STRATEGIES, mask_all_primary, training_transform
+from engine.models.masking import STRATEGIES, apply_token_masks, training_transform
 from engine.runtime import code_version, configure, pick_device, seed_everything
 
 
@@ -107,7 +107,7 @@ def _optimizer(model: torch.nn.Module, config: TrainConfig, total_steps: int):
     return optimizer, scheduler
 
 
-def _validation_batches(classifier: Classifier, examples, config: TrainConfig):
+def _validation_batches(classifier: Classifier, examples, config: TrainConfig, token_masks=None):
     """Length-sorted validation batches, unmasked and masked once with a fixed seed (as in training)."""
     order = np.argsort([len(e.primary) + len(e.auxiliary or "") for e in examples], kind="stable")
     generator = torch.Generator().manual_seed(config.validation_mask_seed)
@@ -115,6 +115,7 @@ def _validation_batches(classifier: Classifier, examples, config: TrainConfig):
     for start in range(0, len(examples), config.eval_batch_size):
         rows = [examples[i] for i in order[start : start + config.eval_batch_size]]
         batch = collate_examples(classifier.tokenizer, rows, classifier.max_length)
+        batch = apply_token_masks(batch, [e.uid for e in rows], token_masks, classifier.mask_token_id)
         plain.append(batch.to(classifier.device))
         masked.append(training_transform(batch, "only-masking", classifier.mask_token_id, generator).to(classifier.device))
     return plain, masked
@@ -135,12 +136,15 @@ def train_classifier(
     progress: Callable[[dict], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     show_progress_bar: bool = True,
+    token_masks: dict | None = None,
 ) -> Classifier:
     """Fine-tune `config.base_model` on `config.dataset`; returns the best-epoch classifier with its
     metadata (not yet saved: see `checkpoint.save_classifier`).
 
     progress: called with event dicts ({'stage': 'train'|'validate'|'test', ...}) for UIs.
     should_stop: polled every step; when it returns True, TrainingCancelled is raised and nothing is kept.
+    token_masks: uid -> token positions masked in every split before anything else (ROAR's retraining on
+        masked data); the masked-fine-tuning transform then applies on top.
     """
     configure()
     started = time.time()
@@ -156,7 +160,7 @@ def train_classifier(
     steps_per_epoch = math.ceil(len(train) / config.batch_size)
     total_steps = steps_per_epoch * config.epochs
     optimizer, scheduler = _optimizer(model, config, total_steps)
-    val_plain, val_masked = _validation_batches(classifier, validation, config)
+    val_plain, val_masked = _validation_batches(classifier, validation, config, token_masks)
     generator = torch.Generator().manual_seed(config.seed)
     order_rng = np.random.default_rng(config.seed)
 
@@ -173,6 +177,7 @@ def train_classifier(
                 raise TrainingCancelled("training was cancelled; nothing was saved")
             rows = [train[i] for i in order[step * config.batch_size : (step + 1) * config.batch_size]]
             batch = collate_examples(classifier.tokenizer, rows, classifier.max_length)
+            batch = apply_token_masks(batch, [e.uid for e in rows], token_masks, classifier.mask_token_id)
             batch = training_transform(batch, config.strategy, classifier.mask_token_id, generator).to(device)
             loss = torch.nn.functional.cross_entropy(classifier.logits(batch), batch.target)
             optimizer.zero_grad(set_to_none=True)
@@ -205,7 +210,7 @@ def train_classifier(
     model.eval()
     if progress is not None:
         progress({"stage": "test"})
-    unmasked = classifier.evaluate(dataset, "test", limit=config.eval_limit)
+    unmasked = classifier.evaluate(dataset, "test", limit=config.eval_limit, token_masks=token_masks)
     masked_all = classifier.evaluate(dataset, "test", mask_all=True, limit=config.eval_limit)
     ci = binomtest(masked_all["n_correct"], masked_all["n"]).proportion_ci(0.95, method="exact")
     majority = float(dataset.majority_baseline("test")) if config.eval_limit is None else score(

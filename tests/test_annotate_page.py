@@ -1,0 +1,144 @@
+"""The Annotate page, driven by Streamlit's AppTest: submitting writes exactly one row and moves on,
+names and input text reach the page only as text, and missing importance measures give a message.
+
+The page is run on its own (AppTest.from_file on pages/annotate.py with `model_id` in session state),
+with tasks written straight into a temporary store, so these tests do not need engine.importance.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from engine.models import save_classifier
+from engine.plausibility import AnnotationStore, make_task
+
+PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "annotate.py")
+MODEL = "toy-annotate"
+HOSTILE = '<script>alert(1)</script> <img src=x onerror=alert(2)> **bold**'
+
+
+@pytest.fixture()
+def store(models_cache, toy_classifier, tmp_path, monkeypatch):
+    save_classifier(toy_classifier, MODEL)
+    monkeypatch.setenv("ENGINE_ANNOTATIONS_DB", str(tmp_path / "annotations.sqlite3"))
+    s = AnnotationStore()
+    tokens = ["a", "<b>gorgeous</b>", "witty", "film"]
+    s.add_tasks([
+        make_task(MODEL, f"{text} {HOSTILE}", tokens, {"grad": [0.1, 0.9, 0.7, 0.2], "loo": [0.0, 0.5, -0.8, 0.1],
+                                                       "random": [0.3, 0.1, 0.6, 0.2]},
+                  target=1, target_name="positive", target_source="predicted", label=1, label_name="positive")
+        for text in ("first input", "second input")])
+    return s
+
+
+def _page(name: str | None = None) -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.session_state["model_id"] = MODEL
+    if name is not None:
+        at.session_state["annotator_name"] = name
+    return _run(at)
+
+
+def _run(at: AppTest) -> AppTest:
+    at.run(timeout=120)
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def _shown_input(at: AppTest) -> str:
+    return next(t.value for t in at.text if "input" in t.value)
+
+
+def test_submitting_a_ranking_writes_one_row_and_shows_the_next_task(store):
+    at = _page("ann")
+    first = _shown_input(at)
+    assert first.startswith("first input")
+    for rank, slot in enumerate("ABC", start=1):
+        at.selectbox(key=f"rank_{store.tasks()[0].id}_{slot}").set_value(rank)
+    at.button(key=f"submit_ranking_{store.tasks()[0].id}").click()
+    _run(at)
+    rankings = store.rankings()
+    assert len(rankings) == 1 and rankings[0].ordering == (("A",), ("B",), ("C",))
+    assert rankings[0].annotator == "ann"
+    assert _shown_input(at).startswith("second input"), "the next task follows"
+    assert any("saved" in s.value for s in at.success)
+    assert store.counts()["rankings"] == 1, "a rerun does not submit again"
+
+
+def test_an_incomplete_ranking_is_a_message_and_cannot_decide_moves_on(store):
+    at = _page("ann")
+    task_id = store.tasks()[0].id
+    at.selectbox(key=f"rank_{task_id}_A").set_value(1)
+    at.button(key=f"submit_ranking_{task_id}").click()
+    _run(at)
+    assert any("every explanation" in w.value for w in at.warning)
+    assert store.counts()["rankings"] == 0
+    at.checkbox(key=f"cannot_{task_id}").check()
+    at.button(key=f"submit_ranking_{task_id}").click()
+    _run(at)
+    assert [r.cannot_decide for r in store.rankings()] == [True]
+    assert _shown_input(at).startswith("second input")
+
+
+def test_submitting_a_rationale_writes_one_row(store):
+    at = _page("ann")
+    task_id = store.tasks()[0].id
+    at.multiselect(key=f"rationale_{task_id}").set_value([1, 2])
+    at.button(key=f"submit_rationale_{task_id}").click()
+    _run(at)
+    assert [r.tokens for r in store.rationales()] == [(1, 2)]
+    assert store.next_task(MODEL, "ann", "rationale").id == store.tasks()[1].id
+
+
+def test_names_tokens_and_text_are_shown_as_text_never_markup(store):
+    at = _page(HOSTILE)
+    assert any(t.value == f"Annotating as: {HOSTILE}" for t in at.text), "the name is shown verbatim, as text"
+    assert all("<script>" not in m.value and "<img" not in m.value for m in at.markdown)
+    heatmaps = [h.proto.body for h in at.html]
+    assert heatmaps, "explanations are drawn as heatmaps"
+    assert all("<b>gorgeous" not in h and "&lt;b&gt;gorgeous&lt;/b&gt;" in h for h in heatmaps[:3])
+    task_id = store.tasks()[0].id
+    for rank, slot in enumerate("ABC", start=1):
+        at.selectbox(key=f"rank_{task_id}_{slot}").set_value(rank)
+    at.button(key=f"submit_ranking_{task_id}").click()
+    _run(at)
+    assert store.annotators() == [HOSTILE], "stored verbatim"
+
+
+def test_without_a_name_nothing_can_be_submitted(store):
+    at = _page()
+    assert any("Type your name" in i.value for i in at.info)
+    assert not [b for b in at.button if (b.key or "").startswith("submit_")]
+
+
+def test_missing_importance_measures_give_a_clear_message(store, monkeypatch):
+    monkeypatch.setitem(sys.modules, "engine.importance", None)  # `import engine.importance` now fails
+    at = _page("ann")
+    assert any("Importance measures are unavailable" in w.value for w in at.warning)
+    assert _shown_input(at).startswith("first input"), "stored tasks can still be annotated"
+
+
+def test_results_rate_the_measures(store):
+    t1, t2 = store.tasks()
+    for ann in ("x", "y"):
+        for t in (t1, t2):
+            best = next(e.slot for e in t.explanations if e.measure == "grad")
+            store.submit_ranking(t.id, ann, [[best], [s for s in t.slots if s != best]])
+    at = _page("ann")
+    tables = [d.value for d in at.dataframe]
+    trueskill = next(t for t in tables if "mu" in t.columns)
+    assert trueskill["measure"].iloc[0] == "grad"
+    assert any("Kendall's W across annotators: 1.000" in t.value for t in at.text)
+
+
+def test_a_broken_database_file_is_a_message_not_a_crash(models_cache, toy_classifier, tmp_path, monkeypatch):
+    save_classifier(toy_classifier, MODEL, overwrite=True)
+    bad = tmp_path / "bad.sqlite3"
+    bad.write_bytes(b"not a database" * 100)
+    monkeypatch.setenv("ENGINE_ANNOTATIONS_DB", str(bad))
+    at = _page("ann")
+    assert any("is not an SQLite database" in e.value for e in at.error)
+    assert bad.read_bytes() == b"not a database" * 100
