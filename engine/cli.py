@@ -140,6 +140,29 @@ def _add_benchmark(sub) -> None:
     p.add_argument("--ray", default=None, metavar="ADDRESS", help="run cells on Ray: 'auto', an address, or 'local' (needs `pip install ray`)")
 
 
+def _add_attention(sub) -> None:
+    p = sub.add_parser(
+        "attention", help="W&P's attention diagnostics on the BiLSTM-attention model, into the results store",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=textwrap.dedent("""\
+            Wiegreffe & Pinter 2019, "Attention is not not Explanation", on the BiLSTM with additive attention:
+            the uniform-attention baseline, seed variance (JSD of attention, TVD of predictions over --seeds
+            models), the diagnostic MLP guided by uniform / trained / base-LSTM / adversarial weights, and the
+            model-consistent adversary over a lambda sweep. Missing seed models are trained (plain fine-tuning)
+            and saved in models_cache; results go to results/attention/<run>/.
+
+            Example (about 20 minutes on 2 cores):
+              python -m engine attention --dataset rt --seeds 8 --lambdas 0.001 0.01 0.03 0.1 0.3
+            """))
+    p.add_argument("--dataset", default="rt", help="binary datasets give W&P's positive-class F1. Default: rt")
+    p.add_argument("--seeds", type=int, default=8, help="models with seeds 0..N-1 (seed 0 is the base). Default: 8")
+    p.add_argument("--lambdas", nargs="+", type=float, default=[0.001, 0.01, 0.03, 0.1, 0.3], help="adversary lambda sweep")
+    p.add_argument("--epochs", type=int, default=6, help="epochs of each BiLSTM. Default: 6")
+    p.add_argument("--adversary-epochs", type=int, default=3)
+    p.add_argument("--mlp-epochs", type=int, default=4)
+    p.add_argument("--run", default="default", help="results/attention/<run>/. Default: default")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m engine", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -150,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_masf(sub)
     _add_faithfulness(sub)
     _add_benchmark(sub)
+    _add_attention(sub)
     for module in ("engine.importance.command", "engine.plausibility.command"):
         try:
             __import__(module, fromlist=["register"]).register(sub)
@@ -318,7 +342,19 @@ def cmd_benchmark(args) -> int:
     return 1 if report.failed else 0
 
 
-COMMANDS = {"train": cmd_train, "models": cmd_models, "datasets": cmd_datasets, "masf": cmd_masf,
+def cmd_attention(args) -> int:
+    import os
+
+    from engine.attention.runner import run_attention_diagnostics
+
+    os.environ["ENGINE_COMMAND"] = "python -m engine " + " ".join(sys.argv[1:])
+    out = run_attention_diagnostics(args.dataset, args.seeds, args.lambdas, args.epochs, args.adversary_epochs,
+                                    args.mlp_epochs, args.run, log=lambda m: print(f"== {m}", flush=True))
+    print(f"wrote {out}")
+    return 0
+
+
+COMMANDS = {"attention": cmd_attention, "train": cmd_train, "models": cmd_models, "datasets": cmd_datasets, "masf": cmd_masf,
             "faithfulness": cmd_faithfulness, "benchmark": cmd_benchmark}
 
 

@@ -173,7 +173,8 @@ def glove_vectors() -> tuple[dict[str, int], "torch.Tensor"]:
     return {w: i for i, w in enumerate(words)}, vectors
 
 
-def new_bilstm(train_texts, num_labels: int, classes, paired: bool, min_count: int = 1, seed: int = 0):
+def new_bilstm(train_texts, num_labels: int, classes, paired: bool, min_count: int = 1, seed: int = 0,
+               attention: str = "additive"):
     """(model, tokenizer): vocabulary from the training texts (words seen >= min_count times), word
     vectors from GloVe where it knows the word, small random vectors otherwise (and for [MASK], [UNK])."""
     from engine.models.word_tokenizer import SPECIALS, build_word_tokenizer, count_words
@@ -183,6 +184,7 @@ def new_bilstm(train_texts, num_labels: int, classes, paired: bool, min_count: i
     tokenizer = build_word_tokenizer(words)
     index, vectors = glove_vectors()
     config = BiLSTMConfig(vocab_size=len(tokenizer), num_labels=num_labels, paired=paired, pad_token_id=tokenizer.pad_token_id,
+                          attention=attention,
                           id2label=dict(enumerate(classes)), label2id={c: i for i, c in enumerate(classes)})
     model = BiLSTMAttentionClassifier(config)
     g = torch.Generator().manual_seed(seed)

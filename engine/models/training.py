@@ -51,6 +51,7 @@ class TrainConfig:
     eval_batch_size: int = 64
     validation_mask_seed: int = 1234
     device: str = "auto"
+    attention: str = "additive"  # bilstm only: "uniform" freezes attention to 1/n (W&P's baseline)
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -61,6 +62,10 @@ class TrainConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.attention not in ("additive", "uniform"):
+            raise ValueError(f"attention must be additive or uniform, got {self.attention!r}")
+        if self.attention != "additive" and self.base_model != "bilstm":
+            raise ValueError("frozen uniform attention is a BiLSTM option (--model bilstm)")
         if not 0 <= self.warmup_fraction < 1:
             raise ValueError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
 
@@ -78,7 +83,8 @@ def _new_classifier(config: TrainConfig, dataset: Dataset, device: torch.device)
 
         train = dataset.split("train")[: config.train_limit]
         texts = [e.primary + (" " + e.auxiliary if e.auxiliary else "") for e in train]
-        model, tokenizer = new_bilstm(texts, dataset.num_classes, dataset.classes, dataset.paired, seed=config.seed)
+        model, tokenizer = new_bilstm(texts, dataset.num_classes, dataset.classes, dataset.paired, seed=config.seed,
+                                      attention=config.attention)
         return Classifier(model, tokenizer, dataset.classes, config.max_length or dataset.max_length, {}, device)
     source = resolve_encoder(config.base_model)
     tokenizer = AutoTokenizer.from_pretrained(source)
