@@ -39,6 +39,8 @@ with st.sidebar:
 pages = [
     st.Page(str(ROOT / "pages" / "explain.py"), title="Explain", icon=":material/search:", default=True),
     st.Page(str(ROOT / "pages" / "benchmarks.py"), title="Benchmarks", icon=":material/monitoring:"),
+    st.Page(str(ROOT / "pages" / "annotate.py"), title="Annotate", icon=":material/rate_review:"),
+    st.Page(str(ROOT / "pages" / "attention.py"), title="Attention", icon=":material/visibility:"),
     st.Page(str(ROOT / "pages" / "models.py"), title="Models", icon=":material/model_training:"),
 ]
 st.navigation(pages).run()

@@ -177,8 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
     for module in ("engine.importance.command", "engine.plausibility.command"):
         try:
             __import__(module, fromlist=["register"]).register(sub)
-        except ImportError:
-            pass  # that part of the engine is not installed in this checkout
+        except ModuleNotFoundError as err:
+            if not module.startswith(err.name or "\0"):
+                raise  # a missing dependency inside the module is a real error, not an absent part
+
     return parser
 
 

@@ -73,8 +73,8 @@ with st.expander("Prepare annotation tasks", expanded=store.task_count(model_id)
                     added = store.add_tasks(tasks)
                 except AnnotationStoreError as err:
                     st.error(str(err))
-                except (ValueError, RuntimeError) as err:
-                    st.error(f"Tasks could not be prepared: {err}")
+                except Exception as err:  # a failing measure is a message here, not a crashed page
+                    st.error(f"Tasks could not be prepared ({type(err).__name__}): {err}")
                 else:
                     st.success(f"{added} new tasks ({len(tasks) - added} were already there).")
 
@@ -214,7 +214,8 @@ with results_tab:
         table(data["against_gold_rationales"], cols)
 
     d1, d2 = st.columns(2)
-    d1.download_button("Download all annotations (JSONL)", export_text(store).encode(), file_name="annotations.jsonl",
-                       mime="application/jsonl")
-    d2.download_button("Download rankings (CSV)", rankings_csv(store, model_id).encode(),
+    # built on click, in another thread (the store opens a connection per call, so that is safe)
+    d1.download_button("Download all annotations (JSONL)", lambda: export_text(store).encode(),
+                       file_name="annotations.jsonl", mime="application/jsonl")
+    d2.download_button("Download rankings (CSV)", lambda: rankings_csv(store, model_id).encode(),
                        file_name=f"rankings-{model_id}.csv", mime="text/csv")

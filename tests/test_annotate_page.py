@@ -142,3 +142,31 @@ def test_a_broken_database_file_is_a_message_not_a_crash(models_cache, toy_class
     at = _page("ann")
     assert any("is not an SQLite database" in e.value for e in at.error)
     assert bad.read_bytes() == b"not a database" * 100
+
+
+def test_prepare_tasks_explains_test_examples_with_the_chosen_measures(store, monkeypatch):
+    """With measures available, 'Prepare tasks' explains N test examples into new tasks that record each
+    explanation's provenance; preparing again adds nothing."""
+    from test_plausibility import fake_importance_module  # tests/ is on sys.path (pytest's rootdir import)
+
+    monkeypatch.setitem(sys.modules, "engine.importance", fake_importance_module())
+    at = _page("ann")
+    at.multiselect(key="annotate_measures").set_value(["position", "reverse"])
+    at.number_input(key="annotate_n").set_value(3)
+    at.button(key="annotate_prepare").click()
+    _run(at)
+    assert any("3 new tasks" in s.value for s in at.success)
+    new = store.tasks()[2:]
+    assert len(new) == 3
+    for task in new:
+        by_measure = {e.measure: e for e in task.explanations}
+        assert sorted(by_measure) == ["position", "reverse"]
+        assert len(by_measure["position"].scores) == len(task.tokens)
+        assert by_measure["position"].scores == tuple(-s for s in by_measure["reverse"].scores)
+        assert list(by_measure["position"].scores) == sorted(by_measure["position"].scores), "maskable tokens, in order"
+        assert by_measure["position"].options == {"scale": 1}
+        assert task.target_source == "predicted" and task.target_name is not None and task.code_version
+    at.button(key="annotate_prepare").click()
+    _run(at)
+    assert any("0 new tasks" in s.value for s in at.success)
+    assert store.task_count(MODEL) == 5

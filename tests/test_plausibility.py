@@ -11,6 +11,7 @@ import multiprocessing as mp
 import os
 import signal
 import sqlite3
+import sys
 import time
 from pathlib import Path
 
@@ -488,6 +489,66 @@ def test_babi_supporting_facts_map_to_their_tokens():
     rows = {r["measure"]: r for r in measures_against_rationales([task])}
     assert rows["perfect"]["auprc"] == rows["perfect"]["token_f1"] == rows["perfect"]["iou_f1"] == 1.0
     assert rows["flat"]["auprc"] == pytest.approx(len(idx) / len(tokens))
+
+
+def fake_importance_module():
+    """A stand-in `engine.importance` with its interface (`MEASURES`, `get_explainer(name, classifier,
+    **options).attribute(batch, target) -> .scores [B, T], .maskable, .target, .measure, .options`) whose
+    scores are known exactly: `position` scores a token by its position, `reverse` by minus that."""
+    import types
+
+    import torch
+
+    class Importance:
+        def __init__(self, scores, maskable, target, measure, options):
+            self.scores, self.maskable, self.target, self.measure, self.options = scores, maskable, target, measure, options
+
+    class Explainer:
+        def __init__(self, name, options):
+            self.name, self.options = name, options
+
+        def attribute(self, batch, target=None):
+            pos = torch.arange(batch.input_ids.shape[1], dtype=torch.float).expand_as(batch.input_ids)
+            scores = (pos if self.name == "position" else -pos) * batch.maskable
+            return Importance(scores, batch.maskable, target, self.name, {"scale": 1, **self.options})
+
+    module = types.ModuleType("engine.importance")
+    module.MEASURES = {"position": Explainer, "reverse": Explainer}
+    module.get_explainer = lambda name, classifier, **options: Explainer(name, options)
+    return module
+
+
+def test_babi_tasks_carry_the_supporting_facts_and_are_scored_against_them(monkeypatch):
+    """`build_tasks` on paired bAbI inputs keeps only the paragraph's tokens, maps the supporting facts to
+    them through `Batch.offsets`, and `supporting_fact_metrics` scores every measure against them with
+    no annotation (an untrained model: only the plumbing is under test)."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from engine.data import get_dataset
+    from engine.models import Classifier, resolve_encoder
+    from engine.plausibility import build_tasks, supporting_fact_metrics
+
+    from engine.runtime import configure
+
+    configure()  # quiet transformers' load report
+    monkeypatch.setitem(sys.modules, "engine.importance", fake_importance_module())
+    dataset = get_dataset("babi-1")
+    path = resolve_encoder("tiny")
+    model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=dataset.num_classes)
+    classifier = Classifier(model, AutoTokenizer.from_pretrained(path), dataset.classes, 192,
+                            {"id": "untrained", "dataset": "babi-1"})
+    examples = dataset.split("test")[:6]
+    tasks = build_tasks(classifier, examples, ["position", "reverse"], batch_size=4)
+    for example, task in zip(examples, tasks):
+        assert task.primary == example.primary and task.auxiliary == example.auxiliary
+        sentence = example.primary[slice(*example.rationale_spans[0])].lower()
+        shown = " ".join(task.tokens[i] for i in task.gold_rationale).replace(" ##", "").replace(" .", ".")
+        assert shown == sentence
+        assert "?" not in task.tokens, "the question is never explained"
+        assert task.explanations[0].target == task.target and task.target_source == "predicted"
+    rows = {r["measure"]: r for r in supporting_fact_metrics(classifier, dataset, ["position", "reverse"], limit=6)}
+    assert sorted(rows) == ["position", "reverse"] and rows["position"]["n"] == 6
+    assert all(0 <= rows[m][key] <= 1 for m in rows for key in ("token_f1", "iou_f1", "auprc"))
 
 
 # -- command line ---------------------------------------------------------------------------------------

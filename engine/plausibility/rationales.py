@@ -185,4 +185,4 @@ def supporting_fact_metrics(classifier, dataset, measures: Sequence[str], split:
     if not examples:
         raise ValueError(f"dataset {dataset.name!r} carries no rationale spans (only bAbI does)")
     tasks = build_tasks(classifier, examples, measures, progress=progress)
-    return measures_against_rationales(tasks)
+    return measures_against_rationales(tasks, k=k)

@@ -112,7 +112,9 @@ def importance_available() -> tuple[bool, str]:
     try:
         from engine.importance import MEASURES, get_explainer  # noqa: F401
     except ImportError as err:
-        return False, f"the importance measures (engine.importance) are not available in this checkout: {err}"
+        return False, f"engine.importance is not available in this checkout: {err}"
+    except Exception as err:  # a broken measures package must not take the page down with it
+        return False, f"engine.importance failed to import ({type(err).__name__}: {err})"
     return True, ""
 
 

@@ -1,0 +1,75 @@
+"""Attention: W&P's diagnostics on the BiLSTM-attention model, beside the published numbers, and one
+input's base vs adversarial attention."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+import torch
+
+from app.heatmap import LEGEND_ABSOLUTE, token_heatmap_html
+from app.shared import get_classifier
+from engine.attention.results import attention_runs, load_attention_results, wp_table
+from engine.models import EmptyInputError
+from engine.results.published import load_published
+
+st.title("Attention as explanation")
+runs = attention_runs()
+if not runs:
+    st.info("No attention diagnostics yet. Run `python -m engine attention --dataset rt` (about 20 minutes on 2 cores).")
+    st.stop()
+
+labels = [f"{run} / {dataset}" for run, dataset in runs]
+run, dataset = runs[labels.index(st.selectbox("Run / dataset", labels, key="attention_run"))]
+summary, variance, adversaries = load_attention_results(run, dataset)
+
+st.subheader("W&P Tables 2-4: this project vs published")
+ours = wp_table(summary)
+c1, c2 = st.columns(2)
+c1.caption(f"Measured here: {summary['base_model']} on {dataset} ({summary['provenance']['code_version']})")
+c1.dataframe(ours, hide_index=True)
+published, citation = load_published("wiegreffe_pinter")
+c2.caption(f"Published (SST, IMDb; not measured here): {citation}")
+c2.dataframe(published[published["dataset"].isin(["SST", "IMDb"])], hide_index=True)
+
+st.subheader("Seed variance")
+st.caption("JSD between the attention of models trained with other seeds and the base model's, per test input, "
+           "against the base model's largest attention weight (binned), per predicted class.")
+variance["max attention (binned)"] = (variance["max_attention"] * 10).clip(upper=9).astype(int) / 10
+fig = go.Figure()
+for cls, part in variance.groupby("predicted"):
+    fig.add_trace(go.Violin(x=part["max attention (binned)"], y=part["jsd"], name=f"predicted {cls}", box_visible=True,
+                            points=False, scalegroup=str(cls)))
+fig.update_layout(violinmode="group", xaxis_title="base model's max attention", yaxis_title="JSD to base attention", height=400)
+st.plotly_chart(fig, use_container_width=True)
+
+st.subheader("Adversary: prediction change (TVD) vs attention change (JSD)")
+tfig = go.Figure()
+tfig.add_trace(go.Scatter(x=adversaries["jsd"], y=adversaries["tvd"], mode="markers+lines+text", name="adversary",
+                          text=[f"λ={v:g}" for v in adversaries["lambda"]], textposition="top center"))
+seed_points = variance.groupby("seed")[["jsd", "tvd"]].mean()
+tfig.add_trace(go.Scatter(x=seed_points["jsd"], y=seed_points["tvd"], mode="markers", name="other random seeds",
+                          marker={"symbol": "x", "size": 10}))
+tfig.update_layout(xaxis_title="mean JSD of attention to the base model", yaxis_title="mean TVD of predictions", height=420)
+st.plotly_chart(tfig, use_container_width=True)
+st.dataframe(adversaries, hide_index=True)
+
+st.subheader("One input: base vs adversarial attention")
+text = st.text_input("Text", value="a gorgeous, witty, seductive movie", key="attention_text", max_chars=5000)
+adversary_id = st.selectbox("Adversary", list(adversaries["model"]), key="attention_adversary")
+if st.button("Show attention", key="attention_show"):
+    try:
+        for label, model_id in (("base", summary["base_model"]), ("adversary", adversary_id)):
+            classifier = get_classifier(model_id)
+            batch = classifier.batch([text])
+            with torch.no_grad():
+                out = classifier.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                                       token_type_ids=batch.token_type_ids, output_attentions=True)
+            alpha = out.attentions[0][0][batch.maskable[0]].tolist()
+            tokens = classifier.tokenizer.convert_ids_to_tokens(batch.input_ids[0][batch.maskable[0]].tolist())
+            probs = torch.softmax(out.logits[0], -1).tolist()
+            st.html(token_heatmap_html(tokens, alpha, signed=False,
+                                       title=f"{label}: predicts {classifier.classes[int(torch.tensor(probs).argmax())]} "
+                                             f"({max(probs):.1%})"))
+        st.caption(LEGEND_ABSOLUTE)
+    except EmptyInputError as err:
+        st.warning(str(err))
