@@ -92,3 +92,38 @@ def test_benchmarks_page_filters_and_tabulates(models_cache, tmp_path, monkeypat
     _run(at)
     assert list(at.dataframe[0].value["measure"]) == ["random"], "the measure filter narrows the table"
     assert any("Published" in c.value for c in at.caption)
+
+
+def test_attention_page_shows_the_diagnostics_and_an_inputs_attention(models_cache, tmp_path, monkeypatch):
+    import json
+
+    import pandas as pd
+
+    from engine.models import TrainConfig, train_classifier
+
+    bilstm = train_classifier(TrainConfig(base_model="bilstm", dataset="toy", strategy="plain", epochs=2, lr=3e-3, batch_size=16),
+                              show_progress_bar=False)
+    save_classifier(bilstm, "bilstm-toy-base")
+    save_classifier(bilstm, "bilstm-toy-adv")
+    monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
+    folder = tmp_path / "results" / "attention" / "demo"
+    folder.mkdir(parents=True)
+    m = {"accuracy": 0.9, "f1_positive": 0.9}
+    (folder / "toy_summary.json").write_text(json.dumps({
+        "dataset": "toy", "base_model": "bilstm-toy-base", "base": m, "uniform": m,
+        "guided_mlp": {"uniform": m, "trained": m, "base_lstm": m},
+        "best_adversary": {**m, "lambda": 0.1, "tvd": 0.05, "jsd": 0.5}, "provenance": {"code_version": "test"}}))
+    pd.DataFrame([{"instance": 0, "seed": 1, "jsd": 0.1, "tvd": 0.02, "max_attention": 0.5, "predicted": 1, "label": 1}]
+                 ).to_parquet(folder / "toy_seed_variance.parquet")
+    pd.DataFrame([{"lambda": 0.1, "tvd": 0.05, "jsd": 0.5, "accuracy": 0.9, "f1_positive": 0.9, "model": "bilstm-toy-adv",
+                   "final_loss": -0.1}]).to_parquet(folder / "toy_adversaries.parquet")
+    at = AppTest.from_file(MAIN, default_timeout=120)
+    _run(at)
+    at.switch_page(str(Path(MAIN).parent.parent / "pages" / "attention.py"))
+    _run(at)
+    ours = at.dataframe[0].value
+    assert list(ours["setting"])[:2] == ["base", "uniform"] and "adversary" in list(ours["setting"])
+    at.text_input(key="attention_text").input("<b>the movie was great</b>")
+    at.button(key="attention_show").click()
+    _run(at)
+    assert not at.exception
