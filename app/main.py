@@ -38,6 +38,7 @@ with st.sidebar:
 
 pages = [
     st.Page(str(ROOT / "pages" / "explain.py"), title="Explain", icon=":material/search:", default=True),
+    st.Page(str(ROOT / "pages" / "masking.py"), title="Step-by-step masking", icon=":material/layers_clear:"),
     st.Page(str(ROOT / "pages" / "benchmarks.py"), title="Benchmarks", icon=":material/monitoring:"),
     st.Page(str(ROOT / "pages" / "annotate.py"), title="Annotate", icon=":material/rate_review:"),
     st.Page(str(ROOT / "pages" / "attention.py"), title="Attention", icon=":material/visibility:"),

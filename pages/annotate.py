@@ -187,7 +187,7 @@ with results_tab:
         fig.add_trace(go.Scatter(x=ts["measure"], y=ts["conservative"], mode="markers", name="mu - 3 sigma",
                                  marker={"symbol": "diamond", "size": 10}))
         fig.update_layout(yaxis_title="TrueSkill rating", height=360)
-        st.plotly_chart(fig, use_container_width=True)
+        st.plotly_chart(fig, width="stretch")
         table(data["trueskill"], ["rank", "measure", "mu", "sigma", "conservative", "matches"])
         st.caption("Each ranking is a free-for-all match between the measures shown (ties are draws); measures are "
                    "ordered by the conservative estimate mu - 3 sigma.")

@@ -40,7 +40,7 @@ for cls, part in variance.groupby("predicted"):
     fig.add_trace(go.Violin(x=part["max attention (binned)"], y=part["jsd"], name=f"predicted {cls}", box_visible=True,
                             points=False, scalegroup=str(cls)))
 fig.update_layout(violinmode="group", xaxis_title="base model's max attention", yaxis_title="JSD to base attention", height=400)
-st.plotly_chart(fig, use_container_width=True)
+st.plotly_chart(fig, width="stretch")
 
 st.subheader("Adversary: prediction change (TVD) vs attention change (JSD)")
 tfig = go.Figure()
@@ -50,7 +50,7 @@ seed_points = variance.groupby("seed")[["jsd", "tvd"]].mean()
 tfig.add_trace(go.Scatter(x=seed_points["jsd"], y=seed_points["tvd"], mode="markers", name="other random seeds",
                           marker={"symbol": "x", "size": 10}))
 tfig.update_layout(xaxis_title="mean JSD of attention to the base model", yaxis_title="mean TVD of predictions", height=420)
-st.plotly_chart(tfig, use_container_width=True)
+st.plotly_chart(tfig, width="stretch")
 st.dataframe(adversaries, hide_index=True)
 
 st.subheader("One input: base vs adversarial attention")

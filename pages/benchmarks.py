@@ -44,7 +44,7 @@ else:
     metric = data["metric"].iloc[0] if not data.empty else "metric"
     fig.update_layout(xaxis_title="fraction of tokens masked", yaxis_title=f"test {metric}", height=480,
                       xaxis_tickformat=".0%")
-    st.plotly_chart(fig, use_container_width=True)
+    st.plotly_chart(fig, width="stretch")
 
     st.subheader("Area between the curves")
     table = area_metrics_table(data)
@@ -64,7 +64,7 @@ else:
         pfig.add_hline(y=0.05, line_dash="dash", annotation_text="5% expected under the null")
         pfig.update_layout(xaxis_title="fraction of tokens masked", yaxis_title="share of inputs with p < 0.05",
                            xaxis_tickformat=".0%", yaxis_tickformat=".0%", height=380)
-        st.plotly_chart(pfig, use_container_width=True)
+        st.plotly_chart(pfig, width="stretch")
 
     st.download_button("Download these rows (CSV)", data.to_csv(index=False).encode(), file_name=f"{run}-{dataset}-{model}.csv",
                        mime="text/csv")

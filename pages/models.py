@@ -27,7 +27,7 @@ if rows:
     if not history.empty:
         long = history.melt(id_vars="epoch", value_vars=["val_unmasked", "val_masked", "train_loss"], var_name="series")
         st.plotly_chart(px.line(long, x="epoch", y="value", color="series", markers=True,
-                                title=f"Training curve of {chosen}").update_xaxes(dtick=1), use_container_width=True)
+                                title=f"Training curve of {chosen}").update_xaxes(dtick=1), width="stretch")
     with st.expander("metadata.json"):
         st.json(meta)
 else:

@@ -36,9 +36,12 @@ def test_explain_predicts_and_shows_user_text_as_text(cache_with_toy):
     at.text_area[0].input(hostile)
     at.button[0].click(); _run(at)
     assert at.subheader[0].value.startswith("Prediction: ")
-    # user text only ever reaches the page through st.text (rendered as text) and never through markdown
+    heatmaps = [h.proto.body for h in at.get("html")]
+    assert len(heatmaps) == len(at.multiselect(key="explain_measures").value) == 4, "one heatmap per selected measure"
+    # user text reaches HTML only escaped, and never through markdown
+    assert all("<script>" not in h and "<img" not in h for h in heatmaps)
+    assert any("&lt;" in h for h in heatmaps)
     assert all("<script>" not in m.value for m in at.markdown)
-    assert any("script" in t.value for t in at.text)
 
 
 def test_explain_empty_text_is_a_message_not_a_crash(cache_with_toy):
@@ -53,6 +56,24 @@ def test_long_text_is_truncated_visibly(cache_with_toy):
     at.text_area[0].input("good fun " * 2000)
     at.button[0].click(); _run(at)
     assert any("truncated" in w.value for w in at.warning)
+
+
+def test_masking_slider_changes_the_masked_text_and_p_value(cache_with_toy):
+    at = _run(AppTest.from_file(MAIN, default_timeout=300))
+    at.switch_page(str(Path(MAIN).parent.parent / "pages" / "masking.py"))
+    _run(at)
+    at.text_area(key="masking_text").input("the movie was really good and fun and lovely")
+    at.selectbox(key="masking_measure").set_value("loo-sign")
+    at.button(key="masking_run").click()
+    _run(at)
+    first = ([m.value for m in at.metric], at.get("html")[0].proto.body)
+    assert first[0][0].startswith("0 /")
+    at.slider(key="masking_slider").set_value(5)
+    _run(at)
+    second = ([m.value for m in at.metric], at.get("html")[0].proto.body)
+    assert second[0][0] != first[0][0], "the slider moves to another step"
+    assert second[1].count("line-through") > first[1].count("line-through"), "more tokens are shown masked"
+    assert second[0][2] != first[0][2], "the p-value is the step's own"
 
 
 def test_models_page_lists_checkpoints(cache_with_toy):

@@ -1,0 +1,82 @@
+"""Explaining one input with several measures at once (what the Explain page and `explain` show):
+the prediction, every measure's scores on the maskable tokens, and how much the measures agree."""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+from scipy.stats import spearmanr
+
+from engine.models import Batch, Classifier
+
+# Fast enough to run on every explain of a typed review on 2 CPU cores (the "live bundle").
+LIVE_MEASURES = ("grad-l2", "x-grad-sign", "ig-sign", "loo-sign")
+
+
+@dataclass
+class Explanation:
+    batch: Batch  # one input
+    tokens: list[str]  # its maskable tokens, in text order
+    probabilities: np.ndarray  # [C]
+    target: int
+    target_source: str
+    truncated: bool
+    scores: dict[str, np.ndarray] = field(default_factory=dict)  # measure -> [N] over the maskable tokens
+    signed: dict[str, bool] = field(default_factory=dict)
+    extras: dict[str, dict] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+    def table(self) -> pd.DataFrame:
+        """One row per token, one column per measure."""
+        frame = pd.DataFrame({"position": range(len(self.tokens)), "token": self.tokens})
+        for measure, values in self.scores.items():
+            frame[measure] = values
+        return frame
+
+    def agreement(self) -> pd.DataFrame:
+        """Spearman rank correlation between every pair of measures over this input's tokens."""
+        names = list(self.scores)
+        out = pd.DataFrame(np.eye(len(names)), index=names, columns=names)
+        for i, a in enumerate(names):
+            for b in names[i + 1 :]:
+                rho = spearmanr(self.scores[a], self.scores[b]).statistic if len(self.tokens) > 1 else np.nan
+                out.loc[a, b] = out.loc[b, a] = rho
+        return out
+
+
+def explain_text(classifier: Classifier, text: str, auxiliary: str | None = None, measures: Sequence[str] = LIVE_MEASURES,
+                 target: int | None = None, options: dict[str, dict] | None = None,
+                 progress: Callable[[str, int, int], None] | None = None,
+                 should_stop: Callable[[], bool] | None = None) -> Explanation:
+    """Predict and explain one input with each measure. A measure that fails (e.g. attention on a model
+    without it) is reported in `errors` instead of stopping the others."""
+    from engine.importance import get_explainer
+
+    batch = classifier.batch([text], [auxiliary] if auxiliary is not None else None)
+    with torch.no_grad():
+        probs = torch.softmax(classifier.logits(batch).float(), -1)[0].cpu().numpy()
+    if target is None:
+        target, source = int(probs.argmax()), "predicted"
+    else:
+        target, source = classifier.check_target(target), "given"
+    ids = batch.input_ids[0][batch.maskable[0]].tolist()
+    result = Explanation(batch=batch, tokens=classifier.tokenizer.convert_ids_to_tokens(ids), probabilities=probs,
+                         target=target, target_source=source, truncated=bool(batch.truncated[0]))
+    for i, measure in enumerate(measures):
+        if progress is not None:
+            progress(measure, i, len(measures))
+        # only beam search streams its own progress (it can take seconds); the others are one pass
+        stream = (lambda done, total, m=measure: progress(m, done, total)) if progress and measure == "beam" else None
+        try:
+            explainer = get_explainer(measure, classifier, **(options or {}).get(measure, {}))
+            imp = explainer.attribute(batch, [target], progress=stream, should_stop=should_stop)
+        except ValueError as err:
+            result.errors[measure] = str(err)
+            continue
+        result.scores[measure] = imp.token_scores(0).numpy()
+        result.signed[measure] = bool(imp.signed)
+        result.extras[measure] = {k: (v.tolist() if isinstance(v, torch.Tensor) else v) for k, v in imp.extras.items()}
+    return result

@@ -1,0 +1,89 @@
+"""Step-by-step masking: recursively mask the typed input by a measure, and watch the probability of
+the explained class fall (or not) against random masking, with MaSF's in-distribution p-value."""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+from app.heatmap import token_heatmap_html
+from app.shared import selected_classifier
+from engine.faithfulness.single import mask_single_input
+from engine.models import EmptyInputError
+from engine.ood import fit_masf, load_masf
+
+st.title("Step-by-step masking")
+classifier = selected_classifier()
+if classifier is None:
+    st.stop()
+from engine.importance import MEASURES  # noqa: E402
+
+paired = bool(classifier.metadata.get("paired"))
+text = st.text_area("Text", value=st.session_state.get("explain_text", ""), height=100, max_chars=20000, key="masking_text")
+aux = st.text_input("Question (never masked)", key="masking_aux") if paired else None
+c1, c2, c3 = st.columns(3)
+measure = c1.selectbox("Measure", [m for m in MEASURES if m != "random"], key="masking_measure")
+step = c2.selectbox("Ratio step", [0.1, 0.2, 0.25], format_func=lambda v: f"{v:.0%}", key="masking_step")
+n_seeds = c3.number_input("Random baseline seeds", 2, 20, 5, key="masking_seeds")
+
+
+@st.cache_resource(show_spinner="Fitting MaSF on the validation split (once per model) ...")
+def masf_for(model_id: str):
+    return load_masf(classifier) or fit_masf(classifier)
+
+
+run = st.button("Mask step by step", type="primary", key="masking_run")
+if run:
+    st.button("Cancel", key="masking_cancel")  # any click reruns the page, which stops the running computation
+    bar = st.progress(0.0, text="starting ...")
+
+    def report(name: str, done: int, total: int) -> None:
+        bar.progress(min(done / max(total, 1), 1.0), text=f"{name}: {done}/{total}")
+
+    try:
+        ratios = list(np.round(np.arange(0, 1 + 1e-9, step), 4))
+        st.session_state["masking_result"] = mask_single_input(
+            classifier, text, measure, aux if paired else None, ratios=ratios, random_seeds=range(int(n_seeds)),
+            masf=masf_for(classifier.id), progress=report)
+        bar.progress(1.0, text="done")
+    except EmptyInputError as err:
+        st.session_state.pop("masking_result", None)
+        st.warning(str(err))
+
+result = st.session_state.get("masking_result")
+if result is not None:
+    steps = result.measure.steps
+    target = classifier.classes[int(result.measure.target[0])]
+    index = st.slider("Step", 0, len(steps) - 1, 0, key="masking_slider",
+                      help="0 = nothing masked; each step masks the measure's top tokens of the partly masked input")
+    current = steps[index]
+    m1, m2, m3 = st.columns(3)
+    m1.metric("Tokens masked", f"{int(current.n_masked[0])} / {len(result.tokens)}", f"{result.ratios[index]:.0%}")
+    m2.metric(f"p({target})", f"{float(current.probability[0]):.3f}",
+              f"{float(current.probability[0]) - float(steps[0].probability[0]):+.3f}")
+    p_value = float(current.p_value[0]) if current.p_value is not None else float("nan")
+    m3.metric("MaSF p-value", f"{p_value:.3f}", "in distribution" if p_value >= 0.05 else "out of distribution",
+              delta_color="off")
+    scores = None
+    if index + 1 < len(steps) and steps[index + 1].scores is not None:
+        scores = steps[index + 1].scores[0][result.maskable.numpy()]
+    st.html(token_heatmap_html(result.tokens, scores, signed=False, masked=result.masked_flags(index),
+                               title=f"step {index}: struck-through tokens are [MASK]; colour = {result.measure.measure} "
+                                     "scores that choose the next step's tokens"))
+    curves = result.curves()
+    x = result.ratios
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=x + x[::-1], y=list(curves["random"].max(0)) + list(curves["random"].min(0))[::-1],
+                             fill="toself", line={"width": 0}, fillcolor="rgba(128,128,128,0.25)", name="random (min-max)"))
+    fig.add_trace(go.Scatter(x=x, y=curves["random"].mean(0), name="random (mean)", line={"color": "gray", "dash": "dash"}))
+    fig.add_trace(go.Scatter(x=x, y=curves["measure"], name=result.measure.measure, line={"color": "#d62728", "width": 3}))
+    fig.add_vline(x=x[index], line_dash="dot")
+    fig.update_layout(xaxis_title="fraction masked", yaxis_title=f"p({target})", xaxis_tickformat=".0%", height=380)
+    st.plotly_chart(fig, width="stretch")
+    if steps[0].p_value is not None:
+        pfig = go.Figure()
+        pfig.add_trace(go.Scatter(x=x, y=[float(s.p_value[0]) for s in steps], name=result.measure.measure, mode="lines+markers"))
+        pfig.add_hline(y=0.05, line_dash="dash", annotation_text="0.05")
+        pfig.update_layout(xaxis_title="fraction masked", yaxis_title="MaSF p-value", yaxis_type="log", height=300,
+                           xaxis_tickformat=".0%")
+        st.plotly_chart(pfig, width="stretch")
