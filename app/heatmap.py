@@ -39,5 +39,5 @@ def token_heatmap_html(tokens: Sequence[str], scores: Sequence[float] | None, si
             style += ";text-decoration:line-through;color:#888"
         tip = f"{value:+.4g}" if signed else f"{value:.4g}"
         spans.append(f'<span title="{html.escape(tip)}" style="{style}">{text}</span>')
-    head = f'<div style="font-weight:600;margin-bottom:2px">{html.escape(title)}</div>' if title else ""
+    head = f'<div style="font-weight:600;font-size:0.95rem;margin-bottom:2px">{html.escape(title)}</div>' if title else ""
     return f'<div class="token-heatmap" style="line-height:2;font-family:sans-serif">{head}{"".join(spans)}</div>'

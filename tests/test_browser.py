@@ -65,7 +65,7 @@ def browser():
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+                 "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage", "--window-size=1400,1800"):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     yield driver

@@ -1,0 +1,372 @@
+"""Speed of the importance measures (issue 3's must-show), as ratios.
+
+For each checkpoint and input length T, every measure's wall time (median of repeats, one input, explicit
+target so no prediction pass is counted) against
+  (a) captum with its default settings on the same measure: IntegratedGradients (n_steps=50,
+      Gauss-Legendre, all steps in one batch) vs our ig with 50 steps; FeatureAblation for loo
+      (one token per feature, [MASK] baseline); Saliency for grad-l2/grad-l1; InputXGradient for x-grad;
+      Occlusion, KernelShap, Lime, ShapleyValueSampling with captum's default perturbations_per_eval=1
+      and our number of samples; GradientShap/DeepLift are the same captum call (ratio ~1 by construction);
+  (b) the forward-pass limit: the forward (and forward+backward) rows the measure needs divided by the
+      peak batched throughput measured on this machine at the same T (best over batch sizes).
+Then the "live bundle" (every measure but beam and the sampling captum ones, target = prediction, results
+shared through the memo as on the Explain page) for one 64-token input.
+
+    python bench/importance.py                          # tiny (and minilm if its checkpoint exists)
+    python bench/importance.py --threads 1 --repeats 7  # on a shared 2-core machine, see the note printed
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+
+from engine.importance import LIVE_MEASURES, clear_memo, get_explainer  # noqa: E402
+from engine.importance.captum_extras import WeightedRidge  # noqa: E402
+from engine.models import CheckpointError, load_classifier, tokenize  # noqa: E402
+from engine.runtime import code_version, configure  # noqa: E402
+
+TEXT = ("the film is a gripping , funny and often moving portrait of a family that never quite manages to say "
+        "what it means , and the director , to his credit , lets the silences do the work ; the performances are "
+        "uniformly strong , the photography is lovely , and if the last act drags a little and the score is too "
+        "insistent , the whole thing still lands with real force . ") * 12
+
+MEASURES = ["grad-l2", "grad-l1", "x-grad-sign", "ig-sign", "loo-sign", "attention-rollout", "occlusion",
+            "kernel-shap", "lime", "shapley-sampling", "gradient-shap", "deeplift", "beam"]
+
+
+def timed(fn, repeats: int, budget_s: float) -> float:
+    """Median wall time of fn() over `repeats` runs after one warm-up (fewer when over `budget_s`)."""
+    fn()
+    times = []
+    start = time.perf_counter()
+    while len(times) < repeats and (not times or time.perf_counter() - start < budget_s):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def peak_throughput(classifier, T: int, backward: bool, repeats: int) -> tuple[float, int]:
+    """(rows per second, best batch size) of forward (or forward+backward w.r.t. embeddings) passes at T."""
+    model = classifier.model
+    best = (0.0, 1)
+    for bs in (1, 4, 16, 32, 64, 128):
+        ids = torch.randint(1000, 2000, (bs, T), device=classifier.device)
+        am, tt = torch.ones_like(ids), torch.zeros_like(ids)
+        if backward:
+            e = classifier.word_embeddings(ids).detach()
+
+            def fn():
+                x = e.clone().requires_grad_(True)
+                out = model(inputs_embeds=x, attention_mask=am, token_type_ids=tt).logits[:, 0].sum()
+                torch.autograd.grad(out, x)
+        else:
+            def fn():
+                with torch.no_grad():
+                    model(input_ids=ids, attention_mask=am, token_type_ids=tt)
+        t = timed(fn, repeats, budget_s=3.0)
+        if bs / t > best[0]:
+            best = (bs / t, bs)
+        if bs * T >= 16384 and bs / t < best[0] * 0.9:
+            break  # past the peak
+    return best
+
+
+def passes(measure: str, N: int, L: int, options: dict, extras: dict) -> tuple[int, int]:
+    """(forward rows, forward+backward rows) a measure needs for one input with N maskable of L tokens."""
+    if measure in ("grad-l2", "grad-l1", "x-grad-sign", "x-grad-abs"):
+        return 0, 1
+    if measure in ("ig-sign", "ig-abs"):
+        return 2, options.get("steps", 20)
+    if measure in ("loo-sign", "loo-abs"):
+        return N + 1, 0
+    if measure.startswith("attention"):
+        return 1, 0
+    if measure == "occlusion":
+        return L - options.get("window", 3) + 2, 0
+    if measure in ("kernel-shap", "lime"):
+        return options["n_samples"], 0
+    if measure == "shapley-sampling":
+        return options["n_samples"] * (N + 2) + 1, 0
+    if measure == "gradient-shap":
+        return 0, options["n_samples"]
+    if measure == "deeplift":
+        return 0, 2
+    if measure == "beam":
+        return extras.get("forwards", 0) + 1, 0
+    return 0, 0
+
+
+def captum_reference(measure: str, classifier, batch, target: int, ours_options: dict):
+    """A callable running captum's default-settings counterpart of `measure`, or None."""
+    from captum.attr import (DeepLift, FeatureAblation, GradientShap, InputXGradient, IntegratedGradients,
+                             KernelShap, Lime, Occlusion, Saliency, ShapleyValueSampling)
+
+    model = classifier.model
+    am, tt = batch.attention_mask, batch.token_type_ids
+    ids = batch.input_ids
+    L = ids.shape[1]
+    mask_id = classifier.mask_token_id
+    baseline_ids = torch.where(batch.maskable, torch.full_like(ids, mask_id), ids)
+    feature = torch.full_like(ids, int(batch.maskable.sum()))
+    feature[batch.maskable] = torch.arange(int(batch.maskable.sum()), device=ids.device)
+
+    def f_ids(x):
+        with torch.no_grad():
+            return model(input_ids=x, attention_mask=am.expand(len(x), -1), token_type_ids=tt.expand(len(x), -1)).logits
+
+    class EmbForward(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = model
+
+        def forward(self, x, a, t):
+            return self.inner(inputs_embeds=x, attention_mask=a, token_type_ids=t).logits
+
+    f_emb = EmbForward()
+    e = classifier.word_embeddings(ids).detach()
+    mask_emb = classifier.word_embeddings(torch.full_like(ids, mask_id)).detach()
+    base_emb = torch.where(batch.maskable[..., None], mask_emb, e)
+    zero_base = torch.where(batch.maskable[..., None], torch.zeros_like(e), e)
+    args = (am, tt)
+    if measure in ("grad-l2", "grad-l1"):
+        return lambda: Saliency(f_emb).attribute(e, target=target, additional_forward_args=args)
+    if measure.startswith("x-grad"):
+        return lambda: InputXGradient(f_emb).attribute(e, target=target, additional_forward_args=args)
+    if measure.startswith("ig"):
+        return lambda: IntegratedGradients(f_emb).attribute(e, baselines=zero_base, target=target,
+                                                            additional_forward_args=args)
+    if measure.startswith("loo"):
+        return lambda: FeatureAblation(f_ids).attribute(ids, baselines=baseline_ids, target=target,
+                                                        feature_mask=torch.arange(L)[None])
+    if measure == "occlusion":
+        return lambda: Occlusion(f_ids).attribute(ids, sliding_window_shapes=(ours_options["window"],),
+                                                  baselines=baseline_ids, target=target)
+    if measure == "kernel-shap":
+        def ks():
+            m = KernelShap(f_ids)
+            m.interpretable_model = WeightedRidge()  # captum's default surrogate needs scikit-learn
+            return m.attribute(ids, baselines=baseline_ids, target=target, feature_mask=feature,
+                               n_samples=ours_options["n_samples"])
+        return ks
+    if measure == "lime":
+        return lambda: Lime(f_ids, interpretable_model=WeightedRidge(1.0)).attribute(
+            ids, baselines=baseline_ids, target=target, feature_mask=feature, n_samples=ours_options["n_samples"])
+    if measure == "shapley-sampling":
+        return lambda: ShapleyValueSampling(f_ids).attribute(ids, baselines=baseline_ids, target=target,
+                                                             feature_mask=feature, n_samples=ours_options["n_samples"])
+    if measure == "gradient-shap":
+        return lambda: GradientShap(f_emb).attribute(e, baselines=base_emb, target=target, additional_forward_args=args,
+                                                     n_samples=ours_options["n_samples"])
+    if measure == "deeplift":
+        import warnings
+
+        def dl():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return DeepLift(f_emb).attribute(e, baselines=base_emb, target=target, additional_forward_args=args)
+        return dl
+    return None
+
+
+def bench_model(model_id: str, lengths, repeats: int, beam_lengths, skip_captum: set, measures) -> list[str]:
+    classifier = load_classifier(model_id)
+    rows = []
+    for T in lengths:
+        batch = tokenize(classifier.tokenizer, TEXT, max_length=T).to(classifier.device)
+        assert batch.input_ids.shape[1] == T
+        N, L = int(batch.maskable.sum()), T
+        with torch.no_grad():
+            target = int(classifier.logits(batch).argmax())
+        fwd_peak, fwd_bs = peak_throughput(classifier, T, backward=False, repeats=repeats)
+        bwd_peak, bwd_bs = peak_throughput(classifier, T, backward=True, repeats=repeats)
+        rows.append(f"| {model_id} | {T} | *peak throughput* | fwd {fwd_peak:.0f} rows/s (batch {fwd_bs}); "
+                    f"fwd+bwd {bwd_peak:.0f} rows/s (batch {bwd_bs}) | | | | | |")
+        for measure in measures:
+            if measure == "beam" and T not in beam_lengths:
+                est = 10 * N * N / 2 / fwd_peak
+                rows.append(f"| {model_id} | {T} | beam | not run (~{10 * N * N // 2} forward rows, >= {est:.0f} s at peak) | | | | | |")
+                continue
+            options = {"steps": 50} if measure.startswith("ig") else {}
+            explainer = get_explainer(measure, classifier, memo=False, **options)
+            ok, _ = explainer.supports()
+            if not ok:
+                continue
+            budget = 60.0 if measure == "beam" else 20.0
+            result = {}
+
+            def ours():
+                result["imp"] = explainer.attribute(batch, target)
+            t_ours = timed(ours, 1 if measure == "beam" else repeats, budget)
+            n_fwd, n_bwd = passes(measure, N, L, explainer.options, result["imp"].extras)
+            limit = n_fwd / fwd_peak + n_bwd / bwd_peak
+            t_bf16 = None
+            if explainer.bf16_ok:
+                fast = get_explainer(measure, classifier, memo=False, bf16=True, **options)
+                t_bf16 = timed(lambda: fast.attribute(batch, target), repeats, budget)
+            ref = None if measure in skip_captum else captum_reference(measure, classifier, batch, target, explainer.options)
+            t_ref = timed(ref, max(1, repeats // 2) if measure in ("shapley-sampling",) else repeats, budget) if ref else None
+            ratio_ref = f"{t_ours / t_ref:.2f}x" if t_ref else "—"
+            bf16_ms = f"{t_bf16 * 1e3:.1f}" if t_bf16 else "—"
+            if t_bf16 and t_ref:
+                ratio_ref += f" (bf16 {t_bf16 / t_ref:.2f}x)"
+            ref_ms = f"{t_ref * 1e3:.1f}" if t_ref else "—"
+            lim_ms = f"{limit * 1e3:.1f}" if limit > 0 else "—"
+            lim_ratio = f"{t_ours / limit:.2f}x" if limit > 0 else "—"
+            rows.append(f"| {model_id} | {T} | {measure} | {t_ours * 1e3:.1f} | {bf16_ms} | {ref_ms} | {ratio_ref} | "
+                        f"{n_fwd} + {n_bwd} | {lim_ms} | {lim_ratio} |")
+            print(rows[-1], flush=True)
+    return rows
+
+
+def bench_batched(model_id: str, repeats: int, B: int = 16, T: int = 64) -> list[str]:
+    """Single-pass measures on B inputs at once (as in recursive masking of a dataset): one input alone is
+    latency-bound and cannot reach the peak throughput the limit assumes; a batch can."""
+    classifier = load_classifier(model_id)
+    batch = tokenize(classifier.tokenizer, [TEXT[i * 7:] for i in range(B)], max_length=T).to(classifier.device)
+    target = torch.zeros(B, dtype=torch.long)
+    fwd_peak, _ = peak_throughput(classifier, T, backward=False, repeats=repeats)
+    bwd_peak, _ = peak_throughput(classifier, T, backward=True, repeats=repeats)
+    rows = []
+    for measure, n_fwd, n_bwd in (("grad-l2", 0, B), ("x-grad-sign", 0, B), ("attention-rollout", B, 0)):
+        explainer = get_explainer(measure, classifier, memo=False)
+        t = timed(lambda: explainer.attribute(batch, target), repeats, 20.0)
+        limit = n_fwd / fwd_peak + n_bwd / bwd_peak
+        rows.append(f"| {model_id} | {T} | {measure}, {B} inputs at once | {t * 1e3:.1f} | {limit * 1e3:.1f} | {t / limit:.2f}x |")
+        print(rows[-1], flush=True)
+    return rows
+
+
+def bf16_agreement(model_id: str, n: int = 40) -> list[str]:
+    """Rank agreement of bf16-autocast scores with float32 on n test inputs (gold target)."""
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    from engine.data import get_dataset
+    from engine.importance import MEASURES as ALL
+
+    classifier = load_classifier(model_id)
+    dataset = get_dataset(classifier.metadata["dataset"], classifier.metadata.get("split_seed", 0))
+    batch = classifier.batch_of(dataset.split("test")[:n])
+    rows = []
+    for measure in ["grad-l2", "grad-l1", "x-grad-sign", "x-grad-abs", "ig-sign", "ig-abs", "loo-sign", "loo-abs",
+                    "attention-cls-last", "attention-mean", "attention-rollout"]:
+        cls = ALL[measure]
+        allowed = cls.bf16_ok
+        cls.bf16_ok = True  # measure it even where it is refused
+        try:
+            a = get_explainer(measure, classifier, memo=False).attribute(batch, batch.target)
+            z = get_explainer(measure, classifier, memo=False, bf16=True).attribute(batch, batch.target)
+        finally:
+            cls.bf16_ok = allowed
+        rhos, tops = [], []
+        for i in range(len(batch)):
+            x, y = a.token_scores(i).numpy(), z.token_scores(i).numpy()
+            if len(x) < 3:
+                continue
+            rhos.append(spearmanr(x, y).statistic)
+            k = max(1, round(0.1 * len(x)))
+            tops.append(len(set(np.argsort(-x)[:k]) & set(np.argsort(-y)[:k])) / k)
+        ok = np.median(rhos) >= 0.99 and np.percentile(rhos, 5) >= 0.98 and np.mean(tops) >= 0.95
+        rows.append(f"| {model_id} | {measure} | {np.median(rhos):.3f} | {np.percentile(rhos, 5):.3f} | {np.mean(tops):.3f} | "
+                    f"{'within' if ok else 'outside'} | {'yes' if allowed else 'no'} |")
+        print(rows[-1], flush=True)
+    return rows
+
+
+def bench_live_bundle(model_id: str, repeats: int) -> list[str]:
+    classifier = load_classifier(model_id)
+    batch = tokenize(classifier.tokenizer, TEXT, max_length=64).to(classifier.device)
+    explainers = [get_explainer(m, classifier) for m in LIVE_MEASURES]
+    alone = [get_explainer(m, classifier, memo=False) for m in LIVE_MEASURES]
+
+    def bundle():
+        clear_memo(classifier.model)
+        for ex in explainers:
+            ex.attribute(batch)
+
+    def separately():
+        for ex in alone:
+            ex.attribute(batch)
+
+    t_bundle = timed(bundle, repeats, 30.0)
+    t_sep = timed(separately, max(1, repeats // 2), 30.0)
+    fwd_peak, _ = peak_throughput(classifier, 64, backward=False, repeats=repeats)
+    bwd_peak, _ = peak_throughput(classifier, 64, backward=True, repeats=repeats)
+    N = int(batch.maskable.sum())
+    n_fwd = 1 + N + 1 + (64 - 3 + 2) + 2  # prediction, loo copies, attention, occlusion windows, IG endpoints
+    n_bwd = 1 + 20 + 2  # gradient, IG 20 steps, DeepLift (input and baseline)
+    limit = n_fwd / fwd_peak + n_bwd / bwd_peak
+    return [f"| {model_id} | live bundle, T=64 ({len(LIVE_MEASURES)} measures: {', '.join(LIVE_MEASURES)}) | "
+            f"{t_bundle * 1e3:.0f} ms shared | {t_sep * 1e3:.0f} ms one by one | limit {limit * 1e3:.0f} ms "
+            f"({n_fwd} fwd + {n_bwd} fwd+bwd rows) | {t_bundle / limit:.2f}x |"]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", nargs="+", default=["tiny-rt-masked-s0", "minilm-rt-masked-s0"])
+    p.add_argument("--lengths", nargs="+", type=int, default=[64, 256])
+    p.add_argument("--beam-lengths", nargs="*", type=int, default=[64], help="lengths at which beam is run (slow)")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--measures", nargs="+", default=MEASURES, help=f"measures to time (default: {' '.join(MEASURES)})")
+    p.add_argument("--no-bundle", action="store_true", help="skip the live-bundle timing")
+    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: the engine's, 2)")
+    p.add_argument("--skip-captum", nargs="*", default=[], help="measures whose captum reference is not timed")
+    p.add_argument("--bf16-agreement", action="store_true", help="also measure bf16 vs float32 rank agreement "
+                   "(40 rt test inputs per model; sets which measures accept bf16)")
+    p.add_argument("--only-agreement", action="store_true", help="only the bf16 agreement table")
+    args = p.parse_args()
+    configure()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(f"# bench/importance.py · code {code_version()} · torch {torch.__version__} · {platform.processor() or platform.machine()} "
+          f"· {os.cpu_count()} CPUs · {torch.get_num_threads()} threads · load average {os.getloadavg()[0]:.2f} at start")
+    print("\nTimes: median of repeats, milliseconds, one input, explicit target. Limit = forward rows / peak forward "
+          "throughput + fwd+bwd rows / peak fwd+bwd throughput at the same T.\n")
+    available = []
+    for model_id in args.models:
+        try:
+            load_classifier(model_id)
+            available.append(model_id)
+        except CheckpointError as err:
+            print(f"{model_id}: not benchmarked, checkpoint not available ({err})")
+    if args.bf16_agreement or args.only_agreement:
+        print("\nbf16 autocast vs float32: Spearman per input (median, 5th percentile) and top-10% overlap. "
+              "Tolerance: median >= 0.99, p5 >= 0.98, overlap >= 0.95.\n")
+        print("| model | measure | median rho | p5 rho | top-10% overlap | tolerance | bf16 offered |\n|---|---|---|---|---|---|---|")
+        for model_id in available:
+            bf16_agreement(model_id)
+        if args.only_agreement:
+            return 0
+    print("| model | T | measure | ours (ms) | ours bf16 (ms) | captum default (ms) | ours / captum | rows needed (fwd + fwd+bwd) | limit (ms) | ours / limit |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    rows = []
+    for model_id in available:
+        rows += bench_model(model_id, args.lengths, args.repeats, set(args.beam_lengths), set(args.skip_captum),
+                            args.measures)
+    print("\nAll rows (the same, together):\n")
+    print("| model | T | measure | ours (ms) | ours bf16 (ms) | captum default (ms) | ours / captum | rows needed (fwd + fwd+bwd) | limit (ms) | ours / limit |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+    print("\n| model | T | measure | ours (ms) | limit (ms) | ours / limit |\n|---|---|---|---|---|---|")
+    for model_id in available:
+        bench_batched(model_id, args.repeats)
+    if "tiny-rt-masked-s0" in available and not args.no_bundle:
+        print("\n| model | what | time | without sharing | forward-pass limit | ratio to limit |\n|---|---|---|---|---|---|")
+        bundle = bench_live_bundle("tiny-rt-masked-s0", args.repeats)
+        print("\n".join(bundle))
+    print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,106 @@
+"""Attention weights as importance: what exactly is computed is stated per measure.
+
+Transformers (need `attn_implementation="eager"`, which every checkpoint of this project is loaded with,
+so that `output_attentions=True` returns the softmax weights A_l [B, heads, T, T], query x key):
+  attention-cls-last   A_L[CLS -> t] of the last layer, averaged over heads
+  attention-mean       A_l[CLS -> t] averaged over heads and over all L layers
+  attention-rollout    Abnar & Zuidema (2020): R = Ã_L ... Ã_1 with Ã_l = (mean_heads A_l + I) / 2
+                       (rows still sum to 1), importance = R[CLS -> t]
+BiLSTM-attention (R-ROAR App. C.1):
+  attention            the additive attention alpha_t the model itself applies (exact)
+All three share one forward per batch. Attention weights do not depend on the target class (the target is
+still recorded). Unit: attention probability (rows of A sum to 1 over all tokens, special tokens included,
+so the scores on maskable tokens sum to less than 1); unsigned.
+"""
+from __future__ import annotations
+
+import torch
+
+from engine.importance.base import Call, Explainer, register
+
+
+def is_bilstm(classifier) -> bool:
+    from engine.models.bilstm import BiLSTMAttentionClassifier
+
+    return isinstance(classifier.model, BiLSTMAttentionClassifier)
+
+
+def attention_summaries(attentions) -> dict[str, torch.Tensor]:
+    """From per-layer attentions [B, heads, T, T] (query x key): the three [B, T] summaries."""
+    layers = [a.to(torch.float64).mean(1) for a in attentions]  # L x [B, T, T], heads averaged
+    cls_last = layers[-1][:, 0, :]
+    cls_mean = torch.stack([a[:, 0, :] for a in layers]).mean(0)
+    T = layers[0].shape[-1]
+    eye = torch.eye(T, dtype=torch.float64, device=layers[0].device)
+    rollout = None
+    for a in layers:
+        a_res = 0.5 * a + 0.5 * eye
+        a_res = a_res / a_res.sum(-1, keepdim=True)
+        rollout = a_res if rollout is None else a_res @ rollout
+    return {"attention-cls-last": cls_last, "attention-mean": cls_mean, "attention-rollout": rollout[:, 0, :]}
+
+
+class _TransformerAttention(Explainer):
+    bf16_ok = True  # rankings within tolerance under bf16 autocast (bench/importance.py --bf16-agreement)
+
+    def supports(self) -> tuple[bool, str]:
+        if is_bilstm(self.classifier):
+            return False, "a BiLSTM has no [CLS] attention layers: use the measure 'attention' (its additive attention)"
+        impl = getattr(getattr(self.classifier.model, "config", None), "_attn_implementation", "eager")
+        if impl not in (None, "eager"):
+            return False, (f"attention weights need attn_implementation='eager' but the model uses {impl!r}; "
+                           "load it with engine.models.load_classifier")
+        return True, ""
+
+    def _scores(self, call: Call):
+        def compute():
+            b = call.batch
+            with torch.no_grad(), self.autocast():
+                out = self.classifier.model(input_ids=b.input_ids, attention_mask=b.attention_mask,
+                                            token_type_ids=b.token_type_ids, output_attentions=True)
+            atts = getattr(out, "attentions", None)
+            if not atts or any(a is None for a in atts):
+                raise ValueError("the model returned no attention weights: it must run with attn_implementation='eager'")
+            return attention_summaries(atts)
+        return self._shared(("attention",), compute, call)[self.name], {}
+
+
+@register
+class AttentionClsLast(_TransformerAttention):
+    """attention-cls-last: last-layer attention from [CLS] to each token, averaged over heads."""
+
+    name = "attention-cls-last"
+
+
+@register
+class AttentionMean(_TransformerAttention):
+    """attention-mean: attention from [CLS] to each token, averaged over heads and over all layers."""
+
+    name = "attention-mean"
+
+
+@register
+class AttentionRollout(_TransformerAttention):
+    """attention-rollout: attention rollout (Abnar & Zuidema 2020), heads averaged, residual 0.5*I, [CLS] row."""
+
+    name = "attention-rollout"
+
+
+@register
+class AdditiveAttention(Explainer):
+    """attention: the BiLSTM-attention model's own additive attention alpha_t (exact; R-ROAR App. C.1)."""
+
+    name = "attention"
+
+    def supports(self) -> tuple[bool, str]:
+        if not is_bilstm(self.classifier):
+            return False, ("only BiLSTM-attention models have a single additive attention; for transformers use "
+                           "attention-cls-last, attention-mean or attention-rollout")
+        return True, ""
+
+    def _scores(self, call: Call):
+        b = call.batch
+        with torch.no_grad():
+            out = self.classifier.model(input_ids=b.input_ids, attention_mask=b.attention_mask,
+                                        token_type_ids=b.token_type_ids, output_attentions=True)
+        return out.attentions[0], {}

@@ -1,0 +1,162 @@
+"""`python -m engine explain`: explain one input with one or more importance measures, as a token table."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import textwrap
+
+RESET = "\x1b[0m"
+
+
+def _measure_lines() -> str:
+    from engine.importance import MEASURES, describe
+
+    width = max(len(n) for n in MEASURES)
+    lines = []
+    for name, cls in MEASURES.items():
+        text = describe(name).split(":", 1)[-1].strip()
+        opts = ", ".join(f"{k}={v}" for k, v in cls.defaults.items())
+        lines.append(f"  {name:<{width}}  {text}" + (f" [{opts}]" if opts else ""))
+    return "\n".join(lines)
+
+
+def register(subparsers) -> None:
+    """Add the `explain` command to an argparse subparsers object (sets `func`)."""
+    p = subparsers.add_parser(
+        "explain", help="explain one input with importance measures (coloured token table)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=textwrap.dedent("""\
+            Classify one text with a checkpoint from models_cache/ and print, for every token of the primary
+            text, its importance under each measure (columns). Special tokens and the auxiliary question
+            (--aux, bAbI) are never scored. On a terminal each cell is coloured: signed measures red (supports
+            the explained class) / blue (speaks against it), unsigned ones by intensity, scaled per column.
+            The explained class is the prediction unless --target is given.
+
+            Measures (id: what is computed [options and defaults]):
+            """) + _measure_lines() + textwrap.dedent("""
+
+            'live' stands for every measure that does not sample and is not beam search.
+
+            Examples:
+              python -m engine explain --model tiny-rt-masked-s0 --text "a gripping, funny film" --measure loo-sign ig-sign
+              python -m engine explain --model tiny-rt-masked-s0 --text "dull" --measure ig-abs --option steps=50 --target 1
+              python -m engine explain --model bilstm-babi1 --text "Mary went to the kitchen." --aux "Where is Mary?" --measure live
+            """))
+    p.add_argument("--model", required=True, help="checkpoint id in models_cache (see `python -m engine models`) or a folder")
+    p.add_argument("--text", required=True, help="the text to classify (the primary sequence)")
+    p.add_argument("--aux", default=None, help="the auxiliary sequence of a paired task (e.g. the bAbI question); never scored")
+    p.add_argument("--measure", nargs="+", required=True, metavar="NAME",
+                   help="one or more measure ids (listed above), or 'live'")
+    p.add_argument("--target", type=int, default=None, help="class index to explain (default: the predicted class)")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a measure option, given to every chosen measure that has it (e.g. steps=50, baseline=mask, "
+                        "beam_size=5, seed=3); repeatable")
+    p.add_argument("--color", choices=["auto", "always", "never"], default="auto",
+                   help="colour the table with ANSI codes: auto = only on a terminal (and not with NO_COLOR). Default: auto")
+    p.add_argument("--device", default=None, help="cpu or cuda (default: auto)")
+    p.set_defaults(func=run)
+
+
+def _parse_options(pairs, measures) -> dict[str, dict]:
+    from engine.importance import MEASURES
+
+    per_measure: dict[str, dict] = {m: {} for m in measures}
+    for pair in pairs:
+        if "=" not in pair:
+            raise ValueError(f"--option takes KEY=VALUE, got {pair!r}")
+        key, value = pair.split("=", 1)
+        key = key.strip().replace("-", "_")
+        takers = [m for m in measures if key in MEASURES[m].defaults]
+        if not takers:
+            raise ValueError(f"none of the chosen measures ({', '.join(measures)}) has an option {key!r}")
+        for m in takers:
+            per_measure[m][key] = value
+    return per_measure
+
+
+def _colour(value: float, scale: float, signed: bool) -> str:
+    """A 24-bit background colour code: white -> red (positive) or blue (negative) by |value| / scale."""
+    x = 0.0 if scale <= 0 else max(-1.0, min(1.0, value / scale))
+    if not signed:
+        x = abs(x)
+    level = int(round(255 - 170 * abs(x)))
+    r, g, b_ = (255, level, level) if x >= 0 else (level, level, 255)
+    return f"\x1b[48;2;{r};{g};{b_}m\x1b[38;2;0;0;0m"
+
+
+def run(args) -> int:
+    import torch
+
+    from engine.importance import LIVE_MEASURES, MEASURES, get_explainer
+    from engine.models import load_classifier
+
+    measures: list[str] = []
+    for name in args.measure:
+        for m in (LIVE_MEASURES if name == "live" else [name]):
+            if m not in MEASURES:
+                raise ValueError(f"unknown importance measure {m!r}; known measures: {', '.join(MEASURES)}")
+            if m not in measures:
+                measures.append(m)
+    options = _parse_options(args.option, measures)
+    classifier = load_classifier(args.model, device=args.device)
+    batch = classifier.batch([args.text], [args.aux] if args.aux is not None else None)
+    target = None if args.target is None else classifier.check_target(args.target)
+    with torch.no_grad():
+        probs = torch.softmax(classifier.logits(batch).float(), -1)[0].cpu()
+    predicted = int(probs.argmax())
+    colour = args.color == "always" or (args.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
+
+    results = {}
+    skipped = []
+    for m in measures:
+        explainer = get_explainer(m, classifier, **options[m])
+        ok, why = explainer.supports()
+        if not ok:
+            skipped.append(f"{m}: {why}")
+            continue
+        progress = None
+        if m == "beam" and sys.stderr.isatty():
+            def progress(done, total, m=m):
+                print(f"\r{m}: step {done}/{total}", end="" if done < total else "\n", file=sys.stderr, flush=True)
+        results[m] = explainer.attribute(batch, target=target, progress=progress)
+
+    explained = predicted if target is None else target
+    print(f"model {classifier.id} · prediction: {classifier.classes[predicted]} ({float(probs[predicted]):.1%}) · "
+          f"explained class: {classifier.classes[explained]} ({'predicted' if target is None else 'given'})")
+    if bool(batch.truncated[0]):
+        print(f"note: the text was truncated to {classifier.max_length} tokens; only the kept part is classified and explained")
+    for line in skipped:
+        print(f"skipped {line}")
+    if not results:
+        return 2
+
+    keep = batch.maskable[0].cpu()
+    tokens = classifier.tokenizer.convert_ids_to_tokens(batch.input_ids[0].cpu()[keep].tolist())
+    columns = {m: imp.token_scores(0).tolist() for m, imp in results.items()}
+    tok_w = max(5, min(24, max(len(t) for t in tokens)))
+    col_w = {m: max(9, len(m)) for m in columns}
+    header = f"{'#':>3}  {'token':<{tok_w}}  " + "  ".join(f"{m:>{col_w[m]}}" for m in columns)
+    print(header)
+    scales = {m: max((abs(v) for v in vals), default=0.0) for m, vals in columns.items()}
+    for i, tok in enumerate(tokens):
+        cells = []
+        for m, vals in columns.items():
+            text = f"{vals[i]:>{col_w[m]}.4g}"
+            if colour:
+                text = _colour(vals[i], scales[m], results[m].signed) + text + RESET
+            cells.append(text)
+        shown = tok if len(tok) <= tok_w else tok[: tok_w - 1] + "…"
+        print(f"{i:>3}  {shown:<{tok_w}}  " + "  ".join(cells))
+    for m, imp in results.items():
+        if "completeness_gap" in imp.extras:
+            gap = float(imp.extras["completeness_gap"][0])
+            delta = float(imp.extras["f_input"][0] - imp.extras["f_baseline"][0])
+            print(f"{m}: completeness gap sum(IG) - (f(x) - f(baseline)) = {gap:+.2e} logits "
+                  f"(f(x) - f(baseline) = {delta:+.4f})")
+        if "beam_score" in imp.extras:
+            print(f"{m}: {imp.extras['forwards']} forward rows, best order's summed logit drop {float(imp.extras['beam_score'][0]):.4f}")
+    if colour:
+        print("colours: red supports the explained class, blue speaks against it (signed measures); "
+              "darker = larger, scaled per column")
+    return 0
