@@ -9,7 +9,7 @@ import torch
 from app.heatmap import LEGEND_ABSOLUTE, token_heatmap_html
 from app.shared import get_classifier
 from engine.attention.results import attention_runs, load_attention_results, wp_table
-from engine.models import EmptyInputError
+from engine.models import CheckpointError, EmptyInputError
 from engine.results.published import load_published
 
 st.title("Attention as explanation")
@@ -73,3 +73,6 @@ if st.button("Show attention", key="attention_show"):
         st.caption(LEGEND_ABSOLUTE)
     except EmptyInputError as err:
         st.warning(str(err))
+    except CheckpointError as err:
+        st.warning(f"{err}. The shipped results name models that live in models_cache; rebuild them with "
+                   f"`python -m engine attention --dataset {dataset}`.")
