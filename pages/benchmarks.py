@@ -7,11 +7,46 @@ import streamlit as st
 
 from engine.faithfulness.summary import area_metrics_table, curve_bands
 from engine.results import ResultsStore
+from engine.results.store import RECURSIVE_MASKING
 from engine.results.published import load_published
+
+METHOD_TITLE = {RECURSIVE_MASKING: "Recursive masking (no retraining)", "recursive-roar": "Recursive ROAR",
+                "roar": "ROAR"}
+METHOD_HELP = ("recursive masking: a masked-fine-tuned model is fed the masked inputs, no retraining (FMM). "
+               "roar: the level-0 model ranks once, a model is retrained at every level (Hooker et al.). "
+               "recursive-roar: the model retrained at the previous level ranks the next tokens (R-ROAR).")
+
+
+def _method_comparison(data, dataset: str) -> None:
+    """One measure's mean curve per method (and model) of a dataset, each beside its random baseline."""
+    part = data[data["dataset"] == dataset]
+    if part["method"].nunique() < 2:
+        return
+    st.subheader("ROAR vs Recursive ROAR vs recursive masking")
+    st.caption("The same measure under each method found for this dataset (every run); dotted: the random baseline "
+               "of the same method and model. Mean over seeds.")
+    measures = sorted(set(part["measure"]) - {"random"})
+    by_method = part.groupby("measure")["method"].nunique()
+    default = max(measures, key=lambda m: (by_method.get(m, 0), m)) if measures else None
+    measure = st.selectbox("Measure to compare", measures, index=measures.index(default) if default else 0,
+                           key="bench_compare_measure")
+    fig = go.Figure()
+    for i, ((method, model), group) in enumerate(part.groupby(["method", "base_model"])):
+        color = f"hsl({(i * 83 + 20) % 360},65%,42%)"
+        for name, dash in ((measure, "solid"), ("random", "dot")):
+            curve = group[group["measure"] == name].groupby("ratio")["value"].mean()
+            if curve.empty:
+                continue
+            fig.add_trace(go.Scatter(x=curve.index, y=curve.values, mode="lines+markers", line={"color": color, "dash": dash},
+                                     name=f"{METHOD_TITLE.get(method, method)} · {model} · {name}"))
+    fig.update_layout(xaxis_title="fraction of tokens masked", yaxis_title="test metric", xaxis_tickformat=".0%", height=440)
+    st.plotly_chart(fig, width="stretch")
+
 
 st.title("Benchmarks")
 store = ResultsStore()
 data = store.load()
+everything = data
 if data.empty:
     st.info(f"The results store ({store.root}) has no benchmark runs yet. Produce one with "
             "`python -m engine benchmark --help`.")
@@ -23,11 +58,18 @@ else:
     data = data[data["dataset"] == dataset]
     model = c3.selectbox("Model", sorted(data["base_model"].dropna().unique()), key="bench_model")
     data = data[data["base_model"] == model]
+    methods = sorted(data["method"].unique())
+    method = st.radio("Method", methods, horizontal=True, key="bench_method", help=METHOD_HELP) if len(methods) > 1 else methods[0]
+    data = data[data["method"] == method]
+    retrained = method != RECURSIVE_MASKING
     measures = sorted(data["measure"].unique())
     chosen = st.multiselect("Measures", measures, default=measures, key="bench_measures")
     data = data[data["measure"].isin(chosen)]
 
-    st.subheader("Recursive masking curves")
+    st.subheader(f"{METHOD_TITLE.get(method, method)} curves")
+    if retrained:
+        st.caption("Each point is a model retrained on train/validation/test data with the measure's top tokens masked "
+                   "(R-ROAR); the x-axis is the share of each input's tokens masked.")
     bands = curve_bands(data)
     fig = go.Figure()
     for i, (measure, band) in enumerate(bands.groupby("measure")):
@@ -42,7 +84,8 @@ else:
             fig.add_trace(go.Scatter(x=curve["ratio"], y=curve["value"], line={"color": color, "width": 1},
                                      opacity=0.4, showlegend=False, legendgroup=measure, name=f"{measure} seed {seed}"))
     metric = data["metric"].iloc[0] if not data.empty else "metric"
-    fig.update_layout(xaxis_title="fraction of tokens masked", yaxis_title=f"test {metric}", height=480,
+    fig.update_layout(xaxis_title="fraction of tokens masked" + (", then retrained" if retrained else ""),
+                      yaxis_title=f"test {metric}", height=480,
                       xaxis_tickformat=".0%")
     st.plotly_chart(fig, width="stretch")
 
@@ -55,7 +98,7 @@ else:
                    "to [-100, 100]. Mean over seeds with 95% BCa bootstrap CIs.")
         st.dataframe(table, hide_index=True)
 
-    if "p_below_005" in data.columns:
+    if "p_below_005" in data.columns and data["p_below_005"].notna().any():
         st.subheader("MaSF: are the masked inputs still in distribution?")
         pfig = go.Figure()
         for measure, part in data.groupby("measure"):
@@ -65,6 +108,8 @@ else:
         pfig.update_layout(xaxis_title="fraction of tokens masked", yaxis_title="share of inputs with p < 0.05",
                            xaxis_tickformat=".0%", yaxis_tickformat=".0%", height=380)
         st.plotly_chart(pfig, width="stretch")
+
+    _method_comparison(everything, dataset)
 
     st.download_button("Download these rows (CSV)", data.to_csv(index=False).encode(), file_name=f"{run}-{dataset}-{model}.csv",
                        mime="text/csv")

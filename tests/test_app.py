@@ -115,6 +115,37 @@ def test_benchmarks_page_filters_and_tabulates(models_cache, tmp_path, monkeypat
     assert any("Published" in c.value for c in at.caption)
 
 
+def test_benchmarks_page_switches_method_and_compares_roar_with_recursive_masking(models_cache, tmp_path, monkeypatch):
+    from engine.results import ResultsStore
+
+    monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
+    store = ResultsStore(tmp_path / "results")
+    for seed in range(2):
+        store.write_cell("masking", {"m": "random", "s": seed}, _tidy("random", seed, 0.2), {})
+        store.write_cell("masking", {"m": "loo-sign", "s": seed}, _tidy("loo-sign", seed, 0.35), {})
+        for method, drop in (("roar", 0.25), ("recursive-roar", 0.4)):
+            for measure, d in (("random", 0.2), ("loo-sign", drop)):
+                store.write_cell("masking", {"m": measure, "s": seed, "method": method},
+                                 _tidy(measure, seed, d).assign(method=method, p_value=float("nan"),
+                                                                p_below_005=float("nan")), {})
+    at = AppTest.from_file(MAIN, default_timeout=120)
+    _run(at)
+    at.switch_page(str(Path(MAIN).parent.parent / "pages" / "benchmarks.py"))
+    _run(at)
+    radio = at.radio(key="bench_method")
+    assert set(radio.options) == {"recursive masking", "roar", "recursive-roar"}
+    radio.set_value("roar")
+    _run(at)
+    roar_racu = at.dataframe[0].value.set_index("measure").loc["loo-sign", "racu_pct"]
+    at.radio(key="bench_method").set_value("recursive-roar")
+    _run(at)
+    rroar_racu = at.dataframe[0].value.set_index("measure").loc["loo-sign", "racu_pct"]
+    assert rroar_racu > roar_racu > 0, "each method's table is computed from its own curves"
+    assert not any("MaSF" in h.value for h in at.subheader), "retrained curves have no MaSF p-values to show"
+    assert any("ROAR vs Recursive ROAR" in h.value for h in at.subheader)
+    assert at.selectbox(key="bench_compare_measure").value == "loo-sign"
+
+
 def test_attention_page_shows_the_diagnostics_and_an_inputs_attention(models_cache, tmp_path, monkeypatch):
     import json
 

@@ -7,7 +7,7 @@ import pandas as pd
 
 from engine.faithfulness.metrics import acu, bootstrap_ci, racu
 
-GROUP = ["dataset", "base_model", "strategy"]
+GROUP = ["dataset", "base_model", "strategy", "method"]  # method: recursive masking, roar, recursive-roar
 
 
 def _group_columns(df: pd.DataFrame) -> list[str]:

@@ -21,6 +21,7 @@ import pandas as pd
 from engine.runtime import PROJECT_ROOT
 
 TIDY_COLUMNS = ("model", "seed", "dataset", "measure", "strategy", "step", "ratio", "metric", "value", "p_value")
+RECURSIVE_MASKING = "recursive masking"  # the method of cells without retraining (FMM)
 _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
@@ -79,8 +80,13 @@ class ResultsStore:
                 if (path.with_suffix(".json")).is_file():
                     frames.append(pd.read_parquet(path).assign(run=name))
         if not frames:
-            return pd.DataFrame(columns=[*TIDY_COLUMNS, "run"])
-        return pd.concat(frames, ignore_index=True)
+            return pd.DataFrame(columns=[*TIDY_COLUMNS, "method", "run"])
+        data = pd.concat(frames, ignore_index=True)
+        # Cells of recursive masking without retraining (benchmark) carry no method column; ROAR cells do.
+        if "method" not in data.columns:
+            data["method"] = RECURSIVE_MASKING
+        data["method"] = data["method"].fillna(RECURSIVE_MASKING)
+        return data
 
     def provenance(self, run: str) -> list[dict]:
         d = self._cells_dir(run)
