@@ -58,6 +58,35 @@ def test_long_text_is_truncated_visibly(cache_with_toy):
     assert any("truncated" in w.value for w in at.warning)
 
 
+MIXED_SCRIPTS = "a wonderful film 😀🎬 — 素晴らしい映画 — фильм отличный — فيلم رائع — ταινία"
+
+
+def test_emoji_and_non_latin_scripts_are_explained_not_crashed(cache_with_toy):
+    at = _run(AppTest.from_file(MAIN, default_timeout=120))
+    at.text_area[0].input(MIXED_SCRIPTS)
+    at.button[0].click(); _run(at)
+    assert at.subheader[0].value.startswith("Prediction: ")
+    heatmaps = [h.proto.body for h in at.get("html")]
+    assert len(heatmaps) == 4
+    assert all("wonderful" in h for h in heatmaps)
+    # the tokenizer knows no emoji: they become [UNK] and are shown, never dropped silently
+    assert all("фильм" in h or "[UNK]" in h for h in heatmaps), heatmaps[0][:2000]
+
+
+def test_masking_page_takes_emoji_and_non_latin_scripts(cache_with_toy):
+    at = _run(AppTest.from_file(MAIN, default_timeout=300))
+    at.switch_page(str(Path(MAIN).parent.parent / "pages" / "masking.py"))
+    _run(at)
+    at.text_area(key="masking_text").input(MIXED_SCRIPTS)
+    at.selectbox(key="masking_measure").set_value("grad-l2")
+    at.button(key="masking_run").click()
+    _run(at)
+    assert at.metric[0].value.startswith("0 /")
+    at.slider(key="masking_slider").set_value(at.slider(key="masking_slider").max)
+    _run(at)
+    assert "line-through" in at.get("html")[0].proto.body
+
+
 def test_masking_slider_changes_the_masked_text_and_p_value(cache_with_toy):
     at = _run(AppTest.from_file(MAIN, default_timeout=300))
     at.switch_page(str(Path(MAIN).parent.parent / "pages" / "masking.py"))
