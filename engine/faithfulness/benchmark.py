@@ -107,7 +107,7 @@ def run_sweep(cells: Sequence[Cell], run: str = "default", results_dir: str | No
         if progress is not None:
             progress(i, total, key)
 
-    if ray_address is not None:
+    if ray_address is not None and todo:
         import ray  # optional dependency: pip install ray
 
         ray.init(address=None if ray_address == "local" else ray_address, ignore_reinit_error=True)
