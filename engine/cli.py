@@ -423,7 +423,23 @@ def cmd_roar(args) -> int:
                                   levels=levels, run=args.run, log=lambda m: tqdm.write(f"== {m}"), progress=progress)
     bar.close()
     print(f"{len(report['done'])} curves computed, {len(report['skipped'])} already in the store")
+    _print_area_table(args.run)
     return 0
+
+
+def _print_area_table(run: str) -> None:
+    """ACU / RACU (mean over seeds, 95% BCa CI) of every method and measure in the run, as markdown."""
+    from engine.faithfulness.summary import area_metrics_table
+    from engine.results import ResultsStore
+
+    table = area_metrics_table(ResultsStore().load(run))
+    if table.empty:
+        return
+    print("\n| dataset | model | method | measure | seeds | ACU % (95% CI) | RACU % (95% CI) | RACU clipped % |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in table.itertuples():
+        print(f"| {r.dataset} | {r.base_model} | {r.method} | {r.measure} | {r.seeds} | {r.acu_pct:.1f} ({r.acu_low:.1f} to "
+              f"{r.acu_high:.1f}) | {r.racu_pct:.1f} ({r.racu_low:.1f} to {r.racu_high:.1f}) | {r.racu_clipped_pct:.1f} |")
 
 
 COMMANDS = {"attention": cmd_attention, "train": cmd_train, "models": cmd_models, "datasets": cmd_datasets, "masf": cmd_masf,

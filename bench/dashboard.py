@@ -1,0 +1,128 @@
+"""Explain-page speed in a real browser (issue 5's "under a second" target), as a ratio to the engine.
+
+Starts `streamlit run app/main.py` on a loopback port with a checkpoint from models_cache (default
+tiny-rt-masked-s0), drives Debian's headless Chromium to explain a review of 64 tokens with the page's
+default measures, and reports the median click-to-render time of warm runs (after the first, which
+loads the model) next to the engine's own time for the same work (`explain_text`), so the share spent
+in Streamlit's round trip and rendering is visible.
+
+    python bench/dashboard.py                       # tiny-rt-masked-s0, 7 warm runs
+    python bench/dashboard.py --model minilm-rt-masked-s0 --runs 5
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+# 64 tokens for the tiny/minilm (BERT uncased) tokenizer with [CLS] and [SEP]; checked at run time
+REVIEWS = [
+    "a gripping , funny and often moving portrait of a family that never quite manages to say what it means , "
+    "and the director lets the silences do the work ; the performances are strong , the photography is lovely , "
+    "and if the last act drags the whole thing still lands , and i would gladly watch it again",
+]
+
+
+def _variant(i: int) -> str:
+    """A different review of the same length per run, so nothing is served from a cache."""
+    words = REVIEWS[0].split()
+    return " ".join(words[i % len(words):] + words[: i % len(words)])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="tiny-rt-masked-s0", help="checkpoint id in models_cache")
+    p.add_argument("--runs", type=int, default=7, help="warm runs to time (median reported)")
+    args = p.parse_args()
+
+    from test_browser import CHROMEDRIVER, CHROMIUM, _explain, _free_port, _wait
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    from engine.explain import LIVE_MEASURES, explain_text
+    from engine.models import load_classifier, tokenize
+    from engine.runtime import code_version, configure
+
+    if not (CHROMIUM and CHROMEDRIVER):
+        print("needs Debian's chromium and chromium-driver")
+        return 2
+    configure()
+    classifier = load_classifier(args.model)
+    n_tokens = tokenize(classifier.tokenizer, REVIEWS[0], max_length=512).input_ids.shape[1]
+    engine_times = []
+    for i in range(args.runs + 1):
+        t = time.perf_counter()
+        explain_text(classifier, _variant(i), measures=list(LIVE_MEASURES))
+        engine_times.append(time.perf_counter() - t)
+    engine_ms = statistics.median(engine_times[1:]) * 1e3
+
+    port = _free_port()
+    env = dict(os.environ, ENGINE_RESULTS_DIR=tempfile.mkdtemp())
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.port", str(port),
+                             "--server.address", "127.0.0.1", "--server.headless", "true"],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(180):
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                time.sleep(0.5)
+        options = webdriver.ChromeOptions()
+        options.binary_location = CHROMIUM
+        for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1800"):
+            options.add_argument(flag)
+        driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+        try:
+            driver.get(url)
+            _wait(driver, "h1", text="Explain a prediction")
+            _select_model(driver, args.model)
+            first = _explain(driver, _variant(100), _variant(100).split()[-1])
+            times = []
+            for i in range(args.runs):
+                text = _variant(i + 1)
+                times.append(_explain(driver, text, text.split()[-1]))
+        finally:
+            driver.quit()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    browser_ms = statistics.median(times) * 1e3
+    print(f"# bench/dashboard.py · code {code_version()} · {platform.machine()} · {os.cpu_count()} CPUs · "
+          f"load average {os.getloadavg()[0]:.2f} at the end")
+    print("| model | input | measures | first explain (loads the model) | warm explain, browser (median of "
+          f"{args.runs}) | engine alone (explain_text) | browser / engine |")
+    print("|---|---|---|---|---|---|---|")
+    print(f"| {args.model} | {n_tokens} tokens | {', '.join(LIVE_MEASURES)} | {first:.2f} s | {browser_ms:.0f} ms "
+          f"(min {min(times) * 1e3:.0f}, max {max(times) * 1e3:.0f}) | {engine_ms:.0f} ms | {browser_ms / engine_ms:.1f}x |")
+    return 0
+
+
+def _select_model(driver, model_id: str) -> None:
+    """Pick the model in the sidebar's select box when it is not already the selected one."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    sidebar = driver.find_element(By.CSS_SELECTOR, "[data-testid='stSidebar']")
+    if model_id in sidebar.text:
+        return
+    box = sidebar.find_element(By.CSS_SELECTOR, "input")
+    box.send_keys(model_id)
+    box.send_keys(Keys.ENTER)
+    time.sleep(2)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
