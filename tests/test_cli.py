@@ -42,6 +42,9 @@ def test_train_then_list(models_cache, capsys):
         (["train", "--model", "roberta-base"], "unknown model 'roberta-base'"),
         (["train", "--dataset", "toy", "--epochs", "0"], "epochs must be >= 1"),
         (["train", "--dataset", "toy", "--id", "a/b/c"], "model id"),
+        (["roar", "--dataset", "toy", "--measures", "random", "saliency"], "unknown measure(s) saliency"),
+        (["roar", "--dataset", "sst2", "--measures", "random"], "unknown dataset 'sst2'"),
+        (["roar", "--dataset", "toy", "--measures", "random", "--steps", "0.5,1.5"], "strictly between 0 and 1"),
     ],
 )
 def test_bad_input_is_one_clear_line_and_nothing_written(models_cache, capsys, argv, message):
