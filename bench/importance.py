@@ -179,6 +179,7 @@ def captum_reference(measure: str, classifier, batch, target: int, ours_options:
 
 
 _MODELS: dict = {}
+BF16 = False  # --bf16: also time bfloat16 autocast (only worth it on CPUs with AVX512-BF16/AMX, or CUDA)
 
 
 def get_model(model_id: str):
@@ -234,7 +235,7 @@ def bench_model(model_id: str, lengths, repeats: int, beam_lengths, skip_captum:
             n_fwd, n_bwd = passes(measure, N, L, explainer.options, result["imp"].extras)
             limit = n_fwd / fwd_peak + n_bwd / bwd_peak
             t_bf16 = None
-            if explainer.bf16_ok:
+            if explainer.bf16_ok and BF16:
                 fast = get_explainer(measure, classifier, memo=False, bf16=True, **options)
                 t_bf16 = timed(lambda: fast.attribute(batch, target), repeats, budget)
             ref = None if measure in skip_captum else captum_reference(measure, classifier, batch, target, explainer.options)
@@ -383,6 +384,8 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--measures", nargs="+", default=MEASURES, help=f"measures to time (default: {' '.join(MEASURES)})")
     p.add_argument("--no-bundle", action="store_true", help="skip the live-bundle timing")
+    p.add_argument("--bf16", action="store_true", help="also time bf16 autocast (emulated, ~20x slower, on CPUs "
+                   "without AVX512-BF16: check `lscpu`)")
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: the engine's, 2)")
     p.add_argument("--skip-captum", nargs="*", default=[], help="measures whose captum reference is not timed")
     p.add_argument("--bf16-agreement", action="store_true", help="also measure bf16 vs float32 rank agreement "
@@ -390,6 +393,8 @@ def main() -> int:
     p.add_argument("--only-agreement", action="store_true", help="only the bf16 agreement table")
     args = p.parse_args()
     configure()
+    global BF16
+    BF16 = args.bf16
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"# bench/importance.py · code {code_version()} · torch {torch.__version__} · {platform.processor() or platform.machine()} "
