@@ -106,6 +106,17 @@ def passes(measure: str, N: int, L: int, options: dict, extras: dict) -> tuple[i
     return 0, 0
 
 
+class EmbForward(torch.nn.Module):
+    """The classifier as a function of word embeddings [B, T, H] (and attention/type ids): captum's input."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.inner = model
+
+    def forward(self, x, a, t):
+        return self.inner(inputs_embeds=x, attention_mask=a, token_type_ids=t).logits
+
+
 def captum_reference(measure: str, classifier, batch, target: int, ours_options: dict):
     """A callable running captum's default-settings counterpart of `measure`, or None."""
     from captum.attr import (DeepLift, FeatureAblation, GradientShap, InputXGradient, IntegratedGradients,
@@ -124,15 +135,7 @@ def captum_reference(measure: str, classifier, batch, target: int, ours_options:
         with torch.no_grad():
             return model(input_ids=x, attention_mask=am.expand(len(x), -1), token_type_ids=tt.expand(len(x), -1)).logits
 
-    class EmbForward(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.inner = model
-
-        def forward(self, x, a, t):
-            return self.inner(inputs_embeds=x, attention_mask=a, token_type_ids=t).logits
-
-    f_emb = EmbForward()
+    f_emb = EmbForward(model)
     e = classifier.word_embeddings(ids).detach()
     mask_emb = classifier.word_embeddings(torch.full_like(ids, mask_id)).detach()
     base_emb = torch.where(batch.maskable[..., None], mask_emb, e)
@@ -268,21 +271,13 @@ def ig_default_row(model_id, T, classifier, batch, target, repeats, t_ref, fwd_p
     gap_ours = float(ours.attribute(batch, target).extras["relative_gap"][0])
     model = classifier.model
 
-    class EmbForward(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.inner = model
-
-        def forward(self, x, a, t):
-            return self.inner(inputs_embeds=x, attention_mask=a, token_type_ids=t).logits
-
     e = classifier.word_embeddings(batch.input_ids).detach()
     zero_base = torch.where(batch.maskable[..., None], torch.zeros_like(e), e)
-    _, delta = IntegratedGradients(EmbForward()).attribute(
+    _, delta = IntegratedGradients(EmbForward(model)).attribute(
         e, baselines=zero_base, target=target, additional_forward_args=(batch.attention_mask, batch.token_type_ids),
         return_convergence_delta=True)
     with torch.no_grad():
-        f = EmbForward()
+        f = EmbForward(model)
         span = float(f(e, batch.attention_mask, batch.token_type_ids)[0, target]
                      - f(zero_base, batch.attention_mask, batch.token_type_ids)[0, target])
     gap_captum = abs(float(delta[0])) / max(abs(span), 1e-12)
