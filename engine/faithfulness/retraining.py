@@ -73,15 +73,14 @@ def run_retraining_sweep(config, measures: Sequence[str], seeds: Sequence[int], 
 
     config: the TrainConfig of the level-0 model and of every retraining (its seed is replaced per seed).
     progress: called after every retraining with {'trainings_done', 'trainings_total', 'cell', 'level', 'value'}."""
+    from engine.data import get_dataset
     from engine.faithfulness.roar import DEFAULT_COUNTS, DEFAULT_QUANTILES, roar_curve
+    from engine.importance import MEASURES
     from engine.results import ResultsStore
 
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown method(s) {unknown}; use {', '.join(METHODS)}")
-    from engine.data import get_dataset
-    from engine.importance import MEASURES
-
     missing = [m for m in measures if m not in MEASURES]
     if missing:
         raise ValueError(f"unknown measure(s) {', '.join(missing)}; known: {', '.join(sorted(MEASURES))}")
@@ -97,13 +96,14 @@ def run_retraining_sweep(config, measures: Sequence[str], seeds: Sequence[int], 
     skipped = []
     for seed in seeds:
         for measure in measures:
-            wanted = tuple(methods) if measure == "random" else None
-            for method in ([methods[0]] if measure == "random" else methods):
-                cells = [_cell(config, measure, seed, m, strategy, levels) for m in (wanted or (method,))]
+            # random: one computation whose curve is stored under every method; others: one per method.
+            groups = [tuple(methods)] if measure == "random" else [(method,) for method in methods]
+            for group in groups:
+                cells = [_cell(config, measure, seed, method, strategy, levels) for method in group]
                 if all(store.has_cell(run, c) for c in cells):
                     skipped += cells
                 else:
-                    todo.append((seed, measure, wanted or (method,)))
+                    todo.append((seed, measure, group))
     total = len(todo) * len(levels) + len({seed for seed, _, _ in todo})
     done_trainings, done = 0, []
     bases: dict[int, object] = {}
