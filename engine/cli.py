@@ -379,6 +379,7 @@ def cmd_benchmark(args) -> int:
           f"-> {ResultsStore().root / args.run}")
     for key, error in report.failed:
         print(f"  failed {key['model']} {key['measure']} seed {key['seed']}: {error}", file=sys.stderr)
+    _print_area_table(args.run)
     return 1 if report.failed else 0
 
 

@@ -13,8 +13,17 @@ st.title("Models")
 
 rows = list_checkpoints()
 if rows:
+    # ROAR sweeps and multi-seed benchmarks leave many checkpoints behind: filter by dataset and encoder.
+    f1, f2 = st.columns(2)
+    datasets = sorted({str(m.get("dataset")) for m in rows})
+    encoders = sorted({str(m.get("base_model")) for m in rows})
+    shown_datasets = f1.multiselect("Datasets", datasets, default=datasets, key="models_datasets")
+    shown_encoders = f2.multiselect("Encoders", encoders, default=encoders, key="models_encoders")
+    rows = [m for m in rows if str(m.get("dataset")) in shown_datasets and str(m.get("base_model")) in shown_encoders]
+if rows:
     table = pd.DataFrame([
-        {"id": m["id"], "dataset": m.get("dataset"), "strategy": m.get("strategy"), "metric": m.get("metric"),
+        {"id": m["id"], "encoder": m.get("base_model"), "dataset": m.get("dataset"), "strategy": m.get("strategy"),
+         "metric": m.get("metric"),
          "test unmasked": m.get("test", {}).get("unmasked"), "test 100% masked": m.get("test", {}).get("masked_100"),
          "class-majority": m.get("test", {}).get("majority_baseline"), "best epoch": m.get("best_epoch"),
          "problem": m.get("error", "")}
@@ -30,6 +39,8 @@ if rows:
                                 title=f"Training curve of {chosen}").update_xaxes(dtick=1), width="stretch")
     with st.expander("metadata.json"):
         st.json(meta)
+elif list_checkpoints():
+    st.info("No checkpoint matches the filters above.")
 else:
     st.info("models_cache is empty. Build the default model below: `tiny` masked-fine-tuned on Rotten Tomatoes, about 2 minutes on 2 cores.")
 

@@ -112,6 +112,11 @@ def test_models_page_lists_checkpoints(cache_with_toy):
     _run(at)
     assert at.title[0].value == "Models"
     assert "toy-app" in at.dataframe[0].value["id"].tolist()
+    # The dataset filter hides what it excludes, and says so when nothing is left.
+    at.multiselect(key="models_datasets").set_value([])
+    _run(at)
+    assert not at.dataframe
+    assert any("No checkpoint matches" in info.value for info in at.info)
 
 
 def _tidy(measure, seed, drop):

@@ -59,3 +59,23 @@ def test_models_lists_broken_checkpoint_with_reason(models_cache, capsys):
     (models_cache / "half-copied" / "config.json").write_text("{}")
     assert main(["models"]) == 0
     assert "BROKEN" in capsys.readouterr().out
+
+
+def test_benchmark_writes_cells_prints_the_area_table_and_resumes(models_cache, toy_classifier, tmp_path, monkeypatch, capsys):
+    """`benchmark` computes every cell into the results store, prints ACU/RACU against random, and a
+    second call with the same arguments computes nothing (resume skips finished cells)."""
+    from engine.models import save_classifier
+    from engine.results import ResultsStore
+
+    monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
+    save_classifier(toy_classifier, "cli-bench-s0")
+    argv = ["benchmark", "--model-template", "cli-bench-s{seed}", "--datasets", "toy", "--measures", "random", "loo-sign",
+            "--seeds", "0", "--limit", "12", "--ratios", "0,0.5,1", "--run", "cli"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "2 cells computed, 0 already in the store" in out
+    assert "| toy | tiny | recursive masking | loo-sign | 1 |" in out
+    rows = ResultsStore(tmp_path / "results").load("cli")
+    assert sorted(rows["measure"].unique()) == ["loo-sign", "random"] and sorted(rows["ratio"].unique()) == [0, 0.5, 1]
+    assert main(argv) == 0
+    assert "0 cells computed, 2 already in the store" in capsys.readouterr().out
