@@ -182,7 +182,6 @@ def captum_reference(measure: str, classifier, batch, target: int, ours_options:
 
 
 _MODELS: dict = {}
-BF16 = False  # --bf16: also time bfloat16 autocast (only worth it on CPUs with AVX512-BF16/AMX, or CUDA)
 
 
 def get_model(model_id: str):
@@ -206,7 +205,9 @@ def get_model(model_id: str):
     return _MODELS[model_id]
 
 
-def bench_model(model_id: str, lengths, repeats: int, beam_lengths, skip_captum: set, measures) -> list[str]:
+def bench_model(model_id: str, lengths, repeats: int, beam_lengths, skip_captum: set, measures,
+                bf16: bool = False) -> list[str]:
+    """bf16: also time bfloat16 autocast (only worth it on CPUs with AVX512-BF16/AMX, or CUDA)."""
     classifier = get_model(model_id)
     rows = []
     for T in lengths:
@@ -238,7 +239,7 @@ def bench_model(model_id: str, lengths, repeats: int, beam_lengths, skip_captum:
             n_fwd, n_bwd = passes(measure, N, L, explainer.options, result["imp"].extras)
             limit = n_fwd / fwd_peak + n_bwd / bwd_peak
             t_bf16 = None
-            if explainer.bf16_ok and BF16:
+            if explainer.bf16_ok and bf16:
                 fast = get_explainer(measure, classifier, memo=False, bf16=True, **options)
                 t_bf16 = timed(lambda: fast.attribute(batch, target), repeats, budget)
             ref = None if measure in skip_captum else captum_reference(measure, classifier, batch, target, explainer.options)
@@ -388,8 +389,6 @@ def main() -> int:
     p.add_argument("--only-agreement", action="store_true", help="only the bf16 agreement table")
     args = p.parse_args()
     configure()
-    global BF16
-    BF16 = args.bf16
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"# bench/importance.py · code {code_version()} · torch {torch.__version__} · {platform.processor() or platform.machine()} "
@@ -416,7 +415,7 @@ def main() -> int:
     rows = []
     for model_id in available:
         rows += bench_model(model_id, args.lengths, args.repeats, set(args.beam_lengths), set(args.skip_captum),
-                            args.measures)
+                            args.measures, bf16=args.bf16)
     print("\nAll rows (the same, together):\n")
     print("| model | T | measure | ours (ms) | ours bf16 (ms) | captum default (ms) | ours / captum | rows needed (fwd + fwd+bwd) | limit (ms) | ours / limit |")
     print("|---|---|---|---|---|---|---|---|---|---|")

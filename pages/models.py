@@ -11,7 +11,8 @@ from engine.models import PACKAGED_ENCODERS, TrainConfig, default_model_id, list
 
 st.title("Models")
 
-rows = list_checkpoints()
+checkpoints = list_checkpoints()
+rows = checkpoints
 if rows:
     # ROAR sweeps and multi-seed benchmarks leave many checkpoints behind: filter by dataset and encoder.
     f1, f2 = st.columns(2)
@@ -39,7 +40,7 @@ if rows:
                                 title=f"Training curve of {chosen}").update_xaxes(dtick=1), width="stretch")
     with st.expander("metadata.json"):
         st.json(meta)
-elif list_checkpoints():
+elif checkpoints:
     st.info("No checkpoint matches the filters above.")
 else:
     st.info("models_cache is empty. Build the default model below: `tiny` masked-fine-tuned on Rotten Tomatoes, about 2 minutes on 2 cores.")
