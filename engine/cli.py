@@ -122,10 +122,12 @@ def _add_benchmark(sub) -> None:
             Run recursive-masking curves for every cell (checkpoint x dataset x measure x seed) and write tidy rows
             with provenance to results/<run>/ (ENGINE_RESULTS_DIR overrides). Cells already there are skipped, so
             an interrupted sweep resumes. Seeds pick checkpoints through --model-template (FMM: one fine-tuned model
-            per seed) and seed the random baseline. Always include `random`: ACU/RACU compare against it.
+            per seed) and seed the random baseline. Always include `random`: ACU/RACU compare against it, over the
+            same examples, so one run can hold the whole split and a subset for an expensive measure (beam).
 
-            Example:
+            Examples:
               python -m engine benchmark --datasets rt --measures random grad-l2 loo-sign --seeds 0 1 2 --limit 200
+              python -m engine benchmark --datasets rt --measures random loo-sign beam --seeds 0 1 2 --limit 20   # same run
             """))
     p.add_argument("--model-template", default="tiny-{dataset}-masked-s{seed}",
                    help="checkpoint id per (dataset, seed). Default: tiny-{dataset}-masked-s{seed}")
@@ -430,16 +432,21 @@ def cmd_roar(args) -> int:
 
 def _print_area_table(run: str) -> None:
     """ACU / RACU (mean over seeds, 95% BCa CI) of every method and measure in the run, as markdown."""
+    import pandas as pd
+
     from engine.faithfulness.summary import area_metrics_table
     from engine.results import ResultsStore
 
     table = area_metrics_table(ResultsStore().load(run))
     if table.empty:
         return
-    print("\n| dataset | model | method | measure | seeds | ACU % (95% CI) | RACU % (95% CI) | RACU clipped % |")
-    print("|---|---|---|---|---|---|---|---|")
+    if "n_examples" not in table.columns:
+        table["n_examples"] = float("nan")
+    print("\n| dataset | model | method | examples | measure | seeds | ACU % (95% CI) | RACU % (95% CI) | RACU clipped % |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in table.itertuples():
-        print(f"| {r.dataset} | {r.base_model} | {r.method} | {r.measure} | {r.seeds} | {r.acu_pct:.1f} ({r.acu_low:.1f} to "
+        examples = "whole splits" if pd.isna(r.n_examples) else int(r.n_examples)
+        print(f"| {r.dataset} | {r.base_model} | {r.method} | {examples} | {r.measure} | {r.seeds} | {r.acu_pct:.1f} ({r.acu_low:.1f} to "
               f"{r.acu_high:.1f}) | {r.racu_pct:.1f} ({r.racu_low:.1f} to {r.racu_high:.1f}) | {r.racu_clipped_pct:.1f} |")
 
 

@@ -2,6 +2,7 @@
 beside the published numbers."""
 from __future__ import annotations
 
+import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -31,14 +32,18 @@ def _method_comparison(data, dataset: str) -> None:
     measure = st.selectbox("Measure to compare", measures, index=measures.index(default) if default else 0,
                            key="bench_compare_measure")
     fig = go.Figure()
-    for i, ((method, model), group) in enumerate(part.groupby(["method", "base_model"])):
+    # Curves over different examples (a beam subset, the whole split) are kept apart, never averaged together.
+    keys = ["method", "base_model"] + (["n_examples"] if "n_examples" in part.columns else [])
+    for i, (group_key, group) in enumerate(part.groupby(keys, dropna=False)):
+        method, model = group_key[:2]
+        examples = f" · {int(group_key[2])} examples" if len(group_key) > 2 and pd.notna(group_key[2]) else ""
         color = f"hsl({(i * 83 + 20) % 360},65%,42%)"
         for name, dash in ((measure, "solid"), ("random", "dot")):
             curve = group[group["measure"] == name].groupby("ratio")["value"].mean()
             if curve.empty:
                 continue
             fig.add_trace(go.Scatter(x=curve.index, y=curve.values, mode="lines+markers", line={"color": color, "dash": dash},
-                                     name=f"{METHOD_TITLE.get(method, method)} · {model} · {name}"))
+                                     name=f"{METHOD_TITLE.get(method, method)} · {model}{examples} · {name}"))
     fig.update_layout(xaxis_title="fraction of tokens masked", yaxis_title="test metric", xaxis_tickformat=".0%", height=440)
     st.plotly_chart(fig, width="stretch")
 
@@ -65,6 +70,15 @@ else:
     measures = sorted(data["measure"].unique())
     chosen = st.multiselect("Measures", measures, default=measures, key="bench_measures")
     data = data[data["measure"].isin(chosen)]
+    if "n_examples" in data.columns and data["n_examples"].nunique() > 1:
+        # A run may hold the whole split for most measures and a subset for an expensive one (beam), each with
+        # its own random baseline: show one set of examples at a time (after the measure filter, whose options
+        # span both, so a choice of measures survives switching).
+        counts = sorted(int(n) for n in data["n_examples"].dropna().unique())
+        n_examples = st.radio("Examples", counts, index=len(counts) - 1, horizontal=True, key="bench_examples",
+                              format_func=lambda n: f"first {n} of the test split",
+                              help="Measures computed on a subset are compared with the random baseline on the same subset.")
+        data = data[data["n_examples"] == n_examples]
 
     st.subheader(f"{METHOD_TITLE.get(method, method)} curves")
     if retrained:

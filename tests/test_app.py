@@ -149,6 +149,28 @@ def test_benchmarks_page_filters_and_tabulates(models_cache, tmp_path, monkeypat
     assert any("Published" in c.value for c in at.caption)
 
 
+def test_benchmarks_page_shows_a_beam_subset_apart_from_the_whole_split(models_cache, tmp_path, monkeypatch):
+    from engine.results import ResultsStore
+
+    monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
+    store = ResultsStore(tmp_path / "results")
+    for seed in range(2):
+        for measure, n, drop in (("random", 100, 0.2), ("loo-sign", 100, 0.35), ("random", 20, 0.1), ("beam", 20, 0.4)):
+            store.write_cell("mixed", {"m": measure, "s": seed, "n": n}, _tidy(measure, seed, drop).assign(n_examples=n), {})
+    at = AppTest.from_file(MAIN, default_timeout=120)
+    _run(at)
+    at.switch_page(str(Path(MAIN).parent.parent / "pages" / "benchmarks.py"))
+    _run(at)
+    assert at.radio(key="bench_examples").value == 100, "the largest set of examples is shown first"
+    assert set(at.dataframe[0].value["measure"]) == {"random", "loo-sign"}
+    at.radio(key="bench_examples").set_value(20)
+    _run(at)
+    table = at.dataframe[0].value.set_index("measure")
+    assert set(table.index) == {"random", "beam"}
+    # beam is compared with the random curve of its own 20 examples (random against itself gives 0).
+    assert table.loc["random", "racu_pct"] == 0 and table.loc["beam", "racu_pct"] > 0
+
+
 def test_benchmarks_page_switches_method_and_compares_roar_with_recursive_masking(models_cache, tmp_path, monkeypatch):
     from engine.results import ResultsStore
 

@@ -74,8 +74,9 @@ def test_benchmark_writes_cells_prints_the_area_table_and_resumes(models_cache, 
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "2 cells computed, 0 already in the store" in out
-    assert "| toy | tiny | recursive masking | loo-sign | 1 |" in out
+    assert "| toy | tiny | recursive masking | 12 | loo-sign | 1 |" in out
     rows = ResultsStore(tmp_path / "results").load("cli")
     assert sorted(rows["measure"].unique()) == ["loo-sign", "random"] and sorted(rows["ratio"].unique()) == [0, 0.5, 1]
+    assert set(rows["n_examples"]) == {12}, "every row says how many examples its curve averages over"
     assert main(argv) == 0
     assert "0 cells computed, 2 already in the store" in capsys.readouterr().out

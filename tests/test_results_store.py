@@ -41,3 +41,30 @@ def test_bad_rows_and_names_are_refused(tmp_path):
         store.write_cell("r", {"model": "m"}, pd.DataFrame({"model": ["m"]}), {})
     with pytest.raises(ValueError, match="run name"):
         store.load("../x")
+
+
+def test_a_subset_is_compared_with_the_random_curve_of_the_same_examples(tmp_path):
+    """One run may hold the whole split for cheap measures and a subset for beam: each measure's RACU must
+    use the random curve over the same examples, also for cells written before rows carried n_examples."""
+    from engine.faithfulness.metrics import racu
+    from engine.faithfulness.summary import area_metrics_per_seed
+
+    store = ResultsStore(tmp_path)
+    x = [0.0, 0.5, 1.0]
+    curves = {("random", 100): [0.9, 0.7, 0.5], ("loo-sign", 100): [0.9, 0.3, 0.5],
+              ("random", 20): [0.9, 0.85, 0.5], ("beam", 20): [0.9, 0.1, 0.5]}
+    for (measure, n), values in curves.items():
+        rows = pd.DataFrame([{"model": "m", "seed": 0, "dataset": "rt", "measure": measure, "strategy": "masked",
+                              "base_model": "tiny", "step": i, "ratio": r, "metric": "accuracy", "value": v,
+                              "p_value": 0.5} for i, (r, v) in enumerate(zip(x, values))])
+        if n == 100:
+            rows["n_examples"] = n  # as run_cell writes them now
+        # the n = 20 cells are old-style: the count is only in the provenance
+        store.write_cell("mixed", {"model": "m", "measure": measure, "limit": n}, rows, {"n_examples": n})
+    data = store.load("mixed")
+    assert sorted(data["n_examples"].unique()) == [20, 100]
+    per_seed = area_metrics_per_seed(data).set_index(["measure", "n_examples"])["racu"]
+    assert per_seed[("beam", 20)] == pytest.approx(racu(x, curves["beam", 20], curves["random", 20]))
+    assert per_seed[("loo-sign", 100)] == pytest.approx(racu(x, curves["loo-sign", 100], curves["random", 100]))
+    assert per_seed[("beam", 20)] != pytest.approx(racu(x, curves["beam", 20], curves["random", 100]))
+    assert ("beam", 100) not in per_seed.index and ("loo-sign", 20) not in per_seed.index

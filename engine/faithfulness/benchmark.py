@@ -65,17 +65,21 @@ def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default") -
     explainer = get_explainer(cell.measure, classifier, **({"seed": cell.seed} if cell.measure == "random" else {}), **options)
     rows = dataset_masking_curve(classifier, explainer, dataset, split=cell.split, ratios=cell.ratios, masf=masf,
                                  limit=cell.limit)
+    n_examples = len(dataset.split(cell.split)[: cell.limit])
     tidy = pd.DataFrame([{
         "model": cell.model, "seed": cell.seed, "dataset": cell.dataset, "measure": cell.measure,
         "strategy": meta.get("strategy"), "step": r["step"], "ratio": r["ratio"], "metric": r["metric"],
         "value": r["value"], "p_value": r["p_value_simes"], "p_below_005": r["p_below_005"],
         "mean_probability": r["mean_probability"], "base_model": meta.get("base_model"),
+        # The examples the curve averages over (the first n of the split): the summary compares a measure only
+        # with the random curve of the same examples, so a subset (beam) and the whole split share one run.
+        "n_examples": n_examples,
     } for r in rows])
     provenance = {
         "command": os.environ.get("ENGINE_COMMAND", "engine.faithfulness.benchmark.run_cell"),
         "code_version": code_version(), "checkpoint": cell.model, "checkpoint_code_version": meta.get("code_version"),
         "measure_options": options, "target": "gold label", "split": cell.split,
-        "n_examples": len(dataset.split(cell.split)[: cell.limit]), "seconds": round(time.time() - started, 1),
+        "n_examples": n_examples, "seconds": round(time.time() - started, 1),
         "machine": f"{platform.machine()} {os.cpu_count()} cpus, {classifier.device}",
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }

@@ -7,7 +7,9 @@ import pandas as pd
 
 from engine.faithfulness.metrics import acu, bootstrap_ci, racu
 
-GROUP = ["dataset", "base_model", "strategy", "method"]  # method: recursive masking, roar, recursive-roar
+# method: recursive masking, roar, recursive-roar; n_examples: the first n examples of the split a curve
+# averages over (a beam subset and the whole split are different examples, so each has its own baseline).
+GROUP = ["dataset", "base_model", "strategy", "method", "n_examples"]
 
 
 def _group_columns(df: pd.DataFrame) -> list[str]:

@@ -5,8 +5,8 @@ measure ...). Each cell is written to a temporary name and renamed, so a run tha
 leaves only whole cells behind and resumes by skipping the cells that exist; parallel workers (local
 processes or Ray) write different files and never contend for a lock.
 
-Rows are tidy: one row per (model, seed, dataset, measure, strategy, step) with the metric value and
-the MaSF p-value, so the app filters and plots with plain pandas.
+Rows are tidy: one row per (model, seed, dataset, measure, strategy, step) with the metric value, the
+MaSF p-value and the number of examples averaged over, so the app filters and plots with plain pandas.
 """
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ class ResultsStore:
             d = self._cells_dir(name)
             for path in sorted(d.glob("*.parquet")):
                 if (path.with_suffix(".json")).is_file():
-                    frames.append(pd.read_parquet(path).assign(run=name))
+                    frames.append(self._read_cell(path).assign(run=name))
         if not frames:
             return pd.DataFrame(columns=[*TIDY_COLUMNS, "method", "run"])
         data = pd.concat(frames, ignore_index=True)
@@ -87,6 +87,17 @@ class ResultsStore:
             data["method"] = RECURSIVE_MASKING
         data["method"] = data["method"].fillna(RECURSIVE_MASKING)
         return data
+
+    @staticmethod
+    def _read_cell(path: Path) -> pd.DataFrame:
+        rows = pd.read_parquet(path)
+        if "n_examples" not in rows.columns:
+            # Cells written before the rows carried it: the provenance has recorded the count from the start
+            # (ROAR cells, which use whole splits, have none and stay NaN).
+            provenance = json.loads(path.with_suffix(".json").read_text(encoding="utf-8")).get("provenance", {})
+            if provenance.get("n_examples") is not None:
+                rows["n_examples"] = int(provenance["n_examples"])
+        return rows
 
     def provenance(self, run: str) -> list[dict]:
         d = self._cells_dir(run)
