@@ -35,6 +35,8 @@ def _method_comparison(data, dataset: str) -> None:
     # Curves over different examples (a beam subset, the whole split) are kept apart, never averaged together.
     keys = ["method", "base_model"] + (["n_examples"] if "n_examples" in part.columns else [])
     for i, (group_key, group) in enumerate(part.groupby(keys, dropna=False)):
+        if not (group["measure"] == measure).any():
+            continue  # a random curve alone (e.g. a beam subset without this measure) compares nothing
         method, model = group_key[:2]
         examples = f" · {int(group_key[2])} examples" if len(group_key) > 2 and pd.notna(group_key[2]) else ""
         color = f"hsl({(i * 83 + 20) % 360},65%,42%)"
