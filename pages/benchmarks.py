@@ -70,7 +70,12 @@ else:
     data = data[data["method"] == method]
     retrained = method != RECURSIVE_MASKING
     measures = sorted(data["measure"].unique())
-    chosen = st.multiselect("Measures", measures, default=measures, key="bench_measures")
+    if st.session_state.get("bench_measure_options") != measures:
+        # Another run, dataset, model or method: start from all of its measures (a widget keeps its old choice,
+        # filtered to the new options, which would silently hide most measures of the new view).
+        st.session_state["bench_measure_options"] = measures
+        st.session_state["bench_measures"] = measures
+    chosen = st.multiselect("Measures", measures, key="bench_measures")
     data = data[data["measure"].isin(chosen)]
     if "n_examples" in data.columns and data["n_examples"].nunique() > 1:
         # A run may hold the whole split for most measures and a subset for an expensive one (beam), each with

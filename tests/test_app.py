@@ -147,6 +147,14 @@ def test_benchmarks_page_filters_and_tabulates(models_cache, tmp_path, monkeypat
     _run(at)
     assert list(at.dataframe[0].value["measure"]) == ["random"], "the measure filter narrows the table"
     assert any("Published" in c.value for c in at.caption)
+    # Another run starts from all of its measures, not from the previous run's narrowed choice.
+    for seed in range(3):
+        store.write_cell("second", {"m": "random", "s": seed}, _tidy("random", seed, 0.2), {})
+        store.write_cell("second", {"m": "ig-sign", "s": seed}, _tidy("ig-sign", seed, 0.3), {})
+    _run(at)  # the page lists the new run
+    at.selectbox(key="bench_run").set_value("second")
+    _run(at)
+    assert set(at.dataframe[0].value["measure"]) == {"random", "ig-sign"}
 
 
 def test_benchmarks_page_shows_a_beam_subset_apart_from_the_whole_split(models_cache, tmp_path, monkeypatch):
