@@ -440,8 +440,6 @@ def _print_area_table(run: str) -> None:
     table = area_metrics_table(ResultsStore().load(run))
     if table.empty:
         return
-    if "n_examples" not in table.columns:
-        table["n_examples"] = float("nan")
     print("\n| dataset | model | method | examples | measure | seeds | ACU % (95% CI) | RACU % (95% CI) | RACU clipped % |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in table.itertuples():

@@ -33,12 +33,11 @@ def _method_comparison(data, dataset: str) -> None:
                            key="bench_compare_measure")
     fig = go.Figure()
     # Curves over different examples (a beam subset, the whole split) are kept apart, never averaged together.
-    keys = ["method", "base_model"] + (["n_examples"] if "n_examples" in part.columns else [])
-    for i, (group_key, group) in enumerate(part.groupby(keys, dropna=False)):
+    for i, ((method, model, n_examples), group) in enumerate(part.groupby(["method", "base_model", "n_examples"],
+                                                                          dropna=False)):
         if not (group["measure"] == measure).any():
             continue  # a random curve alone (e.g. a beam subset without this measure) compares nothing
-        method, model = group_key[:2]
-        examples = f" · {int(group_key[2])} examples" if len(group_key) > 2 and pd.notna(group_key[2]) else ""
+        examples = f" · {int(n_examples)} examples" if pd.notna(n_examples) else ""
         color = f"hsl({(i * 83 + 20) % 360},65%,42%)"
         for name, dash in ((measure, "solid"), ("random", "dot")):
             curve = group[group["measure"] == name].groupby("ratio")["value"].mean()
@@ -77,7 +76,7 @@ else:
         st.session_state["bench_measures"] = measures
     chosen = st.multiselect("Measures", measures, key="bench_measures")
     data = data[data["measure"].isin(chosen)]
-    if "n_examples" in data.columns and data["n_examples"].nunique() > 1:
+    if data["n_examples"].nunique() > 1:
         # A run may hold the whole split for most measures and a subset for an expensive one (beam), each with
         # its own random baseline: show one set of examples at a time (after the measure filter, whose options
         # span both, so a choice of measures survives switching).

@@ -80,12 +80,15 @@ class ResultsStore:
                 if (path.with_suffix(".json")).is_file():
                     frames.append(self._read_cell(path).assign(run=name))
         if not frames:
-            return pd.DataFrame(columns=[*TIDY_COLUMNS, "method", "run"])
+            return pd.DataFrame(columns=[*TIDY_COLUMNS, "method", "n_examples", "run"])
         data = pd.concat(frames, ignore_index=True)
         # Cells of recursive masking without retraining (benchmark) carry no method column; ROAR cells do.
         if "method" not in data.columns:
             data["method"] = RECURSIVE_MASKING
         data["method"] = data["method"].fillna(RECURSIVE_MASKING)
+        # Rows without a count (ROAR cells, which use whole splits) get NaN, so readers need not check for the column.
+        if "n_examples" not in data.columns:
+            data["n_examples"] = float("nan")
         return data
 
     @staticmethod
