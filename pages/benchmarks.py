@@ -18,6 +18,13 @@ METHOD_HELP = ("recursive masking: a masked-fine-tuned model is fed the masked i
                "recursive-roar: the model retrained at the previous level ranks the next tokens (R-ROAR).")
 
 
+@st.cache_data(show_spinner="Reading the results store ...", max_entries=2)
+def _load_store(root: str, fingerprint: tuple) -> pd.DataFrame:
+    """Every run's rows, read once per state of the store (`fingerprint` is part of the cache key, so a cell
+    written by a running sweep shows on the next rerun)."""
+    return ResultsStore(root).load()
+
+
 def _method_comparison(data, dataset: str) -> None:
     """One measure's mean curve per method (and model) of a dataset, each beside its random baseline."""
     part = data[data["dataset"] == dataset]
@@ -51,7 +58,7 @@ def _method_comparison(data, dataset: str) -> None:
 
 st.title("Benchmarks")
 store = ResultsStore()
-data = store.load()
+data = _load_store(str(store.root), store.fingerprint())
 everything = data
 if data.empty:
     st.info(f"The results store ({store.root}) has no benchmark runs yet. Produce one with "

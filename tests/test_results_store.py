@@ -68,3 +68,18 @@ def test_a_subset_is_compared_with_the_random_curve_of_the_same_examples(tmp_pat
     assert per_seed[("loo-sign", 100)] == pytest.approx(racu(x, curves["loo-sign", 100], curves["random", 100]))
     assert per_seed[("beam", 20)] != pytest.approx(racu(x, curves["beam", 20], curves["random", 100]))
     assert ("beam", 100) not in per_seed.index and ("loo-sign", 20) not in per_seed.index
+
+
+def test_fingerprint_changes_exactly_when_a_cell_is_written_or_removed(tmp_path):
+    store = ResultsStore(tmp_path)
+    empty = store.fingerprint()
+    assert empty == () and store.fingerprint() == empty
+    cell = {"model": "m", "dataset": "rt", "measure": "random", "seed": 0}
+    store.write_cell("r", cell, _rows("random", 0), {})
+    written = store.fingerprint()
+    assert written != empty and store.fingerprint() == written, "reading does not change it"
+    store.write_cell("r", cell, _rows("random", 0).assign(value=0.1), {"again": True})  # a cell rewritten in place
+    rewritten = store.fingerprint()
+    assert rewritten != written
+    next((tmp_path / "r" / "cells").glob("*.json")).unlink()
+    assert store.fingerprint() == empty
