@@ -78,6 +78,16 @@ def _ratios(text: str) -> tuple[float, ...]:
     return values
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
 def _add_masf(sub) -> None:
     p = sub.add_parser("masf", help="fit the MaSF in-distribution test of a checkpoint and store it beside it",
                        description="Fit MaSF (REFERENCE section 4) on the checkpoint's validation split transformed like "
@@ -108,7 +118,7 @@ def _add_faithfulness(sub) -> None:
     p.add_argument("--aux", default=None, help="auxiliary sequence (the question of a paired task)")
     p.add_argument("--target", type=int, default=None, help="class to track (default: the predicted class for a text)")
     p.add_argument("--ratios", type=_ratios, default=None, help="comma-separated masking ratios starting at 0 (default 0,0.1,...,1)")
-    p.add_argument("--counts", type=int, default=None, help="count mode: mask 1..N tokens instead of ratios")
+    p.add_argument("--counts", type=_positive_int, default=None, help="count mode: mask 1..N tokens instead of ratios")
     p.add_argument("--split", default="test", help="dataset split when no --text (default test)")
     p.add_argument("--limit", type=int, default=None, help="only the first N examples of the split")
     p.add_argument("--seed", type=int, default=0, help="seed of the random measure (default 0)")
@@ -128,16 +138,22 @@ def _add_benchmark(sub) -> None:
             Examples:
               python -m engine benchmark --datasets rt --measures random grad-l2 loo-sign --seeds 0 1 2 --limit 200
               python -m engine benchmark --datasets rt --measures random loo-sign beam --seeds 0 1 2 --limit 20   # same run
+              python -m engine benchmark --datasets rt --measures random loo-sign --seeds 0 1 2 --counts 10 --run rt-counts
             """))
     p.add_argument("--model-template", default="tiny-{dataset}-masked-s{seed}",
                    help="checkpoint id per (dataset, seed). Default: tiny-{dataset}-masked-s{seed}")
     p.add_argument("--datasets", nargs="+", required=True)
     p.add_argument("--measures", nargs="+", required=True)
-    p.add_argument("--seeds", nargs="+", type=int, default=[0])
+    p.add_argument("--seeds", nargs="+", type=int, default=[0],
+                   help="seeds (default 0). CIs are over seeds: one seed gives none; FMM used 5, at least 3 is usual")
     p.add_argument("--run", default="default", help="name of the run folder in the results store (default: default)")
     p.add_argument("--split", default="test")
     p.add_argument("--limit", type=int, default=None, help="only the first N examples of each split")
-    p.add_argument("--ratios", type=_ratios, default=None, help="comma-separated masking ratios (default 0,0.1,...,1)")
+    schedule = p.add_mutually_exclusive_group()
+    schedule.add_argument("--ratios", type=_ratios, default=None, help="comma-separated masking ratios (default 0,0.1,...,1)")
+    schedule.add_argument("--counts", type=_positive_int, default=None, metavar="N",
+                          help="count mode: mask 0, 1, ..., N tokens per input (capped at its length) instead of ratios; "
+                               "ACU then integrates over k / N")
     p.add_argument("--workers", type=int, default=1, help="local worker processes (default 1)")
     p.add_argument("--ray", default=None, metavar="ADDRESS", help="run cells on Ray: 'auto', an address, or 'local' (needs `pip install ray`)")
 
@@ -370,8 +386,12 @@ def cmd_benchmark(args) -> int:
             model_id = args.model_template.format(dataset=dataset, seed=seed)
             checkpoint.validate_checkpoint(checkpoint.checkpoint_dir(model_id))  # fail before any work
             for measure in args.measures:
+                if args.counts is not None:
+                    schedule = {"ratios": (), "counts": tuple(range(0, args.counts + 1))}
+                else:
+                    schedule = {"ratios": tuple(args.ratios) if args.ratios else Cell.ratios}
                 cells.append(Cell(model=model_id, dataset=dataset, measure=measure, seed=seed, split=args.split,
-                                  ratios=tuple(args.ratios) if args.ratios else Cell.ratios, limit=args.limit))
+                                  limit=args.limit, **schedule))
     os.environ["ENGINE_COMMAND"] = "python -m engine " + " ".join(sys.argv[1:])
     with tqdm(total=len(cells), desc=f"benchmark {args.run}", unit="cell") as bar:
         report = run_sweep(cells, run=args.run, workers=args.workers, ray_address=args.ray,
@@ -440,12 +460,17 @@ def _print_area_table(run: str) -> None:
     table = area_metrics_table(ResultsStore().load(run))
     if table.empty:
         return
+    def interval(low, high, used):
+        return f"{low:.1f} to {high:.1f}" if pd.notna(low) else f"no CI: {used}"
+
     print("\n| dataset | model | method | examples | measure | seeds | ACU % (95% CI) | RACU % (95% CI) | RACU clipped % |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in table.itertuples():
         examples = "whole splits" if pd.isna(r.n_examples) else int(r.n_examples)
-        print(f"| {r.dataset} | {r.base_model} | {r.method} | {examples} | {r.measure} | {r.seeds} | {r.acu_pct:.1f} ({r.acu_low:.1f} to "
-              f"{r.acu_high:.1f}) | {r.racu_pct:.1f} ({r.racu_low:.1f} to {r.racu_high:.1f}) | {r.racu_clipped_pct:.1f} |")
+        method = r.method if r.schedule in ("ratio", "quantile") else f"{r.method} ({r.schedule}: x = k / k_max)"
+        print(f"| {r.dataset} | {r.base_model} | {method} | {examples} | {r.measure} | {r.seeds} | {r.acu_pct:.1f} "
+              f"({interval(r.acu_low, r.acu_high, r.ci)}) | {r.racu_pct:.1f} ({interval(r.racu_low, r.racu_high, r.ci)}) | "
+              f"{r.racu_clipped_pct:.1f} |")
 
 
 COMMANDS = {"attention": cmd_attention, "train": cmd_train, "models": cmd_models, "datasets": cmd_datasets, "masf": cmd_masf,

@@ -13,6 +13,8 @@ from engine.results.published import load_published
 
 METHOD_TITLE = {RECURSIVE_MASKING: "Recursive masking (no retraining)", "recursive-roar": "Recursive ROAR",
                 "roar": "ROAR"}
+SCHEDULE_HELP = ("ratio / quantile: a share of each input's tokens. count: k tokens per input (capped at its "
+                 "length); ACU is then taken over k / k_max, so it stays a mean gap on the same scale.")
 METHOD_HELP = ("recursive masking: a masked-fine-tuned model is fed the masked inputs, no retraining (FMM). "
                "roar: the level-0 model ranks once, a model is retrained at every level (Hooker et al.). "
                "recursive-roar: the model retrained at the previous level ranks the next tokens (R-ROAR).")
@@ -27,7 +29,8 @@ def _load_store(root: str, fingerprint: tuple) -> pd.DataFrame:
 
 def _method_comparison(data, dataset: str) -> None:
     """One measure's mean curve per method (and model) of a dataset, each beside its random baseline."""
-    part = data[data["dataset"] == dataset]
+    # Only fraction schedules (ratio, quantile) share the x-axis; count curves stay in their own view above.
+    part = data[(data["dataset"] == dataset) & (data["schedule"] != "count")]
     if part["method"].nunique() < 2:
         return
     st.subheader("ROAR vs Recursive ROAR vs recursive masking")
@@ -40,8 +43,8 @@ def _method_comparison(data, dataset: str) -> None:
                            key="bench_compare_measure")
     fig = go.Figure()
     # Curves over different examples (a beam subset, the whole split) are kept apart, never averaged together.
-    for i, ((method, model, n_examples), group) in enumerate(part.groupby(["method", "base_model", "n_examples"],
-                                                                          dropna=False)):
+    for i, ((method, model, strategy, n_examples), group) in enumerate(
+            part.groupby(["method", "base_model", "strategy", "n_examples"], dropna=False)):
         if not (group["measure"] == measure).any():
             continue  # a random curve alone (e.g. a beam subset without this measure) compares nothing
         examples = f" · {int(n_examples)} examples" if pd.notna(n_examples) else ""
@@ -51,7 +54,7 @@ def _method_comparison(data, dataset: str) -> None:
             if curve.empty:
                 continue
             fig.add_trace(go.Scatter(x=curve.index, y=curve.values, mode="lines+markers", line={"color": color, "dash": dash},
-                                     name=f"{METHOD_TITLE.get(method, method)} · {model}{examples} · {name}"))
+                                     name=f"{METHOD_TITLE.get(method, method)} · {model} ({strategy}){examples} · {name}"))
     fig.update_layout(xaxis_title="fraction of tokens masked", yaxis_title="test metric", xaxis_tickformat=".0%", height=440)
     st.plotly_chart(fig, width="stretch")
 
@@ -75,6 +78,20 @@ else:
     method = st.radio("Method", methods, horizontal=True, key="bench_method", help=METHOD_HELP) if len(methods) > 1 else methods[0]
     data = data[data["method"] == method]
     retrained = method != RECURSIVE_MASKING
+    # A run may hold several masking schedules (ROAR by quantile and by count) or checkpoints fine-tuned
+    # differently (masked, plain): their curves share no x-axis or model, so one of each is shown at a time.
+    schedules = sorted(data["schedule"].unique())
+    schedule = (st.radio("Masking schedule", schedules, horizontal=True, key="bench_schedule", help=SCHEDULE_HELP)
+                if len(schedules) > 1 else schedules[0])
+    data = data[data["schedule"] == schedule]
+    strategies = sorted(data["strategy"].dropna().unique())
+    if len(strategies) > 1:
+        data = data[data["strategy"] == st.radio("Fine-tuning", strategies, horizontal=True, key="bench_strategy")]
+    counted = schedule == "count"
+    # Count schedules store k / k_max as `ratio` (the x of ACU); the plots show k itself.
+    k_max = float(data["count"].max()) if counted else 1.0
+    x_title = "tokens masked per input (k)" if counted else "fraction of tokens masked"
+    x_format = None if counted else ".0%"
     measures = sorted(data["measure"].unique())
     if st.session_state.get("bench_measure_options") != measures:
         # Another run, dataset, model or method: start from all of its measures (a widget keeps its old choice,
@@ -101,19 +118,19 @@ else:
     fig = go.Figure()
     for i, (measure, band) in enumerate(bands.groupby("measure")):
         color = f"hsl({(i * 47) % 360},65%,45%)"
-        fig.add_trace(go.Scatter(x=list(band["ratio"]) + list(band["ratio"])[::-1],
+        x = list(band["ratio"] * k_max)
+        fig.add_trace(go.Scatter(x=x + x[::-1],
                                  y=list(band["high"]) + list(band["low"])[::-1], fill="toself", line={"width": 0},
                                  fillcolor=color.replace("hsl", "hsla").replace("%)", "%,0.15)"), hoverinfo="skip",
                                  showlegend=False, legendgroup=measure))
-        fig.add_trace(go.Scatter(x=band["ratio"], y=band["mean"], name=measure, line={"color": color, "width": 3},
+        fig.add_trace(go.Scatter(x=band["ratio"] * k_max, y=band["mean"], name=measure, line={"color": color, "width": 3},
                                  legendgroup=measure))
         for seed, curve in data[data["measure"] == measure].groupby("seed"):
-            fig.add_trace(go.Scatter(x=curve["ratio"], y=curve["value"], line={"color": color, "width": 1},
+            fig.add_trace(go.Scatter(x=curve["ratio"] * k_max, y=curve["value"], line={"color": color, "width": 1},
                                      opacity=0.4, showlegend=False, legendgroup=measure, name=f"{measure} seed {seed}"))
     metric = data["metric"].iloc[0] if not data.empty else "metric"
-    fig.update_layout(xaxis_title="fraction of tokens masked" + (", then retrained" if retrained else ""),
-                      yaxis_title=f"test {metric}", height=480,
-                      xaxis_tickformat=".0%")
+    fig.update_layout(xaxis_title=x_title + (", then retrained" if retrained else ""),
+                      yaxis_title=f"test {metric}", height=480, xaxis_tickformat=x_format)
     st.plotly_chart(fig, width="stretch")
 
     st.subheader("Area between the curves")
@@ -122,7 +139,9 @@ else:
         st.info("ACU/RACU need the `random` baseline in the same run.")
     else:
         st.caption("RACU is unclipped (signed measures can exceed 100%); `racu_clipped` is R-ROAR's variant clipped "
-                   "to [-100, 100]. Mean over seeds with 95% BCa bootstrap CIs.")
+                   "to [-100, 100]. Mean over seeds with 95% bootstrap CIs (the `ci` column: BCa, or what stood in "
+                   "for it; one seed has none). Each measure is paired with the random curve of the same seed."
+                   + (" Count schedule: ACU is taken over k / k_max." if counted else ""))
         st.dataframe(table, hide_index=True)
 
     if "p_below_005" in data.columns and data["p_below_005"].notna().any():
@@ -130,10 +149,10 @@ else:
         pfig = go.Figure()
         for measure, part in data.groupby("measure"):
             mean = part.groupby("ratio")["p_below_005"].mean()
-            pfig.add_trace(go.Scatter(x=mean.index, y=mean.values, name=measure, mode="lines+markers"))
+            pfig.add_trace(go.Scatter(x=mean.index * k_max, y=mean.values, name=measure, mode="lines+markers"))
         pfig.add_hline(y=0.05, line_dash="dash", annotation_text="5% expected under the null")
-        pfig.update_layout(xaxis_title="fraction of tokens masked", yaxis_title="share of inputs with p < 0.05",
-                           xaxis_tickformat=".0%", yaxis_tickformat=".0%", height=380)
+        pfig.update_layout(xaxis_title=x_title, yaxis_title="share of inputs with p < 0.05",
+                           xaxis_tickformat=x_format, yaxis_tickformat=".0%", height=380)
         st.plotly_chart(pfig, width="stretch")
 
     _method_comparison(everything, dataset)

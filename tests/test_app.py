@@ -210,6 +210,56 @@ def test_benchmarks_page_switches_method_and_compares_roar_with_recursive_maskin
     assert at.selectbox(key="bench_compare_measure").value == "loo-sign"
 
 
+def test_benchmarks_page_keeps_count_schedules_and_fine_tuning_strategies_apart(models_cache, tmp_path, monkeypatch):
+    """A run with ROAR by quantile and by count, and checkpoints fine-tuned masked and plain: one schedule and one
+    strategy at a time, the count view on an axis of k tokens, and no curve pooled across them."""
+    import json
+
+    from engine.results import ResultsStore
+
+    monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
+    store = ResultsStore(tmp_path / "results")
+    for seed in range(2):
+        for measure, drop in (("random", 0.2), ("loo-sign", 0.35)):
+            quantile = _tidy(measure, seed, drop).assign(method="roar", schedule="quantile")
+            store.write_cell("roar", {"m": measure, "s": seed, "q": 1}, quantile, {})
+            store.write_cell("roar", {"m": measure, "s": seed, "q": 1, "plain": 1},
+                             quantile.assign(strategy="plain", value=quantile["value"] - 0.1), {})
+            counted = _tidy(measure, seed, drop + 0.1).assign(method="roar", schedule="count", count=range(11))
+            store.write_cell("roar", {"m": measure, "s": seed, "c": 1}, counted, {})
+    at = AppTest.from_file(MAIN, default_timeout=120)
+    _run(at)
+    at.switch_page(str(Path(MAIN).parent.parent / "pages" / "benchmarks.py"))
+    _run(at)
+    assert set(at.radio(key="bench_schedule").options) == {"count", "quantile"}
+    at.radio(key="bench_schedule").set_value("quantile")
+    _run(at)
+    assert set(at.radio(key="bench_strategy").options) == {"masked", "plain"}
+    table = at.dataframe[0].value
+    assert len(table) == 2 and set(table["strategy"]) == {at.radio(key="bench_strategy").value}, \
+        "one fine-tuning strategy per table, not both pooled"
+    at.radio(key="bench_schedule").set_value("count")
+    _run(at)
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert spec["layout"]["xaxis"]["title"]["text"].startswith("tokens masked per input (k)")
+    assert max(_plotted_x(t).max() for t in spec["data"] if "x" in t) == 10, "the count view plots k, not k / k_max"
+    table = at.dataframe[0].value.set_index("measure")
+    # The two seeds here are identical curves: the table says its interval is degenerate rather than calling it BCa.
+    assert table.loc["loo-sign", "racu_pct"] > 0 and table.loc["loo-sign", "ci"] == "degenerate: all equal"
+
+
+def _plotted_x(trace: dict):
+    """A trace's x values from Plotly's JSON (plain lists, or typed arrays as base64 `bdata`)."""
+    import base64
+
+    import numpy as np
+
+    x = trace["x"]
+    if isinstance(x, dict):
+        return np.frombuffer(base64.b64decode(x["bdata"]), dtype=x["dtype"])
+    return np.asarray(x, dtype=float)
+
+
 def test_attention_page_shows_the_diagnostics_and_an_inputs_attention(models_cache, tmp_path, monkeypatch):
     import json
 

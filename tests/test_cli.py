@@ -54,6 +54,21 @@ def test_bad_input_is_one_clear_line_and_nothing_written(models_cache, capsys, a
     assert not models_cache.exists() or not any(models_cache.iterdir())
 
 
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["benchmark", "--datasets", "toy", "--measures", "random", "--counts", "0"], "whole number >= 1"),
+        (["benchmark", "--datasets", "toy", "--measures", "random", "--counts", "3", "--ratios", "0,1"], "not allowed with"),
+    ],
+)
+def test_bad_arguments_are_a_usage_line_before_any_work(models_cache, capsys, argv, message):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
 def test_models_lists_broken_checkpoint_with_reason(models_cache, capsys):
     (models_cache / "half-copied").mkdir(parents=True)
     (models_cache / "half-copied" / "config.json").write_text("{}")
@@ -80,3 +95,23 @@ def test_benchmark_writes_cells_prints_the_area_table_and_resumes(models_cache, 
     assert set(rows["n_examples"]) == {12}, "every row says how many examples its curve averages over"
     assert main(argv) == 0
     assert "0 cells computed, 2 already in the store" in capsys.readouterr().out
+
+
+def test_benchmark_count_mode_masks_k_tokens_and_integrates_over_k_over_n(models_cache, toy_classifier, tmp_path,
+                                                                           monkeypatch, capsys):
+    """--counts N: rows carry k = 0..N as `count` and k / N as the x-axis `ratio` (so ACU stays a mean gap,
+    not N times one), with schedule "count"; one seed prints no CI instead of a zero-width one."""
+    from engine.models import save_classifier
+    from engine.results import ResultsStore
+
+    monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
+    save_classifier(toy_classifier, "cli-count-s0")
+    argv = ["benchmark", "--model-template", "cli-count-s{seed}", "--datasets", "toy", "--measures", "random", "loo-sign",
+            "--seeds", "0", "--limit", "12", "--counts", "3", "--run", "counts"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "recursive masking (count: x = k / k_max)" in out and "no CI: none: 1 value" in out
+    rows = ResultsStore(tmp_path / "results").load("counts")
+    assert set(rows["schedule"]) == {"count"}
+    curve = rows[rows["measure"] == "random"].sort_values("step")
+    assert list(curve["count"]) == [0, 1, 2, 3] and list(curve["ratio"]) == pytest.approx([0, 1 / 3, 2 / 3, 1])

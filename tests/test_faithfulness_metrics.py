@@ -47,8 +47,11 @@ def test_bad_curves_are_refused():
 def test_bootstrap_ci_covers_the_mean_and_degenerates_gracefully():
     mean, low, high = bootstrap_ci([0.40, 0.42, 0.45, 0.41, 0.43])
     assert low < mean < high and mean == pytest.approx(0.422)
-    assert bootstrap_ci([0.3]) == (0.3, 0.3, 0.3)
-    assert bootstrap_ci([0.3, 0.3, 0.3]) == (0.3, 0.3, 0.3)
+    assert bootstrap_ci([0.40, 0.42, 0.45, 0.41, 0.43], with_method=True)[3] == "BCa"
+    # One seed has no interval: NaN bounds, not a zero-width interval that would read as exact.
+    mean, low, high, used = bootstrap_ci([0.3], with_method=True)
+    assert mean == 0.3 and np.isnan(low) and np.isnan(high) and used == "none: 1 value"
+    assert bootstrap_ci([0.3, 0.3, 0.3], with_method=True) == (0.3, 0.3, 0.3, "degenerate: all equal")
 
 
 def test_paired_comparison_detects_a_consistent_difference():

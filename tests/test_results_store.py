@@ -83,3 +83,20 @@ def test_fingerprint_changes_exactly_when_a_cell_is_written_or_removed(tmp_path)
     assert rewritten != written
     next((tmp_path / "r" / "cells").glob("*.json")).unlink()
     assert store.fingerprint() == empty
+
+
+def test_cells_written_before_the_schedule_column_read_with_the_right_x_axis(tmp_path):
+    """Old ROAR count cells stored k in `ratio`: read back, k moves to `count` and the x-axis becomes k / k_max;
+    old quantile and benchmark cells read as they were, labelled with their schedule."""
+    store = ResultsStore(tmp_path)
+    counted = _rows("random", 0).assign(ratio=[0.0, 5.0, 10.0], method="roar")
+    store.write_cell("old", {"measure": "random", "strategy": "count", "method": "roar"}, counted, {})
+    store.write_cell("old", {"measure": "random", "strategy": "quantile", "method": "roar"},
+                     _rows("random", 0).assign(method="roar"), {})
+    store.write_cell("old", {"measure": "random"}, _rows("random", 0), {"n_examples": 3})
+    data = store.load("old")
+    by_schedule = {name: part.sort_values("step") for name, part in data.groupby("schedule")}
+    assert set(by_schedule) == {"count", "quantile", "ratio"}
+    assert list(by_schedule["count"]["count"]) == [0, 5, 10] and list(by_schedule["count"]["ratio"]) == [0, 0.5, 1]
+    assert list(by_schedule["quantile"]["ratio"]) == [0, 0.5, 1] and by_schedule["quantile"]["count"].isna().all()
+    assert list(by_schedule["ratio"]["n_examples"]) == [3, 3, 3]

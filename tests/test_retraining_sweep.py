@@ -35,3 +35,15 @@ def test_sweep_writes_both_methods_shares_level0_and_resumes(models_cache, tmp_p
     again = run_retraining_sweep(config, ["random", "x-grad-sign"], seeds=[0], levels=[0.5], run="r",
                                  results_dir=results, log=lambda m: None)
     assert again["done"] == [] and len(again["skipped"]) == 4, "finished cells are never recomputed"
+
+    # The count strategy in the same run: its own schedule, so neither the table nor the curves mix it with
+    # the quantile cells (before, both stored their level as `ratio` and the ACU of the pooled curve failed).
+    run_retraining_sweep(config, ["random", "x-grad-sign"], seeds=[0], methods=["roar"], strategy="count", levels=[2],
+                         run="r", results_dir=results, log=lambda m: None)
+    data = ResultsStore(results).load("r")
+    counted = data[data["schedule"] == "count"]
+    assert set(data["schedule"]) == {"quantile", "count"} and len(counted) == 2 * 2
+    assert sorted(counted["count"].unique()) == [0, 2] and sorted(counted["ratio"].unique()) == [0.0, 1.0], \
+        "k tokens is stored as count, and k / k_max is the x-axis"
+    table = area_metrics_table(data)
+    assert len(table) == 4 + 2 and set(table[table["schedule"] == "count"]["method"]) == {"roar"}

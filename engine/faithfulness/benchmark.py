@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
+from engine.results.store import schedule_columns
 from engine.runtime import code_version
 
 
@@ -29,10 +30,17 @@ class Cell:
     ratios: tuple[float, ...] = tuple(i / 10 for i in range(11))
     limit: int | None = None
     options: tuple[tuple[str, object], ...] = ()
+    counts: tuple[int, ...] | None = None  # count mode (k tokens per input, e.g. 0..10) instead of ratios
+
+    def __post_init__(self):
+        if self.counts is not None and self.ratios:
+            raise ValueError("a cell masks by ratios or by counts, not both (give ratios=())")
 
     def key(self) -> dict:
         d = asdict(self)
         d["options"] = dict(self.options)
+        if self.counts is None:
+            del d["counts"]  # the key of a ratio cell stays what it was before count mode, so old runs resume
         return d
 
 
@@ -50,7 +58,7 @@ def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default") -
     from engine.faithfulness.recursive import dataset_masking_curve
     from engine.importance import get_explainer
     from engine.models import load_classifier
-    from engine.ood import fit_masf, load_masf
+    from engine.ood import fit_masf, load_masf, masf_provenance
     from engine.results import ResultsStore
     from engine.runtime import configure, seed_everything
 
@@ -63,12 +71,16 @@ def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default") -
     dataset = get_dataset(cell.dataset, meta.get("split_seed", 0))
     options = dict(cell.options)
     explainer = get_explainer(cell.measure, classifier, **({"seed": cell.seed} if cell.measure == "random" else {}), **options)
-    rows = dataset_masking_curve(classifier, explainer, dataset, split=cell.split, ratios=cell.ratios, masf=masf,
+    schedule = "count" if cell.counts is not None else "ratio"
+    levels = list(cell.counts if cell.counts is not None else cell.ratios)
+    rows = dataset_masking_curve(classifier, explainer, dataset, split=cell.split,
+                                 ratios=None if cell.counts is not None else cell.ratios, counts=cell.counts, masf=masf,
                                  limit=cell.limit)
     n_examples = len(dataset.split(cell.split)[: cell.limit])
     tidy = pd.DataFrame([{
         "model": cell.model, "seed": cell.seed, "dataset": cell.dataset, "measure": cell.measure,
-        "strategy": meta.get("strategy"), "step": r["step"], "ratio": r["ratio"], "metric": r["metric"],
+        "strategy": meta.get("strategy"), "step": r["step"],
+        **schedule_columns(schedule, levels[r["step"]], levels[-1]), "metric": r["metric"],
         "value": r["value"], "p_value": r["p_value_simes"], "p_below_005": r["p_below_005"],
         "mean_probability": r["mean_probability"], "base_model": meta.get("base_model"),
         # The examples the curve averages over (the first n of the split): the summary compares a measure only
@@ -79,6 +91,8 @@ def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default") -
         "command": os.environ.get("ENGINE_COMMAND", "engine.faithfulness.benchmark.run_cell"),
         "code_version": code_version(), "checkpoint": cell.model, "checkpoint_code_version": meta.get("code_version"),
         "measure_options": options, "target": "gold label", "split": cell.split,
+        # A stored MaSF fit is reused across sweeps: record which code fitted it, when, and on what data.
+        "masf": masf_provenance(classifier),
         "n_examples": n_examples, "seconds": round(time.time() - started, 1),
         "machine": f"{platform.machine()} {os.cpu_count()} cpus, {classifier.device}",
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

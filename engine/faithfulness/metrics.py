@@ -46,25 +46,34 @@ def racu(ratios: Sequence[float], measure: Sequence[float], random: Sequence[flo
 
 
 def bootstrap_ci(values: Sequence[float], confidence: float = 0.95, n_resamples: int = 9999, seed: int = 0,
-                 method: str = "BCa") -> tuple[float, float, float]:
+                 method: str = "BCa", with_method: bool = False) -> tuple:
     """(mean, low, high): the mean over seeds with a BCa bootstrap CI (scipy.stats.bootstrap).
 
-    With fewer than 2 values, or all equal (BCa is undefined), the interval collapses to the mean."""
+    One value has no interval: the bounds are NaN (a zero-width interval would look exact). Values that
+    are all equal give the degenerate interval [mean, mean]. Where BCa is undefined on a small sample it
+    falls back to the percentile interval. with_method=True appends which interval was computed
+    ("BCa", "percentile", "degenerate: all equal", "none: 1 value"), so a table can say so.
+    """
     v = np.asarray(values, dtype=float)
     v = v[~np.isnan(v)]
+    nan = float("nan")
     if v.size == 0:
-        return float("nan"), float("nan"), float("nan")
+        return (nan, nan, nan, "none: no value") if with_method else (nan, nan, nan)
     mean = float(v.mean())
-    if v.size < 2 or np.ptp(v) == 0:
-        return mean, mean, mean
+    if v.size < 2:
+        return (mean, nan, nan, "none: 1 value") if with_method else (mean, nan, nan)
+    if np.ptp(v) == 0:
+        return (mean, mean, mean, "degenerate: all equal") if with_method else (mean, mean, mean)
+    used = method
     res = stats.bootstrap((v,), np.mean, confidence_level=confidence, n_resamples=n_resamples, method=method,
                           random_state=np.random.default_rng(seed))
     low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
     if np.isnan(low) or np.isnan(high):  # BCa can fail on tiny degenerate samples: fall back to percentile
+        used = "percentile"
         res = stats.bootstrap((v,), np.mean, confidence_level=confidence, n_resamples=n_resamples,
                               method="percentile", random_state=np.random.default_rng(seed))
         low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    return mean, low, high
+    return (mean, low, high, used) if with_method else (mean, low, high)
 
 
 def paired_comparison(a: Sequence[float], b: Sequence[float], seed: int = 0) -> dict:

@@ -23,6 +23,7 @@ from dataclasses import asdict, replace
 
 import pandas as pd
 
+from engine.results.store import schedule_columns
 from engine.runtime import code_version
 
 METHODS = ("recursive-roar", "roar")
@@ -129,7 +130,8 @@ def run_retraining_sweep(config, measures: Sequence[str], seeds: Sequence[int], 
             cell = _cell(config, measure, seed, method, strategy, levels)
             tidy = pd.DataFrame([{
                 "model": base.metadata.get("id", cell["model"]), "seed": seed, "dataset": config.dataset, "measure": measure,
-                "strategy": base.metadata.get("strategy"), "method": method, "step": i, "ratio": level,
+                "strategy": base.metadata.get("strategy"), "method": method, "step": i,
+                **schedule_columns(strategy, level, curve["levels"][-1]),
                 "metric": base.metadata.get("metric"), "value": value,
                 "p_value": math.nan, "p_below_005": math.nan, "masked_fraction": fraction,
                 "base_model": base.metadata.get("base_model"),

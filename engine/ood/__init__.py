@@ -46,9 +46,16 @@ def load_masf(classifier: Classifier) -> MaSF | None:
     return MaSF.from_state(load_file(str(classifier.folder / MASF_FILE)))
 
 
+def masf_provenance(classifier: Classifier) -> dict | None:
+    """The JSON stored beside a checkpoint's MaSF fit (calibration data, parts, code version), or None."""
+    if classifier.folder is None or not (classifier.folder / MASF_META).is_file():
+        return None
+    return json.loads((classifier.folder / MASF_META).read_text(encoding="utf-8"))
+
+
 def masf_pvalues(classifier: Classifier, masf: MaSF, batch: Batch) -> np.ndarray:
     """In-distribution p-value [B] of each input of the batch (as it is, masked or not)."""
     return masf.pvalues(hidden_state_features(classifier, batch))
 
 
-__all__ = ["MaSF", "fit_masf", "load_masf", "masf_pvalues", "hidden_state_features", "calibration_features", "naive_pvalues"]
+__all__ = ["MaSF", "fit_masf", "load_masf", "masf_provenance", "masf_pvalues", "hidden_state_features", "calibration_features", "naive_pvalues"]

@@ -6,7 +6,9 @@ leaves only whole cells behind and resumes by skipping the cells that exist; par
 processes or Ray) write different files and never contend for a lock.
 
 Rows are tidy: one row per (model, seed, dataset, measure, strategy, step) with the metric value, the
-MaSF p-value and the number of examples averaged over, so the app filters and plots with plain pandas.
+MaSF p-value, the number of examples averaged over and the masking schedule (`schedule`: ratio, quantile
+or count; `strategy` is the checkpoint's fine-tuning strategy, masked or plain), so the app filters and
+plots with plain pandas.
 """
 from __future__ import annotations
 
@@ -23,6 +25,22 @@ from engine.runtime import PROJECT_ROOT
 TIDY_COLUMNS = ("model", "seed", "dataset", "measure", "strategy", "step", "ratio", "metric", "value", "p_value")
 RECURSIVE_MASKING = "recursive masking"  # the method of cells without retraining (FMM)
 _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def schedule_columns(schedule: str, level: float, last_level: float) -> dict:
+    """The x-axis columns of one step's tidy row.
+
+    schedule: "ratio" (recursive masking, FMM) or "quantile" (ROAR): `level` is the share of each input's
+    maskable tokens, stored as `ratio`; "count": `level` is k tokens per input (capped at the input's length),
+    stored as `count`, with `ratio` = k / k_max so that ACU, the area over x, stays the mean gap over the
+    schedule on the same scale as in the other schedules (x = k itself would inflate it by k_max: 10x for
+    the default 1..10).
+    """
+    if schedule == "count":
+        return {"schedule": "count", "count": int(level), "ratio": float(level) / float(last_level)}
+    if schedule not in ("ratio", "quantile"):
+        raise ValueError(f"unknown masking schedule {schedule!r}: ratio, quantile or count")
+    return {"schedule": schedule, "count": float("nan"), "ratio": float(level)}
 
 
 def default_results_dir() -> Path:
@@ -94,26 +112,43 @@ class ResultsStore:
                 if (path.with_suffix(".json")).is_file():
                     frames.append(self._read_cell(path).assign(run=name))
         if not frames:
-            return pd.DataFrame(columns=[*TIDY_COLUMNS, "method", "n_examples", "run"])
+            return pd.DataFrame(columns=[*TIDY_COLUMNS, "method", "n_examples", "schedule", "count", "run"])
         data = pd.concat(frames, ignore_index=True)
         # Cells of recursive masking without retraining (benchmark) carry no method column; ROAR cells do.
         if "method" not in data.columns:
             data["method"] = RECURSIVE_MASKING
         data["method"] = data["method"].fillna(RECURSIVE_MASKING)
-        # Rows without a count (ROAR cells, which use whole splits) get NaN, so readers need not check for the column.
+        # Rows without an example count (ROAR cells, which use whole splits) or a token count (every schedule but
+        # count) get NaN, so readers need not check for the columns.
         if "n_examples" not in data.columns:
             data["n_examples"] = float("nan")
+        if "count" not in data.columns:
+            data["count"] = float("nan")
         return data
 
     @staticmethod
     def _read_cell(path: Path) -> pd.DataFrame:
         rows = pd.read_parquet(path)
+        if "schedule" not in rows.columns and "method" not in rows.columns:
+            rows["schedule"] = "ratio"  # a benchmark (recursive masking) cell of before `--counts`: ratios only
+        if "n_examples" in rows.columns and "schedule" in rows.columns:
+            return rows
+        # Cells written before the rows carried these columns: their JSON has recorded both from the start.
+        recorded = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
         if "n_examples" not in rows.columns:
-            # Cells written before the rows carried it: the provenance has recorded the count from the start
-            # (ROAR cells, which use whole splits, have none and stay NaN).
-            provenance = json.loads(path.with_suffix(".json").read_text(encoding="utf-8")).get("provenance", {})
-            if provenance.get("n_examples") is not None:
-                rows["n_examples"] = int(provenance["n_examples"])
+            # ROAR cells, which use whole splits, have none and stay NaN.
+            n_examples = recorded.get("provenance", {}).get("n_examples")
+            if n_examples is not None:
+                rows["n_examples"] = int(n_examples)
+        if "schedule" not in rows.columns:
+            # A ROAR cell's key names its strategy (quantile or count; older cells stored a count level as
+            # `ratio`, so it is rescaled here as schedule_columns does).
+            strategy = recorded.get("cell", {}).get("strategy")
+            if strategy == "count":
+                last = rows["ratio"].max()
+                rows["count"] = rows["ratio"].round().astype(int)
+                rows["ratio"] = rows["ratio"] / last
+            rows["schedule"] = strategy if strategy in ("quantile", "count") else "ratio"
         return rows
 
     def provenance(self, run: str) -> list[dict]:
