@@ -467,9 +467,9 @@ def _print_area_table(run: str) -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     for r in table.itertuples():
         examples = "whole splits" if pd.isna(r.n_examples) else int(r.n_examples)
-        method = r.method if r.schedule in ("ratio", "quantile") else f"{r.method} ({r.schedule}: x = k / k_max)"
+        method = r.method if r.schedule in ("ratio", "quantile") else f"{r.method} ({r.schedule} tokens: x = k / k_max)"
         print(f"| {r.dataset} | {r.base_model} | {method} | {examples} | {r.measure} | {r.seeds} | {r.acu_pct:.1f} "
-              f"({interval(r.acu_low, r.acu_high, r.ci)}) | {r.racu_pct:.1f} ({interval(r.racu_low, r.racu_high, r.ci)}) | "
+              f"({interval(r.acu_low, r.acu_high, r.acu_ci)}) | {r.racu_pct:.1f} ({interval(r.racu_low, r.racu_high, r.racu_ci)}) | "
               f"{r.racu_clipped_pct:.1f} |")
 
 

@@ -8,13 +8,13 @@ import streamlit as st
 
 from engine.faithfulness.summary import area_metrics_table, curve_bands
 from engine.results import ResultsStore
-from engine.results.store import RECURSIVE_MASKING
+from engine.results.store import RECURSIVE_MASKING, is_count_schedule
 from engine.results.published import load_published
 
 METHOD_TITLE = {RECURSIVE_MASKING: "Recursive masking (no retraining)", "recursive-roar": "Recursive ROAR",
                 "roar": "ROAR"}
-SCHEDULE_HELP = ("ratio / quantile: a share of each input's tokens. count: k tokens per input (capped at its "
-                 "length); ACU is then taken over k / k_max, so it stays a mean gap on the same scale.")
+SCHEDULE_HELP = ("ratio / quantile: a share of each input's tokens. count 0..N: k tokens per input (capped at its "
+                 "length); ACU is then taken over k / N, so it stays a mean gap on the same scale.")
 METHOD_HELP = ("recursive masking: a masked-fine-tuned model is fed the masked inputs, no retraining (FMM). "
                "roar: the level-0 model ranks once, a model is retrained at every level (Hooker et al.). "
                "recursive-roar: the model retrained at the previous level ranks the next tokens (R-ROAR).")
@@ -30,7 +30,7 @@ def _load_store(root: str, fingerprint: tuple) -> pd.DataFrame:
 def _method_comparison(data, dataset: str) -> None:
     """One measure's mean curve per method (and model) of a dataset, each beside its random baseline."""
     # Only fraction schedules (ratio, quantile) share the x-axis; count curves stay in their own view above.
-    part = data[(data["dataset"] == dataset) & (data["schedule"] != "count")]
+    part = data[(data["dataset"] == dataset) & ~data["schedule"].map(is_count_schedule)]
     if part["method"].nunique() < 2:
         return
     st.subheader("ROAR vs Recursive ROAR vs recursive masking")
@@ -84,10 +84,11 @@ else:
     schedule = (st.radio("Masking schedule", schedules, horizontal=True, key="bench_schedule", help=SCHEDULE_HELP)
                 if len(schedules) > 1 else schedules[0])
     data = data[data["schedule"] == schedule]
-    strategies = sorted(data["strategy"].dropna().unique())
+    data = data.assign(strategy=data["strategy"].fillna("unknown"))  # a checkpoint that did not record it
+    strategies = sorted(data["strategy"].unique())
     if len(strategies) > 1:
         data = data[data["strategy"] == st.radio("Fine-tuning", strategies, horizontal=True, key="bench_strategy")]
-    counted = schedule == "count"
+    counted = is_count_schedule(schedule)
     # Count schedules store k / k_max as `ratio` (the x of ACU); the plots show k itself.
     k_max = float(data["count"].max()) if counted else 1.0
     x_title = "tokens masked per input (k)" if counted else "fraction of tokens masked"
@@ -113,7 +114,8 @@ else:
     st.subheader(f"{METHOD_TITLE.get(method, method)} curves")
     if retrained:
         st.caption("Each point is a model retrained on train/validation/test data with the measure's top tokens masked "
-                   "(R-ROAR); the x-axis is the share of each input's tokens masked.")
+                   "(R-ROAR); the x-axis is " + ("the number of tokens masked per input (k)." if counted
+                                                 else "the share of each input's tokens masked."))
     bands = curve_bands(data)
     fig = go.Figure()
     for i, (measure, band) in enumerate(bands.groupby("measure")):

@@ -225,27 +225,27 @@ def test_benchmarks_page_keeps_count_schedules_and_fine_tuning_strategies_apart(
             store.write_cell("roar", {"m": measure, "s": seed, "q": 1}, quantile, {})
             store.write_cell("roar", {"m": measure, "s": seed, "q": 1, "plain": 1},
                              quantile.assign(strategy="plain", value=quantile["value"] - 0.1), {})
-            counted = _tidy(measure, seed, drop + 0.1).assign(method="roar", schedule="count", count=range(11))
+            counted = _tidy(measure, seed, drop + 0.1).assign(method="roar", schedule="count 0..10", count=range(11))
             store.write_cell("roar", {"m": measure, "s": seed, "c": 1}, counted, {})
     at = AppTest.from_file(MAIN, default_timeout=120)
     _run(at)
     at.switch_page(str(Path(MAIN).parent.parent / "pages" / "benchmarks.py"))
     _run(at)
-    assert set(at.radio(key="bench_schedule").options) == {"count", "quantile"}
+    assert set(at.radio(key="bench_schedule").options) == {"count 0..10", "quantile"}
     at.radio(key="bench_schedule").set_value("quantile")
     _run(at)
     assert set(at.radio(key="bench_strategy").options) == {"masked", "plain"}
     table = at.dataframe[0].value
     assert len(table) == 2 and set(table["strategy"]) == {at.radio(key="bench_strategy").value}, \
         "one fine-tuning strategy per table, not both pooled"
-    at.radio(key="bench_schedule").set_value("count")
+    at.radio(key="bench_schedule").set_value("count 0..10")
     _run(at)
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert spec["layout"]["xaxis"]["title"]["text"].startswith("tokens masked per input (k)")
     assert max(_plotted_x(t).max() for t in spec["data"] if "x" in t) == 10, "the count view plots k, not k / k_max"
     table = at.dataframe[0].value.set_index("measure")
     # The two seeds here are identical curves: the table says its interval is degenerate rather than calling it BCa.
-    assert table.loc["loo-sign", "racu_pct"] > 0 and table.loc["loo-sign", "ci"] == "degenerate: all equal"
+    assert table.loc["loo-sign", "racu_pct"] > 0 and table.loc["loo-sign", "racu_ci"] == "degenerate: all equal"
 
 
 def _plotted_x(trace: dict):

@@ -101,6 +101,7 @@ def test_benchmark_count_mode_masks_k_tokens_and_integrates_over_k_over_n(models
                                                                            monkeypatch, capsys):
     """--counts N: rows carry k = 0..N as `count` and k / N as the x-axis `ratio` (so ACU stays a mean gap,
     not N times one), with schedule "count"; one seed prints no CI instead of a zero-width one."""
+    from engine.faithfulness.benchmark import Cell
     from engine.models import save_classifier
     from engine.results import ResultsStore
 
@@ -110,8 +111,15 @@ def test_benchmark_count_mode_masks_k_tokens_and_integrates_over_k_over_n(models
             "--seeds", "0", "--limit", "12", "--counts", "3", "--run", "counts"]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "recursive masking (count: x = k / k_max)" in out and "no CI: none: 1 value" in out
+    assert "recursive masking (count 0..3 tokens: x = k / k_max)" in out and "no CI: none: 1 value" in out
     rows = ResultsStore(tmp_path / "results").load("counts")
-    assert set(rows["schedule"]) == {"count"}
+    assert set(rows["schedule"]) == {"count 0..3"}
     curve = rows[rows["measure"] == "random"].sort_values("step")
     assert list(curve["count"]) == [0, 1, 2, 3] and list(curve["ratio"]) == pytest.approx([0, 1 / 3, 2 / 3, 1])
+    # A second schedule up to another k_max in the same run is its own group, never pooled (pooled, the two
+    # random curves repeat every x and the area table could not be computed).
+    assert main(argv[:-4] + ["--counts", "2", "--run", "counts"]) == 0
+    out = capsys.readouterr().out
+    assert "(count 0..2 tokens" in out and "(count 0..3 tokens" in out
+    with pytest.raises(ValueError, match="reach at least 1"):
+        Cell(model="m", dataset="toy", measure="random", seed=0, ratios=(), counts=(0,))

@@ -96,7 +96,25 @@ def test_cells_written_before_the_schedule_column_read_with_the_right_x_axis(tmp
     store.write_cell("old", {"measure": "random"}, _rows("random", 0), {"n_examples": 3})
     data = store.load("old")
     by_schedule = {name: part.sort_values("step") for name, part in data.groupby("schedule")}
-    assert set(by_schedule) == {"count", "quantile", "ratio"}
-    assert list(by_schedule["count"]["count"]) == [0, 5, 10] and list(by_schedule["count"]["ratio"]) == [0, 0.5, 1]
+    assert set(by_schedule) == {"count 0..10", "quantile", "ratio"}
+    counted = by_schedule["count 0..10"]
+    assert list(counted["count"]) == [0, 5, 10] and list(counted["ratio"]) == [0, 0.5, 1]
     assert list(by_schedule["quantile"]["ratio"]) == [0, 0.5, 1] and by_schedule["quantile"]["count"].isna().all()
     assert list(by_schedule["ratio"]["n_examples"]) == [3, 3, 3]
+
+
+def test_fingerprint_sees_a_rewrite_of_equal_size_and_time(tmp_path):
+    """On file systems with coarse timestamps a rewritten cell can keep its size and mtime: the inode of the
+    renamed-in file still tells it apart."""
+    import os
+
+    store = ResultsStore(tmp_path)
+    cell = {"model": "m", "dataset": "rt", "measure": "random", "seed": 0}
+    store.write_cell("r", cell, _rows("random", 0), {"v": 1})
+    path = next((tmp_path / "r" / "cells").glob("*.json"))
+    before = store.fingerprint()
+    stat = path.stat()
+    store.write_cell("r", cell, _rows("random", 0), {"v": 2})  # same size
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # as if the clock tick had not moved
+    assert path.stat().st_size == stat.st_size and path.stat().st_mtime_ns == stat.st_mtime_ns
+    assert store.fingerprint() != before

@@ -41,9 +41,9 @@ def test_sweep_writes_both_methods_shares_level0_and_resumes(models_cache, tmp_p
     run_retraining_sweep(config, ["random", "x-grad-sign"], seeds=[0], methods=["roar"], strategy="count", levels=[2],
                          run="r", results_dir=results, log=lambda m: None)
     data = ResultsStore(results).load("r")
-    counted = data[data["schedule"] == "count"]
-    assert set(data["schedule"]) == {"quantile", "count"} and len(counted) == 2 * 2
+    counted = data[data["schedule"] == "count 0..2"]
+    assert set(data["schedule"]) == {"quantile", "count 0..2"} and len(counted) == 2 * 2
     assert sorted(counted["count"].unique()) == [0, 2] and sorted(counted["ratio"].unique()) == [0.0, 1.0], \
         "k tokens is stored as count, and k / k_max is the x-axis"
     table = area_metrics_table(data)
-    assert len(table) == 4 + 2 and set(table[table["schedule"] == "count"]["method"]) == {"roar"}
+    assert len(table) == 4 + 2 and set(table[table["schedule"] == "count 0..2"]["method"]) == {"roar"}

@@ -33,8 +33,12 @@ class Cell:
     counts: tuple[int, ...] | None = None  # count mode (k tokens per input, e.g. 0..10) instead of ratios
 
     def __post_init__(self):
-        if self.counts is not None and self.ratios:
-            raise ValueError("a cell masks by ratios or by counts, not both (give ratios=())")
+        if self.counts is not None:
+            if self.ratios:
+                raise ValueError("a cell masks by ratios or by counts, not both (give ratios=())")
+            counts = list(self.counts)
+            if not counts or counts[0] != 0 or counts[-1] < 1 or any(b <= a for a, b in zip(counts, counts[1:])):
+                raise ValueError(f"counts must start at 0, increase and reach at least 1, got {self.counts}")
 
     def key(self) -> dict:
         d = asdict(self)

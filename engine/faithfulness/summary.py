@@ -9,7 +9,7 @@ from engine.faithfulness.metrics import acu, bootstrap_ci, racu
 
 # method: recursive masking, roar, recursive-roar; n_examples: the first n examples of the split a curve
 # averages over (a beam subset and the whole split are different examples, so each has its own baseline).
-# schedule: ratio / quantile / count (the x-axis; count rows store k / k_max as `ratio`, see schedule_columns).
+# schedule: ratio / quantile / "count 0..N" (the x-axis; count rows store k / N as `ratio`, see schedule_columns).
 GROUP = ["dataset", "base_model", "strategy", "method", "schedule", "n_examples"]
 
 
@@ -37,8 +37,8 @@ def area_metrics_per_seed(df: pd.DataFrame, baseline: str = "random") -> pd.Data
 
 
 def area_metrics_table(df: pd.DataFrame, baseline: str = "random") -> pd.DataFrame:
-    """Mean over seeds with 95% BCa bootstrap CIs of ACU and RACU (in %), per group and measure; the `ci`
-    column names the interval of RACU (BCa, percentile where BCa is undefined, none for one seed)."""
+    """Mean over seeds with 95% BCa bootstrap CIs of ACU and RACU (in %), per group and measure; the `acu_ci`
+    and `racu_ci` columns name each interval (BCa, percentile where BCa is undefined, none for one seed)."""
     per_seed = area_metrics_per_seed(df, baseline)
     if per_seed.empty:
         return per_seed
@@ -49,8 +49,8 @@ def area_metrics_table(df: pd.DataFrame, baseline: str = "random") -> pd.DataFra
         for col in ("acu", "racu", "racu_clipped"):
             mean, low, high, used = bootstrap_ci(part[col].to_numpy() * 100, n_resamples=2000, with_method=True)
             row.update({f"{col}_pct": mean, f"{col}_low": low, f"{col}_high": high})
-            if col == "racu":
-                row["ci"] = used  # BCa, or what stood in for it (one seed has no interval)
+            if col != "racu_clipped":
+                row[f"{col}_ci"] = used  # BCa, or what stood in for it (one seed has no interval)
         row["seeds"] = int(part["seed"].nunique())
         out.append(row)
     return pd.DataFrame(out).sort_values(keys + ["racu_pct"], ascending=[True] * len(keys) + [False])

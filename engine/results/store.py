@@ -34,13 +34,21 @@ def schedule_columns(schedule: str, level: float, last_level: float) -> dict:
     maskable tokens, stored as `ratio`; "count": `level` is k tokens per input (capped at the input's length),
     stored as `count`, with `ratio` = k / k_max so that ACU, the area over x, stays the mean gap over the
     schedule on the same scale as in the other schedules (x = k itself would inflate it by k_max: 10x for
-    the default 1..10).
+    the default 1..10). The stored label is "count 0..k_max": curves up to different k_max share no x-axis,
+    and the label keeps them in different groups of the summary.
     """
     if schedule == "count":
-        return {"schedule": "count", "count": int(level), "ratio": float(level) / float(last_level)}
+        if last_level < 1:
+            raise ValueError(f"a count schedule must reach at least 1 token, got k_max = {last_level}")
+        return {"schedule": f"count 0..{int(last_level)}", "count": int(level), "ratio": float(level) / float(last_level)}
     if schedule not in ("ratio", "quantile"):
         raise ValueError(f"unknown masking schedule {schedule!r}: ratio, quantile or count")
     return {"schedule": schedule, "count": float("nan"), "ratio": float(level)}
+
+
+def is_count_schedule(schedule: str) -> bool:
+    """Whether a stored `schedule` label is a count schedule ("count 0..10"), whose x-axis is k tokens."""
+    return str(schedule).startswith("count")
 
 
 def default_results_dir() -> Path:
@@ -89,18 +97,19 @@ class ResultsStore:
             return []
         return sorted(p.name for p in self.root.iterdir() if (p / "cells").is_dir())
 
-    def fingerprint(self) -> tuple[tuple[str, int, int], ...]:
-        """(path, mtime in ns, size in bytes) of every finished cell's JSON, sorted.
+    def fingerprint(self) -> tuple[tuple[str, int, int, int], ...]:
+        """(path, inode, mtime in ns, size in bytes) of every finished cell's JSON, sorted.
 
-        It changes whenever a cell is written (the JSON is renamed in last) or removed, and costs one `stat`
-        per cell, no parsing: a reader caches `load()` under it (the Benchmarks page: `load()` of the shipped
+        It changes whenever a cell is written or removed (the JSON is renamed in last, from a new file, so
+        even a rewrite of equal size within a coarse mtime tick gets a new inode), and costs one `stat` per
+        cell, no parsing: a reader caches `load()` under it (the Benchmarks page: `load()` of the shipped
         store takes 1.5-2 s on 2 cores, a rerun on every widget change) and still sees a sweep's new cells.
         """
         entries = []
         for name in self.runs():
             for path in self._cells_dir(name).glob("*.json"):
                 stat = path.stat()
-                entries.append((str(path.relative_to(self.root)), stat.st_mtime_ns, stat.st_size))
+                entries.append((str(path.relative_to(self.root)), stat.st_ino, stat.st_mtime_ns, stat.st_size))
         return tuple(sorted(entries))
 
     def load(self, run: str | None = None) -> pd.DataFrame:
@@ -148,7 +157,9 @@ class ResultsStore:
                 last = rows["ratio"].max()
                 rows["count"] = rows["ratio"].round().astype(int)
                 rows["ratio"] = rows["ratio"] / last
-            rows["schedule"] = strategy if strategy in ("quantile", "count") else "ratio"
+                rows["schedule"] = f"count 0..{int(round(last))}"
+            else:
+                rows["schedule"] = "quantile" if strategy == "quantile" else "ratio"
         return rows
 
     def provenance(self, run: str) -> list[dict]:
