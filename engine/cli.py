@@ -463,11 +463,14 @@ def _print_area_table(run: str) -> None:
     def interval(low, high, used):
         return f"{low:.1f} to {high:.1f}" if pd.notna(low) else f"no CI: {used}"
 
+    several_grids = table["grid"].nunique() > 1
     print("\n| dataset | model | method | examples | measure | seeds | ACU % (95% CI) | RACU % (95% CI) | RACU clipped % |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in table.itertuples():
         examples = "whole splits" if pd.isna(r.n_examples) else int(r.n_examples)
         method = r.method if r.schedule in ("ratio", "quantile") else f"{r.method} ({r.schedule} tokens: x = k / k_max)"
+        if several_grids:  # the run masked on more than one list of levels: each is its own comparison
+            method += f" (levels {r.grid})"
         print(f"| {r.dataset} | {r.base_model} | {method} | {examples} | {r.measure} | {r.seeds} | {r.acu_pct:.1f} "
               f"({interval(r.acu_low, r.acu_high, r.acu_ci)}) | {r.racu_pct:.1f} ({interval(r.racu_low, r.racu_high, r.racu_ci)}) | "
               f"{r.racu_clipped_pct:.1f} |")

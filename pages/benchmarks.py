@@ -43,8 +43,8 @@ def _method_comparison(data, dataset: str) -> None:
                            key="bench_compare_measure")
     fig = go.Figure()
     # Curves over different examples (a beam subset, the whole split) are kept apart, never averaged together.
-    for i, ((method, model, strategy, n_examples), group) in enumerate(
-            part.groupby(["method", "base_model", "strategy", "n_examples"], dropna=False)):
+    for i, ((method, model, strategy, n_examples, _grid), group) in enumerate(
+            part.groupby(["method", "base_model", "strategy", "n_examples", "grid"], dropna=False)):
         if not (group["measure"] == measure).any():
             continue  # a random curve alone (e.g. a beam subset without this measure) compares nothing
         examples = f" · {int(n_examples)} examples" if pd.notna(n_examples) else ""
@@ -88,6 +88,11 @@ else:
     strategies = sorted(data["strategy"].unique())
     if len(strategies) > 1:
         data = data[data["strategy"] == st.radio("Fine-tuning", strategies, horizontal=True, key="bench_strategy")]
+    grids = sorted(data["grid"].unique(), key=lambda g: (len(g.split(",")), g))
+    if len(grids) > 1:
+        # Cells of one run masked on different lists of levels (`--ratios` changed between sweeps): one at a time.
+        data = data[data["grid"] == st.radio("Levels", grids, horizontal=True, key="bench_grid",
+                                             help="The masking levels of the cells; curves on different levels are not pooled.")]
     counted = is_count_schedule(schedule)
     # Count schedules store k / k_max as `ratio` (the x of ACU); the plots show k itself.
     k_max = float(data["count"].max()) if counted else 1.0

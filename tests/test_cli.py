@@ -2,6 +2,7 @@
 clear line and exit code 2, changing nothing."""
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 from pathlib import Path
@@ -93,8 +94,17 @@ def test_benchmark_writes_cells_prints_the_area_table_and_resumes(models_cache, 
     rows = ResultsStore(tmp_path / "results").load("cli")
     assert sorted(rows["measure"].unique()) == ["loo-sign", "random"] and sorted(rows["ratio"].unique()) == [0, 0.5, 1]
     assert set(rows["n_examples"]) == {12}, "every row says how many examples its curve averages over"
+    recorded = ResultsStore(tmp_path / "results").provenance("cli")[0]["provenance"]
+    weights = (models_cache / "cli-bench-s0" / "model.safetensors").read_bytes()
+    assert recorded["checkpoint_sha256"] == hashlib.sha256(weights).hexdigest(), "cells name the exact weights"
     assert main(argv) == 0
     assert "0 cells computed, 2 already in the store" in capsys.readouterr().out
+    # The same run on other levels: two grids of one measure and seed, compared each with its own random curve.
+    finer = argv[: argv.index("--ratios") + 1] + ["0,0.25,0.5,0.75,1"] + argv[argv.index("--ratios") + 2 :]
+    assert main(finer) == 0
+    out = capsys.readouterr().out
+    assert "| recursive masking (levels 0,0.5,1) | 12 | loo-sign | 1 |" in out
+    assert "| recursive masking (levels 0,0.25,0.5,0.75,1) | 12 | loo-sign | 1 |" in out
 
 
 def test_benchmark_count_mode_masks_k_tokens_and_integrates_over_k_over_n(models_cache, toy_classifier, tmp_path,

@@ -65,3 +65,18 @@ def test_fit_store_and_reload_on_a_checkpoint(toy_classifier, models_cache):
     assert np.array_equal(masf_pvalues(toy_classifier, masf, batch), masf_pvalues(toy_classifier, again, batch))
     masked = masf_pvalues(toy_classifier, again, mask_all_primary(batch, toy_classifier.mask_token_id))
     assert ((masked > 0) & (masked <= 1)).all()
+
+
+def test_a_sweep_fits_each_missing_masf_once_and_leaves_no_partial_files(toy_classifier, models_cache):
+    """Parallel workers must not each fit (and half-write) the same MaSF: the sweep fits it up front, and a fit
+    is written under a temporary name and renamed, so only whole files are ever visible."""
+    from engine.faithfulness.benchmark import ensure_masf
+
+    save_classifier(toy_classifier, "toy-ensure")
+    folder = models_cache / "toy-ensure"
+    ensure_masf(["toy-ensure", "no-such-model"])  # a missing checkpoint is left for its cells to report
+    fitted = (folder / "masf.safetensors").stat()
+    assert (folder / "masf.json").is_file() and not list(folder.glob("*.tmp"))
+    ensure_masf(["toy-ensure"])
+    again = (folder / "masf.safetensors").stat()
+    assert (again.st_ino, again.st_mtime_ns) == (fitted.st_ino, fitted.st_mtime_ns), "a stored fit is not redone"

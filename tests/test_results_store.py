@@ -118,3 +118,29 @@ def test_fingerprint_sees_a_rewrite_of_equal_size_and_time(tmp_path):
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # as if the clock tick had not moved
     assert path.stat().st_size == stat.st_size and path.stat().st_mtime_ns == stat.st_mtime_ns
     assert store.fingerprint() != before
+
+
+def test_curves_on_different_levels_are_never_pooled(tmp_path):
+    """Two cells of one measure and seed masked on different grids (--ratios changed within a run) differ in no
+    other column: each must be compared with the random curve of its own grid, not with a merged curve."""
+    from engine.faithfulness.metrics import racu
+    from engine.faithfulness.summary import area_metrics_per_seed, curve_bands
+
+    store = ResultsStore(tmp_path)
+    grids = {"coarse": [0.0, 0.5, 1.0], "fine": [0.0, 0.25, 0.5, 0.75, 1.0]}
+    curves = {("random", "coarse"): [0.9, 0.7, 0.5], ("loo-sign", "coarse"): [0.9, 0.3, 0.5],
+              ("random", "fine"): [0.9, 0.85, 0.8, 0.6, 0.5], ("loo-sign", "fine"): [0.9, 0.6, 0.55, 0.52, 0.5]}
+    for (measure, grid), values in curves.items():
+        rows = pd.DataFrame([{"model": "m", "seed": 0, "dataset": "rt", "measure": measure, "strategy": "masked",
+                              "base_model": "tiny", "step": i, "ratio": r, "schedule": "ratio", "metric": "accuracy",
+                              "value": v, "p_value": 0.5, "n_examples": 10}
+                             for i, (r, v) in enumerate(zip(grids[grid], values))])
+        store.write_cell("levels", {"model": "m", "measure": measure, "ratios": grids[grid]}, rows, {})
+    data = store.load("levels")
+    assert set(data["grid"]) == {"0,0.5,1", "0,0.25,0.5,0.75,1"}
+    per_seed = area_metrics_per_seed(data).set_index(["measure", "grid"])["racu"]
+    for grid, x in grids.items():
+        key = ",".join(f"{v:g}" for v in x)
+        assert per_seed[("loo-sign", key)] == pytest.approx(racu(x, curves["loo-sign", grid], curves["random", grid]))
+    bands = curve_bands(data)
+    assert (bands["seeds"] == 1).all(), "a point of one grid is never averaged with the other grid's point"

@@ -62,6 +62,7 @@ def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default") -
     from engine.faithfulness.recursive import dataset_masking_curve
     from engine.importance import get_explainer
     from engine.models import load_classifier
+    from engine.models.checkpoint import weights_sha256
     from engine.ood import fit_masf, load_masf, masf_provenance
     from engine.results import ResultsStore
     from engine.runtime import configure, seed_everything
@@ -93,7 +94,8 @@ def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default") -
     } for r in rows])
     provenance = {
         "command": os.environ.get("ENGINE_COMMAND", "engine.faithfulness.benchmark.run_cell"),
-        "code_version": code_version(), "checkpoint": cell.model, "checkpoint_code_version": meta.get("code_version"),
+        "code_version": code_version(), "checkpoint": cell.model,
+        "checkpoint_sha256": weights_sha256(classifier.folder), "checkpoint_code_version": meta.get("code_version"),
         "measure_options": options, "target": "gold label", "split": cell.split,
         # A stored MaSF fit is reused across sweeps: record which code fitted it, when, and on what data.
         "masf": masf_provenance(classifier),
@@ -103,6 +105,20 @@ def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default") -
     }
     ResultsStore(results_dir).write_cell(run, cell.key(), tidy, provenance)
     return cell.key()
+
+
+def ensure_masf(models: Sequence[str]) -> None:
+    """Fit and store the MaSF of every checkpoint that has none yet (a no-op for those that have one)."""
+    from engine.models import load_classifier
+    from engine.models.checkpoint import checkpoint_dir
+    from engine.ood import MASF_FILE, fit_masf
+
+    for model in models:
+        try:
+            if not (checkpoint_dir(model) / MASF_FILE).is_file():
+                fit_masf(load_classifier(model))
+        except Exception:  # a missing or broken checkpoint: its cells fail and are reported one by one
+            continue
 
 
 def run_sweep(cells: Sequence[Cell], run: str = "default", results_dir: str | None = None, workers: int = 1,
@@ -149,6 +165,8 @@ def run_sweep(cells: Sequence[Cell], run: str = "default", results_dir: str | No
 
         # Workers share the cores: one intra-op thread each instead of every worker taking all cores.
         os.environ.setdefault("ENGINE_THREADS", str(max(1, (os.cpu_count() or 2) // workers)))
+        # Fit each checkpoint's MaSF once, here, instead of in every worker that starts a cell of it at once.
+        ensure_masf(sorted({cell.model for cell in todo}))
         with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
             futures = {pool.submit(run_cell, cell, str(store.root), run): cell for cell in todo}
             for i, fut in enumerate(as_completed(futures), 1):

@@ -42,6 +42,12 @@ def _base_id(config, seed: int) -> str:
     return default_model_id(replace(config, seed=seed))
 
 
+def _weights_sha256(folder):
+    from engine.models.checkpoint import weights_sha256
+
+    return weights_sha256(folder)
+
+
 def _base_classifier(config, log: Callable[[str], None]):
     """The level-0 model of this config: loaded from models_cache when one with the same training
     config exists, else trained and saved (so later sweeps and the other pages reuse it)."""
@@ -139,6 +145,7 @@ def run_retraining_sweep(config, measures: Sequence[str], seeds: Sequence[int], 
             provenance = {
                 "command": os.environ.get("ENGINE_COMMAND", "engine.faithfulness.retraining.run_retraining_sweep"),
                 "code_version": code_version(), "level0_checkpoint": base.metadata.get("id", cell["model"]),
+                "level0_checkpoint_sha256": _weights_sha256(base.folder),
                 "method": method, "computed_as": "recursive-roar" if recursive else "roar",
                 "note": ("random is model-independent: one recursively drawn random curve serves every method"
                          if measure == "random" else ""),

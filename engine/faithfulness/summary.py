@@ -10,7 +10,8 @@ from engine.faithfulness.metrics import acu, bootstrap_ci, racu
 # method: recursive masking, roar, recursive-roar; n_examples: the first n examples of the split a curve
 # averages over (a beam subset and the whole split are different examples, so each has its own baseline).
 # schedule: ratio / quantile / "count 0..N" (the x-axis; count rows store k / N as `ratio`, see schedule_columns).
-GROUP = ["dataset", "base_model", "strategy", "method", "schedule", "n_examples"]
+# grid: the cell's levels as a string (ResultsStore adds it), so curves on different grids are never pooled.
+GROUP = ["dataset", "base_model", "strategy", "method", "schedule", "n_examples", "grid"]
 
 
 def _group_columns(df: pd.DataFrame) -> list[str]:

@@ -6,6 +6,7 @@ leaves a half-written checkpoint behind.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -90,6 +91,21 @@ def validate_checkpoint(folder: Path) -> dict:
             f"{len(metadata['classes'])} classes {metadata['classes']}"
         )
     return metadata
+
+
+def weights_sha256(folder: str | os.PathLike | None) -> str | None:
+    """SHA-256 (hex) of a checkpoint's `model.safetensors`, or None without a folder.
+
+    Results record it beside the checkpoint's id: an id names a training command, and a checkpoint retrained
+    on another machine (models_cache is not shipped) is the same model only if its weights hash the same.
+    About 0.2 s for MiniLM's 90 MB."""
+    if folder is None:
+        return None
+    digest = hashlib.sha256()
+    with open(Path(folder) / "model.safetensors", "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def load_classifier(model_id_or_path: str | os.PathLike, device: str | None = None) -> Classifier:

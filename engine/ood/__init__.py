@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import numpy as np
@@ -28,14 +29,20 @@ def fit_masf(classifier: Classifier, split: str = "validation", limit: int | Non
     feats = calibration_features(classifier, examples, meta.get("strategy", "masked"), seed=1234 + seed, progress=progress)
     masf = MaSF(seed=seed).fit(feats)
     if save and classifier.folder is not None:
-        save_file({k: v.contiguous() for k, v in masf.state().items()}, str(classifier.folder / MASF_FILE))
-        (classifier.folder / MASF_META).write_text(json.dumps({
+        # Written under a temporary name and renamed: parallel sweep workers that fit the same checkpoint at
+        # once (the fit is deterministic) must never read another's half-written file.
+        folder, tag = classifier.folder, f".{os.getpid()}.tmp"
+        save_file({k: v.contiguous() for k, v in masf.state().items()}, str(folder / (MASF_FILE + tag)))
+        (folder / (MASF_META + tag)).write_text(json.dumps({
             "calibration": f"{dataset.name} {split} split ({len(examples)} inputs) transformed like "
                            f"{meta.get('strategy', 'masked')} training, mask seed {1234 + seed}",
             "parts": [int(masf.level1.shape[0]), int(masf.level2.shape[0]), int(masf.level3.shape[0])],
             "feature_shape": list(masf.shape), "seed": seed, "code_version": code_version(),
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }, indent=2), encoding="utf-8")
+        # The JSON first: a reader that finds the safetensors (what load_masf looks for) finds its provenance too.
+        os.replace(folder / (MASF_META + tag), folder / MASF_META)
+        os.replace(folder / (MASF_FILE + tag), folder / MASF_FILE)
     return masf
 
 

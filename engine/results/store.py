@@ -121,7 +121,7 @@ class ResultsStore:
                 if (path.with_suffix(".json")).is_file():
                     frames.append(self._read_cell(path).assign(run=name))
         if not frames:
-            return pd.DataFrame(columns=[*TIDY_COLUMNS, "method", "n_examples", "schedule", "count", "run"])
+            return pd.DataFrame(columns=[*TIDY_COLUMNS, "method", "n_examples", "schedule", "count", "grid", "run"])
         data = pd.concat(frames, ignore_index=True)
         # Cells of recursive masking without retraining (benchmark) carry no method column; ROAR cells do.
         if "method" not in data.columns:
@@ -137,6 +137,17 @@ class ResultsStore:
 
     @staticmethod
     def _read_cell(path: Path) -> pd.DataFrame:
+        rows = ResultsStore._read_cell_columns(path)
+        # The cell's levels ("0,0.1,...,1"; k for count schedules): two cells of one measure and seed masked on
+        # different grids (e.g. `--ratios` changed within a run) share every other column, and the summary must
+        # keep them apart rather than pool their points into one curve.
+        counted = len(rows) > 0 and is_count_schedule(rows["schedule"].iloc[0]) and "count" in rows.columns
+        levels = rows["count"] if counted else rows["ratio"]
+        rows["grid"] = ",".join(f"{v:g}" for v in sorted(levels.unique()))
+        return rows
+
+    @staticmethod
+    def _read_cell_columns(path: Path) -> pd.DataFrame:
         rows = pd.read_parquet(path)
         if "schedule" not in rows.columns and "method" not in rows.columns:
             rows["schedule"] = "ratio"  # a benchmark (recursive masking) cell of before `--counts`: ratios only
