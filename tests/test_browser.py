@@ -1,7 +1,8 @@
 """End to end in a real headless Chromium (Debian's chromium + chromedriver): `streamlit run
 app/main.py` on a loopback port, type a review, press Explain, and check what a person sees.
 
-Screenshots of each page land in docs/ (shown in the README)."""
+Screenshots of each page land in a temporary folder, or in docs/ (shown in the README) with
+ENGINE_UPDATE_SCREENSHOTS=1: a plain test run must not rewrite tracked files."""
 from __future__ import annotations
 
 import os
@@ -9,6 +10,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+SHOTS = ROOT / "docs" if os.environ.get("ENGINE_UPDATE_SCREENSHOTS") == "1" else Path(tempfile.gettempdir()) / "engine-screenshots"
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 pytestmark = pytest.mark.skipif(
     not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)"
@@ -125,8 +128,8 @@ def test_type_a_review_and_see_the_explanation(app_url, browser):
     assert len(heatmaps) == 4, "one heatmap per default measure"
     # timing is reported, not asserted: the machines are shared (bench/ and the README hold the figures)
     print(f"explain answered in {elapsed:.2f} s after the first load")
-    (ROOT / "docs").mkdir(exist_ok=True)
-    browser.save_screenshot(str(ROOT / "docs" / "explain.png"))
+    SHOTS.mkdir(exist_ok=True)
+    browser.save_screenshot(str(SHOTS / "explain.png"))
 
 
 def test_markup_in_the_review_is_shown_as_text(app_url, browser):
@@ -149,4 +152,5 @@ def test_other_pages_render(app_url, browser, page, heading):
     browser.get(f"{app_url}/{page}")
     _wait(browser, "h1", text=heading)
     time.sleep(1)
-    browser.save_screenshot(str(ROOT / "docs" / f"{page}.png"))
+    SHOTS.mkdir(exist_ok=True)
+    browser.save_screenshot(str(SHOTS / f"{page}.png"))
