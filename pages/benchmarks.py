@@ -6,7 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from engine.faithfulness.summary import area_metrics_table, curve_bands
+from engine.faithfulness.summary import area_metrics_table, curve_bands, preferred_example_set
 from engine.results import ResultsStore
 from engine.results.store import RECURSIVE_MASKING, is_count_schedule
 from engine.results.published import load_published
@@ -111,7 +111,8 @@ else:
         # its own random baseline: show one set of examples at a time (after the measure filter, whose options
         # span both, so a choice of measures survives switching).
         counts = sorted(int(n) for n in data["n_examples"].dropna().unique())
-        n_examples = st.radio("Examples", counts, index=len(counts) - 1, horizontal=True, key="bench_examples",
+        n_examples = st.radio("Examples", counts, index=counts.index(preferred_example_set(data)), horizontal=True,
+                              key="bench_examples",
                               format_func=lambda n: f"first {n} of the test split",
                               help="Measures computed on a subset are compared with the random baseline on the same subset.")
         data = data[data["n_examples"] == n_examples]

@@ -165,11 +165,14 @@ def test_benchmarks_page_shows_a_beam_subset_apart_from_the_whole_split(models_c
     for seed in range(2):
         for measure, n, drop in (("random", 100, 0.2), ("loo-sign", 100, 0.35), ("random", 20, 0.1), ("beam", 20, 0.4)):
             store.write_cell("mixed", {"m": measure, "s": seed, "n": n}, _tidy(measure, seed, drop).assign(n_examples=n), {})
+    for measure, drop in (("random", 0.2), ("loo-sign", 0.3)):  # the whole split, one seed so far
+        store.write_cell("mixed", {"m": measure, "s": 0, "n": 854}, _tidy(measure, 0, drop).assign(n_examples=854), {})
     at = AppTest.from_file(MAIN, default_timeout=120)
     _run(at)
     at.switch_page(str(Path(MAIN).parent.parent / "pages" / "benchmarks.py"))
     _run(at)
-    assert at.radio(key="bench_examples").value == 100, "the largest set of examples is shown first"
+    assert len(at.radio(key="bench_examples").options) == 3
+    assert at.radio(key="bench_examples").value == 100, "the largest set with the most seeds is shown first"
     assert set(at.dataframe[0].value["measure"]) == {"random", "loo-sign"}
     at.radio(key="bench_examples").set_value(20)
     _run(at)

@@ -18,6 +18,16 @@ def _group_columns(df: pd.DataFrame) -> list[str]:
     return [c for c in GROUP if c in df.columns]
 
 
+def preferred_example_set(df: pd.DataFrame) -> int:
+    """The n_examples a reader should see first when a run holds several: the most seeds, then the most measures,
+    then the most examples (a whole split computed for one seed so far must not hide a 3-seed subset with CIs)."""
+    sizes = df.dropna(subset=["n_examples"]).groupby("n_examples").agg(seeds=("seed", "nunique"), measures=("measure", "nunique"))
+    if sizes.empty:
+        raise ValueError("no rows with n_examples")
+    best = max(sizes.itertuples(), key=lambda r: (r.seeds, r.measures, r.Index))
+    return int(best.Index)
+
+
 def area_metrics_per_seed(df: pd.DataFrame, baseline: str = "random") -> pd.DataFrame:
     """One row per (group, measure, seed) with ACU, RACU and RACU clipped to [-1, 1] (R-ROAR's variant),
     each measure compared with the `baseline` measure of the same seed and group."""
