@@ -144,3 +144,23 @@ def test_curves_on_different_levels_are_never_pooled(tmp_path):
         assert per_seed[("loo-sign", key)] == pytest.approx(racu(x, curves["loo-sign", grid], curves["random", grid]))
     bands = curve_bands(data)
     assert (bands["seeds"] == 1).all(), "a point of one grid is never averaged with the other grid's point"
+
+
+def test_every_shipped_curve_has_provenance_and_a_random_baseline_of_its_own_examples():
+    """The results/ folder the dashboard opens on: each cell names the command, code and machine that made it,
+    and each measure's curve is compared with a random curve of the same run, seed, examples and levels."""
+    from engine.faithfulness.summary import GROUP, area_metrics_per_seed
+    from engine.runtime import PROJECT_ROOT
+
+    store = ResultsStore(PROJECT_ROOT / "results")
+    assert store.runs(), "results/ ships benchmark runs"
+    for run in store.runs():
+        for recorded in store.provenance(run):
+            missing = {"command", "code_version", "created", "machine"} - set(recorded["provenance"])
+            assert not missing, (run, recorded["cell"], missing)
+        data = store.load(run)
+        keys = [c for c in GROUP if c in data.columns] + ["seed", "measure"]
+        curves = data[keys].drop_duplicates()
+        per_seed = area_metrics_per_seed(data)
+        assert len(per_seed) == len(curves), f"{run}: a curve without a random baseline on the same examples"
+        assert (per_seed.loc[per_seed["measure"] == "random", "racu"] == 0).all()
