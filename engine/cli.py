@@ -394,8 +394,11 @@ def cmd_benchmark(args) -> int:
                                   limit=args.limit, **schedule))
     os.environ["ENGINE_COMMAND"] = "python -m engine " + " ".join(sys.argv[1:])
     with tqdm(total=len(cells), desc=f"benchmark {args.run}", unit="cell") as bar:
+        def within(cell, done, total):  # one process: say how far the running cell is (a cell may take an hour)
+            bar.set_postfix_str(f"{cell.measure} seed {cell.seed}: {done}/{total} examples")
+
         report = run_sweep(cells, run=args.run, workers=args.workers, ray_address=args.ray,
-                           progress=lambda i, total, key: bar.update(1))
+                           progress=lambda i, total, key: bar.update(1), cell_progress=within)
         bar.update(len(report.skipped))
     print(f"{len(report.done)} cells computed, {len(report.skipped)} already in the store, {len(report.failed)} failed "
           f"-> {ResultsStore().root / args.run}")

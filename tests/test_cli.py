@@ -88,8 +88,9 @@ def test_benchmark_writes_cells_prints_the_area_table_and_resumes(models_cache, 
     argv = ["benchmark", "--model-template", "cli-bench-s{seed}", "--datasets", "toy", "--measures", "random", "loo-sign",
             "--seeds", "0", "--limit", "12", "--ratios", "0,0.5,1", "--run", "cli"]
     assert main(argv) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert "2 cells computed, 0 already in the store" in out
+    assert "loo-sign seed 0: 12/12 examples" in err, "the progress bar follows the examples within a cell"
     assert "| toy | tiny | recursive masking | 12 | loo-sign | 1 |" in out
     rows = ResultsStore(tmp_path / "results").load("cli")
     assert sorted(rows["measure"].unique()) == ["loo-sign", "random"] and sorted(rows["ratio"].unique()) == [0, 0.5, 1]

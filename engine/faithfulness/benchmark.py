@@ -56,8 +56,10 @@ class SweepReport:
     failed: list[tuple[dict, str]] = field(default_factory=list)
 
 
-def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default") -> dict:
-    """Compute one cell and write it to the store; returns the cell key. Runs in a worker process."""
+def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default",
+             progress: Callable[[int, int], None] | None = None) -> dict:
+    """Compute one cell and write it to the store; returns the cell key. Runs in a worker process.
+    progress(done, total): examples finished in this cell (called after each batch)."""
     from engine.data import get_dataset
     from engine.faithfulness.recursive import dataset_masking_curve
     from engine.importance import get_explainer
@@ -80,7 +82,7 @@ def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default") -
     levels = list(cell.counts if cell.counts is not None else cell.ratios)
     rows = dataset_masking_curve(classifier, explainer, dataset, split=cell.split,
                                  ratios=None if cell.counts is not None else cell.ratios, counts=cell.counts, masf=masf,
-                                 limit=cell.limit)
+                                 limit=cell.limit, progress=progress)
     n_examples = len(dataset.split(cell.split)[: cell.limit])
     tidy = pd.DataFrame([{
         "model": cell.model, "seed": cell.seed, "dataset": cell.dataset, "measure": cell.measure,
@@ -122,9 +124,12 @@ def ensure_masf(models: Sequence[str]) -> None:
 
 
 def run_sweep(cells: Sequence[Cell], run: str = "default", results_dir: str | None = None, workers: int = 1,
-              ray_address: str | None = None, progress: Callable[[int, int, dict], None] | None = None) -> SweepReport:
+              ray_address: str | None = None, progress: Callable[[int, int, dict], None] | None = None,
+              cell_progress: Callable[[Cell, int, int], None] | None = None) -> SweepReport:
     """Run every cell not yet in the store. workers > 1: a local process pool; ray_address: Ray
-    ('auto' or an address) with the same store (a shared folder)."""
+    ('auto' or an address) with the same store (a shared folder).
+    progress(i, total, key): after each cell; cell_progress(cell, examples done, examples total): within a cell,
+    in the one-process path only (a cell of MiniLM on a whole split runs for up to an hour on a CPU)."""
     from engine.results import ResultsStore
 
     store = ResultsStore(results_dir)
@@ -176,8 +181,9 @@ def run_sweep(cells: Sequence[Cell], run: str = "default", results_dir: str | No
                     finished(i, futures[fut].key(), f"{type(err).__name__}: {err}")
     else:
         for i, cell in enumerate(todo, 1):
+            within = None if cell_progress is None else (lambda done, n, _cell=cell: cell_progress(_cell, done, n))
             try:
-                finished(i, run_cell(cell, str(store.root), run))
+                finished(i, run_cell(cell, str(store.root), run, progress=within))
             except Exception as err:
                 finished(i, cell.key(), f"{type(err).__name__}: {err}")
     return report
