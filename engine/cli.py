@@ -393,15 +393,16 @@ def cmd_benchmark(args) -> int:
                 cells.append(Cell(model=model_id, dataset=dataset, measure=measure, seed=seed, split=args.split,
                                   limit=args.limit, **schedule))
     os.environ["ENGINE_COMMAND"] = "python -m engine " + " ".join(sys.argv[1:])
+    store = ResultsStore()
     with tqdm(total=len(cells), desc=f"benchmark {args.run}", unit="cell") as bar:
+        bar.update(sum(store.has_cell(args.run, cell.key()) for cell in cells))  # a resumed sweep starts where it was
         def within(cell, done, total):  # one process: say how far the running cell is (a cell may take an hour)
             bar.set_postfix_str(f"{cell.measure} seed {cell.seed}: {done}/{total} examples")
 
         report = run_sweep(cells, run=args.run, workers=args.workers, ray_address=args.ray,
                            progress=lambda i, total, key: bar.update(1), cell_progress=within)
-        bar.update(len(report.skipped))
     print(f"{len(report.done)} cells computed, {len(report.skipped)} already in the store, {len(report.failed)} failed "
-          f"-> {ResultsStore().root / args.run}")
+          f"-> {store.root / args.run}")
     for key, error in report.failed:
         print(f"  failed {key['model']} {key['measure']} seed {key['seed']}: {error}", file=sys.stderr)
     _print_area_table(args.run)
