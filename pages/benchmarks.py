@@ -43,8 +43,8 @@ def _method_comparison(data, dataset: str) -> None:
                            key="bench_compare_measure")
     fig = go.Figure()
     # Curves over different examples (a beam subset, the whole split) are kept apart, never averaged together.
-    for i, ((method, model, strategy, n_examples, _grid), group) in enumerate(
-            part.groupby(["method", "base_model", "strategy", "n_examples", "grid"], dropna=False)):
+    for i, ((method, model, strategy, _split, n_examples, _grid), group) in enumerate(
+            part.groupby(["method", "base_model", "strategy", "split", "n_examples", "grid"], dropna=False)):
         if not (group["measure"] == measure).any():
             continue  # a random curve alone (e.g. a beam subset without this measure) compares nothing
         examples = f" · {int(n_examples)} examples" if pd.notna(n_examples) else ""
@@ -72,6 +72,11 @@ else:
     data = data[data["run"] == run]
     dataset = c2.selectbox("Dataset", sorted(data["dataset"].unique()), key="bench_dataset")
     data = data[data["dataset"] == dataset]
+    splits = sorted(data["split"].unique())
+    if len(splits) > 1:
+        # A sweep of another split in the same run measures other examples: one split at a time.
+        data = data[data["split"] == st.radio("Split", splits, horizontal=True, key="bench_split")]
+    split = data["split"].iloc[0]
     model = c3.selectbox("Model", sorted(data["base_model"].dropna().unique()), key="bench_model")
     data = data[data["base_model"] == model]
     methods = sorted(data["method"].unique())
@@ -113,7 +118,7 @@ else:
         counts = sorted(int(n) for n in data["n_examples"].dropna().unique())
         n_examples = st.radio("Examples", counts, index=counts.index(preferred_example_set(data)), horizontal=True,
                               key="bench_examples",
-                              format_func=lambda n: f"first {n} of the test split",
+                              format_func=lambda n: f"first {n} of the {split} split",
                               help="Measures computed on a subset are compared with the random baseline on the same subset.")
         data = data[data["n_examples"] == n_examples]
 
@@ -142,15 +147,19 @@ else:
     st.plotly_chart(fig, width="stretch")
 
     st.subheader("Area between the curves")
-    table = area_metrics_table(data)
-    if table.empty:
-        st.info("ACU/RACU need the `random` baseline in the same run.")
+    try:
+        table = area_metrics_table(data)
+    except ValueError as err:  # e.g. two checkpoints for one seed in one run: no pairing is meaningful
+        st.error(f"ACU/RACU cannot be computed for this view: {err}")
     else:
-        st.caption("RACU is unclipped (signed measures can exceed 100%); `racu_clipped` is R-ROAR's variant clipped "
-                   "to [-100, 100]. Mean over seeds with 95% bootstrap CIs (the `ci` column: BCa, or what stood in "
-                   "for it; one seed has none). Each measure is paired with the random curve of the same seed."
-                   + (" Count schedule: ACU is taken over k / k_max." if counted else ""))
-        st.dataframe(table, hide_index=True)
+        if table.empty:
+            st.info("ACU/RACU need the `random` baseline in the same run.")
+        else:
+            st.caption("RACU is unclipped (signed measures can exceed 100%); `racu_clipped` is R-ROAR's variant clipped "
+                       "to [-100, 100]. Mean over seeds with 95% bootstrap CIs (the `ci` column: BCa, or what stood in "
+                       "for it; one seed has none). Each measure is paired with the random curve of the same seed."
+                       + (" Count schedule: ACU is taken over k / k_max." if counted else ""))
+            st.dataframe(table, hide_index=True)
 
     if "p_below_005" in data.columns and data["p_below_005"].notna().any():
         st.subheader("MaSF: are the masked inputs still in distribution?")

@@ -108,6 +108,38 @@ def test_benchmark_writes_cells_prints_the_area_table_and_resumes(models_cache, 
     assert "| recursive masking (levels 0,0.25,0.5,0.75,1) | 12 | loo-sign | 1 |" in out
 
 
+def test_benchmark_refuses_to_pair_curves_of_other_weights_with_the_run(models_cache, toy_classifier, tmp_path,
+                                                                          monkeypatch, capsys):
+    """A run built up over sessions: a checkpoint id retrained elsewhere keeps its name but not its weights. A new
+    cell on the same examples as cells computed from other weights is refused before any work, naming both
+    hashes; on other examples (another --limit) it is its own comparison and goes ahead."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from engine.models import save_classifier
+    from engine.results import ResultsStore
+
+    monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
+    folder = save_classifier(toy_classifier, "guard-s0")
+    argv = ["benchmark", "--model-template", "guard-s{seed}", "--datasets", "toy", "--measures", "random",
+            "--seeds", "0", "--limit", "6", "--ratios", "0,0.5,1", "--run", "guarded"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    weights = Path(folder) / "model.safetensors"
+    tensors = load_file(str(weights))
+    name = next(iter(tensors))
+    tensors[name] = tensors[name] + 1e-6 * torch.ones_like(tensors[name])  # "retrained on another CPU"
+    save_file(tensors, str(weights), metadata={"format": "pt"})
+    more = argv[: argv.index("random") + 1] + ["loo-sign"] + argv[argv.index("random") + 1 :]
+    assert main(more) == 2
+    err = capsys.readouterr().err
+    assert "computed from other weights" in err and "guard-s0" in err
+    assert set(ResultsStore(tmp_path / "results").load("guarded")["measure"]) == {"random"}, "nothing was written"
+    fewer = [a if a != "6" else "4" for a in more]
+    assert main(fewer) == 0, "other examples: a comparison of their own, with their own random curve"
+    assert "2 cells computed" in capsys.readouterr().out
+
+
 def test_benchmark_count_mode_masks_k_tokens_and_integrates_over_k_over_n(models_cache, toy_classifier, tmp_path,
                                                                            monkeypatch, capsys):
     """--counts N: rows carry k = 0..N as `count` and k / N as the x-axis `ratio` (so ACU stays a mean gap,

@@ -164,3 +164,35 @@ def test_every_shipped_curve_has_provenance_and_a_random_baseline_of_its_own_exa
         per_seed = area_metrics_per_seed(data)
         assert len(per_seed) == len(curves), f"{run}: a curve without a random baseline on the same examples"
         assert (per_seed.loc[per_seed["measure"] == "random", "racu"] == 0).all()
+
+
+def test_another_split_is_its_own_group_and_two_checkpoints_for_one_seed_are_refused(tmp_path):
+    """A validation-split sweep in the same run measures other examples: it is compared with the random curve of
+    its own split, not pooled with the test split's (pooled, each curve repeats every ratio). Two checkpoints of
+    one encoder and seed in one group cannot be paired: the summary says so instead of pairing at random."""
+    from engine.faithfulness.metrics import racu
+    from engine.faithfulness.summary import area_metrics_per_seed
+
+    store = ResultsStore(tmp_path)
+    x = [0.0, 0.5, 1.0]
+    curves = {("random", "test"): [0.9, 0.7, 0.5], ("loo-sign", "test"): [0.9, 0.3, 0.5],
+              ("random", "validation"): [0.8, 0.75, 0.5], ("loo-sign", "validation"): [0.8, 0.6, 0.5]}
+    for (measure, split), values in curves.items():
+        rows = pd.DataFrame([{"model": "m-s0", "seed": 0, "dataset": "rt", "measure": measure, "strategy": "masked",
+                              "base_model": "tiny", "step": i, "ratio": r, "metric": "accuracy", "value": v,
+                              "p_value": 0.5, "n_examples": 10} for i, (r, v) in enumerate(zip(x, values))])
+        if split == "validation":
+            rows["split"] = split  # as run_cell writes rows now; the test cells are old-style (split in the JSON only)
+        store.write_cell("splits", {"model": "m-s0", "measure": measure, "split": split}, rows, {"n_examples": 10})
+    data = store.load("splits")
+    assert sorted(data["split"].unique()) == ["test", "validation"]
+    per_seed = area_metrics_per_seed(data).set_index(["measure", "split"])["racu"]
+    for split in ("test", "validation"):
+        assert per_seed[("loo-sign", split)] == pytest.approx(racu(x, curves["loo-sign", split], curves["random", split]))
+
+    other = pd.DataFrame([{"model": "m-lr2-s0", "seed": 0, "dataset": "rt", "split": "test", "measure": "random",
+                           "strategy": "masked", "base_model": "tiny", "step": i, "ratio": r, "metric": "accuracy",
+                           "value": 0.6, "p_value": 0.5, "n_examples": 10} for i, r in enumerate(x)])
+    store.write_cell("splits", {"model": "m-lr2-s0", "measure": "random"}, other, {})
+    with pytest.raises(ValueError, match=r"several checkpoints .*'m-lr2-s0', 'm-s0'"):
+        area_metrics_per_seed(store.load("splits"))

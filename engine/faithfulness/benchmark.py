@@ -85,7 +85,7 @@ def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default",
                                  limit=cell.limit, progress=progress)
     n_examples = len(dataset.split(cell.split)[: cell.limit])
     tidy = pd.DataFrame([{
-        "model": cell.model, "seed": cell.seed, "dataset": cell.dataset, "measure": cell.measure,
+        "model": cell.model, "seed": cell.seed, "dataset": cell.dataset, "split": cell.split, "measure": cell.measure,
         "strategy": meta.get("strategy"), "step": r["step"],
         **schedule_columns(schedule, levels[r["step"]], levels[-1]), "metric": r["metric"],
         "value": r["value"], "p_value": r["p_value_simes"], "p_below_005": r["p_below_005"],
@@ -123,6 +123,45 @@ def ensure_masf(models: Sequence[str]) -> None:
             continue
 
 
+def _paired_examples(cell: dict) -> tuple:
+    """What makes two cells' curves comparable (a measure and its random baseline): the same checkpoint id
+    masked on the same examples (split, limit) and levels."""
+    return (cell.get("model"), cell.get("split", "test"), cell.get("limit"), tuple(cell.get("ratios") or ()),
+            tuple(cell.get("counts") or ()))
+
+
+def check_same_weights(store, run: str, cells: Sequence[Cell]) -> None:
+    """Refuse, before any work, cells whose checkpoint's weights differ from those recorded by the run's cells
+    they would be compared with.
+
+    A run is built up over sessions and machines, and models_cache is not shipped: a checkpoint id retrained on
+    another CPU keeps its test metrics but not its weights bit for bit (other vector kernels), so a new measure
+    curve would be paired with a random curve of another model. Cells written before the weights were recorded
+    cannot be checked and are let be. Raises ValueError naming both hashes."""
+    from engine.models.checkpoint import checkpoint_dir, weights_sha256
+
+    recorded: dict[tuple, set[str]] = {}
+    for entry in store.provenance(run):
+        sha = entry.get("provenance", {}).get("checkpoint_sha256")
+        if sha:
+            recorded.setdefault(_paired_examples(entry.get("cell", {})), set()).add(sha)
+    current: dict[str, str | None] = {}
+    for cell in cells:
+        before = recorded.get(_paired_examples(cell.key()))
+        if not before:
+            continue
+        if cell.model not in current:
+            folder = checkpoint_dir(cell.model)
+            current[cell.model] = weights_sha256(folder) if (folder / "model.safetensors").is_file() else None
+        now = current[cell.model]
+        if now is not None and now not in before:
+            raise ValueError(
+                f"run {run!r} holds cells of {cell.model} on these examples computed from other weights "
+                f"(sha256 {', '.join(sorted(s[:12] for s in before))}; this checkpoint: {now[:12]}), e.g. retrained on "
+                f"another machine: its curves would be compared with another model's. Use another --run, or "
+                f"another --limit/--split for the new examples.")
+
+
 def run_sweep(cells: Sequence[Cell], run: str = "default", results_dir: str | None = None, workers: int = 1,
               ray_address: str | None = None, progress: Callable[[int, int, dict], None] | None = None,
               cell_progress: Callable[[Cell, int, int], None] | None = None) -> SweepReport:
@@ -140,6 +179,7 @@ def run_sweep(cells: Sequence[Cell], run: str = "default", results_dir: str | No
             report.skipped.append(cell.key())
         else:
             todo.append(cell)
+    check_same_weights(store, run, todo)
     total = len(todo)
 
     def finished(i, key, error=None):

@@ -135,7 +135,8 @@ def run_retraining_sweep(config, measures: Sequence[str], seeds: Sequence[int], 
         for method in for_methods:
             cell = _cell(config, measure, seed, method, strategy, levels)
             tidy = pd.DataFrame([{
-                "model": base.metadata.get("id", cell["model"]), "seed": seed, "dataset": config.dataset, "measure": measure,
+                "model": base.metadata.get("id", cell["model"]), "seed": seed, "dataset": config.dataset, "split": "test",
+                "measure": measure,
                 "strategy": base.metadata.get("strategy"), "method": method, "step": i,
                 **schedule_columns(strategy, level, curve["levels"][-1]),
                 "metric": base.metadata.get("metric"), "value": value,

@@ -11,7 +11,8 @@ from engine.faithfulness.metrics import acu, bootstrap_ci, racu
 # averages over (a beam subset and the whole split are different examples, so each has its own baseline).
 # schedule: ratio / quantile / "count 0..N" (the x-axis; count rows store k / N as `ratio`, see schedule_columns).
 # grid: the cell's levels as a string (ResultsStore adds it), so curves on different grids are never pooled.
-GROUP = ["dataset", "base_model", "strategy", "method", "schedule", "n_examples", "grid"]
+# split: the examples are those of this split (a validation-split sweep in the same run is another experiment).
+GROUP = ["dataset", "split", "base_model", "strategy", "method", "schedule", "n_examples", "grid"]
 
 
 def _group_columns(df: pd.DataFrame) -> list[str]:
@@ -34,6 +35,12 @@ def area_metrics_per_seed(df: pd.DataFrame, baseline: str = "random") -> pd.Data
     rows = []
     keys = _group_columns(df)
     for group, part in df.groupby(keys + ["seed"], dropna=False):
+        if "model" in part.columns and part["model"].nunique() > 1:
+            # Two checkpoints of one encoder, strategy and seed (e.g. two --model-template values in one run) are
+            # two experiments: pooling them would pair curves at random and repeat steps in one curve.
+            where = ", ".join(f"{k}={v}" for k, v in zip(keys + ["seed"], group))
+            raise ValueError(f"one run holds several checkpoints for the same group and seed ({where}): "
+                             f"{sorted(part['model'].unique())}; write each to its own --run")
         base = part[part["measure"] == baseline].sort_values("ratio")
         if base.empty:
             continue

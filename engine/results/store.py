@@ -5,7 +5,7 @@ measure ...). Each cell is written to a temporary name and renamed, so a run tha
 leaves only whole cells behind and resumes by skipping the cells that exist; parallel workers (local
 processes or Ray) write different files and never contend for a lock.
 
-Rows are tidy: one row per (model, seed, dataset, measure, strategy, step) with the metric value, the
+Rows are tidy: one row per (model, seed, dataset, split, measure, strategy, step) with the metric value, the
 MaSF p-value, the number of examples averaged over and the masking schedule (`schedule`: ratio, quantile
 or count; `strategy` is the checkpoint's fine-tuning strategy, masked or plain), so the app filters and
 plots with plain pandas.
@@ -121,7 +121,7 @@ class ResultsStore:
                 if (path.with_suffix(".json")).is_file():
                     frames.append(self._read_cell(path).assign(run=name))
         if not frames:
-            return pd.DataFrame(columns=[*TIDY_COLUMNS, "method", "n_examples", "schedule", "count", "grid", "run"])
+            return pd.DataFrame(columns=[*TIDY_COLUMNS, "split", "method", "n_examples", "schedule", "count", "grid", "run"])
         data = pd.concat(frames, ignore_index=True)
         # Cells of recursive masking without retraining (benchmark) carry no method column; ROAR cells do.
         if "method" not in data.columns:
@@ -151,10 +151,13 @@ class ResultsStore:
         rows = pd.read_parquet(path)
         if "schedule" not in rows.columns and "method" not in rows.columns:
             rows["schedule"] = "ratio"  # a benchmark (recursive masking) cell of before `--counts`: ratios only
-        if "n_examples" in rows.columns and "schedule" in rows.columns:
+        if all(c in rows.columns for c in ("n_examples", "schedule", "split")):
             return rows
-        # Cells written before the rows carried these columns: their JSON has recorded both from the start.
+        # Cells written before the rows carried these columns: their JSON has recorded them from the start.
         recorded = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
+        if "split" not in rows.columns:
+            # Benchmark cells name their split; ROAR cells (no split in their key) evaluate on the test split.
+            rows["split"] = recorded.get("cell", {}).get("split") or recorded.get("provenance", {}).get("split") or "test"
         if "n_examples" not in rows.columns:
             # ROAR cells, which use whole splits, have none and stay NaN.
             n_examples = recorded.get("provenance", {}).get("n_examples")
