@@ -23,7 +23,10 @@ text = st.text_area("Text", value=st.session_state.get("explain_text", ""), heig
 aux = st.text_input("Question (never masked)", key="masking_aux") if paired else None
 c1, c2, c3 = st.columns(3)
 measure = c1.selectbox("Measure", [m for m in MEASURES if m != "random"], key="masking_measure")
-step = c2.selectbox("Ratio step", [0.1, 0.2, 0.25], format_func=lambda v: f"{v:.0%}", key="masking_step")
+# Ratio mode masks a share of the input's tokens per step (FMM); count mode one token per step, up to 10.
+SCHEDULES = {"10% of the tokens": 0.1, "20% of the tokens": 0.2, "25% of the tokens": 0.25, "1 token (up to 10)": 10}
+schedule = c2.selectbox("Mask per step", list(SCHEDULES), key="masking_step")
+count_mode = schedule.startswith("1 token")
 n_seeds = c3.number_input("Random baseline seeds", 2, 20, 5, key="masking_seeds")
 
 
@@ -41,10 +44,13 @@ if run:
         bar.progress(min(done / max(total, 1), 1.0), text=f"{name}: {done}/{total}")
 
     try:
-        ratios = list(np.round(np.arange(0, 1 + 1e-9, step), 4))
+        if count_mode:
+            levels = {"counts": list(range(0, SCHEDULES[schedule] + 1))}
+        else:
+            levels = {"ratios": list(np.round(np.arange(0, 1 + 1e-9, SCHEDULES[schedule]), 4))}
         st.session_state["masking_result"] = mask_single_input(
-            classifier, text, measure, aux if paired else None, ratios=ratios, random_seeds=range(int(n_seeds)),
-            masf=masf_for(classifier.id), progress=report)
+            classifier, text, measure, aux if paired else None, random_seeds=range(int(n_seeds)),
+            masf=masf_for(classifier.id), progress=report, **levels)
         bar.progress(1.0, text="done")
     except EmptyInputError as err:
         st.session_state.pop("masking_result", None)
@@ -58,7 +64,9 @@ if result is not None:
                       help="0 = nothing masked; each step masks the measure's top tokens of the partly masked input")
     current = steps[index]
     m1, m2, m3 = st.columns(3)
-    m1.metric("Tokens masked", f"{int(current.n_masked[0])} / {len(result.tokens)}", f"{result.ratios[index]:.0%}")
+    counted = result.counts is not None
+    asked = f"{result.counts[index]} asked" if counted else f"{result.ratios[index]:.0%}"
+    m1.metric("Tokens masked", f"{int(current.n_masked[0])} / {len(result.tokens)}", asked)
     m2.metric(f"p({target})", f"{float(current.probability[0]):.3f}",
               f"{float(current.probability[0]) - float(steps[0].probability[0]):+.3f}")
     p_value = float(current.p_value[0]) if current.p_value is not None else float("nan")
@@ -71,19 +79,20 @@ if result is not None:
                                title=f"step {index}: struck-through tokens are [MASK]; colour = {result.measure.measure} "
                                      "scores that choose the next step's tokens"))
     curves = result.curves()
-    x = result.ratios
+    x = list(result.levels)
+    x_title, x_format = ("tokens masked (k)", None) if counted else ("fraction masked", ".0%")
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=x + x[::-1], y=list(curves["random"].max(0)) + list(curves["random"].min(0))[::-1],
                              fill="toself", line={"width": 0}, fillcolor="rgba(128,128,128,0.25)", name="random (min-max)"))
     fig.add_trace(go.Scatter(x=x, y=curves["random"].mean(0), name="random (mean)", line={"color": "gray", "dash": "dash"}))
     fig.add_trace(go.Scatter(x=x, y=curves["measure"], name=result.measure.measure, line={"color": "#d62728", "width": 3}))
     fig.add_vline(x=x[index], line_dash="dot")
-    fig.update_layout(xaxis_title="fraction masked", yaxis_title=f"p({target})", xaxis_tickformat=".0%", height=380)
+    fig.update_layout(xaxis_title=x_title, yaxis_title=f"p({target})", xaxis_tickformat=x_format, height=380)
     st.plotly_chart(fig, width="stretch")
     if steps[0].p_value is not None:
         pfig = go.Figure()
         pfig.add_trace(go.Scatter(x=x, y=[float(s.p_value[0]) for s in steps], name=result.measure.measure, mode="lines+markers"))
         pfig.add_hline(y=0.05, line_dash="dash", annotation_text="0.05")
-        pfig.update_layout(xaxis_title="fraction masked", yaxis_title="MaSF p-value", yaxis_type="log", height=300,
-                           xaxis_tickformat=".0%")
+        pfig.update_layout(xaxis_title=x_title, yaxis_title="MaSF p-value", yaxis_type="log", height=300,
+                           xaxis_tickformat=x_format)
         st.plotly_chart(pfig, width="stretch")

@@ -105,6 +105,28 @@ def test_masking_slider_changes_the_masked_text_and_p_value(cache_with_toy):
     assert second[0][2] != first[0][2], "the p-value is the step's own"
 
 
+def test_masking_page_count_mode_masks_one_token_per_step(cache_with_toy):
+    """Count mode on one input: step k has exactly k tokens masked (up to the input's length), and the slider's
+    metric says how many were asked for."""
+    at = _run(AppTest.from_file(MAIN, default_timeout=300))
+    at.switch_page(str(Path(MAIN).parent.parent / "pages" / "masking.py"))
+    _run(at)
+    text = "the movie was good and fun"
+    at.text_area(key="masking_text").input(text)
+    at.selectbox(key="masking_measure").set_value("grad-l2")
+    at.selectbox(key="masking_step").set_value("1 token (up to 10)")
+    at.button(key="masking_run").click()
+    _run(at)
+    result = at.session_state["masking_result"]
+    n = len(result.tokens)
+    assert result.counts == list(range(11)) and result.ratios is None
+    assert [int(s.n_masked[0]) for s in result.measure.steps] == [min(k, n) for k in range(11)]
+    at.slider(key="masking_slider").set_value(3)
+    _run(at)
+    tokens_masked = next(m for m in at.metric if m.label == "Tokens masked")
+    assert tokens_masked.value == f"3 / {n}" and "3 asked" in tokens_masked.proto.delta
+
+
 def test_models_page_lists_checkpoints(cache_with_toy):
     at = AppTest.from_file(MAIN, default_timeout=120)
     _run(at)

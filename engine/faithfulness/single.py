@@ -18,8 +18,14 @@ class SingleInputMasking:
     maskable: torch.Tensor  # [T] bool
     measure: MaskingResult
     random: list[MaskingResult]  # one per seed
-    ratios: list[float]
+    ratios: list[float] | None  # ratio mode: the share of maskable tokens masked at each step
     mask_token_id: int
+    counts: list[int] | None = None  # count mode: k tokens masked at each step (capped at the input's length)
+
+    @property
+    def levels(self) -> list[float] | list[int]:
+        """The x-axis: the ratio of each step, or its token count k in count mode."""
+        return self.counts if self.counts is not None else self.ratios
 
     def masked_flags(self, step: int) -> list[bool]:
         """Which of the maskable tokens are [MASK] at `step`."""
@@ -35,9 +41,14 @@ class SingleInputMasking:
 
 def mask_single_input(classifier: Classifier, text: str, measure: str, auxiliary: str | None = None,
                       ratios: Sequence[float] | None = None, random_seeds: Sequence[int] = range(5), masf=None,
+                      counts: Sequence[int] | None = None,
                       target: int | None = None, options: dict | None = None,
                       progress: Callable[[str, int, int], None] | None = None,
                       should_stop: Callable[[], bool] | None = None) -> SingleInputMasking:
+    """Mask `text` recursively by `measure` and by `random` with each of `random_seeds` (the baseline band).
+
+    ratios: shares of the maskable tokens (default 0, 0.1, ..., 1), or counts: k tokens (e.g. 0..10, capped at
+    the input's length). The explained class is the predicted one unless `target` is given."""
     from engine.importance import get_explainer
 
     batch = classifier.batch([text], [auxiliary] if auxiliary is not None else None)
@@ -50,16 +61,18 @@ def mask_single_input(classifier: Classifier, text: str, measure: str, auxiliary
         explainer.progress = lambda done, total: progress(measure, done, total)
     if should_stop is not None:
         explainer.should_stop = should_stop
-    main = recursive_masking(classifier, explainer, batch, target=tgt, ratios=ratios, masf=masf, target_source=source,
-                             should_stop=should_stop)
+    main = recursive_masking(classifier, explainer, batch, target=tgt, ratios=ratios, counts=counts, masf=masf,
+                             target_source=source, should_stop=should_stop)
     baselines = []
     for i, seed in enumerate(random_seeds):
         if progress is not None:
             progress("random", i, len(random_seeds))
         rnd = get_explainer("random", classifier, seed=seed, memo=False)
-        baselines.append(recursive_masking(classifier, rnd, batch, target=tgt, ratios=ratios, masf=masf,
+        baselines.append(recursive_masking(classifier, rnd, batch, target=tgt, ratios=ratios, counts=counts, masf=masf,
                                            target_source=source, should_stop=should_stop))
     ids = batch.input_ids[0][batch.maskable[0]].tolist()
     return SingleInputMasking(tokens=classifier.tokenizer.convert_ids_to_tokens(ids), maskable=batch.maskable[0].cpu(),
-                              measure=main, random=baselines, ratios=[s.ratio for s in main.steps],
+                              measure=main, random=baselines,
+                              ratios=None if counts is not None else [s.ratio for s in main.steps],
+                              counts=None if counts is None else [s.count for s in main.steps],
                               mask_token_id=classifier.mask_token_id)
