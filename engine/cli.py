@@ -117,8 +117,11 @@ def _add_faithfulness(sub) -> None:
     p.add_argument("--text", default=None, help="one input to mask step by step; omit to run a dataset split")
     p.add_argument("--aux", default=None, help="auxiliary sequence (the question of a paired task)")
     p.add_argument("--target", type=int, default=None, help="class to track (default: the predicted class for a text)")
-    p.add_argument("--ratios", type=_ratios, default=None, help="comma-separated masking ratios starting at 0 (default 0,0.1,...,1)")
-    p.add_argument("--counts", type=_positive_int, default=None, help="count mode: mask 1..N tokens instead of ratios")
+    schedule = p.add_mutually_exclusive_group()
+    schedule.add_argument("--ratios", type=_ratios, default=None,
+                          help="comma-separated masking ratios starting at 0 (default 0,0.1,...,1)")
+    schedule.add_argument("--counts", type=_positive_int, default=None, metavar="N",
+                          help="count mode: mask 0, 1, ..., N tokens (capped at each input's length) instead of ratios")
     p.add_argument("--split", default="test", help="dataset split when no --text (default test)")
     p.add_argument("--limit", type=int, default=None, help="only the first N examples of the split")
     p.add_argument("--seed", type=int, default=0, help="seed of the random measure (default 0)")

@@ -60,6 +60,7 @@ def test_bad_input_is_one_clear_line_and_nothing_written(models_cache, capsys, a
     [
         (["benchmark", "--datasets", "toy", "--measures", "random", "--counts", "0"], "whole number >= 1"),
         (["benchmark", "--datasets", "toy", "--measures", "random", "--counts", "3", "--ratios", "0,1"], "not allowed with"),
+        (["faithfulness", "--model", "m", "--measure", "random", "--counts", "3", "--ratios", "0,1"], "not allowed with"),
     ],
 )
 def test_bad_arguments_are_a_usage_line_before_any_work(models_cache, capsys, argv, message):
@@ -138,6 +139,35 @@ def test_benchmark_refuses_to_pair_curves_of_other_weights_with_the_run(models_c
     fewer = [a if a != "6" else "4" for a in more]
     assert main(fewer) == 0, "other examples: a comparison of their own, with their own random curve"
     assert "2 cells computed" in capsys.readouterr().out
+
+
+def test_masf_then_faithfulness_of_one_text_by_counts_and_of_a_split(models_cache, toy_classifier, capsys):
+    """`masf` stores the fit beside the checkpoint and reports both checks; `faithfulness --text --counts 3`
+    prints steps k = 0..3 with exactly min(k, N) tokens masked; without --text it prints the split's metric per
+    ratio, starting at the unmasked accuracy."""
+    import re
+
+    from engine.data import get_dataset
+    from engine.models import save_classifier
+    from engine.ood import MASF_FILE
+
+    folder = save_classifier(toy_classifier, "cli-faith")
+    assert main(["masf", "--model", "cli-faith"]) == 0
+    out = capsys.readouterr().out
+    assert "unmasked" in out and "100% masked" in out and (folder / MASF_FILE).is_file()
+    text = "a good film"
+    assert main(["faithfulness", "--model", "cli-faith", "--measure", "loo-sign", "--text", text, "--counts", "3"]) == 0
+    out = capsys.readouterr().out
+    steps = [line.split() for line in out.splitlines() if re.match(r"^\s+\d+\s+\d+\s+[0-9.]+\s+[0-9.]+", line)]
+    n_tokens = len(toy_classifier.tokenizer.tokenize(text))
+    assert [int(row[0]) for row in steps] == [0, 1, 2, 3]
+    assert [int(row[1]) for row in steps] == [min(k, n_tokens) for k in range(4)]
+    assert main(["faithfulness", "--model", "cli-faith", "--measure", "grad-l2", "--limit", "10", "--ratios", "0,0.5,1"]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if re.match(r"^\s+\d+\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+%", line)]
+    assert [row[1] for row in rows] == ["0.00", "0.50", "1.00"]
+    dataset = get_dataset("toy")
+    assert float(rows[0][2]) == pytest.approx(toy_classifier.evaluate(dataset, limit=10)["value"], abs=1e-4)
 
 
 def test_benchmark_count_mode_masks_k_tokens_and_integrates_over_k_over_n(models_cache, toy_classifier, tmp_path,
