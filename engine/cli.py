@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import textwrap
 
@@ -88,6 +89,14 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _workers(text: str) -> int:
+    """`auto`: one local worker process per two cores (each runs two intra-op threads, where a CPU forward pass
+    of these models stops gaining from more); on a 2-core machine that is one, run in this process."""
+    if text == "auto":
+        return max(1, (os.cpu_count() or 2) // 2)
+    return _positive_int(text)
+
+
 def _add_masf(sub) -> None:
     p = sub.add_parser("masf", help="fit the MaSF in-distribution test of a checkpoint and store it beside it",
                        description="Fit MaSF (REFERENCE section 4) on the checkpoint's validation split transformed like "
@@ -157,7 +166,9 @@ def _add_benchmark(sub) -> None:
     schedule.add_argument("--counts", type=_positive_int, default=None, metavar="N",
                           help="count mode: mask 0, 1, ..., N tokens per input (capped at its length) instead of ratios; "
                                "ACU then integrates over k / N")
-    p.add_argument("--workers", type=int, default=1, help="local worker processes (default 1)")
+    p.add_argument("--workers", type=_workers, default="auto",
+                   help="local worker processes: a number, or 'auto' (the default): one per two cores, each with two "
+                        "threads; on a 2-core machine one, in this process, which also shows the examples done per cell")
     p.add_argument("--ray", default=None, metavar="ADDRESS", help="run cells on Ray: 'auto', an address, or 'local' (needs `pip install ray`)")
 
 

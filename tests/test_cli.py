@@ -87,7 +87,7 @@ def test_benchmark_writes_cells_prints_the_area_table_and_resumes(models_cache, 
     monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
     save_classifier(toy_classifier, "cli-bench-s0")
     argv = ["benchmark", "--model-template", "cli-bench-s{seed}", "--datasets", "toy", "--measures", "random", "loo-sign",
-            "--seeds", "0", "--limit", "12", "--ratios", "0,0.5,1", "--run", "cli"]
+            "--seeds", "0", "--limit", "12", "--ratios", "0,0.5,1", "--run", "cli", "--workers", "1"]
     assert main(argv) == 0
     out, err = capsys.readouterr()
     assert "2 cells computed, 0 already in the store" in out

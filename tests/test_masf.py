@@ -80,3 +80,26 @@ def test_a_sweep_fits_each_missing_masf_once_and_leaves_no_partial_files(toy_cla
     ensure_masf(["toy-ensure"])
     again = (folder / "masf.safetensors").stat()
     assert (again.st_ino, again.st_mtime_ns) == (fitted.st_ino, fitted.st_mtime_ns), "a stored fit is not redone"
+
+
+def test_one_forward_gives_the_logits_and_pvalues_of_two(toy_classifier):
+    """Recursive masking takes a step's logits and MaSF features from one forward: they equal, bit for bit, the
+    logits of Classifier.logits and the p-values of a separate MaSF pass (so curves written before the change
+    reproduce), on a padded batch with masked tokens."""
+    from engine.faithfulness.recursive import _observe
+    from engine.ood import logits_and_features
+
+    masf = fit_masf(toy_classifier, save=False)
+    batch = toy_classifier.batch(["the movie was good", "the plot was dull and far too long for what it had to say"])
+    batch = batch.with_ids(torch.where(batch.maskable & (torch.arange(batch.input_ids.shape[1]) % 3 == 0),
+                                       torch.full_like(batch.input_ids, toy_classifier.mask_token_id), batch.input_ids))
+    with torch.no_grad():
+        separate = toy_classifier.logits(batch)
+    fused, features = logits_and_features(toy_classifier, batch)
+    assert torch.equal(fused, separate)
+    assert torch.equal(features, hidden_state_features(toy_classifier, batch))
+    target = torch.tensor([1, 0])
+    prob, logit, predicted, p_value = _observe(toy_classifier, batch, target, masf)
+    assert np.array_equal(p_value, masf_pvalues(toy_classifier, masf, batch))
+    assert np.array_equal(logit, separate.float()[[0, 1], target].numpy())
+    assert np.array_equal(prob, torch.softmax(separate.float(), -1)[[0, 1], target].numpy())

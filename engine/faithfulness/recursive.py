@@ -72,14 +72,17 @@ def mask_top(batch_ids: torch.Tensor, keys: torch.Tensor, k: torch.Tensor, mask_
 
 @torch.no_grad()
 def _observe(classifier: Classifier, batch: Batch, target: torch.Tensor, masf) -> tuple:
-    logits = classifier.logits(batch).float()
+    p_value = None
+    if masf is None:
+        logits = classifier.logits(batch).float()
+    else:
+        from engine.ood import logits_and_features
+
+        logits, features = logits_and_features(classifier, batch)  # one forward for both
+        logits = logits.float()
+        p_value = masf.pvalues(features)
     probs = torch.softmax(logits, -1)
     rows = torch.arange(len(batch), device=logits.device)
-    p_value = None
-    if masf is not None:
-        from engine.ood import masf_pvalues
-
-        p_value = masf_pvalues(classifier, masf, batch)
     return (probs[rows, target].cpu().numpy(), logits[rows, target].cpu().numpy(),
             logits.argmax(-1).cpu().numpy(), p_value)
 

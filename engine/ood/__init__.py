@@ -10,7 +10,7 @@ from safetensors.torch import load_file, save_file
 
 from engine.data import get_dataset
 from engine.models import Batch, Classifier
-from engine.ood.features import calibration_features, hidden_state_features
+from engine.ood.features import calibration_features, hidden_state_features, logits_and_features
 from engine.ood.masf import MaSF, naive_pvalues
 from engine.runtime import code_version
 
@@ -65,4 +65,5 @@ def masf_pvalues(classifier: Classifier, masf: MaSF, batch: Batch) -> np.ndarray
     return masf.pvalues(hidden_state_features(classifier, batch))
 
 
-__all__ = ["MaSF", "fit_masf", "load_masf", "masf_provenance", "masf_pvalues", "hidden_state_features", "calibration_features", "naive_pvalues"]
+__all__ = ["MaSF", "fit_masf", "load_masf", "masf_provenance", "masf_pvalues", "hidden_state_features", "logits_and_features",
+           "calibration_features", "naive_pvalues"]

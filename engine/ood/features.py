@@ -8,13 +8,24 @@ from engine.models import Batch, Classifier, training_transform
 
 
 @torch.no_grad()
-def hidden_state_features(classifier: Classifier, batch: Batch) -> torch.Tensor:
-    """[B, L+1, H] float64: embedding output and each layer's output, max over non-PAD positions."""
+def logits_and_features(classifier: Classifier, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """One forward pass: the logits [B, C] (on the model's device) and the MaSF features [B, L+1, H] float64
+    (cpu): embedding output and each layer's output, max over non-PAD positions.
+
+    Recursive masking needs both at every step; taking them from one pass instead of two halves the forward
+    rows of a step for `random` and saves a third for the single-backward measures (bench/masf.py measures it).
+    The logits are those of `Classifier.logits` bit for bit: the same modules run on the same inputs, the hidden
+    states are only kept."""
     out = classifier.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
                            token_type_ids=batch.token_type_ids, output_hidden_states=True)
     states = torch.stack(out.hidden_states, dim=1)  # [B, L+1, T, H]
     pad = (batch.attention_mask == 0)[:, None, :, None]
-    return states.masked_fill(pad, float("-inf")).amax(dim=2).double().cpu()
+    return out.logits, states.masked_fill(pad, float("-inf")).amax(dim=2).double().cpu()
+
+
+def hidden_state_features(classifier: Classifier, batch: Batch) -> torch.Tensor:
+    """[B, L+1, H] float64: embedding output and each layer's output, max over non-PAD positions."""
+    return logits_and_features(classifier, batch)[1]
 
 
 def calibration_features(classifier: Classifier, examples, strategy: str, seed: int = 1234, batch_size: int = 64,
