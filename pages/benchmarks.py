@@ -6,7 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from engine.faithfulness.summary import area_metrics_table, curve_bands, preferred_example_set
+from engine.faithfulness.summary import area_metrics_table, compare_measures, curve_bands, preferred_example_set
 from engine.results import ResultsStore
 from engine.results.store import RECURSIVE_MASKING, is_count_schedule
 from engine.results.published import load_published
@@ -57,6 +57,28 @@ def _method_comparison(data, dataset: str) -> None:
                                      name=f"{METHOD_TITLE.get(method, method)} · {model} ({strategy}){examples} · {name}"))
     fig.update_layout(xaxis_title="fraction of tokens masked", yaxis_title="test metric", xaxis_tickformat=".0%", height=440)
     st.plotly_chart(fig, width="stretch")
+
+
+def _paired_comparison(data: pd.DataFrame, measures: list[str]) -> None:
+    """Is one measure more faithful than another on these seeds? RACU of a - b per seed, paired."""
+    if len(measures) < 2:
+        return
+    with st.expander("Paired comparison of two measures"):
+        c1, c2 = st.columns(2)
+        a = c1.selectbox("Measure A", measures, index=0, key="bench_pair_a")
+        b = c2.selectbox("Measure B", measures, index=1, key="bench_pair_b")
+        if a == b:
+            st.info("Pick two different measures.")
+            return
+        res = compare_measures(data, a, b)
+        m1, m2, m3 = st.columns(3)
+        m1.metric(f"RACU of {a} - {b}", f"{res['mean_difference']:+.1f} points")
+        m2.metric("95% BCa CI", "none" if pd.isna(res["ci_low"]) else f"{res['ci_low']:+.1f} to {res['ci_high']:+.1f}")
+        m3.metric("sign-flip p-value", "none" if pd.isna(res["p_value"]) else f"{res['p_value']:.3f}")
+        st.caption(f"Paired over the {res['n']} seeds both measures have ({', '.join(map(str, res['seeds']))}): each seed's "
+                   f"fine-tuned model is explained by both. The exact sign-flip test cannot go below "
+                   f"{res['smallest_p_possible']:.3g} with {res['n']} seeds, however large the difference: more seeds, "
+                   "not a larger effect, make it significant.")
 
 
 st.title("Benchmarks")
@@ -160,6 +182,7 @@ else:
                        "for it; one seed has none). Each measure is paired with the random curve of the same seed."
                        + (" Count schedule: ACU is taken over k / k_max." if counted else ""))
             st.dataframe(table, hide_index=True)
+            _paired_comparison(data, sorted(set(table["measure"]) - {"random"}))
 
     if "p_below_005" in data.columns and data["p_below_005"].notna().any():
         st.subheader("MaSF: are the masked inputs still in distribution?")

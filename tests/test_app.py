@@ -179,6 +179,36 @@ def test_benchmarks_page_filters_and_tabulates(models_cache, tmp_path, monkeypat
     assert set(at.dataframe[0].value["measure"]) == {"random", "ig-sign"}
 
 
+def test_benchmarks_page_compares_two_measures_paired_over_seeds(models_cache, tmp_path, monkeypatch):
+    """The paired comparison shows the mean RACU difference of A - B over the seeds, and says the smallest p-value
+    three seeds can give (0.25), whatever the difference."""
+    from engine.faithfulness.metrics import racu
+    from engine.results import ResultsStore
+
+    monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
+    store = ResultsStore(tmp_path / "results")
+    drops = {"random": 0.2, "loo-sign": 0.5, "grad-l2": 0.3}
+    for seed in range(3):
+        for measure, drop in drops.items():
+            store.write_cell("pair", {"m": measure, "s": seed}, _tidy(measure, seed, drop + 0.01 * seed), {})
+    at = _run(AppTest.from_file(MAIN, default_timeout=120))
+    at.switch_page(str(Path(MAIN).parent.parent / "pages" / "benchmarks.py"))
+    _run(at)
+    at.selectbox(key="bench_pair_a").set_value("loo-sign")
+    at.selectbox(key="bench_pair_b").set_value("grad-l2")
+    _run(at)
+    x = [i / 10 for i in range(11)]
+
+    def curve(drop):
+        return [0.8 - drop * r for r in x]
+
+    expected = sum(100 * (racu(x, curve(0.5 + 0.01 * s), curve(0.2 + 0.01 * s)) - racu(x, curve(0.3 + 0.01 * s), curve(0.2 + 0.01 * s)))
+                   for s in range(3)) / 3
+    shown = next(m for m in at.metric if m.label == "RACU of loo-sign - grad-l2")
+    assert shown.value == f"{expected:+.1f} points"
+    assert any("cannot go below 0.25 with 3 seeds" in c.value for c in at.caption)
+
+
 def test_benchmarks_page_shows_a_beam_subset_apart_from_the_whole_split(models_cache, tmp_path, monkeypatch):
     from engine.results import ResultsStore
 

@@ -61,3 +61,31 @@ def test_paired_comparison_detects_a_consistent_difference():
     assert res["ci_low"] > 0 and res["p_value"] == pytest.approx(2 / 32)  # exact: all 5 signs agree
     same = paired_comparison(a, a)
     assert same["mean_difference"] == 0
+
+
+def test_compare_measures_pairs_each_seeds_racu_and_refuses_mixed_groups():
+    """compare_measures takes a - b of RACU seed by seed (not the difference of means over unpaired seeds), over
+    the seeds both measures have, and refuses rows of two groups (two datasets) where no pairing is meaningful."""
+    import pandas as pd
+
+    from engine.faithfulness.summary import area_metrics_per_seed, compare_measures
+
+    x = [0.0, 0.5, 1.0]
+    rows = []
+    curves = {("random", 0): [0.9, 0.7, 0.5], ("a", 0): [0.9, 0.5, 0.5], ("b", 0): [0.9, 0.6, 0.5],
+              ("random", 1): [0.9, 0.8, 0.5], ("a", 1): [0.9, 0.4, 0.5], ("b", 1): [0.9, 0.7, 0.5],
+              ("random", 2): [0.9, 0.8, 0.5], ("a", 2): [0.9, 0.6, 0.5]}  # b has no seed 2
+    for (measure, seed), values in curves.items():
+        rows += [{"model": f"m-s{seed}", "seed": seed, "dataset": "rt", "measure": measure, "step": i, "ratio": r,
+                  "value": v} for i, (r, v) in enumerate(zip(x, values))]
+    df = pd.DataFrame(rows)
+    res = compare_measures(df, "a", "b")
+    per_seed = area_metrics_per_seed(df).pivot_table(index="seed", columns="measure", values="racu")
+    diffs = (per_seed.loc[[0, 1], "a"] - per_seed.loc[[0, 1], "b"]) * 100
+    assert res["seeds"] == [0, 1] and res["n"] == 2
+    assert res["mean_difference"] == pytest.approx(diffs.mean())
+    assert res["smallest_p_possible"] == 0.5
+    with pytest.raises(ValueError, match="within one group"):
+        compare_measures(pd.concat([df, df.assign(dataset="imdb")]), "a", "b")
+    with pytest.raises(ValueError, match="no racu for c"):
+        compare_measures(df, "a", "c")

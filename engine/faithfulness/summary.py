@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from engine.faithfulness.metrics import acu, bootstrap_ci, racu
+from engine.faithfulness.metrics import acu, bootstrap_ci, paired_comparison, racu
 
 # method: recursive masking, roar, recursive-roar; n_examples: the first n examples of the split a curve
 # averages over (a beam subset and the whole split are different examples, so each has its own baseline).
@@ -72,6 +72,26 @@ def area_metrics_table(df: pd.DataFrame, baseline: str = "random") -> pd.DataFra
         row["seeds"] = int(part["seed"].nunique())
         out.append(row)
     return pd.DataFrame(out).sort_values(keys + ["racu_pct"], ascending=[True] * len(keys) + [False])
+
+
+def compare_measures(df: pd.DataFrame, a: str, b: str, metric: str = "racu", baseline: str = "random") -> dict:
+    """Paired comparison of measures `a` and `b` over the seeds both have, on rows of one group (one view of
+    the Benchmarks page): mean of a - b in % of `metric` (acu, racu or racu_clipped) with a 95% BCa CI, the exact
+    sign-flip p-value, and the smallest p-value n seeds can give (2 / 2^n: 0.25 with 3 seeds)."""
+    per_seed = area_metrics_per_seed(df, baseline)
+    if per_seed.empty:
+        raise ValueError(f"no {metric} to compare: the rows have no `{baseline}` baseline")
+    keys = _group_columns(per_seed)
+    if len(per_seed.drop_duplicates(keys)) > 1:
+        raise ValueError("compare measures within one group (dataset, split, model, method, examples, levels)")
+    table = per_seed.pivot_table(index="seed", columns="measure", values=metric)
+    missing = [m for m in (a, b) if m not in table.columns]
+    if missing:
+        raise ValueError(f"no {metric} for {', '.join(missing)} in these rows")
+    both = table[[a, b]].dropna()
+    result = paired_comparison(both[a].to_numpy() * 100, both[b].to_numpy() * 100)
+    return {**result, "metric": metric, "a": a, "b": b, "seeds": [int(s) for s in both.index],
+            "smallest_p_possible": 2.0 / 2 ** len(both) if len(both) else float("nan")}
 
 
 def curve_bands(df: pd.DataFrame) -> pd.DataFrame:
