@@ -24,9 +24,9 @@ aux = st.text_input("Question (never masked)", key="masking_aux") if paired else
 c1, c2, c3 = st.columns(3)
 measure = c1.selectbox("Measure", [m for m in MEASURES if m != "random"], key="masking_measure")
 # Ratio mode masks a share of the input's tokens per step (FMM); count mode one token per step, up to 10.
-SCHEDULES = {"10% of the tokens": 0.1, "20% of the tokens": 0.2, "25% of the tokens": 0.25, "1 token (up to 10)": 10}
-schedule = c2.selectbox("Mask per step", list(SCHEDULES), key="masking_step")
-count_mode = schedule.startswith("1 token")
+SCHEDULES = {"10% of the tokens": ("ratios", 0.1), "20% of the tokens": ("ratios", 0.2),
+             "25% of the tokens": ("ratios", 0.25), "1 token (up to 10)": ("counts", 10)}
+mode, size = SCHEDULES[c2.selectbox("Mask per step", list(SCHEDULES), key="masking_step")]
 n_seeds = c3.number_input("Random baseline seeds", 2, 20, 5, key="masking_seeds")
 
 
@@ -44,10 +44,10 @@ if run:
         bar.progress(min(done / max(total, 1), 1.0), text=f"{name}: {done}/{total}")
 
     try:
-        if count_mode:
-            levels = {"counts": list(range(0, SCHEDULES[schedule] + 1))}
+        if mode == "counts":
+            levels = {"counts": list(range(0, size + 1))}
         else:
-            levels = {"ratios": list(np.round(np.arange(0, 1 + 1e-9, SCHEDULES[schedule]), 4))}
+            levels = {"ratios": list(np.round(np.arange(0, 1 + 1e-9, size), 4))}
         st.session_state["masking_result"] = mask_single_input(
             classifier, text, measure, aux if paired else None, random_seeds=range(int(n_seeds)),
             masf=masf_for(classifier.id), progress=report, **levels)
