@@ -134,6 +134,8 @@ def _add_faithfulness(sub) -> None:
     p.add_argument("--split", default="test", help="dataset split when no --text (default test)")
     p.add_argument("--limit", type=int, default=None, help="only the first N examples of the split")
     p.add_argument("--seed", type=int, default=0, help="seed of the random measure (default 0)")
+    p.add_argument("--random-seeds", type=_positive_int, default=5,
+                   help="with --text: the random baseline's curves, seeds 0..N-1, averaged (default 5)")
 
 
 def _add_benchmark(sub) -> None:
@@ -350,7 +352,7 @@ def cmd_faithfulness(args) -> int:
     from tqdm import tqdm
 
     from engine.data import get_dataset
-    from engine.faithfulness.recursive import dataset_masking_curve, recursive_masking
+    from engine.faithfulness.recursive import dataset_masking_curve
     from engine.models import load_classifier
     from engine.ood import fit_masf, load_masf
 
@@ -359,17 +361,31 @@ def cmd_faithfulness(args) -> int:
     explainer = _explainer(args.measure, classifier, args.seed)
     counts = list(range(0, args.counts + 1)) if args.counts else None
     if args.text is not None:
-        batch = classifier.batch([args.text], [args.aux] if args.aux else None)
-        target = None if args.target is None else [classifier.check_target(args.target)]
-        res = recursive_masking(classifier, explainer, batch, target=target, ratios=None if counts else args.ratios,
-                                counts=counts, masf=masf)
+        from engine.faithfulness.metrics import acu, racu
+        from engine.faithfulness.single import mask_single_input
+
+        options = {"seed": args.seed} if args.measure == "random" else {}
+        shown = mask_single_input(classifier, args.text, args.measure, args.aux, ratios=None if counts else args.ratios,
+                                  counts=counts, random_seeds=range(args.random_seeds), masf=masf, target=args.target,
+                                  options=options)
+        res = shown.measure
         c = int(res.target[0])
-        print(f"measure {res.measure}, target class {classifier.classes[c]} ({res.target_source})")
-        print(f"{'step':>4} {'masked':>7} {'p(target)':>9} {'MaSF p':>7}  text")
-        for step in res.steps:
-            ids = step.input_ids[0][batch.maskable[0].cpu()]
-            text = classifier.tokenizer.decode(ids)
-            print(f"{step.index:>4} {int(step.n_masked[0]):>7} {float(step.probability[0]):9.4f} {float(step.p_value[0]):7.3f}  {text}")
+        print(f"measure {res.measure}, target class {classifier.classes[c]} ({res.target_source}); "
+              f"random: mean of {args.random_seeds} seeds")
+        print(f"{'step':>4} {'masked':>7} {'p(target)':>9} {'random':>9} {'MaSF p':>7}  text")
+        curves = shown.curves()
+        random_mean = curves["random"].mean(0)
+        maskable = shown.maskable
+        for step, rand in zip(res.steps, random_mean):
+            text = classifier.tokenizer.decode(step.input_ids[0][maskable])
+            print(f"{step.index:>4} {int(step.n_masked[0]):>7} {float(step.probability[0]):9.4f} {rand:9.4f} "
+                  f"{float(step.p_value[0]):7.3f}  {text}")
+        levels = shown.levels
+        x = [k / levels[-1] for k in levels] if counts else levels
+        area = acu(x, curves["measure"], random_mean)
+        relative = racu(x, curves["measure"], random_mean)  # NaN when the random curve is flat
+        print(f"area between the random and the measure's p(target) curves: ACU {area:+.3f}, RACU {relative:+.1%} "
+              f"(positive: the measure's tokens lower p(target) faster than random ones{'; x = k / k_max' if counts else ''})")
         return 0
     meta = classifier.metadata
     dataset = get_dataset(meta["dataset"], meta.get("split_seed", 0))

@@ -158,10 +158,15 @@ def test_masf_then_faithfulness_of_one_text_by_counts_and_of_a_split(models_cach
     text = "a good film"
     assert main(["faithfulness", "--model", "cli-faith", "--measure", "loo-sign", "--text", text, "--counts", "3"]) == 0
     out = capsys.readouterr().out
-    steps = [line.split() for line in out.splitlines() if re.match(r"^\s+\d+\s+\d+\s+[0-9.]+\s+[0-9.]+", line)]
+    steps = [line.split() for line in out.splitlines() if re.match(r"^\s+\d+\s+\d+\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+", line)]
     n_tokens = len(toy_classifier.tokenizer.tokenize(text))
     assert [int(row[0]) for row in steps] == [0, 1, 2, 3]
     assert [int(row[1]) for row in steps] == [min(k, n_tokens) for k in range(4)]
+    assert steps[0][2] == steps[0][3], "nothing masked yet: the measure and the random baseline start together"
+    area = re.search(r"ACU ([+-][0-9.]+), RACU", out)
+    probability, random = [float(r[2]) for r in steps], [float(r[3]) for r in steps]
+    expected = sum((random[k] - probability[k] + random[k + 1] - probability[k + 1]) / 2 / 3 for k in range(3))
+    assert area and float(area.group(1)) == pytest.approx(expected, abs=2e-3), "ACU over x = k / k_max"
     assert main(["faithfulness", "--model", "cli-faith", "--measure", "grad-l2", "--limit", "10", "--ratios", "0,0.5,1"]) == 0
     out = capsys.readouterr().out
     rows = [line.split() for line in out.splitlines() if re.match(r"^\s+\d+\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+%", line)]
