@@ -76,13 +76,15 @@ def speed_rows(shape=(7, 384), n_cal=2000, n_query=1000, repeats=3) -> list[str]
 
 
 def _best(fn, repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
+    def timed():
         t = time.perf_counter()
         fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()  # a GPU forward returns before it is done: time the work, not the launch
+        return time.perf_counter() - t
+
+    timed()  # warm-up
+    return min(timed() for _ in range(repeats))
 
 
 def observation_rows(model_id: str, repeats: int = 5) -> list[str]:

@@ -90,9 +90,13 @@ def _positive_int(text: str) -> int:
 
 
 def _workers(text: str) -> int:
-    """`auto`: one local worker process per two cores (each runs two intra-op threads, where a CPU forward pass
-    of these models stops gaining from more); on a 2-core machine that is one, run in this process."""
+    """`auto`: on a CPU one local worker process per two cores (each runs two intra-op threads, where a CPU forward
+    pass of these models stops gaining from more), so one, in this process, on a 2-core machine; with CUDA one."""
     if text == "auto":
+        import torch
+
+        if torch.cuda.is_available():
+            return 1  # one process keeps the GPU busy; more would each hold a CUDA context on the same card
         return max(1, (os.cpu_count() or 2) // 2)
     return _positive_int(text)
 
@@ -169,8 +173,9 @@ def _add_benchmark(sub) -> None:
                           help="count mode: mask 0, 1, ..., N tokens per input (capped at its length) instead of ratios; "
                                "ACU then integrates over k / N")
     p.add_argument("--workers", type=_workers, default="auto",
-                   help="local worker processes: a number, or 'auto' (the default): one per two cores, each with two "
-                        "threads; on a 2-core machine one, in this process, which also shows the examples done per cell")
+                   help="local worker processes: a number, or 'auto' (the default): on a CPU one per two cores, each with "
+                        "two threads (on a 2-core machine one, in this process, which also shows the examples done per "
+                        "cell); with a GPU one")
     p.add_argument("--ray", default=None, metavar="ADDRESS", help="run cells on Ray: 'auto', an address, or 'local' (needs `pip install ray`)")
 
 
@@ -358,7 +363,6 @@ def cmd_faithfulness(args) -> int:
 
     classifier = load_classifier(args.model)
     masf = load_masf(classifier) or fit_masf(classifier)
-    explainer = _explainer(args.measure, classifier, args.seed)
     counts = list(range(0, args.counts + 1)) if args.counts else None
     if args.text is not None:
         from engine.faithfulness.metrics import acu, racu
@@ -387,6 +391,7 @@ def cmd_faithfulness(args) -> int:
         print(f"area between the random and the measure's p(target) curves: ACU {area:+.3f}, RACU {relative:+.1%} "
               f"(positive: the measure's tokens lower p(target) faster than random ones{'; x = k / k_max' if counts else ''})")
         return 0
+    explainer = _explainer(args.measure, classifier, args.seed)
     meta = classifier.metadata
     dataset = get_dataset(meta["dataset"], meta.get("split_seed", 0))
     n = len(dataset.split(args.split)[: args.limit])
@@ -491,13 +496,18 @@ def _print_area_table(run: str) -> None:
     from engine.faithfulness.summary import area_metrics_table
     from engine.results import ResultsStore
 
-    table = area_metrics_table(ResultsStore().load(run))
+    try:
+        table = area_metrics_table(ResultsStore().load(run))
+    except ValueError as err:  # e.g. two checkpoints for one seed: the cells are written, only the summary fails
+        print(f"warning: no ACU/RACU table for run {run!r}: {err}", file=sys.stderr)
+        return
     if table.empty:
         return
     def interval(low, high, used):
         return f"{low:.1f} to {high:.1f}" if pd.notna(low) else f"no CI: {used}"
 
     several_grids = table["grid"].nunique() > 1
+    several_splits = "split" in table.columns and table["split"].nunique() > 1
     print("\n| dataset | model | method | examples | measure | seeds | ACU % (95% CI) | RACU % (95% CI) | RACU clipped % |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in table.itertuples():
@@ -505,6 +515,8 @@ def _print_area_table(run: str) -> None:
         method = r.method if r.schedule in ("ratio", "quantile") else f"{r.method} ({r.schedule} tokens: x = k / k_max)"
         if several_grids:  # the run masked on more than one list of levels: each is its own comparison
             method += f" (levels {r.grid})"
+        if several_splits:
+            examples = f"{examples} ({r.split})"
         print(f"| {r.dataset} | {r.base_model} | {method} | {examples} | {r.measure} | {r.seeds} | {r.acu_pct:.1f} "
               f"({interval(r.acu_low, r.acu_high, r.acu_ci)}) | {r.racu_pct:.1f} ({interval(r.racu_low, r.racu_high, r.racu_ci)}) | "
               f"{r.racu_clipped_pct:.1f} |")

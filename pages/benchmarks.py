@@ -70,7 +70,14 @@ def _paired_comparison(data: pd.DataFrame, measures: list[str]) -> None:
         if a == b:
             st.info("Pick two different measures.")
             return
-        res = compare_measures(data, a, b)
+        try:
+            res = compare_measures(data, a, b)
+        except ValueError as err:
+            st.info(f"No paired comparison: {err}")
+            return
+        if res["n"] == 0:
+            st.info(f"{a} and {b} have no seed with a RACU for both (a flat random curve leaves RACU undefined).")
+            return
         m1, m2, m3 = st.columns(3)
         m1.metric(f"RACU of {a} - {b}", f"{res['mean_difference']:+.1f} points")
         m2.metric("95% BCa CI", "none" if pd.isna(res["ci_low"]) else f"{res['ci_low']:+.1f} to {res['ci_high']:+.1f}")
@@ -165,7 +172,7 @@ else:
                                      opacity=0.4, showlegend=False, legendgroup=measure, name=f"{measure} seed {seed}"))
     metric = data["metric"].iloc[0] if not data.empty else "metric"
     fig.update_layout(xaxis_title=x_title + (", then retrained" if retrained else ""),
-                      yaxis_title=f"test {metric}", height=480, xaxis_tickformat=x_format)
+                      yaxis_title=f"{split} {metric}", height=480, xaxis_tickformat=x_format)
     st.plotly_chart(fig, width="stretch")
 
     st.subheader("Area between the curves")

@@ -125,7 +125,9 @@ def test_benchmark_refuses_to_pair_curves_of_other_weights_with_the_run(models_c
     argv = ["benchmark", "--model-template", "guard-s{seed}", "--datasets", "toy", "--measures", "random",
             "--seeds", "0", "--limit", "6", "--ratios", "0,0.5,1", "--run", "guarded"]
     assert main(argv) == 0
-    capsys.readouterr()
+    same = argv[: argv.index("random") + 1] + ["grad-l2"] + argv[argv.index("random") + 1 :]
+    assert main(same) == 0, "the same weights: a new measure joins the run"
+    assert "1 cells computed, 1 already in the store" in capsys.readouterr().out
     weights = Path(folder) / "model.safetensors"
     tensors = load_file(str(weights))
     name = next(iter(tensors))
@@ -135,7 +137,7 @@ def test_benchmark_refuses_to_pair_curves_of_other_weights_with_the_run(models_c
     assert main(more) == 2
     err = capsys.readouterr().err
     assert "computed from other weights" in err and "guard-s0" in err
-    assert set(ResultsStore(tmp_path / "results").load("guarded")["measure"]) == {"random"}, "nothing was written"
+    assert set(ResultsStore(tmp_path / "results").load("guarded")["measure"]) == {"random", "grad-l2"}, "nothing new"
     fewer = [a if a != "6" else "4" for a in more]
     assert main(fewer) == 0, "other examples: a comparison of their own, with their own random curve"
     assert "2 cells computed" in capsys.readouterr().out

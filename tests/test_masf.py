@@ -95,11 +95,16 @@ def test_one_forward_gives_the_logits_and_pvalues_of_two(toy_classifier):
                                        torch.full_like(batch.input_ids, toy_classifier.mask_token_id), batch.input_ids))
     with torch.no_grad():
         separate = toy_classifier.logits(batch)
+        # The features computed on their own, as MaSF defines them: every hidden state, max over non-PAD tokens.
+        states = toy_classifier.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                                      token_type_ids=batch.token_type_ids, output_hidden_states=True).hidden_states
+        real = batch.attention_mask.bool()
+        own = torch.stack([torch.stack([layer[i][real[i]].amax(0) for layer in states]) for i in range(len(batch))]).double()
     fused, features = logits_and_features(toy_classifier, batch)
     assert torch.equal(fused, separate)
-    assert torch.equal(features, hidden_state_features(toy_classifier, batch))
+    assert torch.equal(features, own)
     target = torch.tensor([1, 0])
     prob, logit, predicted, p_value = _observe(toy_classifier, batch, target, masf)
-    assert np.array_equal(p_value, masf_pvalues(toy_classifier, masf, batch))
+    assert np.array_equal(p_value, masf.pvalues(own))
     assert np.array_equal(logit, separate.float()[[0, 1], target].numpy())
     assert np.array_equal(prob, torch.softmax(separate.float(), -1)[[0, 1], target].numpy())

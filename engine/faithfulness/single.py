@@ -20,7 +20,7 @@ class SingleInputMasking:
     random: list[MaskingResult]  # one per seed
     ratios: list[float] | None  # ratio mode: the share of maskable tokens masked at each step
     mask_token_id: int
-    counts: list[int] | None = None  # count mode: k tokens masked at each step (capped at the input's length)
+    counts: list[int] | None = None  # count mode: the k asked for at each step (masked: min(k, the input's N))
 
     @property
     def levels(self) -> list[float] | list[int]:
