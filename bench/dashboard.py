@@ -46,9 +46,9 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=7, help="warm runs to time (median reported)")
     args = p.parse_args()
 
-    from test_browser import CHROMEDRIVER, CHROMIUM, _explain, _free_port, _wait
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
+    from test_browser import CHROMEDRIVER, CHROMIUM, _explain, _free_port, _wait
 
     from engine.explain import LIVE_MEASURES, explain_text
     from engine.models import load_classifier, tokenize

@@ -119,8 +119,18 @@ class EmbForward(torch.nn.Module):
 
 def captum_reference(measure: str, classifier, batch, target: int, ours_options: dict):
     """A callable running captum's default-settings counterpart of `measure`, or None."""
-    from captum.attr import (DeepLift, FeatureAblation, GradientShap, InputXGradient, IntegratedGradients,
-                             KernelShap, Lime, Occlusion, Saliency, ShapleyValueSampling)
+    from captum.attr import (
+        DeepLift,
+        FeatureAblation,
+        GradientShap,
+        InputXGradient,
+        IntegratedGradients,
+        KernelShap,
+        Lime,
+        Occlusion,
+        Saliency,
+        ShapleyValueSampling,
+    )
 
     model = classifier.model
     am, tt = batch.attention_mask, batch.token_type_ids

@@ -24,8 +24,8 @@ import torch  # noqa: E402
 from scipy.stats import kstest  # noqa: E402
 
 from engine.data import get_dataset  # noqa: E402
-from engine.models import load_classifier, mask_random_fraction, training_transform  # noqa: E402
 from engine.faithfulness.recursive import _observe  # noqa: E402
+from engine.models import load_classifier, mask_random_fraction, training_transform  # noqa: E402
 from engine.ood import MaSF, fit_masf, hidden_state_features, load_masf, masf_pvalues, naive_pvalues  # noqa: E402
 from engine.runtime import code_version  # noqa: E402
 

@@ -533,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     from engine.data import UnknownDatasetError
-    from engine.models import CheckpointError, EmptyInputError, LabelMismatchError, UnknownModelError, TrainingCancelled
+    from engine.models import CheckpointError, EmptyInputError, LabelMismatchError, TrainingCancelled, UnknownModelError
 
     user_errors = (UnknownDatasetError, UnknownModelError, CheckpointError, LabelMismatchError, EmptyInputError,
                    FileExistsError, ValueError)

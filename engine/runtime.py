@@ -8,14 +8,13 @@ import os
 import random
 import subprocess
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 import torch
 
-from engine import __version__
-
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from engine import __version__, settings
+from engine.errors import InvalidInputError
+from engine.settings import PROJECT_ROOT  # noqa: F401 (re-exported)
 
 # Nothing may reach a hub at run time: the machines are offline, and a silent download attempt
 # costs a long timeout before failing. Users with a network can override these variables.
@@ -28,8 +27,8 @@ _configured = False
 
 
 def configure() -> None:
-    """Quiet transformers' load reports and fix CPU threads (2 intra-op threads by default,
-    `ENGINE_THREADS` overrides). Idempotent."""
+    """Quiet transformers' load reports and set CPU threads: torch's default (the machine's cores) unless
+    `ENGINE_THREADS` asks for a number (sweep workers divide the cores that way). Idempotent."""
     global _configured
     if _configured:
         return
@@ -37,21 +36,21 @@ def configure() -> None:
 
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
-    threads = int(os.environ.get("ENGINE_THREADS", "2"))
-    if torch.get_num_threads() != threads:
+    threads = settings.threads_request()
+    if threads is not None and torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
     _configured = True
 
 
 def pick_device(requested: str | None = None) -> torch.device:
     """`cuda` when available (or when asked), else `cpu`. `requested` may be 'auto', 'cpu', 'cuda'."""
-    requested = (requested or os.environ.get("ENGINE_DEVICE") or "auto").lower()
+    requested = (requested or settings.device_request()).lower()
     if requested == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if requested.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device {requested!r} was asked for but CUDA is not available on this machine")
+        raise InvalidInputError(f"device {requested!r} was asked for but CUDA is not available on this machine")
     if requested not in ("cpu",) and not requested.startswith("cuda"):
-        raise ValueError(f"unknown device {requested!r}: use auto, cpu or cuda")
+        raise InvalidInputError(f"unknown device {requested!r}: use auto, cpu or cuda")
     return torch.device(requested)
 
 

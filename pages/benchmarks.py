@@ -8,8 +8,8 @@ import streamlit as st
 
 from engine.faithfulness.summary import area_metrics_table, compare_measures, curve_bands, preferred_example_set
 from engine.results import ResultsStore
-from engine.results.store import RECURSIVE_MASKING, is_count_schedule
 from engine.results.published import load_published
+from engine.results.store import RECURSIVE_MASKING, is_count_schedule
 
 METHOD_TITLE = {RECURSIVE_MASKING: "Recursive masking (no retraining)", "recursive-roar": "Recursive ROAR",
                 "roar": "ROAR"}

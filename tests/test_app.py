@@ -34,7 +34,8 @@ def test_explain_predicts_and_shows_user_text_as_text(cache_with_toy):
     assert at.sidebar.selectbox[0].value == "toy-app"
     hostile = 'the movie was great <script>alert(1)</script> <img src=x onerror=alert(2)> **bold**'
     at.text_area[0].input(hostile)
-    at.button[0].click(); _run(at)
+    at.button[0].click()
+    _run(at)
     assert at.subheader[0].value.startswith("Prediction: ")
     heatmaps = [h.proto.body for h in at.get("html")]
     assert len(heatmaps) == len(at.multiselect(key="explain_measures").value) == 4, "one heatmap per selected measure"
@@ -47,14 +48,16 @@ def test_explain_predicts_and_shows_user_text_as_text(cache_with_toy):
 def test_explain_empty_text_is_a_message_not_a_crash(cache_with_toy):
     at = _run(AppTest.from_file(MAIN, default_timeout=120))
     at.text_area[0].input("   ")
-    at.button[0].click(); _run(at)
+    at.button[0].click()
+    _run(at)
     assert any("empty" in w.value for w in at.warning)
 
 
 def test_long_text_is_truncated_visibly(cache_with_toy):
     at = _run(AppTest.from_file(MAIN, default_timeout=120))
     at.text_area[0].input("good fun " * 2000)
-    at.button[0].click(); _run(at)
+    at.button[0].click()
+    _run(at)
     assert any("truncated" in w.value for w in at.warning)
 
 
@@ -64,7 +67,8 @@ MIXED_SCRIPTS = "a wonderful film 😀🎬 — 素晴らしい映画 — фил�
 def test_emoji_and_non_latin_scripts_are_explained_not_crashed(cache_with_toy):
     at = _run(AppTest.from_file(MAIN, default_timeout=120))
     at.text_area[0].input(MIXED_SCRIPTS)
-    at.button[0].click(); _run(at)
+    at.button[0].click()
+    _run(at)
     assert at.subheader[0].value.startswith("Prediction: ")
     heatmaps = [h.proto.body for h in at.get("html")]
     assert len(heatmaps) == 4

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 import torch
@@ -40,7 +39,7 @@ def test_single_input_maskable_is_primary_without_specials(tokenizer):
     b = tokenize(tokenizer, ["a fine film", "bad"], max_length=16)
     special = torch.isin(b.input_ids, torch.tensor(tokenizer.all_special_ids))
     assert not (b.maskable & special).any(), "special tokens are never maskable"
-    assert (b.maskable == ((b.segments == PRIMARY))).all()
+    assert (b.maskable == (b.segments == PRIMARY)).all()
     assert b.maskable[0].sum() == 3 and b.maskable[1].sum() == 1
     assert b.attention_mask[1].sum() == 3 and not b.truncated.any()
 

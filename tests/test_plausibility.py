@@ -527,7 +527,6 @@ def test_babi_tasks_carry_the_supporting_facts_and_are_scored_against_them(monke
     from engine.data import get_dataset
     from engine.models import Classifier, resolve_encoder
     from engine.plausibility import build_tasks, supporting_fact_metrics
-
     from engine.runtime import configure
 
     configure()  # quiet transformers' load report

@@ -23,7 +23,7 @@ def test_sweep_writes_both_methods_shares_level0_and_resumes(models_cache, tmp_p
     data = ResultsStore(results).load("r")
     assert set(data["method"]) == {"roar", "recursive-roar"}
     assert len(report["done"]) == 4 and len(data) == 4 * 2
-    for method, part in data.groupby("method"):
+    for _method, part in data.groupby("method"):
         level0 = part[part["ratio"] == 0]["value"]
         assert level0.nunique() == 1, "every curve of a seed starts at the same level-0 model"
         assert np.isnan(part["p_value"]).all()

@@ -8,6 +8,7 @@ from engine.data.metrics import METRICS, score
 from engine.data.sentiment import load_imdb, load_rt
 from engine.data.toy import load_toy
 from engine.data.types import SPLITS, Dataset, Example
+from engine.errors import UnknownDatasetError  # noqa: F401 (re-exported)
 
 _LOADERS = {
     "rt": load_rt,
@@ -18,10 +19,6 @@ _LOADERS = {
     "toy": load_toy,
 }
 DATASET_NAMES = tuple(_LOADERS)
-
-
-class UnknownDatasetError(ValueError):
-    pass
 
 
 @lru_cache(maxsize=16)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.data.types import Dataset, Example
+from engine.errors import InvalidInputError
 
 PEOPLE = ("Mary", "John", "Sandra", "Daniel")
 LOCATIONS = ("bathroom", "bedroom", "garden", "hallway", "kitchen", "office")
@@ -161,7 +162,7 @@ _TASKS = {1: _task1, 2: _task2, 3: _task3}
 def generate_stories(task: int, n: int, seed: int) -> list[BabiStory]:
     """`n` stories of bAbI task `task`, identical for the same (task, n, seed)."""
     if task not in _TASKS:
-        raise ValueError(f"bAbI task must be 1, 2 or 3, got {task}")
+        raise InvalidInputError(f"bAbI task must be 1, 2 or 3, got {task}")
     rng = np.random.default_rng([seed, task])
     out: list[BabiStory] = []
     while len(out) < n:

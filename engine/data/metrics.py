@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.errors import InvalidInputError
+
 
 def accuracy(y_true: np.ndarray, y_pred: np.ndarray, num_classes: int) -> float:
     y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
     if y_true.size == 0:
-        raise ValueError("cannot score an empty set")
+        raise InvalidInputError("cannot score an empty set")
     return float(np.mean(y_true == y_pred))
 
 
 def _per_class_counts(y_true, y_pred, num_classes):
     y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
     if y_true.size == 0:
-        raise ValueError("cannot score an empty set")
+        raise InvalidInputError("cannot score an empty set")
     classes = np.arange(num_classes)
     tp = np.array([np.sum((y_pred == c) & (y_true == c)) for c in classes], dtype=float)
     fp = np.array([np.sum((y_pred == c) & (y_true != c)) for c in classes], dtype=float)
@@ -43,5 +45,5 @@ METRICS = {"accuracy": accuracy, "macro_f1": macro_f1, "micro_f1": micro_f1}
 
 def score(metric: str, y_true, y_pred, num_classes: int) -> float:
     if metric not in METRICS:
-        raise ValueError(f"unknown metric {metric!r}; known: {sorted(METRICS)}")
+        raise InvalidInputError(f"unknown metric {metric!r}; known: {sorted(METRICS)}")
     return METRICS[metric](y_true, y_pred, num_classes)

@@ -65,7 +65,7 @@ def load_rt(split_seed: int = 0) -> Dataset:
 def load_imdb(split_seed: int = 0) -> Dataset:
     seen: set[str] = set()
     examples = []
-    for i, (text, label, source) in enumerate(r for r in _rows() if r[2] == "imdb"):
+    for i, (text, label, _source) in enumerate(r for r in _rows() if r[2] == "imdb"):
         text = clean_imdb(text)
         # The packaged half holds 96 duplicated reviews: keep the first so no review sits in two splits.
         if text in seen:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from engine.data.types import Example
+from engine.errors import InvalidInputError
 
 
 def stratified_split(
@@ -15,7 +16,7 @@ def stratified_split(
     proportions; the same seed always gives the same splits. Within a split the order is shuffled
     (seeded) so classes are interleaved."""
     if abs(sum(fractions) - 1.0) > 1e-9:
-        raise ValueError(f"split fractions must sum to 1, got {fractions}")
+        raise InvalidInputError(f"split fractions must sum to 1, got {fractions}")
     rng = np.random.default_rng(seed)
     labels = np.array([e.label for e in examples])
     parts: dict[str, list[int]] = {"train": [], "validation": [], "test": []}

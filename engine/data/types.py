@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.data.metrics import METRICS, score
+from engine.errors import InvalidInputError
 
 
 @dataclass(frozen=True)
@@ -47,14 +48,14 @@ class Dataset:
 
     def __post_init__(self) -> None:
         if self.metric not in METRICS:
-            raise ValueError(f"unknown metric {self.metric!r}; known: {sorted(METRICS)}")
+            raise InvalidInputError(f"unknown metric {self.metric!r}; known: {sorted(METRICS)}")
         for split in SPLITS:
             if split not in self.splits:
-                raise ValueError(f"dataset {self.name!r} lacks the {split!r} split")
+                raise InvalidInputError(f"dataset {self.name!r} lacks the {split!r} split")
 
     def split(self, name: str) -> list[Example]:
         if name not in self.splits:
-            raise ValueError(f"unknown split {name!r}; use one of {', '.join(SPLITS)}")
+            raise InvalidInputError(f"unknown split {name!r}; use one of {', '.join(SPLITS)}")
         return self.splits[name]
 
     @property

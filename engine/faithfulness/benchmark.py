@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
+from engine import settings
+from engine.errors import InvalidInputError
 from engine.results.store import schedule_columns
 from engine.runtime import code_version
 
@@ -35,10 +37,10 @@ class Cell:
     def __post_init__(self):
         if self.counts is not None:
             if self.ratios:
-                raise ValueError("a cell masks by ratios or by counts, not both (give ratios=())")
+                raise InvalidInputError("a cell masks by ratios or by counts, not both (give ratios=())")
             counts = list(self.counts)
             if not counts or counts[0] != 0 or counts[-1] < 1 or any(b <= a for a, b in zip(counts, counts[1:])):
-                raise ValueError(f"counts must start at 0, increase and reach at least 1, got {self.counts}")
+                raise InvalidInputError(f"counts must start at 0, increase and reach at least 1, got {self.counts}")
 
     def key(self) -> dict:
         d = asdict(self)
@@ -155,7 +157,7 @@ def check_same_weights(store, run: str, cells: Sequence[Cell]) -> None:
             current[cell.model] = weights_sha256(folder) if (folder / "model.safetensors").is_file() else None
         now = current[cell.model]
         if now is not None and now not in before:
-            raise ValueError(
+            raise InvalidInputError(
                 f"run {run!r} holds cells of {cell.model} on these examples computed from other weights "
                 f"(sha256 {', '.join(sorted(s[:12] for s in before))}; this checkpoint: {now[:12]}), e.g. retrained on "
                 f"another machine: its curves would be compared with another model's. Use another --run, or "
@@ -208,8 +210,8 @@ def run_sweep(cells: Sequence[Cell], run: str = "default", results_dir: str | No
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        # Workers share the cores: one intra-op thread each instead of every worker taking all cores.
-        os.environ.setdefault("ENGINE_THREADS", str(max(1, (os.cpu_count() or 2) // workers)))
+        # Workers share the cores: each takes its part instead of every worker taking all cores.
+        settings.set_threads_for_workers(workers)
         # Fit each checkpoint's MaSF once, here, instead of in every worker that starts a cell of it at once.
         ensure_masf(sorted({cell.model for cell in todo}))
         with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats
 
+from engine.errors import InvalidInputError
+
 
 def _trapezoid(x: np.ndarray, y: np.ndarray) -> float:
     dx = np.diff(x)
@@ -23,9 +25,9 @@ def _trapezoid(x: np.ndarray, y: np.ndarray) -> float:
 def _check(ratios, measure, random) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     x, p, b = (np.asarray(v, dtype=float) for v in (ratios, measure, random))
     if not (x.ndim == p.ndim == b.ndim == 1 and x.shape == p.shape == b.shape and x.size >= 2):
-        raise ValueError(f"ratios, measure and random curves must be 1-D of one length >= 2, got {x.shape}, {p.shape}, {b.shape}")
+        raise InvalidInputError(f"ratios, measure and random curves must be 1-D of one length >= 2, got {x.shape}, {p.shape}, {b.shape}")
     if np.any(np.diff(x) <= 0):
-        raise ValueError("ratios must increase strictly")
+        raise InvalidInputError("ratios must increase strictly")
     return x, p, b
 
 
@@ -81,7 +83,7 @@ def paired_comparison(a: Sequence[float], b: Sequence[float], seed: int = 0) -> 
     paired sign-flip permutation p-value (two-sided)."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a.shape != b.shape or a.ndim != 1:
-        raise ValueError("a paired comparison needs two 1-D arrays over the same seeds")
+        raise InvalidInputError("a paired comparison needs two 1-D arrays over the same seeds")
     diff = a - b
     mean, low, high = bootstrap_ci(diff, seed=seed)
     if diff.size >= 2 and np.ptp(diff) > 0:

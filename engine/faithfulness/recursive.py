@@ -18,14 +18,11 @@ import numpy as np
 import torch
 
 from engine.data import Dataset, score
+from engine.errors import InvalidInputError, MaskingCancelled  # noqa: F401 (re-exported)
 from engine.models import Batch, Classifier
 
 DEFAULT_RATIOS = tuple(i / 10 for i in range(11))
 DEFAULT_COUNTS = tuple(range(0, 11))
-
-
-class MaskingCancelled(RuntimeError):
-    pass
 
 
 @dataclass
@@ -107,18 +104,18 @@ def recursive_masking(
     the unmasked input.
     """
     if ratios is not None and counts is not None:
-        raise ValueError("give either ratios or counts, not both")
+        raise InvalidInputError("give either ratios or counts, not both")
     if counts is not None:
         counts = [int(c) for c in counts]
         if counts[0] != 0 or any(b <= a for a, b in zip(counts, counts[1:])):
-            raise ValueError("counts must start at 0 and increase")
+            raise InvalidInputError("counts must start at 0 and increase")
         ratios = None
     else:
         ratios = [float(r) for r in (DEFAULT_RATIOS if ratios is None else ratios)]
         if ratios[0] != 0.0 or any(b <= a for a, b in zip(ratios, ratios[1:])) or ratios[-1] > 1.0:
-            raise ValueError("ratios must start at 0, increase, and stay <= 1")
+            raise InvalidInputError("ratios must start at 0, increase, and stay <= 1")
     if not batch.maskable.any(dim=1).all():
-        raise ValueError("an input has no maskable token")
+        raise InvalidInputError("an input has no maskable token")
     batch = batch.to(classifier.device)
     if target is None:
         with torch.no_grad():

@@ -23,6 +23,7 @@ from dataclasses import asdict, replace
 
 import pandas as pd
 
+from engine.errors import InvalidInputError
 from engine.results.store import schedule_columns
 from engine.runtime import code_version
 
@@ -87,16 +88,16 @@ def run_retraining_sweep(config, measures: Sequence[str], seeds: Sequence[int], 
 
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
-        raise ValueError(f"unknown method(s) {unknown}; use {', '.join(METHODS)}")
+        raise InvalidInputError(f"unknown method(s) {unknown}; use {', '.join(METHODS)}")
     missing = [m for m in measures if m not in MEASURES]
     if missing:
-        raise ValueError(f"unknown measure(s) {', '.join(missing)}; known: {', '.join(sorted(MEASURES))}")
+        raise InvalidInputError(f"unknown measure(s) {', '.join(missing)}; known: {', '.join(sorted(MEASURES))}")
     if strategy not in ("quantile", "count"):
-        raise ValueError(f"unknown strategy {strategy!r}; use quantile or count")
+        raise InvalidInputError(f"unknown strategy {strategy!r}; use quantile or count")
     get_dataset(config.dataset, config.split_seed)  # an unknown dataset fails here, before any training
     levels = list(levels or (DEFAULT_QUANTILES if strategy == "quantile" else DEFAULT_COUNTS))
     if strategy == "quantile" and not all(0 < x < 1 for x in levels):
-        raise ValueError(f"quantile levels must lie strictly between 0 and 1, got {levels}")
+        raise InvalidInputError(f"quantile levels must lie strictly between 0 and 1, got {levels}")
     store = ResultsStore(results_dir)
     # What is left: random once per seed (its curve serves every method), the others per method.
     todo: list[tuple[int, str, tuple[str, ...]]] = []

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import numpy as np
 import torch
 
 from engine.data import SPLITS, get_dataset
+from engine.errors import InvalidInputError
 from engine.faithfulness.recursive import mask_top, masking_order_keys
 from engine.models import Classifier, TrainConfig, apply_token_masks, train_classifier
 
@@ -90,10 +90,10 @@ def roar_curve(
     Returns {'levels': [0, ...], 'values': [...], 'masked_fraction': [...], 'measure', 'recursive',
     'strategy', 'seed', 'models': per-level training metadata}."""
     if strategy not in ("quantile", "count"):
-        raise ValueError(f"unknown strategy {strategy!r}; use quantile or count")
+        raise InvalidInputError(f"unknown strategy {strategy!r}; use quantile or count")
     levels = list(levels or (DEFAULT_QUANTILES if strategy == "quantile" else DEFAULT_COUNTS))
     if any(b <= a for a, b in zip(levels, levels[1:])) or levels[0] <= 0:
-        raise ValueError("levels must be positive and increasing")
+        raise InvalidInputError("levels must be positive and increasing")
     factory = explainer_factory or _default_factory(measure, config.seed, explainer_options or {})
     dataset = get_dataset(config.dataset, config.split_seed)
     examples = _split_examples(dataset, config)

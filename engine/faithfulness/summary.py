@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from engine.errors import InvalidInputError
 from engine.faithfulness.metrics import acu, bootstrap_ci, paired_comparison, racu
 
 # method: recursive masking, roar, recursive-roar; n_examples: the first n examples of the split a curve
@@ -24,7 +25,7 @@ def preferred_example_set(df: pd.DataFrame) -> int:
     then the most examples (a whole split computed for one seed so far must not hide a 3-seed subset with CIs)."""
     sizes = df.dropna(subset=["n_examples"]).groupby("n_examples").agg(seeds=("seed", "nunique"), measures=("measure", "nunique"))
     if sizes.empty:
-        raise ValueError("no rows with n_examples")
+        raise InvalidInputError("no rows with n_examples")
     best = max(sizes.itertuples(), key=lambda r: (r.seeds, r.measures, r.Index))
     return int(best.Index)
 
@@ -39,7 +40,7 @@ def area_metrics_per_seed(df: pd.DataFrame, baseline: str = "random") -> pd.Data
             # Two checkpoints of one encoder, strategy and seed (e.g. two --model-template values in one run) are
             # two experiments: pooling them would pair curves at random and repeat steps in one curve.
             where = ", ".join(f"{k}={v}" for k, v in zip(keys + ["seed"], group))
-            raise ValueError(f"one run holds several checkpoints for the same group and seed ({where}): "
+            raise InvalidInputError(f"one run holds several checkpoints for the same group and seed ({where}): "
                              f"{sorted(part['model'].unique())}; write each to its own --run")
         base = part[part["measure"] == baseline].sort_values("ratio")
         if base.empty:
@@ -82,14 +83,14 @@ def compare_measures(df: pd.DataFrame, a: str, b: str, metric: str = "racu", bas
     makes RACU undefined) is left out; with no seed left, the result says so with n = 0 and NaNs."""
     per_seed = area_metrics_per_seed(df, baseline)
     if per_seed.empty:
-        raise ValueError(f"no {metric} to compare: the rows have no `{baseline}` baseline")
+        raise InvalidInputError(f"no {metric} to compare: the rows have no `{baseline}` baseline")
     keys = _group_columns(per_seed)
     if len(per_seed.drop_duplicates(keys)) > 1:
-        raise ValueError("compare measures within one group (dataset, split, model, method, examples, levels)")
+        raise InvalidInputError("compare measures within one group (dataset, split, model, method, examples, levels)")
     table = per_seed.pivot_table(index="seed", columns="measure", values=metric, dropna=False)
     missing = [m for m in (a, b) if m not in table.columns]
     if missing:
-        raise ValueError(f"no {metric} for {', '.join(missing)} in these rows")
+        raise InvalidInputError(f"no {metric} for {', '.join(missing)} in these rows")
     both = table[[a, b]].dropna()
     result = paired_comparison(both[a].to_numpy() * 100, both[b].to_numpy() * 100)
     n = len(both)

@@ -7,6 +7,15 @@
 `MEASURES` maps every measure id to its class (see each class's docstring for what exactly is
 computed, its options and unit). Definitions: REFERENCE section 2.
 """
+from engine.importance import (  # noqa: E402,F401  (registration)
+    attention,
+    beam,
+    captum_extras,  # noqa: E402,F401
+    gradient,
+    integrated_gradients,
+    leave_one_out,
+    random_baseline,
+)
 from engine.importance.base import (
     MEASURES,
     Explainer,
@@ -17,8 +26,6 @@ from engine.importance.base import (
     get_explainer,
     register,
 )
-from engine.importance import random_baseline, gradient, integrated_gradients, leave_one_out, beam, attention  # noqa: E402,F401  (registration)
-from engine.importance import captum_extras  # noqa: E402,F401
 from engine.importance.memo import clear_memo
 
 # Measures that never sample (cheap and deterministic: the "live" set the Explain page computes at once).

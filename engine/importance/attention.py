@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import torch
 
+from engine.errors import InvalidInputError
 from engine.importance.base import Call, Explainer, register
 
 
@@ -60,7 +61,7 @@ class _TransformerAttention(Explainer):
                                             token_type_ids=b.token_type_ids, output_attentions=True)
             atts = getattr(out, "attentions", None)
             if not atts or any(a is None for a in atts):
-                raise ValueError("the model returned no attention weights: it must run with attn_implementation='eager'")
+                raise InvalidInputError("the model returned no attention weights: it must run with attn_implementation='eager'")
             return attention_summaries(atts)
         return self._shared(("attention",), compute, call)[self.name], {}
 

@@ -16,19 +16,12 @@ from typing import Any, ClassVar
 
 import torch
 
+from engine.errors import ExplanationCancelled, InvalidInputError, NoMaskableTokenError  # noqa: F401 (re-exported)
 from engine.importance.memo import freeze, memoised, tensor_digest
 from engine.models import Batch, Classifier
 
 Progress = Callable[[int, int], None]
 ShouldStop = Callable[[], bool]
-
-
-class ExplanationCancelled(RuntimeError):
-    """Raised inside `attribute` when its `should_stop()` returned True."""
-
-
-class NoMaskableTokenError(ValueError):
-    """An input has no token that could be explained (e.g. only the auxiliary question survived)."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +68,7 @@ def register(cls: type[Explainer]) -> type[Explainer]:
     if not getattr(cls, "name", None):
         raise TypeError(f"{cls.__name__} has no measure name")
     if cls.name in MEASURES and MEASURES[cls.name] is not cls:
-        raise ValueError(f"measure {cls.name!r} is registered twice ({MEASURES[cls.name].__name__}, {cls.__name__})")
+        raise InvalidInputError(f"measure {cls.name!r} is registered twice ({MEASURES[cls.name].__name__}, {cls.__name__})")
     MEASURES[cls.name] = cls
     return cls
 
@@ -84,7 +77,7 @@ def get_explainer(name: str, classifier: Classifier, **options) -> Explainer:
     """The explainer of measure `name` for `classifier`, with `options` (see each class's `defaults`)."""
     cls = MEASURES.get(name)
     if cls is None:
-        raise ValueError(f"unknown importance measure {name!r}; known measures: {', '.join(MEASURES)}")
+        raise InvalidInputError(f"unknown importance measure {name!r}; known measures: {', '.join(MEASURES)}")
     return cls(classifier, **options)
 
 
@@ -142,7 +135,7 @@ class Explainer:
         unknown = sorted(set(options) - set(self.defaults))
         if unknown:
             accepted = ", ".join(f"{k} (default {v!r})" for k, v in self.defaults.items()) or "none"
-            raise ValueError(f"measure {self.name!r} has no option {', '.join(map(repr, unknown))}; its options: {accepted}")
+            raise InvalidInputError(f"measure {self.name!r} has no option {', '.join(map(repr, unknown))}; its options: {accepted}")
         self.classifier = classifier
         self.options = {k: self._coerce(k, options.get(k, v)) for k, v in self.defaults.items()}
         self.memo = bool(memo)
@@ -150,7 +143,7 @@ class Explainer:
         if self.bf16:
             if not self.bf16_ok:
                 ok = ", ".join(n for n, c in MEASURES.items() if c.bf16_ok)
-                raise ValueError(f"measure {self.name!r} does not offer bf16: its ranking under bfloat16 autocast is not "
+                raise InvalidInputError(f"measure {self.name!r} does not offer bf16: its ranking under bfloat16 autocast is not "
                                  f"within tolerance of float32 (measures that do: {ok or 'none'})")
             self.options["bf16"] = True
         self.memory_mb = memory_mb
@@ -175,22 +168,22 @@ class Explainer:
             if isinstance(default, bool):
                 if isinstance(value, str):
                     if value.lower() not in ("1", "0", "true", "false", "yes", "no"):
-                        raise ValueError(value)
+                        raise InvalidInputError(value)
                     value = value.lower() in ("1", "true", "yes")
                 value = bool(value)
             elif isinstance(default, int) and not isinstance(value, bool):
                 if isinstance(value, float) and not value.is_integer():
-                    raise ValueError(value)
+                    raise InvalidInputError(value)
                 value = int(value)
             elif isinstance(default, float):
                 value = float(value)
             elif isinstance(default, str):
                 value = str(value)
         except (TypeError, ValueError):
-            raise ValueError(f"option {key!r} of measure {self.name!r} must be a {type(default).__name__}, got {value!r}") from None
+            raise InvalidInputError(f"option {key!r} of measure {self.name!r} must be a {type(default).__name__}, got {value!r}") from None
         allowed = self.choices.get(key)
         if allowed is not None and value not in allowed:
-            raise ValueError(f"option {key!r} of measure {self.name!r} must be one of {', '.join(map(str, allowed))}; got {value!r}")
+            raise InvalidInputError(f"option {key!r} of measure {self.name!r} must be one of {', '.join(map(str, allowed))}; got {value!r}")
         return value
 
     def _check_options(self) -> None:
@@ -209,7 +202,7 @@ class Explainer:
         Returns an `Importance` with scores [B, T] (0 where `batch.maskable` is False)."""
         ok, why = self.supports()
         if not ok:
-            raise ValueError(f"measure {self.name!r} cannot explain model {self.classifier.id!r}: {why}")
+            raise InvalidInputError(f"measure {self.name!r} cannot explain model {self.classifier.id!r}: {why}")
         batch = batch.to(self.classifier.device)
         empty = (~batch.maskable.any(dim=1)).nonzero().flatten().tolist()
         if empty:
@@ -253,7 +246,7 @@ class Explainer:
         if t.numel() == 1 and n != 1:
             t = t.expand(n)
         if t.numel() != n:
-            raise ValueError(f"{n} inputs but {t.numel()} targets")
+            raise InvalidInputError(f"{n} inputs but {t.numel()} targets")
         for v in t.tolist():
             self.classifier.check_target(v)
         return t.to(self.classifier.device).clone()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import torch
 
+from engine.errors import InvalidInputError
 from engine.importance.base import Call, Explainer, register
 
 
@@ -37,7 +38,7 @@ class BeamSearch(Explainer):
 
     def _check_options(self) -> None:
         if self.options["beam_size"] < 1:
-            raise ValueError(f"beam_size must be at least 1, got {self.options['beam_size']}")
+            raise InvalidInputError(f"beam_size must be at least 1, got {self.options['beam_size']}")
 
     def _scores(self, call: Call):
         b = call.batch
@@ -68,7 +69,7 @@ class BeamSearch(Explainer):
             for i in range(B):
                 if step >= n_steps[i]:
                     continue
-                for j, (_, order, key) in enumerate(beams[i]):
+                for j, (_, _order, key) in enumerate(beams[i]):
                     for p in positions[i]:
                         if key >> p & 1:
                             continue

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 
 import torch
 
+from engine.errors import InvalidInputError
 from engine.importance.base import Call, Explainer, register
 from engine.importance.random_baseline import row_seed
 
@@ -189,7 +190,7 @@ class OcclusionImportance(_CaptumIds):
 
     def _check_options(self):
         if self.options["window"] < 1:
-            raise ValueError(f"window must be at least 1 token, got {self.options['window']}")
+            raise InvalidInputError(f"window must be at least 1 token, got {self.options['window']}")
 
     def _scores(self, call: Call):
         from captum.attr import Occlusion

@@ -6,6 +6,8 @@ import os
 import sys
 import textwrap
 
+from engine.errors import InvalidInputError
+
 RESET = "\x1b[0m"
 
 
@@ -64,12 +66,12 @@ def _parse_options(pairs, measures) -> dict[str, dict]:
     per_measure: dict[str, dict] = {m: {} for m in measures}
     for pair in pairs:
         if "=" not in pair:
-            raise ValueError(f"--option takes KEY=VALUE, got {pair!r}")
+            raise InvalidInputError(f"--option takes KEY=VALUE, got {pair!r}")
         key, value = pair.split("=", 1)
         key = key.strip().replace("-", "_")
         takers = [m for m in measures if key in MEASURES[m].defaults]
         if not takers:
-            raise ValueError(f"none of the chosen measures ({', '.join(measures)}) has an option {key!r}")
+            raise InvalidInputError(f"none of the chosen measures ({', '.join(measures)}) has an option {key!r}")
         for m in takers:
             per_measure[m][key] = value
     return per_measure
@@ -95,7 +97,7 @@ def run(args) -> int:
     for name in args.measure:
         for m in (LIVE_MEASURES if name == "live" else [name]):
             if m not in MEASURES:
-                raise ValueError(f"unknown importance measure {m!r}; known measures: {', '.join(MEASURES)}")
+                raise InvalidInputError(f"unknown importance measure {m!r}; known measures: {', '.join(MEASURES)}")
             if m not in measures:
                 measures.append(m)
     options = _parse_options(args.option, measures)

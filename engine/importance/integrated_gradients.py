@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from engine.errors import InvalidInputError
 from engine.importance.base import Call, Explainer, register
 
 BASELINES = ("zero", "mask", "pad")
@@ -39,7 +40,7 @@ def quadrature(rule: str, k: int) -> tuple[list[float], list[float]]:
         return [(i + 0.5) / k for i in range(k)], [1.0 / k] * k
     if rule == "trapezoid":
         if k < 2:
-            raise ValueError("the trapezoid rule needs at least 2 steps")
+            raise InvalidInputError("the trapezoid rule needs at least 2 steps")
         w = [1.0 / (k - 1)] * k
         w[0] /= 2
         w[-1] /= 2
@@ -47,7 +48,7 @@ def quadrature(rule: str, k: int) -> tuple[list[float], list[float]]:
     if rule == "gausslegendre":
         x, w = np.polynomial.legendre.leggauss(k)
         return list(0.5 * (x + 1)), list(0.5 * w)
-    raise ValueError(f"unknown quadrature rule {rule!r}; use one of {', '.join(RULES)}")
+    raise InvalidInputError(f"unknown quadrature rule {rule!r}; use one of {', '.join(RULES)}")
 
 
 class _IntegratedGradients(Explainer):
@@ -59,9 +60,9 @@ class _IntegratedGradients(Explainer):
     def _check_options(self) -> None:
         k = self.options["steps"]
         if not 1 <= k <= 1000:
-            raise ValueError(f"steps must be between 1 and 1000, got {k}")
+            raise InvalidInputError(f"steps must be between 1 and 1000, got {k}")
         if self.options["rule"] == "trapezoid" and k < 2:
-            raise ValueError("the trapezoid rule needs at least 2 steps")
+            raise InvalidInputError("the trapezoid rule needs at least 2 steps")
 
     def baseline_embeddings(self, batch) -> torch.Tensor:
         """b [B, T, H]: the baseline word embedding on maskable positions, the input's own elsewhere."""
@@ -72,7 +73,7 @@ class _IntegratedGradients(Explainer):
         else:
             tok = self.classifier.mask_token_id if kind == "mask" else self.classifier.tokenizer.pad_token_id
             if tok is None:
-                raise ValueError(f"the tokenizer has no {kind} token for the {kind!r} baseline")
+                raise InvalidInputError(f"the tokenizer has no {kind} token for the {kind!r} baseline")
             base = self.classifier.word_embeddings(torch.full_like(batch.input_ids, int(tok))).detach()
         return torch.where(batch.maskable[..., None], base, e)
 

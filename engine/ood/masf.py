@@ -21,6 +21,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from engine.errors import InvalidInputError
+
 
 def _as_tensor(x) -> torch.Tensor:
     return torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x, dtype=torch.float64)
@@ -76,10 +78,10 @@ class MaSF:
     def fit(self, features) -> MaSF:
         feats = _as_tensor(features)
         if feats.ndim != 3:
-            raise ValueError(f"features must be [N, L, H], got shape {tuple(feats.shape)}")
+            raise InvalidInputError(f"features must be [N, L, H], got shape {tuple(feats.shape)}")
         n = feats.shape[0]
         if n < 30:
-            raise ValueError(f"MaSF needs at least 30 calibration inputs (10 per level), got {n}")
+            raise InvalidInputError(f"MaSF needs at least 30 calibration inputs (10 per level), got {n}")
         perm = torch.from_numpy(np.random.default_rng(self.seed).permutation(n))
         n1 = int(round(self.parts[0] * n))
         n2 = int(round(self.parts[1] * n))
@@ -96,7 +98,7 @@ class MaSF:
             raise RuntimeError("MaSF is not fitted")
         feats = _as_tensor(features)
         if tuple(feats.shape[1:]) != self.shape:
-            raise ValueError(f"features of shape {tuple(feats.shape[1:])} do not match the fitted {self.shape}")
+            raise InvalidInputError(f"features of shape {tuple(feats.shape[1:])} do not match the fitted {self.shape}")
         fisher = self._fisher(feats)
         n3 = self.level3.shape[0]
         at_least = n3 - torch.searchsorted(self.level3, fisher, right=False)  # #{fit >= F}

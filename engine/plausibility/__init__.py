@@ -9,7 +9,6 @@ from engine.plausibility.agreement import (
     rationale_agreement,
 )
 from engine.plausibility.io import export_jsonl, export_text, import_jsonl, rankings_csv
-from engine.plausibility.report import summary
 from engine.plausibility.ranking import bradley_terry, measure_rankings, pairwise_wins, trueskill_ratings
 from engine.plausibility.rationales import (
     average_precision,
@@ -22,11 +21,12 @@ from engine.plausibility.rationales import (
     token_prf,
     top_k,
 )
+from engine.plausibility.report import summary
 from engine.plausibility.store import (
+    MAX_NAME_LENGTH,
     SCHEMA_VERSION,
     AnnotationStore,
     AnnotationStoreError,
-    MAX_NAME_LENGTH,
     Ranking,
     Rationale,
     default_db_path,

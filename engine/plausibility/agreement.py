@@ -12,6 +12,8 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from engine.errors import InvalidInputError
+
 
 def _average_ranks(ranking: Mapping[str, float], items: Sequence[str]) -> np.ndarray:
     """Ranks 1..n of `items` by the given rank numbers, ties getting the mean of their positions."""
@@ -28,7 +30,7 @@ def kendalls_w(rankings: Sequence[Mapping[str, float]]) -> dict:
     rankings = [dict(r) for r in rankings]
     items = sorted(rankings[0]) if rankings else []
     if any(sorted(r) != items for r in rankings):
-        raise ValueError("every rater must rank the same items")
+        raise InvalidInputError("every rater must rank the same items")
     m, n = len(rankings), len(items)
     if m < 2 or n < 2:
         return {"W": math.nan, "chi2": math.nan, "p_value": math.nan, "m": m, "n": n}
@@ -96,7 +98,7 @@ def krippendorff_alpha_nominal(units: Iterable[Sequence[Hashable | None]]) -> fl
 def cohens_kappa(a: Sequence[Hashable], b: Sequence[Hashable]) -> float:
     """Cohen's kappa of two raters over the same items: (p_o - p_e) / (1 - p_e); NaN when p_e = 1."""
     if len(a) != len(b):
-        raise ValueError(f"the raters labelled {len(a)} and {len(b)} items")
+        raise InvalidInputError(f"the raters labelled {len(a)} and {len(b)} items")
     if not a:
         return math.nan
     categories = sorted(set(a) | set(b), key=repr)

@@ -8,6 +8,8 @@ import os
 import sys
 import textwrap
 
+from engine.errors import InvalidInputError
+
 
 def register(subparsers) -> None:
     """Add the `annotations` command (with export, import and stats) to an argparse subparsers object."""
@@ -170,7 +172,7 @@ def _supporting_facts(args) -> int:
     try:
         classifier = load_classifier(args.model)
     except CheckpointError as err:
-        raise ValueError(str(err)) from None
+        raise InvalidInputError(str(err)) from None
     meta = classifier.metadata
     dataset = get_dataset(meta["dataset"], meta.get("split_seed", 0))
     rows = supporting_fact_metrics(classifier, dataset, args.measures, split=args.split, limit=args.limit, k=args.k)

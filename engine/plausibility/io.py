@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
+from engine.errors import InvalidInputError
 from engine.plausibility.rationales import spans_of
 from engine.plausibility.store import SCHEMA_VERSION, AnnotationStore, normalise_ordering, utc_now
 from engine.plausibility.tasks import Explanation, Task
@@ -83,16 +84,16 @@ def _read_records(path: str | os.PathLike) -> list[dict]:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{lineno}: not a JSON line ({err.msg}); nothing was imported") from None
+                raise InvalidInputError(f"{path}:{lineno}: not a JSON line ({err.msg}); nothing was imported") from None
             if not isinstance(record, dict) or record.get("type") not in {"meta", "annotator", "task", "ranking", "rationale"}:
-                raise ValueError(f"{path}:{lineno}: not an annotation record (needs a 'type'); nothing was imported")
+                raise InvalidInputError(f"{path}:{lineno}: not an annotation record (needs a 'type'); nothing was imported")
             record["_line"] = lineno
             records.append(record)
     meta = [r for r in records if r["type"] == "meta"]
     if meta and meta[0].get("format") != FORMAT:
-        raise ValueError(f"{path} is not an annotation export (format {meta[0].get('format')!r}); nothing was imported")
+        raise InvalidInputError(f"{path} is not an annotation export (format {meta[0].get('format')!r}); nothing was imported")
     if meta and int(meta[0].get("version", 0)) > FORMAT_VERSION:
-        raise ValueError(f"{path} was written by a newer version (format {meta[0]['version']}); nothing was imported")
+        raise InvalidInputError(f"{path} was written by a newer version (format {meta[0]['version']}); nothing was imported")
     return records
 
 
@@ -124,7 +125,7 @@ def import_jsonl(store: AnnotationStore, path: str | os.PathLike) -> dict[str, i
                     groups = () if r["cannot_decide"] else normalise_ordering(r["ordering"])
                     slots = store._task_slots(conn, r["docid"])
                     if not r["cannot_decide"] and sorted(s for g in groups for s in g) != sorted(slots):
-                        raise ValueError(f"the ordering does not place the task's slots {slots} exactly once")
+                        raise InvalidInputError(f"the ordering does not place the task's slots {slots} exactly once")
                     added["rankings"] += store._insert_ranking(conn, r["annotation_id"], r["docid"], r["annotator"],
                                                                groups, bool(r["cannot_decide"]), r.get("created_at"))
                 elif kind == "rationale":
@@ -135,13 +136,13 @@ def import_jsonl(store: AnnotationStore, path: str | os.PathLike) -> dict[str, i
                     selected = sorted({int(t) for t in tokens})
                     n = store._task_size(conn, r["docid"])
                     if any(not 0 <= t < n for t in selected):
-                        raise ValueError(f"token indices outside the task's {n} tokens")
+                        raise InvalidInputError(f"token indices outside the task's {n} tokens")
                     added["rationales"] += store._insert_rationale(conn, r["annotation_id"], r["docid"], r["annotator"],
                                                                    selected, r.get("created_at"))
             except (KeyError, TypeError) as err:
-                raise ValueError(f"{where}: a {kind} record lacks or mistypes {err}; nothing was imported") from None
+                raise InvalidInputError(f"{where}: a {kind} record lacks or mistypes {err}; nothing was imported") from None
             except ValueError as err:
-                raise ValueError(f"{where}: {err}; nothing was imported") from None
+                raise InvalidInputError(f"{where}: {err}; nothing was imported") from None
     return added
 
 

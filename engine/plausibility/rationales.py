@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from engine.errors import InvalidInputError
+
 
 def rationale_token_indices(offsets: Sequence[tuple[int, int]], maskable: Sequence[bool],
                             spans: Iterable[tuple[int, int]]) -> tuple[int, ...]:
@@ -78,7 +80,7 @@ def iou_f1(predicted: Sequence[Iterable[int]], gold: Sequence[Iterable[int]], th
 
     Returns macro (P and R averaged over inputs, then F1) and micro (matches pooled) figures."""
     if len(predicted) != len(gold):
-        raise ValueError(f"{len(predicted)} predicted rationales but {len(gold)} gold ones")
+        raise InvalidInputError(f"{len(predicted)} predicted rationales but {len(gold)} gold ones")
     tps, n_pred, n_gold = [], [], []
     for pred, ref in zip(predicted, gold):
         pred_spans, gold_spans = spans_of(pred), spans_of(ref)
@@ -103,13 +105,13 @@ def average_precision(scores: Sequence[float], relevant: Iterable[int] | Sequenc
     relevant = list(relevant)
     if relevant and isinstance(relevant[0], (bool, np.bool_)):
         if len(relevant) != n:
-            raise ValueError(f"{len(relevant)} labels for {n} scores")
+            raise InvalidInputError(f"{len(relevant)} labels for {n} scores")
         y = np.asarray(relevant, dtype=bool)
     else:
         y = np.zeros(n, dtype=bool)
         for i in relevant:
             if not 0 <= int(i) < n:
-                raise ValueError(f"gold token {i} is outside the {n} scored tokens")
+                raise InvalidInputError(f"gold token {i} is outside the {n} scored tokens")
             y[int(i)] = True
     if not y.any():
         return math.nan
@@ -133,7 +135,7 @@ def compare_with_rationales(scores: Sequence[Sequence[float]], gold: Sequence[It
     at least 1). Inputs without any gold token count in token-F1/IOU-F1 (as misses) but not in AUPRC.
     """
     if len(scores) != len(gold):
-        raise ValueError(f"{len(scores)} score rows but {len(gold)} rationales")
+        raise InvalidInputError(f"{len(scores)} score rows but {len(gold)} rationales")
     gold = [tuple(sorted(set(int(t) for t in g))) for g in gold]
     if not gold:
         return {"n": 0, "k": k, "token_f1": math.nan, "iou_f1": math.nan, "auprc": math.nan, "n_auprc": 0}
@@ -183,6 +185,6 @@ def supporting_fact_metrics(classifier, dataset, measures: Sequence[str], split:
 
     examples = [e for e in dataset.split(split)[:limit] if e.rationale_spans]
     if not examples:
-        raise ValueError(f"dataset {dataset.name!r} carries no rationale spans (only bAbI does)")
+        raise InvalidInputError(f"dataset {dataset.name!r} carries no rationale spans (only bAbI does)")
     tasks = build_tasks(classifier, examples, measures, progress=progress)
     return measures_against_rationales(tasks, k=k)

@@ -27,29 +27,25 @@ import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
+from engine.errors import AnnotationStoreError, InvalidInputError  # noqa: F401 (re-exported)
 from engine.plausibility.tasks import Explanation, Task
 
 KINDS = ("ranking", "rationale")
 MAX_NAME_LENGTH = 200
 
 
-class AnnotationStoreError(Exception):
-    """The annotation database cannot be used (locked, read-only, not a database ...). One line."""
-
-
 def default_db_path() -> Path:
     """`annotations/annotations.sqlite3` under the project root; `ENGINE_ANNOTATIONS_DB` overrides."""
-    env = os.environ.get("ENGINE_ANNOTATIONS_DB")
-    if env:
-        return Path(env).expanduser()
-    return Path(__file__).resolve().parent.parent.parent / "annotations" / "annotations.sqlite3"
+    from engine import settings
+
+    return settings.annotations_db_path()
 
 
 def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 def new_submission_id() -> str:
@@ -197,7 +193,7 @@ def normalise_ordering(ordering: Sequence[Sequence[str] | str]) -> tuple[tuple[s
     for group in ordering:
         group = (group,) if isinstance(group, str) else tuple(group)
         if not group:
-            raise ValueError("an ordering has an empty group")
+            raise InvalidInputError("an ordering has an empty group")
         groups.append(tuple(sorted(group)))
     return tuple(groups)
 
@@ -214,9 +210,9 @@ def check_annotator_name(name: str) -> str:
     """Names are stored verbatim (markup and odd characters included: they are escaped on display);
     only an empty or over-long name is refused."""
     if not isinstance(name, str) or not name.strip():
-        raise ValueError("type your name (any text) before annotating")
+        raise InvalidInputError("type your name (any text) before annotating")
     if len(name) > MAX_NAME_LENGTH:
-        raise ValueError(f"the annotator name is {len(name)} characters long; at most {MAX_NAME_LENGTH} are allowed")
+        raise InvalidInputError(f"the annotator name is {len(name)} characters long; at most {MAX_NAME_LENGTH} are allowed")
     return name
 
 
@@ -361,7 +357,7 @@ class AnnotationStore:
             if not cannot_decide:
                 given = [s for g in groups for s in g]
                 if sorted(given) != sorted(slots):
-                    raise ValueError(f"a ranking must place every explanation ({', '.join(sorted(slots))}) exactly once; "
+                    raise InvalidInputError(f"a ranking must place every explanation ({', '.join(sorted(slots))}) exactly once; "
                                      f"got {', '.join(given) or 'none'}")
             return self._insert_ranking(conn, submission_id, task_id, annotator, groups, cannot_decide, created_at)
 
@@ -377,7 +373,7 @@ class AnnotationStore:
         stored = conn.execute("SELECT task_id, annotator_id, ordering, cannot_decide FROM rankings WHERE submission_id = ?",
                               (submission_id,)).fetchone()
         if tuple(stored) != (task_id, annotator_id, ordering, int(bool(cannot_decide))):
-            raise ValueError(f"submission {submission_id} was already stored with other content; not overwritten")
+            raise InvalidInputError(f"submission {submission_id} was already stored with other content; not overwritten")
         return False
 
     def submit_rationale(self, task_id: str, annotator: str, tokens: Iterable[int], submission_id: str | None = None,
@@ -391,7 +387,7 @@ class AnnotationStore:
             n_tokens = self._task_size(conn, task_id)
             bad = [t for t in selected if not 0 <= t < n_tokens]
             if bad:
-                raise ValueError(f"token indices {bad} are outside the task's {n_tokens} tokens")
+                raise InvalidInputError(f"token indices {bad} are outside the task's {n_tokens} tokens")
             return self._insert_rationale(conn, submission_id, task_id, annotator, selected, created_at)
 
     def _insert_rationale(self, conn, submission_id, task_id, annotator, selected, created_at) -> bool:
@@ -405,20 +401,20 @@ class AnnotationStore:
         stored = conn.execute("SELECT task_id, annotator_id, tokens FROM rationales WHERE submission_id = ?",
                               (submission_id,)).fetchone()
         if tuple(stored) != (task_id, annotator_id, tokens):
-            raise ValueError(f"submission {submission_id} was already stored with other content; not overwritten")
+            raise InvalidInputError(f"submission {submission_id} was already stored with other content; not overwritten")
         return False
 
     @staticmethod
     def _task_slots(conn, task_id: str) -> list[str]:
         if conn.execute("SELECT 1 FROM tasks WHERE id = ?", (task_id,)).fetchone() is None:
-            raise ValueError(f"unknown task {task_id!r}")
+            raise InvalidInputError(f"unknown task {task_id!r}")
         return [r[0] for r in conn.execute("SELECT slot FROM explanations WHERE task_id = ? ORDER BY slot", (task_id,))]
 
     @staticmethod
     def _task_size(conn, task_id: str) -> int:
         row = conn.execute("SELECT tokens FROM tasks WHERE id = ?", (task_id,)).fetchone()
         if row is None:
-            raise ValueError(f"unknown task {task_id!r}")
+            raise InvalidInputError(f"unknown task {task_id!r}")
         return len(json.loads(row[0]))
 
     # -- reading ------------------------------------------------------------------------------------
@@ -444,7 +440,7 @@ class AnnotationStore:
     def task(self, task_id: str) -> Task:
         found = self._tasks_where("WHERE id = ?", (task_id,))
         if not found:
-            raise ValueError(f"unknown task {task_id!r}")
+            raise InvalidInputError(f"unknown task {task_id!r}")
         return found[0]
 
     def tasks(self, model_id: str | None = None) -> list[Task]:
@@ -464,7 +460,7 @@ class AnnotationStore:
         `kind` ('ranking' or 'rationale') for; None when all are done. A ranking task needs at least
         two explanations."""
         if kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+            raise InvalidInputError(f"kind must be one of {KINDS}, got {kind!r}")
         table = "rankings" if kind == "ranking" else "rationales"
         need = "AND (SELECT COUNT(*) FROM explanations e WHERE e.task_id = t.id) >= 2" if kind == "ranking" else ""
         rows = self._read(

@@ -16,6 +16,8 @@ import string
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from engine.errors import InvalidInputError
+
 SLOTS = string.ascii_uppercase
 
 
@@ -76,9 +78,9 @@ def task_seed(task_id_: str) -> int:
 def anonymise(measures: Sequence[str], seed: int) -> list[tuple[str, str]]:
     """[(slot, measure)]: the measures shuffled with `seed` and named A, B, C ... in that order."""
     if len(measures) > len(SLOTS):
-        raise ValueError(f"at most {len(SLOTS)} explanations fit one task, got {len(measures)}")
+        raise InvalidInputError(f"at most {len(SLOTS)} explanations fit one task, got {len(measures)}")
     if len(set(measures)) != len(measures):
-        raise ValueError(f"a task shows each measure once, got {list(measures)}")
+        raise InvalidInputError(f"a task shows each measure once, got {list(measures)}")
     shuffled = list(measures)
     random.Random(seed).shuffle(shuffled)
     return list(zip(SLOTS, shuffled))
@@ -93,7 +95,7 @@ def make_task(model_id: str, primary: str, tokens: Sequence[str], scores: Mappin
     options = {m: dict((options or {}).get(m, {})) for m in scores}
     for measure, values in scores.items():
         if len(values) != len(tokens):
-            raise ValueError(f"measure {measure!r} has {len(values)} scores for {len(tokens)} tokens")
+            raise InvalidInputError(f"measure {measure!r} has {len(values)} scores for {len(tokens)} tokens")
     tid = task_id(model_id, primary, auxiliary, options)
     seed = task_seed(tid)
     explanations = tuple(

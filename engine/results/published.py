@@ -1,6 +1,7 @@
 """Published reference numbers shipped in results/published/ (citations in each CSV's header)."""
 from __future__ import annotations
 
+from engine.errors import InvalidInputError
 from io import StringIO
 from pathlib import Path
 
@@ -19,7 +20,7 @@ TABLES = {
 def load_published(name: str) -> tuple[pd.DataFrame, str]:
     """(table, citation): the citation is the CSV's '#' header, kept with the numbers."""
     if name not in TABLES:
-        raise ValueError(f"unknown published table {name!r}; known: {', '.join(TABLES)}")
+        raise InvalidInputError(f"unknown published table {name!r}; known: {', '.join(TABLES)}")
     text = (Path(PUBLISHED_DIR) / TABLES[name]).read_text(encoding="utf-8")
     header = [line[1:].strip() for line in text.splitlines() if line.startswith("#")]
     body = "\n".join(line for line in text.splitlines() if not line.startswith("#"))

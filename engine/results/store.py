@@ -12,6 +12,7 @@ plots with plain pandas.
 """
 from __future__ import annotations
 
+from engine.errors import InvalidInputError
 import hashlib
 import json
 import os
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from engine import settings
 from engine.runtime import PROJECT_ROOT
 
 TIDY_COLUMNS = ("model", "seed", "dataset", "measure", "strategy", "step", "ratio", "metric", "value", "p_value")
@@ -39,10 +41,10 @@ def schedule_columns(schedule: str, level: float, last_level: float) -> dict:
     """
     if schedule == "count":
         if last_level < 1:
-            raise ValueError(f"a count schedule must reach at least 1 token, got k_max = {last_level}")
+            raise InvalidInputError(f"a count schedule must reach at least 1 token, got k_max = {last_level}")
         return {"schedule": f"count 0..{int(last_level)}", "count": int(level), "ratio": float(level) / float(last_level)}
     if schedule not in ("ratio", "quantile"):
-        raise ValueError(f"unknown masking schedule {schedule!r}: ratio, quantile or count")
+        raise InvalidInputError(f"unknown masking schedule {schedule!r}: ratio, quantile or count")
     return {"schedule": schedule, "count": float("nan"), "ratio": float(level)}
 
 
@@ -52,7 +54,7 @@ def is_count_schedule(schedule: str) -> bool:
 
 
 def default_results_dir() -> Path:
-    return Path(os.environ.get("ENGINE_RESULTS_DIR", PROJECT_ROOT / "results"))
+    return settings.results_dir()
 
 
 def cell_key(cell: dict) -> str:
@@ -69,7 +71,7 @@ class ResultsStore:
 
     def _cells_dir(self, run: str) -> Path:
         if not _RUN_NAME.match(run):
-            raise ValueError(f"run name {run!r} must be letters, digits, '.', '_' or '-'")
+            raise InvalidInputError(f"run name {run!r} must be letters, digits, '.', '_' or '-'")
         return self.root / run / "cells"
 
     def has_cell(self, run: str, cell: dict) -> bool:
@@ -81,7 +83,7 @@ class ResultsStore:
         """Write one cell atomically (the JSON last: a cell counts as done only once both exist)."""
         missing = [c for c in TIDY_COLUMNS if c not in rows.columns]
         if missing:
-            raise ValueError(f"result rows lack the columns {missing}")
+            raise InvalidInputError(f"result rows lack the columns {missing}")
         d = self._cells_dir(run)
         d.mkdir(parents=True, exist_ok=True)
         key = cell_key(cell)

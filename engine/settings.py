@@ -1,0 +1,74 @@
+"""Every setting the engine reads from the environment, in one place (documented in docs/configuration.md).
+
+Each is read when asked for, not at import, so a test or a notebook can change it between calls.
+No other module reads `ENGINE_*` variables.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from engine.errors import InvalidInputError
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+#: name -> (default as documented, what it sets)
+SETTINGS = {
+    "ENGINE_MODELS_CACHE": ("<project>/models_cache", "where trained checkpoints are written and looked up"),
+    "ENGINE_RESULTS_DIR": ("<project>/results", "the results store the benchmark commands write and the pages read"),
+    "ENGINE_ANNOTATIONS_DB": ("<project>/annotations/annotations.sqlite3", "the plausibility annotation database"),
+    "ENGINE_USER_DIR": ("<project>/user", "manifests of registered models and datasets (by reference, git-ignored)"),
+    "ENGINE_DEVICE": ("auto", "auto (CUDA when available), cpu or cuda[:N]"),
+    "ENGINE_THREADS": ("torch's default (the machine's cores)", "intra-op CPU threads of this process"),
+}
+
+
+def _path(name: str, default: Path) -> Path:
+    value = os.environ.get(name)
+    return Path(value).expanduser() if value else default
+
+
+def models_cache_dir() -> Path:
+    """Folder of the checkpoints trained here (`ENGINE_MODELS_CACHE`)."""
+    return _path("ENGINE_MODELS_CACHE", PROJECT_ROOT / "models_cache")
+
+
+def results_dir() -> Path:
+    """Root of the results store (`ENGINE_RESULTS_DIR`)."""
+    return _path("ENGINE_RESULTS_DIR", PROJECT_ROOT / "results")
+
+
+def annotations_db_path() -> Path:
+    """The annotation SQLite file (`ENGINE_ANNOTATIONS_DB`)."""
+    return _path("ENGINE_ANNOTATIONS_DB", PROJECT_ROOT / "annotations" / "annotations.sqlite3")
+
+
+def user_dir() -> Path:
+    """Folder of the user's registrations: models/ and datasets/ manifests (`ENGINE_USER_DIR`)."""
+    return _path("ENGINE_USER_DIR", PROJECT_ROOT / "user")
+
+
+def device_request() -> str:
+    """The device asked for by `ENGINE_DEVICE` ('auto' when unset)."""
+    return (os.environ.get("ENGINE_DEVICE") or "auto").lower()
+
+
+def threads_request() -> int | None:
+    """Intra-op threads asked for by `ENGINE_THREADS`; None keeps torch's default (all the machine's cores)."""
+    value = os.environ.get("ENGINE_THREADS")
+    if not value:
+        return None
+    try:
+        threads = int(value)
+    except ValueError:
+        threads = 0
+    if threads < 1:
+        raise InvalidInputError(f"ENGINE_THREADS must be a whole number >= 1, got {value!r}")
+    return threads
+
+
+def set_threads_for_workers(workers: int) -> None:
+    """Divide the machine's cores between `workers` processes started after this call (each reads
+    `ENGINE_THREADS`), unless the user fixed the threads already."""
+    if "ENGINE_THREADS" not in os.environ:
+        os.environ["ENGINE_THREADS"] = str(max(1, (os.cpu_count() or 1) // max(1, workers)))
