@@ -1,17 +1,14 @@
 """Entrypoint: `streamlit run app/main.py`. A frame: page navigation and the shared sidebar."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import streamlit as st
 
-import streamlit as st  # noqa: E402
+from app.shared import MODEL_KEY, PENDING_MODEL_KEY, usable_checkpoints
+from engine.runtime import configure
 
-from app.shared import MODEL_KEY, PENDING_MODEL_KEY, usable_checkpoints  # noqa: E402
-from engine.runtime import configure  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent  # pages/ are files of the checkout
 
 configure()
 st.set_page_config(page_title="Faithfulness dashboard", page_icon=":material/search:", layout="wide")

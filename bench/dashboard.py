@@ -23,8 +23,6 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 # 64 tokens for the tiny/minilm (BERT uncased) tokenizer with [CLS] and [SEP]; checked at run time
 REVIEWS = [
@@ -46,9 +44,17 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=7, help="warm runs to time (median reported)")
     args = p.parse_args()
 
+    import importlib.util
+
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
-    from test_browser import CHROMEDRIVER, CHROMIUM, _explain, _free_port, _wait
+
+    # The browser helpers live with the browser test; load that file by path (tests/ is not a package).
+    spec = importlib.util.spec_from_file_location("test_browser", ROOT / "tests" / "test_browser.py")
+    test_browser = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(test_browser)
+    CHROMEDRIVER, CHROMIUM, _explain, _free_port, _wait = (test_browser.CHROMEDRIVER, test_browser.CHROMIUM,
+                                                            test_browser._explain, test_browser._free_port, test_browser._wait)
 
     from engine.explain import LIVE_MEASURES, explain_text
     from engine.models import load_classifier, tokenize

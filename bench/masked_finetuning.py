@@ -11,10 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.models import TrainConfig, default_model_id, list_checkpoints, save_classifier, train_classifier  # noqa: E402
 from engine.runtime import code_version  # noqa: E402

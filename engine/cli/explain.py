@@ -23,12 +23,12 @@ def _measure_lines() -> str:
     return "\n".join(lines)
 
 
-def register(subparsers) -> None:
-    """Add the `explain` command to an argparse subparsers object (sets `func`)."""
-    p = subparsers.add_parser(
-        "explain", help="explain one input with importance measures (coloured token table)",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=textwrap.dedent("""\
+HELP = "explain one input with importance measures (coloured token table)"
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.description = (
+        textwrap.dedent("""\
             Classify one text with a checkpoint from models_cache/ and print, for every token of the primary
             text, its importance under each measure (columns). Special tokens and the auxiliary question
             (--aux, bAbI) are never scored. On a terminal each cell is coloured: signed measures red (supports
@@ -57,7 +57,6 @@ def register(subparsers) -> None:
     p.add_argument("--color", choices=["auto", "always", "never"], default="auto",
                    help="colour the table with ANSI codes: auto = only on a terminal (and not with NO_COLOR). Default: auto")
     p.add_argument("--device", default=None, help="cpu or cuda (default: auto)")
-    p.set_defaults(func=run)
 
 
 def _parse_options(pairs, measures) -> dict[str, dict]:
@@ -87,7 +86,7 @@ def _colour(value: float, scale: float, signed: bool) -> str:
     return f"\x1b[48;2;{r};{g};{b_}m\x1b[38;2;0;0;0m"
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     import torch
 
     from engine.importance import LIVE_MEASURES, MEASURES, get_explainer

@@ -10,13 +10,12 @@ import textwrap
 
 from engine.errors import InvalidInputError
 
+HELP = "export, import or summarise the plausibility annotations (rankings, rationales)"
 
-def register(subparsers) -> None:
-    """Add the `annotations` command (with export, import and stats) to an argparse subparsers object."""
-    p = subparsers.add_parser(
-        "annotations", help="export, import or summarise the plausibility annotations (rankings, rationales)",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=textwrap.dedent("""\
+
+def configure(p: argparse.ArgumentParser) -> None:
+    """The `annotations` command with its subcommands export, import, stats and supporting-facts."""
+    p.description = (textwrap.dedent("""\
             The annotation store is one SQLite file, annotations/annotations.sqlite3 under the project root
             (ENGINE_ANNOTATIONS_DB or --db overrides). Annotators fill it on the dashboard's Annotate page.
 
@@ -25,7 +24,7 @@ def register(subparsers) -> None:
               python -m engine annotations export annotations.jsonl --csv rankings.csv
               python -m engine annotations import colleague.jsonl --db merged.sqlite3
             """))
-    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])  # no subcommand: show the subcommands
     sub = p.add_subparsers(dest="annotations_command", metavar="SUBCOMMAND")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--db", default=None, help="the annotation database (default: ENGINE_ANNOTATIONS_DB or "
@@ -85,14 +84,9 @@ def _store(args, create: bool = False):
 
 def _guarded(handler):
     def run(args) -> int:
-        from engine.plausibility.store import AnnotationStoreError
-
         try:
             return handler(args)
-        except ImportError as err:
-            print(f"error: the importance measures are not available ({err})", file=sys.stderr)
-            return 2
-        except (AnnotationStoreError, ValueError, KeyError, OSError) as err:
+        except OSError as err:  # a file the user named cannot be read or written
             print(f"error: {err}", file=sys.stderr)
             return 2
     run.__name__ = handler.__name__
@@ -185,3 +179,7 @@ def _supporting_facts(args) -> int:
 
 
 cmd_export, cmd_import, cmd_stats, cmd_supporting_facts = _export, _import, _stats, _supporting_facts
+
+
+def run(args: argparse.Namespace) -> int:
+    return args.func(args)

@@ -1,0 +1,72 @@
+"""Argument types and printed tables that several commands share (stdlib only at import time)."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def ratios(text: str) -> tuple[float, ...]:
+    """'0,0.1,0.5,1' -> (0.0, 0.1, 0.5, 1.0)."""
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"ratios must be comma-separated numbers like 0,0.1,0.5,1, got {text!r}") from None
+    return values
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
+def workers(text: str) -> int:
+    """`auto`: on a CPU one local worker process per two cores (the cores are divided between them), so one,
+    in this process, on a 2-core machine; with CUDA one."""
+    if text == "auto":
+        import torch
+
+        if torch.cuda.is_available():
+            return 1  # one process keeps the GPU busy; more would each hold a CUDA context on the same card
+        return max(1, (os.cpu_count() or 2) // 2)
+    return positive_int(text)
+
+
+def print_area_table(run: str) -> None:
+    """ACU / RACU (mean over seeds, 95% BCa CI) of every method and measure in the run, as markdown."""
+    import pandas as pd
+
+    from engine.errors import EngineError
+    from engine.faithfulness.summary import area_metrics_table
+    from engine.results import ResultsStore
+
+    try:
+        table = area_metrics_table(ResultsStore().load(run))
+    except EngineError as err:  # e.g. two checkpoints for one seed: the cells are written, only the summary fails
+        print(f"warning: no ACU/RACU table for run {run!r}: {err}", file=sys.stderr)
+        return
+    if table.empty:
+        return
+
+    def interval(low, high, used):
+        return f"{low:.1f} to {high:.1f}" if pd.notna(low) else f"no CI: {used}"
+
+    several_grids = table["grid"].nunique() > 1
+    several_splits = table["split"].nunique() > 1  # ResultsStore.load gives every row a split
+    print("\n| dataset | model | method | examples | measure | seeds | ACU % (95% CI) | RACU % (95% CI) | RACU clipped % |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in table.itertuples():
+        examples = "whole splits" if pd.isna(r.n_examples) else int(r.n_examples)
+        method = r.method if r.schedule in ("ratio", "quantile") else f"{r.method} ({r.schedule} tokens: x = k / k_max)"
+        if several_grids:  # the run masked on more than one list of levels: each is its own comparison
+            method += f" (levels {r.grid})"
+        if several_splits:
+            examples = f"{examples} ({r.split})"
+        print(f"| {r.dataset} | {r.base_model} | {method} | {examples} | {r.measure} | {r.seeds} | {r.acu_pct:.1f} "
+              f"({interval(r.acu_low, r.acu_high, r.acu_ci)}) | {r.racu_pct:.1f} ({interval(r.racu_low, r.racu_high, r.racu_ci)}) | "
+              f"{r.racu_clipped_pct:.1f} |")

@@ -1,0 +1,39 @@
+"""`python -m engine masf`: fit a checkpoint's MaSF in-distribution test and store it beside it."""
+from __future__ import annotations
+
+import argparse
+
+HELP = "fit the MaSF in-distribution test of a checkpoint and store it beside it"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = ("Fit MaSF (REFERENCE section 4) on the checkpoint's validation split transformed like "
+                       "its training, store it in models_cache/<id>/masf.safetensors, and report the share of p-values "
+                       "below 0.05 on the test split unmasked and 100%% masked.")
+
+    parser.add_argument("--model", required=True, help="checkpoint id in models_cache (see `python -m engine models`)")
+    parser.add_argument("--limit", type=int, default=None, help="use only the first N validation inputs")
+
+
+def run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from engine.data import get_dataset
+    from engine.models import load_classifier, mask_all_primary
+    from engine.ood import fit_masf, hidden_state_features
+
+    classifier = load_classifier(args.model)
+    masf = fit_masf(classifier, limit=args.limit)
+    meta = classifier.metadata
+    test = get_dataset(meta["dataset"], meta.get("split_seed", 0)).split("test")[:500]
+    for label, full in (("unmasked", False), ("100% masked", True)):
+        p = []
+        for start in range(0, len(test), 64):
+            batch = classifier.batch_of(test[start : start + 64])
+            if full:
+                batch = mask_all_primary(batch, classifier.mask_token_id)
+            p.append(masf.pvalues(hidden_state_features(classifier, batch)))
+        p = np.concatenate(p)
+        print(f"{label:12} test inputs: {np.mean(p < 0.05):6.1%} with p < 0.05 (n={len(p)})")
+    print(f"stored {classifier.folder / 'masf.safetensors'}")
+    return 0
