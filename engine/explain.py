@@ -10,9 +10,11 @@ import pandas as pd
 import torch
 from scipy.stats import spearmanr
 
+from engine.errors import EngineError
 from engine.models import Batch, Classifier
 
-# Fast enough to run on every explain of a typed review on 2 CPU cores (the "live bundle").
+# Fast enough to run on every explain of a typed review on 2 CPU cores (the "live bundle"): the Explain
+# page's default and the CLI's `--measure live`.
 LIVE_MEASURES = ("grad-l2", "x-grad-sign", "ig-sign", "loo-sign")
 
 
@@ -62,8 +64,7 @@ def explain_text(classifier: Classifier, text: str, auxiliary: str | None = None
         target, source = int(probs.argmax()), "predicted"
     else:
         target, source = classifier.check_target(target), "given"
-    ids = batch.input_ids[0][batch.maskable[0]].tolist()
-    result = Explanation(batch=batch, tokens=classifier.tokenizer.convert_ids_to_tokens(ids), probabilities=probs,
+    result = Explanation(batch=batch, tokens=classifier.maskable_tokens(batch), probabilities=probs,
                          target=target, target_source=source, truncated=bool(batch.truncated[0]))
     for i, measure in enumerate(measures):
         if progress is not None:
@@ -73,7 +74,7 @@ def explain_text(classifier: Classifier, text: str, auxiliary: str | None = None
         try:
             explainer = get_explainer(measure, classifier, **(options or {}).get(measure, {}))
             imp = explainer.attribute(batch, [target], progress=stream, should_stop=should_stop)
-        except ValueError as err:
+        except EngineError as err:  # e.g. a measure this model cannot support; a bug still raises
             result.errors[measure] = str(err)
             continue
         result.scores[measure] = imp.token_scores(0).numpy()

@@ -11,14 +11,14 @@ import streamlit as st
 from app.heatmap import token_heatmap_html
 from app.shared import selected_classifier
 from engine.data import get_dataset
+from engine.errors import EngineError
+from engine.importance import measure_availability
 from engine.plausibility import (
     MAX_NAME_LENGTH,
     AnnotationStore,
     AnnotationStoreError,
-    available_measures,
     build_tasks,
     export_text,
-    importance_available,
     new_submission_id,
     ordering_from_ranks,
     rankings_csv,
@@ -27,7 +27,8 @@ from engine.plausibility import (
 
 NAME_KEY = "annotator_name"
 FLASH_KEY = "annotate_flash"
-PREFERRED = ("random", "grad-l2", "loo-sign", "ig", "attention", "grad-x-input")
+# Default comparison: a baseline and three families (gradient, erasure, path); the first four that the model supports.
+PREFERRED = ("random", "grad-l2", "loo-sign", "ig-sign", "x-grad-sign", "attention")
 
 st.title("Annotate")
 st.caption("Which explanation matches how you would explain the decision? Rank anonymised explanations, or mark "
@@ -51,32 +52,29 @@ if FLASH_KEY in st.session_state:
     st.success(st.session_state.pop(FLASH_KEY))
 
 with st.expander("Prepare annotation tasks", expanded=store.task_count(model_id) == 0):
-    ok, why = importance_available()
-    if not ok:
-        st.warning(f"Importance measures are unavailable, so no new tasks can be prepared ({why}). "
-                   "Tasks already in the store can still be annotated.")
-    else:
-        measures = available_measures()
-        default = [m for m in PREFERRED if m in measures][:4] or measures[:3]
-        chosen = st.multiselect("Measures to compare", measures, default=default, key="annotate_measures")
-        n_examples = st.number_input("Test examples", min_value=1, max_value=500, value=10, key="annotate_n")
-        if st.button("Prepare tasks", key="annotate_prepare"):
-            if len(chosen) < 2:
-                st.warning("Choose at least two measures: a ranking compares explanations.")
+    availability = measure_availability(classifier)
+    measures = [m for m, why in availability.items() if not why]
+    unavailable = {m: why for m, why in availability.items() if why}
+    default = [m for m in PREFERRED if m in measures][:4] or measures[:3]
+    chosen = st.multiselect("Measures to compare", measures, default=default, key="annotate_measures",
+                            help="Only the measures this model supports. " + " ".join(
+                                f"{m}: {why}." for m, why in unavailable.items()))
+    n_examples = st.number_input("Test examples", min_value=1, max_value=500, value=10, key="annotate_n")
+    if st.button("Prepare tasks", key="annotate_prepare"):
+        if len(chosen) < 2:
+            st.warning("Choose at least two measures: a ranking compares explanations.")
+        else:
+            meta = classifier.metadata
+            examples = get_dataset(meta["dataset"], meta.get("split_seed", 0)).split("test")[: int(n_examples)]
+            bar = st.progress(0.0, text="Explaining ...")
+            try:
+                tasks = build_tasks(classifier, examples, chosen,
+                                    progress=lambda done, total: bar.progress(done / total, text=f"Explained {done}/{total}"))
+                added = store.add_tasks(tasks)
+            except EngineError as err:  # a user-caused failure is one message; a bug keeps its traceback
+                st.error(f"Tasks could not be prepared: {err}")
             else:
-                meta = classifier.metadata
-                examples = get_dataset(meta["dataset"], meta.get("split_seed", 0)).split("test")[: int(n_examples)]
-                bar = st.progress(0.0, text="Explaining ...")
-                try:
-                    tasks = build_tasks(classifier, examples, chosen,
-                                        progress=lambda done, total: bar.progress(done / total, text=f"Explained {done}/{total}"))
-                    added = store.add_tasks(tasks)
-                except AnnotationStoreError as err:
-                    st.error(str(err))
-                except Exception as err:  # a failing measure is a message here, not a crashed page
-                    st.error(f"Tasks could not be prepared ({type(err).__name__}): {err}")
-                else:
-                    st.success(f"{added} new tasks ({len(tasks) - added} were already there).")
+                st.success(f"{added} new tasks ({len(tasks) - added} were already there).")
 
 rank_tab, rationale_tab, results_tab = st.tabs(["Rank explanations", "Mark rationales", "Results"])
 

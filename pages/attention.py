@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 import streamlit as st
-import torch
 
 from app.heatmap import LEGEND_ABSOLUTE, token_heatmap_html
 from app.shared import get_classifier
 from engine.attention.results import attention_runs, load_attention_results, wp_table
+from engine.explain import explain_text
 from engine.models import CheckpointError, EmptyInputError
 from engine.results.published import load_published
 
@@ -60,16 +60,11 @@ if st.button("Show attention", key="attention_show"):
     try:
         for label, model_id in (("base", summary["base_model"]), ("adversary", adversary_id)):
             classifier = get_classifier(model_id)
-            batch = classifier.batch([text])
-            with torch.no_grad():
-                out = classifier.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                                       token_type_ids=batch.token_type_ids, output_attentions=True)
-            alpha = out.attentions[0][0][batch.maskable[0]].tolist()
-            tokens = classifier.tokenizer.convert_ids_to_tokens(batch.input_ids[0][batch.maskable[0]].tolist())
-            probs = torch.softmax(out.logits[0], -1).tolist()
-            st.html(token_heatmap_html(tokens, alpha, signed=False,
-                                       title=f"{label}: predicts {classifier.classes[int(torch.tensor(probs).argmax())]} "
-                                             f"({max(probs):.1%})"))
+            shown = explain_text(classifier, text, measures=["attention"])  # the additive attention weights
+            probs = shown.probabilities
+            st.html(token_heatmap_html(shown.tokens, shown.scores["attention"], signed=False,
+                                       title=f"{label}: predicts {classifier.classes[int(probs.argmax())]} "
+                                             f"({probs.max():.1%})"))
         st.caption(LEGEND_ABSOLUTE)
     except EmptyInputError as err:
         st.warning(str(err))

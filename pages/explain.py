@@ -10,16 +10,13 @@ from app.heatmap import LEGEND_ABSOLUTE, LEGEND_SIGNED, token_heatmap_html
 from app.shared import selected_classifier
 from engine.data import get_dataset
 from engine.explain import LIVE_MEASURES, explain_text
+from engine.importance import describe, measure_availability
 from engine.models import EmptyInputError
 
 st.title("Explain a prediction")
 classifier = selected_classifier()
 if classifier is None:
     st.stop()
-try:
-    from engine.importance import MEASURES, describe
-except ImportError:
-    MEASURES, describe = {}, str
 
 meta = classifier.metadata
 paired = bool(meta.get("paired"))
@@ -34,10 +31,13 @@ if pick != "(type your own)":
 text = st.text_area("Text", value=default_text, height=120, max_chars=20000, placeholder="Type a review ...", key="explain_text")
 aux = st.text_input("Question (auxiliary sequence, never masked)", value=default_aux, key="explain_aux") if paired else None
 c1, c2 = st.columns([3, 1])
-available = [m for m in MEASURES if m != "random"]
+availability = measure_availability(classifier)
+available = [m for m, why in availability.items() if not why and m != "random"]
+not_here = "; ".join(f"{m}: {why}" for m, why in availability.items() if why)
 measures = c1.multiselect("Importance measures", available, default=[m for m in LIVE_MEASURES if m in available],
                           help="grad, x-grad, IG and LOO answer within a second; beam and the sampling-based captum "
-                          "measures take longer.", key="explain_measures")
+                          "measures take longer. Only the measures this model supports are offered"
+                          + (f" (not offered: {not_here})." if not_here else "."), key="explain_measures")
 target_choice = c2.selectbox("Explain class", ["predicted"] + list(classifier.classes), key="explain_target")
 
 if st.button("Explain", type="primary"):

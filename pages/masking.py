@@ -9,6 +9,7 @@ import streamlit as st
 from app.heatmap import token_heatmap_html
 from app.shared import selected_classifier
 from engine.faithfulness.single import mask_single_input
+from engine.importance import measure_availability
 from engine.models import EmptyInputError
 from engine.ood import fit_masf, load_masf
 
@@ -16,13 +17,15 @@ st.title("Step-by-step masking")
 classifier = selected_classifier()
 if classifier is None:
     st.stop()
-from engine.importance import MEASURES  # noqa: E402
 
 paired = bool(classifier.metadata.get("paired"))
 text = st.text_area("Text", value=st.session_state.get("explain_text", ""), height=100, max_chars=20000, key="masking_text")
 aux = st.text_input("Question (never masked)", key="masking_aux") if paired else None
 c1, c2, c3 = st.columns(3)
-measure = c1.selectbox("Measure", [m for m in MEASURES if m != "random"], key="masking_measure")
+availability = measure_availability(classifier)
+not_here = "; ".join(f"{m}: {why}" for m, why in availability.items() if why)
+measure = c1.selectbox("Measure", [m for m, why in availability.items() if not why and m != "random"], key="masking_measure",
+                       help="Only the measures this model supports" + (f" (not offered: {not_here})." if not_here else "."))
 # Ratio mode masks a share of the input's tokens per step (FMM); count mode one token per step, up to 10.
 SCHEDULES = {"10% of the tokens": ("ratios", 0.1), "20% of the tokens": ("ratios", 0.2),
              "25% of the tokens": ("ratios", 0.25), "1 token (up to 10)": ("counts", 10)}
@@ -93,6 +96,9 @@ if result is not None:
         pfig = go.Figure()
         pfig.add_trace(go.Scatter(x=x, y=[float(s.p_value[0]) for s in steps], name=result.measure.measure, mode="lines+markers"))
         pfig.add_hline(y=0.05, line_dash="dash", annotation_text="0.05")
-        pfig.update_layout(xaxis_title=x_title, yaxis_title="MaSF p-value", yaxis_type="log", height=300,
-                           xaxis_tickformat=x_format)
+        # A log axis with plotly's default ticks reads "2, 1, 5, 2, 1": name the decades and the 0.05 line.
+        ticks = [0.001, 0.01, 0.05, 0.1, 0.5, 1.0]
+        pfig.update_layout(xaxis_title=x_title, yaxis_title="MaSF p-value (log scale; below 0.05: out of distribution)",
+                           yaxis_type="log", yaxis_tickvals=ticks, yaxis_ticktext=[f"{t:g}" for t in ticks],
+                           yaxis_range=[-3.2, 0.05], height=300, xaxis_tickformat=x_format)
         st.plotly_chart(pfig, width="stretch")

@@ -8,6 +8,7 @@ import streamlit as st
 from app.shared import PENDING_MODEL_KEY, usable_checkpoints
 from engine.data import DATASET_NAMES
 from engine.models import PACKAGED_ENCODERS, TrainConfig, default_model_id, list_checkpoints, save_classifier, train_classifier
+from engine.models.training import default_learning_rate
 
 st.title("Models")
 
@@ -54,7 +55,7 @@ with st.form("build"):
                             help="masked fine-tuning keeps masked inputs in distribution; the others are ablations")
     c4, c5, c6 = st.columns(3)
     epochs = c4.number_input("Epochs", 1, 20, 4 if base == "tiny" else 2)
-    lr = c5.number_input("Learning rate", 1e-6, 1e-2, 1e-4 if base == "tiny" else 5e-5, format="%.0e")
+    lr = c5.number_input("Learning rate", 1e-6, 1e-2, default_learning_rate(base), format="%.0e")
     seed = c6.number_input("Seed", 0, 10_000, 0)
     submitted = st.form_submit_button("Build", type="primary")
 

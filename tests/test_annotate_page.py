@@ -1,8 +1,8 @@
 """The Annotate page, driven by Streamlit's AppTest: submitting writes exactly one row and moves on,
-names and input text reach the page only as text, and missing importance measures give a message.
+names and input text reach the page only as text, and the default measures work on a transformer.
 
 The page is run on its own (AppTest.from_file on pages/annotate.py with `model_id` in session state),
-with tasks written straight into a temporary store, so these tests do not need engine.importance.
+with tasks written straight into a temporary store.
 """
 from __future__ import annotations
 
@@ -114,11 +114,20 @@ def test_without_a_name_nothing_can_be_submitted(store):
     assert not [b for b in at.button if (b.key or "").startswith("submit_")]
 
 
-def test_missing_importance_measures_give_a_clear_message(store, monkeypatch):
-    monkeypatch.setitem(sys.modules, "engine.importance", None)  # `import engine.importance` now fails
+def test_the_default_measures_prepare_tasks_on_a_transformer_checkpoint(store):
+    """Pressing 'Prepare tasks' with the page's defaults works on a transformer (the defaults once named
+    `attention`, which only the BiLSTM supports, and measures that do not exist): the defaults are measures the
+    model supports, and unsupported ones are not offered."""
     at = _page("ann")
-    assert any("Importance measures are unavailable" in w.value for w in at.warning)
-    assert _shown_input(at).startswith("first input"), "stored tasks can still be annotated"
+    chosen = at.multiselect(key="annotate_measures").value
+    assert len(chosen) >= 2 and "attention" not in chosen
+    assert "attention" not in at.multiselect(key="annotate_measures").options
+    at.number_input(key="annotate_n").set_value(2)
+    at.button(key="annotate_prepare").click()
+    _run(at)
+    assert not at.error, [e.value for e in at.error]
+    assert any("2 new tasks" in s.value for s in at.success)
+    assert {e.measure for e in store.tasks()[-1].explanations} == set(chosen)
 
 
 def test_results_rate_the_measures(store):

@@ -21,6 +21,46 @@ def test_help_lists_commands_and_train_options():
         assert option in out.stdout
 
 
+def test_top_level_help_imports_no_torch_and_lists_every_command():
+    """`--help` answers without loading torch (only the chosen command is configured), and lists every
+    command module with its one-line help."""
+    code = ("import sys\nfrom engine.cli import COMMAND_MODULES, main\n"
+            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "assert 'torch' not in sys.modules, 'torch was imported for --help'\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd="/", capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    from engine.cli import COMMAND_MODULES
+
+    for module in COMMAND_MODULES:
+        assert module.rsplit(".", 1)[-1] in out.stdout
+
+
+@pytest.mark.parametrize("module", __import__("engine.cli", fromlist=["COMMAND_MODULES"]).COMMAND_MODULES)
+def test_every_command_module_has_the_one_interface_and_a_help_with_examples(module, capsys):
+    """Each command is a module with HELP, configure(parser) and run(args); its --help exits 0 and teaches."""
+    import importlib
+
+    mod = importlib.import_module(module)
+    assert isinstance(mod.HELP, str) and callable(mod.configure) and callable(mod.run)
+    with pytest.raises(SystemExit) as exit_:
+        main([module.rsplit(".", 1)[-1], "--help"])
+    assert exit_.value.code == 0
+    assert len(capsys.readouterr().out) > 200
+
+
+def test_a_bug_is_not_reported_as_a_user_error(monkeypatch):
+    """The CLI turns EngineError into one line and exit 2, but lets any other exception through with its
+    traceback: a bug must not read like a user mistake."""
+    import engine.cli.datasets as datasets_command
+
+    def broken(args):
+        raise ValueError("an internal bug")
+
+    monkeypatch.setattr(datasets_command, "run", broken)
+    with pytest.raises(ValueError, match="internal bug"):
+        main(["datasets"])
+
+
 def test_train_then_list(models_cache, capsys):
     assert main(["train", "--model", "tiny", "--dataset", "toy", "--epochs", "1", "--lr", "3e-4", "--quiet", "--id", "cli-toy"]) == 0
     assert (models_cache / "cli-toy" / "metadata.json").is_file()

@@ -515,6 +515,7 @@ def fake_importance_module():
     module = types.ModuleType("engine.importance")
     module.MEASURES = {"position": Explainer, "reverse": Explainer}
     module.get_explainer = lambda name, classifier, **options: Explainer(name, options)
+    module.measure_availability = lambda classifier: {"position": "", "reverse": ""}
     return module
 
 

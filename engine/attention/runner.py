@@ -21,27 +21,14 @@ from engine.attention.diagnostics import (
     uniform_baseline,
 )
 from engine.data import get_dataset
-from engine.models import (
-    CheckpointError,
-    TrainConfig,
-    default_model_id,
-    load_classifier,
-    save_classifier,
-    train_classifier,
-)
+from engine.models import TrainConfig, default_model_id, save_classifier
+from engine.models.reuse import load_or_train
 from engine.results import default_results_dir
 from engine.runtime import code_version
 
 
 def _base_model(config: TrainConfig, log) -> object:
-    model_id = default_model_id(config)
-    try:
-        return load_classifier(model_id)
-    except CheckpointError:
-        log(f"training {model_id}")
-        classifier = train_classifier(config, show_progress_bar=False)
-        save_classifier(classifier, model_id, overwrite=True)
-        return classifier
+    return load_or_train(config, default_model_id(config), log=log)
 
 
 def run_attention_diagnostics(dataset_name: str = "rt", seeds: int = 8, lambdas: Sequence[float] = (0.001, 0.01, 0.03, 0.1, 0.3),

@@ -40,7 +40,9 @@ def command_name(module_path: str) -> str:
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The top-level parser. Only the command named in `argv` (if any) is configured in full."""
-    parser = argparse.ArgumentParser(prog="python -m engine", description=DESCRIPTION,
+    # The console script names itself; `python -m engine` would otherwise show as "__main__.py".
+    prog = "faithfulness-engine" if sys.argv[0].endswith("faithfulness-engine") else "python -m engine"
+    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = next((a for a in (argv or []) if not a.startswith("-")), None)

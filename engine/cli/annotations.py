@@ -161,7 +161,7 @@ def _stats(args) -> int:
 def _supporting_facts(args) -> int:
     from engine.data import get_dataset
     from engine.models import CheckpointError, load_classifier
-    from engine.plausibility.rationales import supporting_fact_metrics
+    from engine.plausibility.supporting_facts import supporting_fact_metrics
 
     try:
         classifier = load_classifier(args.model)

@@ -6,7 +6,7 @@ import os
 import sys
 import textwrap
 
-from engine.errors import InvalidInputError
+from engine.errors import InvalidInputError, UnknownMeasureError
 
 RESET = "\x1b[0m"
 
@@ -38,7 +38,8 @@ def configure(p: argparse.ArgumentParser) -> None:
             Measures (id: what is computed [options and defaults]):
             """) + _measure_lines() + textwrap.dedent("""
 
-            'live' stands for every measure that does not sample and is not beam search.
+            'live' stands for the Explain page's default bundle (grad-l2, x-grad-sign, ig-sign, loo-sign); 'all' for
+            every measure the model supports.
 
             Examples:
               python -m engine explain --model tiny-rt-masked-s0 --text "a gripping, funny film" --measure loo-sign ig-sign
@@ -86,77 +87,72 @@ def _colour(value: float, scale: float, signed: bool) -> str:
     return f"\x1b[48;2;{r};{g};{b_}m\x1b[38;2;0;0;0m"
 
 
-def run(args: argparse.Namespace) -> int:
-    import torch
-
-    from engine.importance import LIVE_MEASURES, MEASURES, get_explainer
-    from engine.models import load_classifier
+def _chosen_measures(names: list[str], classifier) -> list[str]:
+    """Expand 'live' (the Explain page's default bundle) and 'all' (every measure this model supports)."""
+    from engine.explain import LIVE_MEASURES
+    from engine.importance import MEASURES, applicable_measures
 
     measures: list[str] = []
-    for name in args.measure:
-        for m in (LIVE_MEASURES if name == "live" else [name]):
+    for name in names:
+        expanded = LIVE_MEASURES if name == "live" else applicable_measures(classifier) if name == "all" else [name]
+        for m in expanded:
             if m not in MEASURES:
-                raise InvalidInputError(f"unknown importance measure {m!r}; known measures: {', '.join(MEASURES)}")
+                raise UnknownMeasureError(f"unknown importance measure {m!r}; known measures: {', '.join(MEASURES)}")
             if m not in measures:
                 measures.append(m)
-    options = _parse_options(args.option, measures)
+    return measures
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.explain import explain_text
+    from engine.models import load_classifier
+
     classifier = load_classifier(args.model, device=args.device)
-    batch = classifier.batch([args.text], [args.aux] if args.aux is not None else None)
+    measures = _chosen_measures(args.measure, classifier)
+    options = _parse_options(args.option, measures)
     target = None if args.target is None else classifier.check_target(args.target)
-    with torch.no_grad():
-        probs = torch.softmax(classifier.logits(batch).float(), -1)[0].cpu()
-    predicted = int(probs.argmax())
+    progress = None
+    if sys.stderr.isatty():  # beam search streams its steps; the others are one pass each
+        def progress(measure, done, total):
+            if measure == "beam":
+                print(f"\r{measure}: step {done}/{total}", end="" if done < total else "\n", file=sys.stderr, flush=True)
+    result = explain_text(classifier, args.text, args.aux, measures, target, options=options, progress=progress)
     colour = args.color == "always" or (args.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
 
-    results = {}
-    skipped = []
-    for m in measures:
-        explainer = get_explainer(m, classifier, **options[m])
-        ok, why = explainer.supports()
-        if not ok:
-            skipped.append(f"{m}: {why}")
-            continue
-        progress = None
-        if m == "beam" and sys.stderr.isatty():
-            def progress(done, total, m=m):
-                print(f"\r{m}: step {done}/{total}", end="" if done < total else "\n", file=sys.stderr, flush=True)
-        results[m] = explainer.attribute(batch, target=target, progress=progress)
-
-    explained = predicted if target is None else target
+    probs = result.probabilities
+    predicted = int(probs.argmax())
     print(f"model {classifier.id} · prediction: {classifier.classes[predicted]} ({float(probs[predicted]):.1%}) · "
-          f"explained class: {classifier.classes[explained]} ({'predicted' if target is None else 'given'})")
-    if bool(batch.truncated[0]):
+          f"explained class: {classifier.classes[result.target]} ({result.target_source})")
+    if result.truncated:
         print(f"note: the text was truncated to {classifier.max_length} tokens; only the kept part is classified and explained")
-    for line in skipped:
-        print(f"skipped {line}")
-    if not results:
+    for measure, why in result.errors.items():
+        print(f"skipped {measure}: {why}")
+    if not result.scores:
         return 2
 
-    keep = batch.maskable[0].cpu()
-    tokens = classifier.tokenizer.convert_ids_to_tokens(batch.input_ids[0].cpu()[keep].tolist())
-    columns = {m: imp.token_scores(0).tolist() for m, imp in results.items()}
+    tokens = result.tokens
+    columns = {m: values.tolist() for m, values in result.scores.items()}
     tok_w = max(5, min(24, max(len(t) for t in tokens)))
     col_w = {m: max(9, len(m)) for m in columns}
-    header = f"{'#':>3}  {'token':<{tok_w}}  " + "  ".join(f"{m:>{col_w[m]}}" for m in columns)
-    print(header)
+    print(f"{'#':>3}  {'token':<{tok_w}}  " + "  ".join(f"{m:>{col_w[m]}}" for m in columns))
     scales = {m: max((abs(v) for v in vals), default=0.0) for m, vals in columns.items()}
     for i, tok in enumerate(tokens):
         cells = []
         for m, vals in columns.items():
             text = f"{vals[i]:>{col_w[m]}.4g}"
             if colour:
-                text = _colour(vals[i], scales[m], results[m].signed) + text + RESET
+                text = _colour(vals[i], scales[m], result.signed[m]) + text + RESET
             cells.append(text)
         shown = tok if len(tok) <= tok_w else tok[: tok_w - 1] + "…"
         print(f"{i:>3}  {shown:<{tok_w}}  " + "  ".join(cells))
-    for m, imp in results.items():
-        if "completeness_gap" in imp.extras:
-            gap = float(imp.extras["completeness_gap"][0])
-            delta = float(imp.extras["f_input"][0] - imp.extras["f_baseline"][0])
+    for m, extras in result.extras.items():
+        if "completeness_gap" in extras:
+            gap = float(extras["completeness_gap"][0])
+            delta = float(extras["f_input"][0] - extras["f_baseline"][0])
             print(f"{m}: completeness gap sum(IG) - (f(x) - f(baseline)) = {gap:+.2e} logits "
                   f"(f(x) - f(baseline) = {delta:+.4f})")
-        if "beam_score" in imp.extras:
-            print(f"{m}: {imp.extras['forwards']} forward rows, best order's summed logit drop {float(imp.extras['beam_score'][0]):.4f}")
+        if "beam_score" in extras:
+            print(f"{m}: {extras['forwards']} forward rows, best order's summed logit drop {float(extras['beam_score'][0]):.4f}")
     if colour:
         print("colours: red supports the explained class, blue speaks against it (signed measures); "
               "darker = larger, scaled per column")

@@ -50,8 +50,9 @@ def run(args: argparse.Namespace) -> int:
 
     from engine.faithfulness.retraining import run_retraining_sweep
     from engine.models import TrainConfig
+    from engine.models.training import default_learning_rate
 
-    lr = args.lr or (1e-3 if args.model == "bilstm" else 1e-4)
+    lr = args.lr or default_learning_rate(args.model)
     config = TrainConfig(base_model=args.model, dataset=args.dataset, strategy=args.strategy, epochs=args.epochs, lr=lr,
                          batch_size=args.batch_size, train_limit=args.train_limit, eval_limit=args.eval_limit)
     levels = None

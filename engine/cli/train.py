@@ -50,10 +50,11 @@ def run(args: argparse.Namespace) -> int:
     from engine.data import get_dataset
     from engine.errors import InvalidInputError
     from engine.models import TrainConfig, checkpoint, default_model_id, resolve_encoder, save_classifier, train_classifier
+    from engine.models.training import default_learning_rate
 
     config = TrainConfig(
         base_model=args.model, dataset=args.dataset, strategy=args.strategy, epochs=args.epochs,
-        lr=args.lr if args.lr is not None else (1e-3 if args.model == "bilstm" else 1e-4),
+        lr=args.lr if args.lr is not None else default_learning_rate(args.model),
         batch_size=args.batch_size, max_length=args.max_length, seed=args.seed, split_seed=args.split_seed,
         train_limit=args.train_limit, eval_limit=args.eval_limit, device=args.device,
     )

@@ -121,9 +121,7 @@ def recursive_masking(
         with torch.no_grad():
             target = classifier.logits(batch).argmax(-1)
         target_source = target_source or "predicted"
-    target = torch.as_tensor(target, dtype=torch.long, device=classifier.device).reshape(len(batch))
-    for t in target.tolist():
-        classifier.check_target(t)
+    target = classifier.check_targets(target, len(batch))
     target_source = target_source or "given"
 
     n_tokens = batch.maskable.sum(1)  # [B]

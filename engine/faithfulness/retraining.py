@@ -19,7 +19,7 @@ import os
 import platform
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 
 import pandas as pd
 
@@ -52,25 +52,10 @@ def _weights_sha256(folder):
 def _base_classifier(config, log: Callable[[str], None]):
     """The level-0 model of this config: loaded from models_cache when one with the same training
     config exists, else trained and saved (so later sweeps and the other pages reuse it)."""
-    from engine.models import CheckpointError, load_classifier, save_classifier, train_classifier
+    from engine.models.reuse import load_or_train
 
-    model_id = _base_id(config, config.seed)
-    try:
-        found = load_classifier(model_id)
-        if found.metadata.get("config") == asdict(config):
-            log(f"level-0 model {model_id}: loaded from models_cache")
-            return found
-        log(f"level-0 model {model_id}: models_cache has one with another config; training a new one")
-        model_id = f"{model_id}-roar"
-        found = load_classifier(model_id)
-        if found.metadata.get("config") == asdict(config):
-            return found
-    except CheckpointError:
-        pass
-    log(f"level-0 model {model_id}: training")
-    classifier = train_classifier(config, show_progress_bar=False)
-    save_classifier(classifier, model_id, overwrite=True)
-    return classifier
+    return load_or_train(config, _base_id(config, config.seed), log=lambda m: log(f"level-0 model {m}"),
+                         other_config_suffix="-roar")
 
 
 def run_retraining_sweep(config, measures: Sequence[str], seeds: Sequence[int], methods: Sequence[str] = METHODS,

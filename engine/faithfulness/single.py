@@ -70,8 +70,7 @@ def mask_single_input(classifier: Classifier, text: str, measure: str, auxiliary
         rnd = get_explainer("random", classifier, seed=seed, memo=False)
         baselines.append(recursive_masking(classifier, rnd, batch, target=tgt, ratios=ratios, counts=counts, masf=masf,
                                            target_source=source, should_stop=should_stop))
-    ids = batch.input_ids[0][batch.maskable[0]].tolist()
-    return SingleInputMasking(tokens=classifier.tokenizer.convert_ids_to_tokens(ids), maskable=batch.maskable[0].cpu(),
+    return SingleInputMasking(tokens=classifier.maskable_tokens(batch), maskable=batch.maskable[0].cpu(),
                               measure=main, random=baselines,
                               ratios=None if counts is not None else [s.ratio for s in main.steps],
                               counts=None if counts is None else [s.count for s in main.steps],

@@ -7,6 +7,7 @@
 `MEASURES` maps every measure id to its class (see each class's docstring for what exactly is
 computed, its options and unit). Definitions: REFERENCE section 2.
 """
+from engine.errors import ExplanationCancelled, NoMaskableTokenError
 from engine.importance import (  # noqa: E402,F401  (registration)
     attention,
     beam,
@@ -16,21 +17,17 @@ from engine.importance import (  # noqa: E402,F401  (registration)
     leave_one_out,
     random_baseline,
 )
-from engine.importance.base import (
+from engine.importance.explainer import Explainer
+from engine.importance.memo import clear_memo
+from engine.importance.registry import (
     MEASURES,
-    Explainer,
-    ExplanationCancelled,
-    Importance,
-    NoMaskableTokenError,
+    applicable_measures,
     describe,
     get_explainer,
+    measure_availability,
     register,
 )
-from engine.importance.memo import clear_memo
+from engine.importance.types import Importance
 
-# Measures that never sample (cheap and deterministic: the "live" set the Explain page computes at once).
-LIVE_MEASURES = ("random", "grad-l2", "grad-l1", "x-grad-sign", "x-grad-abs", "ig-sign", "ig-abs", "loo-sign",
-                 "loo-abs", "attention-cls-last", "attention-mean", "attention-rollout", "occlusion", "deeplift")
-
-__all__ = ["MEASURES", "LIVE_MEASURES", "Explainer", "ExplanationCancelled", "Importance", "NoMaskableTokenError",
+__all__ = ["applicable_measures", "measure_availability", "MEASURES", "Explainer", "ExplanationCancelled", "Importance", "NoMaskableTokenError",
            "clear_memo", "describe", "get_explainer", "register"]

@@ -20,8 +20,10 @@ from contextlib import contextmanager
 import torch
 
 from engine.errors import InvalidInputError
-from engine.importance.base import Call, Explainer, register
+from engine.importance.explainer import Explainer
 from engine.importance.random_baseline import row_seed
+from engine.importance.registry import register
+from engine.importance.types import Call
 
 
 @contextmanager
@@ -103,14 +105,19 @@ class _CaptumIds(Explainer):
                     return self.classifier.model(input_ids=x, attention_mask=att.expand(len(x), -1),
                                                  token_type_ids=types.expand(len(x), -1)).logits
 
-            method = self._method(forward)
-            with _seeded(row_seed(self.options.get("seed", 0), ids), b.device):
-                attr = method.attribute(ids, baselines=baseline, target=int(call.target[i]), feature_mask=feature,
-                                        **self._kwargs(n + 1))
+            attr = self._attribute_row(forward, ids, baseline, feature, int(call.target[i]), n)
             out[i, :L] = attr[0].to(torch.float64)
             if call.progress is not None:
                 call.progress(i + 1, B)
         return out, {}
+
+    def _attribute_row(self, forward, ids: torch.Tensor, baseline: torch.Tensor, feature: torch.Tensor, target: int,
+                       n: int) -> torch.Tensor:
+        """captum's attribution [1, L] of one input's ids [1, L]: `n` maskable tokens are features 0..n-1 in
+        `feature` (the rest share feature n and stay as they are in `baseline`)."""
+        method = self._method(forward)
+        with _seeded(row_seed(self.options.get("seed", 0), ids), ids.device):
+            return method.attribute(ids, baselines=baseline, target=target, feature_mask=feature, **self._kwargs(n + 1))
 
 
 @register
@@ -192,31 +199,14 @@ class OcclusionImportance(_CaptumIds):
         if self.options["window"] < 1:
             raise InvalidInputError(f"window must be at least 1 token, got {self.options['window']}")
 
-    def _scores(self, call: Call):
+    def _attribute_row(self, forward, ids, baseline, feature, target, n):
         from captum.attr import Occlusion
 
-        b = call.batch
-        B, T = b.input_ids.shape
-        out = torch.zeros(B, T, dtype=torch.float64, device=b.device)
-        mask_id = self.classifier.mask_token_id
-        for i in range(B):
-            call.check_stop()
-            L = int(b.attention_mask[i].sum())
-            ids = b.input_ids[i:i + 1, :L]
-            att, types = b.attention_mask[i:i + 1, :L], b.token_type_ids[i:i + 1, :L]
-            baseline = torch.where(b.maskable[i:i + 1, :L], torch.full_like(ids, mask_id), ids)
-
-            def forward(x, att=att, types=types):
-                with torch.no_grad():
-                    return self.classifier.model(input_ids=x, attention_mask=att.expand(len(x), -1),
-                                                 token_type_ids=types.expand(len(x), -1)).logits
-
-            w = min(self.options["window"], L)
-            attr = Occlusion(forward).attribute(ids, sliding_window_shapes=(w,), strides=1, baselines=baseline,
-                                                target=int(call.target[i]),
-                                                perturbations_per_eval=self.options["perturbations_per_eval"])
-            out[i, :L] = attr[0].to(torch.float64)
-        return out, {}
+        # Windows slide over every position; a window replaces only the maskable tokens it covers (the
+        # baseline keeps the others), so special tokens and the question are never occluded.
+        w = min(self.options["window"], ids.shape[1])
+        return Occlusion(forward).attribute(ids, sliding_window_shapes=(w,), strides=1, baselines=baseline, target=target,
+                                            perturbations_per_eval=self.options["perturbations_per_eval"])
 
 
 class _EmbeddingForward(torch.nn.Module):

@@ -14,7 +14,9 @@ import weakref
 
 import torch
 
-from engine.importance.base import Call, Explainer, register
+from engine.importance.explainer import Explainer
+from engine.importance.registry import register
+from engine.importance.types import Call
 
 _gram_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _gram_lock = threading.Lock()

@@ -28,7 +28,9 @@ import numpy as np
 import torch
 
 from engine.errors import InvalidInputError
-from engine.importance.base import Call, Explainer, register
+from engine.importance.explainer import Explainer
+from engine.importance.registry import register
+from engine.importance.types import Call
 
 BASELINES = ("zero", "mask", "pad")
 RULES = ("midpoint", "trapezoid", "gausslegendre")

@@ -5,7 +5,9 @@ import hashlib
 
 import torch
 
-from engine.importance.base import Call, Explainer, register
+from engine.importance.explainer import Explainer
+from engine.importance.registry import register
+from engine.importance.types import Call
 
 
 def row_seed(seed: int, ids: torch.Tensor) -> int:

@@ -66,6 +66,19 @@ class Classifier:
             raise InvalidInputError(f"target class {target} is out of range: this model has classes 0..{self.num_classes - 1} ({', '.join(self.classes)})")
         return int(target)
 
+    def check_targets(self, target, n: int) -> torch.Tensor:
+        """The explained class of each of `n` inputs as a long tensor [n] on the model's device: `target` is one
+        class for all inputs or one per input; every class is checked against the model's (the one place
+        targets are resolved, so every caller gets the same error for the same mistake)."""
+        t = torch.as_tensor(target, dtype=torch.long).reshape(-1)
+        if t.numel() == 1 and n != 1:
+            t = t.expand(n)
+        if t.numel() != n:
+            raise InvalidInputError(f"{n} inputs but {t.numel()} targets")
+        for v in t.tolist():
+            self.check_target(v)
+        return t.to(self.device).clone()
+
     # -- tokenisation -------------------------------------------------------------------------
     def batch(self, primary, auxiliary=None, target=None) -> Batch:
         return tokenize(self.tokenizer, primary, auxiliary, target, self.max_length).to(self.device)
@@ -74,6 +87,12 @@ class Classifier:
         return collate_examples(self.tokenizer, list(examples), self.max_length).to(self.device)
 
     # -- forward ------------------------------------------------------------------------------
+    def maskable_tokens(self, batch: Batch, row: int = 0) -> list[str]:
+        """The word pieces at row `row`'s maskable positions, in text order: what every score vector over
+        maskable tokens (`Importance.token_scores`) is aligned to."""
+        ids = batch.input_ids[row].cpu()[batch.maskable[row].cpu()].tolist()
+        return self.tokenizer.convert_ids_to_tokens(ids)
+
     def logits(self, batch: Batch, input_ids: torch.Tensor | None = None) -> torch.Tensor:
         """[B, C] logits for the batch (optionally with other ids, e.g. masked copies)."""
         return self.model(

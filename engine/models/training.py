@@ -253,3 +253,9 @@ def train_classifier(
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     return classifier
+
+
+def default_learning_rate(base_model: str) -> float:
+    """The peak learning rate used when none is given: 1e-3 for the BiLSTM trained from scratch, 1e-4 for a
+    pretrained transformer (suits `tiny`; REFERENCE section 1 suggests 2e-5..5e-5 for larger ones)."""
+    return 1e-3 if base_model == "bilstm" else 1e-4

@@ -17,7 +17,6 @@ from engine.plausibility.rationales import (
     measures_against_rationales,
     rationale_token_indices,
     spans_of,
-    supporting_fact_metrics,
     token_prf,
     top_k,
 )
@@ -33,14 +32,7 @@ from engine.plausibility.store import (
     new_submission_id,
     ordering_from_ranks,
 )
-from engine.plausibility.tasks import (
-    Explanation,
-    Task,
-    anonymise,
-    available_measures,
-    build_tasks,
-    importance_available,
-    make_task,
-)
+from engine.plausibility.supporting_facts import supporting_fact_metrics
+from engine.plausibility.tasks import AnonymisedExplanation, Task, anonymise, build_tasks, make_task
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -26,7 +26,7 @@ from pathlib import Path
 from engine.errors import InvalidInputError
 from engine.plausibility.rationales import spans_of
 from engine.plausibility.store import SCHEMA_VERSION, AnnotationStore, normalise_ordering, utc_now
-from engine.plausibility.tasks import Explanation, Task
+from engine.plausibility.tasks import AnonymisedExplanation, Task
 
 FORMAT = "engine-annotations"
 FORMAT_VERSION = 1
@@ -102,7 +102,7 @@ def _task_from_record(r: dict) -> Task:
     for key in ("tokens", "gold_rationale"):
         if fields.get(key) is not None:
             fields[key] = tuple(fields[key])
-    explanations = tuple(Explanation(**{**e, "scores": tuple(e["scores"])}) for e in r["explanations"])
+    explanations = tuple(AnonymisedExplanation(**{**e, "scores": tuple(e["scores"])}) for e in r["explanations"])
     return Task(**fields, explanations=explanations)
 
 

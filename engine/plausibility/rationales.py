@@ -175,16 +175,3 @@ def measures_against_rationales(tasks: Sequence, rationales: Mapping[str, Sequen
         if g:
             rows.append({"measure": measure, **compare_with_rationales(s, g, k)})
     return sorted(rows, key=lambda r: -r["auprc"] if not math.isnan(r["auprc"]) else math.inf)
-
-
-def supporting_fact_metrics(classifier, dataset, measures: Sequence[str], split: str = "test", limit: int | None = 100,
-                            k: int | None = None, progress=None) -> list[dict]:
-    """bAbI without annotation: each measure's explanations of the model's predictions against the
-    supporting facts of `split` (ground-truth rationales by construction). Needs engine.importance."""
-    from engine.plausibility.tasks import build_tasks
-
-    examples = [e for e in dataset.split(split)[:limit] if e.rationale_spans]
-    if not examples:
-        raise InvalidInputError(f"dataset {dataset.name!r} carries no rationale spans (only bAbI does)")
-    tasks = build_tasks(classifier, examples, measures, progress=progress)
-    return measures_against_rationales(tasks, k=k)

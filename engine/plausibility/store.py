@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from engine.errors import AnnotationStoreError, InvalidInputError  # noqa: F401 (re-exported)
-from engine.plausibility.tasks import Explanation, Task
+from engine.plausibility.tasks import AnonymisedExplanation, Task
 
 KINDS = ("ranking", "rationale")
 MAX_NAME_LENGTH = 200
@@ -421,14 +421,14 @@ class AnnotationStore:
     def _tasks_where(self, where: str, params: Sequence) -> list[Task]:
         with self._connect() as conn:
             rows = conn.execute(f"SELECT * FROM tasks {where} ORDER BY created_at, id", params).fetchall()
-            explanations: dict[str, list[Explanation]] = {}
+            explanations: dict[str, list[AnonymisedExplanation]] = {}
             ids = [r[0] for r in rows]
             for start in range(0, len(ids), 500):
                 chunk = ids[start:start + 500]
                 for r in conn.execute(
                         f"SELECT task_id, slot, measure, options, target, target_source, code_version, scores "
                         f"FROM explanations WHERE task_id IN ({','.join('?' * len(chunk))}) ORDER BY task_id, slot", chunk):
-                    explanations.setdefault(r[0], []).append(Explanation(
+                    explanations.setdefault(r[0], []).append(AnonymisedExplanation(
                         slot=r[1], measure=r[2], options=json.loads(r[3]), target=r[4], target_source=r[5],
                         code_version=r[6], scores=tuple(json.loads(r[7]))))
         return [Task(id=r[0], model_id=r[1], dataset=r[2], example_uid=r[3], primary=r[4], auxiliary=r[5], label=r[6],

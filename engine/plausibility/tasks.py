@@ -17,12 +17,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from engine.errors import InvalidInputError
+from engine.plausibility.rationales import rationale_token_indices
 
 SLOTS = string.ascii_uppercase
 
 
 @dataclass(frozen=True)
-class Explanation:
+class AnonymisedExplanation:
     """One measure's scores over a task's tokens, shown under the anonymised name `slot`."""
 
     slot: str
@@ -40,7 +41,7 @@ class Task:
     model_id: str
     primary: str
     tokens: tuple[str, ...]
-    explanations: tuple[Explanation, ...]
+    explanations: tuple[AnonymisedExplanation, ...]
     seed: int
     auxiliary: str | None = None
     dataset: str | None = None
@@ -99,7 +100,7 @@ def make_task(model_id: str, primary: str, tokens: Sequence[str], scores: Mappin
     tid = task_id(model_id, primary, auxiliary, options)
     seed = task_seed(tid)
     explanations = tuple(
-        Explanation(slot=slot, measure=measure, scores=tuple(float(v) for v in scores[measure]), options=options[measure],
+        AnonymisedExplanation(slot=slot, measure=measure, scores=tuple(float(v) for v in scores[measure]), options=options[measure],
                     target=target, target_source=target_source, code_version=code_version)
         for slot, measure in anonymise(list(scores), seed))
     return Task(id=tid, model_id=model_id, primary=primary, tokens=tuple(str(t) for t in tokens),
@@ -109,35 +110,16 @@ def make_task(model_id: str, primary: str, tokens: Sequence[str], scores: Mappin
                 code_version=code_version)
 
 
-def importance_available() -> tuple[bool, str]:
-    """(True, '') when the importance measures can be imported, else (False, why)."""
-    try:
-        from engine.importance import MEASURES, get_explainer  # noqa: F401
-    except ImportError as err:
-        return False, f"engine.importance is not available in this checkout: {err}"
-    except Exception as err:  # a broken measures package must not take the page down with it
-        return False, f"engine.importance failed to import ({type(err).__name__}: {err})"
-    return True, ""
-
-
-def available_measures() -> list[str]:
-    from engine.importance import MEASURES
-
-    return list(MEASURES)
-
-
 def build_tasks(classifier, examples: Sequence, measures: Sequence[str], options: Mapping[str, dict] | None = None,
                 batch_size: int = 8, progress: Callable[[int, int], None] | None = None) -> list[Task]:
     """Explain dataset `Example`s with each measure and make one task per example.
 
     All measures explain the same class, the model's prediction (`target_source='predicted'`), so
-    annotators compare explanations of one decision. Raises ImportError when the importance measures
-    are not installed.
+    annotators compare explanations of one decision.
     """
     import torch
 
     from engine.importance import get_explainer
-    from engine.plausibility.rationales import rationale_token_indices
     from engine.runtime import code_version
 
     options = {m: dict((options or {}).get(m, {})) for m in measures}
@@ -156,8 +138,7 @@ def build_tasks(classifier, examples: Sequence, measures: Sequence[str], options
             per_measure[m] = (torch.as_tensor(imp.scores).detach().float().cpu(), dict(getattr(imp, "options", None) or options[m]))
         for i, example in enumerate(chunk):
             keep = batch.maskable[i].cpu()
-            ids = batch.input_ids[i].cpu()[keep].tolist()
-            tokens = classifier.tokenizer.convert_ids_to_tokens(ids)
+            tokens = classifier.maskable_tokens(batch, i)
             gold = None
             if example.rationale_spans:
                 gold = rationale_token_indices(batch.offsets[i], keep.tolist(), example.rationale_spans)

@@ -1,0 +1,125 @@
+"""How a measure's many rows (perturbed inputs, interpolation steps) go through the model: as few
+forward or forward+backward passes as the memory budget allows, each trimmed of columns that are
+padding in every row. Mixed into `Explainer`; measures call these instead of the model.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from engine.importance.types import Call
+from engine.models import Batch
+
+
+class BatchedPasses:
+    """Chunked passes for an explainer with `classifier`, `memory_mb`, `max_rows`, `bf16` and `autocast()`."""
+
+    def rows_per_pass(self, T: int, backward: bool) -> int:
+        """How many rows of T tokens one forward (and backward) may take: within `memory_mb`, and on a CPU
+        at most 4096 tokens per pass, where throughput peaks (IG's 50 steps of a 64-token input in one
+        pass, as captum does: splitting them in two cost 1.4x, bench/importance.py)."""
+        cfg = getattr(self.classifier.model, "config", None)
+        H = int(getattr(cfg, "hidden_size", 256) or 256)
+        L = int(getattr(cfg, "num_hidden_layers", 1) or 1)
+        heads = int(getattr(cfg, "num_attention_heads", 1) or 1)
+        inter = int(getattr(cfg, "intermediate_size", 4 * H) or 4 * H)
+        elem = torch.finfo(self.classifier.embedding_matrix.dtype).bits // 8
+        if backward:  # activations kept for the backward pass, every layer
+            per_row = L * T * (10 * H + 2 * inter + 3 * heads * T) * elem
+        else:  # one layer's transient activations
+            per_row = T * (6 * H + 2 * inter + 2 * heads * T) * elem
+        cuda = self.classifier.device.type == "cuda"
+        budget = (self.memory_mb or (4096 if cuda else 1024)) * 2**20
+        if self.max_rows:
+            cap = self.max_rows
+        elif cuda:
+            cap = 1024
+        else:  # CPU throughput peaks at a few thousand tokens per pass and falls beyond (cache), see bench
+            cap = max(1, 4096 // T)
+        return int(max(1, min(cap, budget // max(per_row, 1))))
+
+    def _chunked_logits(self, call: Call, n: int, T: int, chunk_logits: Callable[[slice, torch.Tensor], torch.Tensor],
+                        device: torch.device) -> torch.Tensor:
+        """Logits [n, C] (no gradient) computed chunk by chunk: `chunk_logits(rows slice, batch rows of that slice)`
+        returns one chunk's logits; chunks are as large as the memory budget allows for T tokens."""
+        b = call.batch
+        out = []
+        step = self.rows_per_pass(T, backward=False)
+        with torch.no_grad():
+            for start in range(0, n, step):
+                call.check_stop()
+                with self.autocast():
+                    logits = chunk_logits(slice(start, start + step), b)
+                out.append(logits.float() if self.bf16 else logits)
+        return torch.cat(out) if out else torch.zeros(0, self.classifier.num_classes, device=device)
+
+    def forward_logits(self, call: Call, input_ids: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """Logits [N, C] (no gradient) of `input_ids` [N, T], row n using the attention/type ids of batch
+        row `rows[n]`; chunked to the memory budget and trimmed of trailing padding per chunk."""
+        def chunk(sl: slice, b: Batch) -> torch.Tensor:
+            r = rows[sl]
+            return self.classifier.logits(*_rows_batch(input_ids[sl], b.attention_mask[r], b.token_type_ids[r]))
+
+        return self._chunked_logits(call, input_ids.shape[0], input_ids.shape[1], chunk, input_ids.device)
+
+    def embedding_logits(self, call: Call, embeds: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """Logits [N, C] (no gradient) from word embeddings [N, T, H], row n with the attention/type ids of
+        batch row `rows[n]`; chunked like `forward_logits`."""
+        def chunk(sl: slice, b: Batch) -> torch.Tensor:
+            r = rows[sl]
+            L = int(b.attention_mask[r].sum(1).max())
+            mini, _ = _rows_batch(None, b.attention_mask[r][:, :L], b.token_type_ids[r][:, :L], trim=False)
+            return self.classifier.logits_from_embeddings(embeds[sl, :L], mini)
+
+        return self._chunked_logits(call, embeds.shape[0], embeds.shape[1], chunk, embeds.device)
+
+    def embedding_gradients(self, call: Call, n: int, make_embeds: Callable[[slice], torch.Tensor],
+                            rows: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None = None,
+                            ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sum over path rows of the gradient of weight[n] * logit_{target[n]} w.r.t. the word embeddings.
+
+        n rows; `make_embeds(slice)` returns the word embeddings [m, T, H] of rows slice (built lazily so
+        n x T x H never has to fit in memory at once); row n uses the attention/type ids of batch row
+        `rows[n]` and its gradient is added to out[rows[n]]. Returns (out [B, T, H], logits [n, C]).
+        Rows go through in as few forward+backward passes as the memory budget allows."""
+        b = call.batch
+        B, T = b.input_ids.shape
+        out = None
+        logits_all = []
+        step = self.rows_per_pass(T, backward=True)
+        for start in range(0, n, step):
+            call.check_stop()
+            sl = slice(start, min(start + step, n))
+            r = rows[sl]
+            L = int(b.attention_mask[r].sum(1).max())
+            e = make_embeds(sl)[:, :L].detach().requires_grad_(True)
+            with torch.enable_grad(), self.autocast():
+                logits = self.classifier.logits_from_embeddings(
+                    e, _rows_batch(None, b.attention_mask[r][:, :L], b.token_type_ids[r][:, :L], trim=False)[0])
+                logits = logits.float() if self.bf16 else logits
+                picked = logits.gather(1, target[sl, None]).squeeze(1)
+                if weight is not None:
+                    picked = picked * weight[sl].to(picked.dtype)
+                (g,) = torch.autograd.grad(picked.sum(), e)
+            if out is None:
+                out = torch.zeros(B, T, g.shape[-1], dtype=g.dtype, device=g.device)
+            out[:, :L].index_add_(0, r, g)
+            logits_all.append(logits.detach())
+        return out, torch.cat(logits_all)
+
+
+def _rows_batch(input_ids: torch.Tensor | None, attention_mask: torch.Tensor, token_type_ids: torch.Tensor,
+                trim: bool = True) -> tuple[Batch, torch.Tensor | None]:
+    """A minimal `Batch` for `Classifier.logits` (which reads ids, attention and type ids only), with the
+    trailing columns that are padding in every row cut off (right padding: results are unchanged)."""
+    if trim:
+        L = int(attention_mask.sum(1).max())
+        attention_mask, token_type_ids = attention_mask[:, :L], token_type_ids[:, :L]
+        input_ids = None if input_ids is None else input_ids[:, :L]
+    ids = input_ids if input_ids is not None else torch.zeros_like(attention_mask)
+    n = attention_mask.shape[0]
+    blank = torch.zeros_like(attention_mask)
+    batch = Batch(input_ids=ids, attention_mask=attention_mask, token_type_ids=token_type_ids, segments=blank,
+                  maskable=blank.bool(), target=None, truncated=torch.zeros(n, dtype=torch.bool), offsets=[])
+    return batch, ids

@@ -1,0 +1,56 @@
+"""The registry of measures: every `Explainer` subclass registers under its id, and a duplicate id is an
+error (two modules cannot silently shadow each other).
+
+    explainer = get_explainer("ig-sign", classifier, steps=50)   # parameters in __init__
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from engine.errors import InvalidInputError, UnknownMeasureError
+
+if TYPE_CHECKING:
+    from engine.importance.explainer import Explainer
+    from engine.models import Classifier
+
+
+MEASURES: dict[str, type[Explainer]] = {}
+
+
+def register(cls: type[Explainer]) -> type[Explainer]:
+    """Class decorator: add an `Explainer` subclass to `MEASURES` under its `name`."""
+    if not getattr(cls, "name", None):
+        raise TypeError(f"{cls.__name__} has no measure name")
+    if cls.name in MEASURES and MEASURES[cls.name] is not cls:
+        raise InvalidInputError(f"measure {cls.name!r} is registered twice ({MEASURES[cls.name].__name__}, {cls.__name__})")
+    MEASURES[cls.name] = cls
+    return cls
+
+
+def get_explainer(name: str, classifier: Classifier, **options) -> Explainer:
+    """The explainer of measure `name` for `classifier`, with `options` (see each class's `defaults`)."""
+    cls = MEASURES.get(name)
+    if cls is None:
+        raise UnknownMeasureError(f"unknown importance measure {name!r}; known measures: {', '.join(MEASURES)}")
+    return cls(classifier, **options)
+
+
+def describe(name: str) -> str:
+    """The first line of a measure's docstring."""
+    doc = (MEASURES[name].__doc__ or "").strip()
+    return doc.splitlines()[0] if doc else name
+
+
+def measure_availability(classifier: Classifier) -> dict[str, str]:
+    """Every registered measure -> '' when it can explain `classifier`, else the reason it cannot (what pages
+    show on hover and the CLI prints). Each measure declares this in `Explainer.supports()`."""
+    out = {}
+    for name, cls in MEASURES.items():
+        ok, why = cls(classifier, memo=False).supports()
+        out[name] = "" if ok else why
+    return out
+
+
+def applicable_measures(classifier: Classifier) -> list[str]:
+    """The measures that can explain `classifier`, in registry order."""
+    return [name for name, why in measure_availability(classifier).items() if not why]
