@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from engine.errors import InvalidInputError, NoMaskableTokenError
+from engine.errors import InvalidInputError, NoMaskableTokenError, NotApplicableError
 from engine.importance.batching import BatchedPasses
 from engine.importance.memo import freeze, memoised, tensor_digest
 from engine.importance.registry import MEASURES
@@ -117,7 +117,7 @@ class Explainer(BatchedPasses):
         Returns an `Importance` with scores [B, T] (0 where `batch.maskable` is False)."""
         ok, why = self.supports()
         if not ok:
-            raise InvalidInputError(f"measure {self.name!r} cannot explain model {self.classifier.id!r}: {why}")
+            raise NotApplicableError(f"measure {self.name!r} cannot explain model {self.classifier.id!r}: {why}")
         batch = batch.to(self.classifier.device)
         empty = (~batch.maskable.any(dim=1)).nonzero().flatten().tolist()
         if empty:
