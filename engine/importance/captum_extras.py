@@ -73,6 +73,7 @@ class WeightedRidge:
 
 class _CaptumIds(Explainer):
     """Base of the perturbation methods: one captum call per input, on its token ids."""
+    uses_replacement = True  # replaces tokens by the mask (or chosen replacement) token
 
     seeded = False
 
@@ -100,8 +101,8 @@ class _CaptumIds(Explainer):
 
             def forward(x, att=att, types=types):
                 with torch.no_grad():
-                    return self.classifier.model(input_ids=x, attention_mask=att.expand(len(x), -1),
-                                                 token_type_ids=types.expand(len(x), -1)).logits
+                    return self.classifier.forward(input_ids=x, attention_mask=att.expand(len(x), -1),
+                                                   token_type_ids=types.expand(len(x), -1)).logits
 
             method = self._method(forward)
             with _seeded(row_seed(self.options.get("seed", 0), ids), b.device):
@@ -208,8 +209,8 @@ class OcclusionImportance(_CaptumIds):
 
             def forward(x, att=att, types=types):
                 with torch.no_grad():
-                    return self.classifier.model(input_ids=x, attention_mask=att.expand(len(x), -1),
-                                                 token_type_ids=types.expand(len(x), -1)).logits
+                    return self.classifier.forward(input_ids=x, attention_mask=att.expand(len(x), -1),
+                                                   token_type_ids=types.expand(len(x), -1)).logits
 
             w = min(self.options["window"], L)
             attr = Occlusion(forward).attribute(ids, sliding_window_shapes=(w,), strides=1, baselines=baseline,
@@ -228,10 +229,12 @@ class _EmbeddingForward(torch.nn.Module):
         self._classifier = (classifier,)
 
     def forward(self, embeds, attention_mask, token_type_ids):
-        return self.inner(inputs_embeds=embeds, attention_mask=attention_mask, token_type_ids=token_type_ids).logits
+        return self._classifier[0].forward(inputs_embeds=embeds, attention_mask=attention_mask,
+                                           token_type_ids=token_type_ids).logits
 
 
 class _CaptumEmbeddings(Explainer):
+    uses_replacement = True  # replaces tokens by the mask (or chosen replacement) token
     signed = True
 
     def _attribute_row(self, forward, e, base, target, att, types):

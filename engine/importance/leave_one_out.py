@@ -16,6 +16,7 @@ from engine.importance.base import Call, Explainer, register
 
 
 class _LeaveOneOut(Explainer):
+    uses_replacement = True  # replaces tokens by the mask (or chosen replacement) token
     def _drops(self, call: Call) -> torch.Tensor:
         def compute():
             b = call.batch
