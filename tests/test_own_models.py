@@ -389,3 +389,31 @@ def test_fine_tuning_from_a_classifier_refuses_other_label_names_and_unmaskable_
     with pytest.raises(NotApplicableError, match="--replacement"):
         train_classifier(TrainConfig(base_model="custom", from_classifier=str(decoder), dataset="toy", epochs=1),
                          show_progress_bar=False)
+
+
+# -- pages ------------------------------------------------------------------------------------------------------
+def test_models_page_registers_a_folder_and_the_sidebar_offers_it_with_a_note(tmp_path, tokenizer_dir, user_dir):
+    """The Models page registers a folder by path; the sidebar then lists it, says it was fine-tuned elsewhere and
+    notes that it was not masked-fine-tuned."""
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    main = str(Path(__file__).resolve().parent.parent / "app" / "main.py")
+    folder = build_folder("bert", tmp_path / "page-bert", tokenizer_dir)
+    at = AppTest.from_file(main, default_timeout=120)
+    at.run(timeout=120)
+    at.switch_page(str(Path(main).parent.parent / "pages" / "models.py"))
+    at.run(timeout=120)
+    at.text_input[0].set_value(str(folder))
+    at.text_input[1].set_value("page-bert")
+    next(b for b in at.button if b.label == "Register").click()
+    at.run(timeout=120)
+    assert not at.exception, [e.message for e in at.exception]
+    assert any("Registered page-bert" in s.value for s in at.success)
+    at.run(timeout=120)
+    assert "page-bert" in at.sidebar.selectbox[0].options
+    at.sidebar.selectbox[0].set_value("page-bert")
+    at.run(timeout=120)
+    captions = " ".join(c.value for c in at.sidebar.caption)
+    assert "fine-tuned elsewhere" in captions and "Not masked-fine-tuned" in captions
