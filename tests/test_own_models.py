@@ -417,3 +417,21 @@ def test_models_page_registers_a_folder_and_the_sidebar_offers_it_with_a_note(tm
     at.run(timeout=120)
     captions = " ".join(c.value for c in at.sidebar.caption)
     assert "fine-tuned elsewhere" in captions and "Not masked-fine-tuned" in captions
+
+
+def test_masf_and_faithfulness_commands_take_a_registered_model_and_a_dataset(tmp_path, tokenizer_dir, user_dir, capsys):
+    """`masf` and `faithfulness` on a registered model: the dataset is named (it has none recorded), MaSF is stored
+    in the user folder, and a split is masked recursively with p-values at every step."""
+    from engine.cli import main
+
+    folder = build_folder("electra", tmp_path / "my-electra", tokenizer_dir)
+    assert main(["models", "add", str(folder), "--id", "mine"]) == 0
+    assert main(["faithfulness", "--model", "mine", "--measure", "x-grad-abs", "--limit", "4"]) == 2
+    assert "--dataset" in capsys.readouterr().err
+    assert main(["masf", "--model", "mine", "--dataset", "toy"]) == 0
+    assert (user_dir / "models" / "mine" / "masf.safetensors").is_file()
+    assert not (folder / "masf.safetensors").exists()
+    assert main(["faithfulness", "--model", "mine", "--dataset", "toy", "--measure", "x-grad-abs", "--limit", "4",
+                 "--ratios", "0,0.5,1"]) == 0
+    out = capsys.readouterr().out
+    assert "p<0.05" in out and len([line for line in out.splitlines() if line.strip().startswith(("0 ", "1 ", "2 "))]) >= 3
