@@ -435,3 +435,18 @@ def test_masf_and_faithfulness_commands_take_a_registered_model_and_a_dataset(tm
                  "--ratios", "0,0.5,1"]) == 0
     out = capsys.readouterr().out
     assert "p<0.05" in out and len([line for line in out.splitlines() if line.strip().startswith(("0 ", "1 ", "2 "))]) >= 3
+
+
+def test_train_from_classifier_command_saves_a_masked_fine_tuned_checkpoint(tmp_path, tokenizer_dir, user_dir, capsys):
+    """`python -m engine train --from-classifier ID` saves a checkpoint that records where it started and loads as
+    masked-fine-tuned, with the user's label names."""
+    from engine.cli import main
+
+    folder = build_folder("distilbert", tmp_path / "d", tokenizer_dir)
+    assert main(["models", "add", str(folder), "--id", "d"]) == 0
+    assert main(["train", "--from-classifier", "d", "--dataset", "toy", "--epochs", "1", "--train-limit", "32",
+                 "--eval-limit", "32", "--lr", "1e-3", "--quiet"]) == 0
+    assert "saved" in capsys.readouterr().out
+    trained = load_classifier("d-toy-masked-s0")
+    assert trained.masked_fine_tuned and trained.classes == CLASSES
+    assert trained.metadata["from_classifier"]["folder"] == str(folder.resolve())
