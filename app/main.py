@@ -27,8 +27,14 @@ with st.sidebar:
         st.selectbox("Checkpoint", ids, key=MODEL_KEY, help="models_cache/<id>: build more on the Models page")
         meta = next(m for m in checkpoints if m["id"] == st.session_state[MODEL_KEY])
         test = meta.get("test", {})
-        st.caption(f"{meta['base_model']} · {meta['dataset']} · {meta['strategy']} fine-tuning · "
-                   f"test {meta.get('metric', 'metric')} {test.get('unmasked', float('nan')):.3f}")
+        if meta.get("registered"):
+            st.caption(f"{meta['base_model']} · fine-tuned elsewhere · {meta['path']}")
+        else:
+            st.caption(f"{meta['base_model']} · {meta['dataset']} · {meta['strategy']} fine-tuning · "
+                       f"test {meta.get('metric', 'metric')} {test.get('unmasked', float('nan')):.3f}")
+        if not meta.get("masked_fine_tuned", meta["strategy"] in ("masked", "only-masking")):
+            st.caption(":warning: Not masked-fine-tuned: inputs with masked tokens may be out of distribution for it. "
+                       "Make it measurable on the Models page.")
     else:
         st.session_state[MODEL_KEY] = None
         st.warning("No model in models_cache yet.")

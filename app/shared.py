@@ -19,7 +19,15 @@ def get_classifier(model_id: str):
 
 
 def usable_checkpoints() -> list[dict]:
-    return [m for m in list_checkpoints() if "error" not in m]
+    """Checkpoints trained here, then the user's registered models (fine-tuned elsewhere), as sidebar entries:
+    a registered one has strategy 'elsewhere', its architecture as base_model, no dataset, and
+    `masked_fine_tuned` as declared at registration (pages show a note when it is False)."""
+    from engine.models.registry import registered_models
+
+    own = [{"id": m["id"], "base_model": m.get("architecture"), "dataset": None, "strategy": "elsewhere",
+            "masked_fine_tuned": bool(m.get("masked_fine_tuned")), "registered": True, "path": m["path"]}
+           for m in registered_models() if "error" not in m]
+    return [m for m in list_checkpoints() if "error" not in m] + own
 
 
 def selected_classifier():

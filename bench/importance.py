@@ -14,6 +14,7 @@ shared through the memo as on the Explain page) for one 64-token input.
 
     python bench/importance.py                          # tiny-rt-masked-s0 and minilm (fresh head)
     python bench/importance.py --threads 1 --repeats 7  # on a shared 2-core machine, see the note printed
+    python bench/importance.py --base                   # only the live bundle on a random-weight BERT-base, T=128
 """
 from __future__ import annotations
 
@@ -349,9 +350,29 @@ def bf16_agreement(model_id: str, n: int = 40) -> list[str]:
     return rows
 
 
-def bench_live_bundle(model_id: str, repeats: int) -> list[str]:
+def base_sized_model() -> str:
+    """A random-weight BERT-base sequence classifier (12 layers, hidden 768, 12 heads, 110M parameters), written
+    with save_pretrained beside the packaged BERT tokenizer and loaded like a user's own folder (the timings do
+    not depend on the weights). Returns its id in the model table."""
+    import tempfile
+
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    from engine.models import resolve_encoder
+
+    model_id = "bert-base (random weights)"
+    if model_id not in _MODELS:
+        folder = tempfile.mkdtemp(prefix="bert-base-random.")
+        torch.manual_seed(0)
+        BertForSequenceClassification(BertConfig(vocab_size=30522, num_labels=2)).save_pretrained(folder)
+        AutoTokenizer.from_pretrained(resolve_encoder("tiny")).save_pretrained(folder)
+        _MODELS[model_id] = load_classifier(folder)
+    return model_id
+
+
+def bench_live_bundle(model_id: str, repeats: int, T: int = 64) -> list[str]:
     classifier = get_model(model_id)
-    batch = tokenize(classifier.tokenizer, TEXT, max_length=64).to(classifier.device)
+    batch = tokenize(classifier.tokenizer, TEXT, max_length=T).to(classifier.device)
     explainers = [get_explainer(m, classifier) for m in LIVE_MEASURES]
     alone = [get_explainer(m, classifier, memo=False) for m in LIVE_MEASURES]
 
@@ -366,13 +387,13 @@ def bench_live_bundle(model_id: str, repeats: int) -> list[str]:
 
     t_bundle = timed(bundle, repeats, 30.0)
     t_sep = timed(separately, max(1, repeats // 2), 30.0)
-    fwd_peak, _ = peak_throughput(classifier, 64, backward=False, repeats=repeats)
-    bwd_peak, _ = peak_throughput(classifier, 64, backward=True, repeats=repeats)
+    fwd_peak, _ = peak_throughput(classifier, T, backward=False, repeats=repeats)
+    bwd_peak, _ = peak_throughput(classifier, T, backward=True, repeats=repeats)
     N = int(batch.maskable.sum())
-    n_fwd = 1 + N + 1 + (64 - 3 + 2) + 2  # prediction, loo copies, attention, occlusion windows, IG endpoints
+    n_fwd = 1 + N + 1 + (T - 3 + 2) + 2  # prediction, loo copies, attention, occlusion windows, IG endpoints
     n_bwd = 1 + 20 + 2  # gradient, IG 20 steps, DeepLift (input and baseline)
     limit = n_fwd / fwd_peak + n_bwd / bwd_peak
-    return [f"| {model_id} | live bundle, T=64 ({len(LIVE_MEASURES)} measures: {', '.join(LIVE_MEASURES)}) | "
+    return [f"| {model_id} | live bundle, T={T} ({len(LIVE_MEASURES)} measures: {', '.join(LIVE_MEASURES)}) | "
             f"{t_bundle * 1e3:.0f} ms shared | {t_sep * 1e3:.0f} ms one by one | limit {limit * 1e3:.0f} ms "
             f"({n_fwd} fwd + {n_bwd} fwd+bwd rows) | {t_bundle / limit:.2f}x |"]
 
@@ -393,12 +414,20 @@ def main() -> int:
     p.add_argument("--bf16-agreement", action="store_true", help="also measure bf16 vs float32 rank agreement "
                    "(40 rt test inputs per model; sets which measures accept bf16)")
     p.add_argument("--only-agreement", action="store_true", help="only the bf16 agreement table")
+    p.add_argument("--base", action="store_true", help="only the live bundle on a base-sized model (random-weight "
+                   "BERT-base, 110M parameters, loaded as a user's own folder) at --base-length tokens")
+    p.add_argument("--base-length", type=int, default=128, help="T for --base. Default: 128")
     args = p.parse_args()
     configure()
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"# bench/importance.py · code {code_version()} · torch {torch.__version__} · {platform.processor() or platform.machine()} "
           f"· {os.cpu_count()} CPUs · {torch.get_num_threads()} threads · load average {os.getloadavg()[0]:.2f} at start")
+    if args.base:
+        print("\n| model | what | time | without sharing | forward-pass limit | ratio to limit |\n|---|---|---|---|---|---|")
+        print("\n".join(bench_live_bundle(base_sized_model(), args.repeats, T=args.base_length)))
+        print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
+        return 0
     print("\nTimes: median of repeats, milliseconds, one input, explicit target. Limit = forward rows / peak forward "
           "throughput + fwd+bwd rows / peak fwd+bwd throughput at the same T.\n")
     available = []

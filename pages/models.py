@@ -46,6 +46,32 @@ elif checkpoints:
 else:
     st.info("models_cache is empty. Build the default model below: `tiny` masked-fine-tuned on Rotten Tomatoes, about 2 minutes on 2 cores.")
 
+st.subheader("Your own classifier")
+st.caption("A Hugging Face sequence-classification folder (save_pretrained: config.json, safetensors weights, tokenizer) "
+           "is registered by reference: nothing is copied or written into it. Pickled weights are refused.")
+with st.form("register"):
+    r1, r2, r3 = st.columns([3, 1, 1])
+    path = r1.text_input("Folder", placeholder="/path/to/my-classifier")
+    own_id = r2.text_input("Id (optional)")
+    replacement = r3.selectbox("Replacement token", ["mask", "pad", "unk"],
+                               help="the token masking writes; decoders (GPT-2, Llama) have no mask token")
+    declared = st.checkbox("It was masked-fine-tuned with that token")
+    register = st.form_submit_button("Register")
+if register and path:
+    from engine.errors import EngineError
+    from engine.models.registry import register_model
+
+    try:
+        manifest = register_model(path, own_id or None, replacement=None if replacement == "mask" else replacement,
+                                  masked_fine_tuned=declared)
+    except EngineError as err:
+        st.error(str(err))
+    else:
+        st.success(f"Registered {manifest['id']} ({manifest['architecture']}, classes {', '.join(manifest['classes'])}). "
+                   f"Make it measurable: `python -m engine train --from-classifier {manifest['id']} --dataset NAME`.")
+        st.session_state[PENDING_MODEL_KEY] = manifest["id"]
+        st.button("Use it", key="use_registered")
+
 st.subheader("Build a model")
 with st.form("build"):
     c1, c2, c3 = st.columns(3)

@@ -34,6 +34,8 @@ def babi_classifier():
 
 @pytest.fixture()
 def models_cache(tmp_path, monkeypatch):
+    """An empty models cache, and an empty user folder (registered models), for this test only."""
     cache = tmp_path / "models_cache"
     monkeypatch.setenv("ENGINE_MODELS_CACHE", str(cache))
+    monkeypatch.setenv("ENGINE_USER_DIR", str(tmp_path / "user"))
     return cache

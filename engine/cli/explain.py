@@ -46,7 +46,8 @@ def configure(p: argparse.ArgumentParser) -> None:
               python -m engine explain --model tiny-rt-masked-s0 --text "dull" --measure ig-abs --option steps=50 --target 1
               python -m engine explain --model bilstm-babi1 --text "Mary went to the kitchen." --aux "Where is Mary?" --measure live
             """))
-    p.add_argument("--model", required=True, help="checkpoint id in models_cache (see `python -m engine models`) or a folder")
+    p.add_argument("--model", required=True, help="checkpoint id in models_cache, registered id (see `python -m engine "
+                   "models`), or a folder (a checkpoint or any Hugging Face sequence-classification folder)")
     p.add_argument("--text", required=True, help="the text to classify (the primary sequence)")
     p.add_argument("--aux", default=None, help="the auxiliary sequence of a paired task (e.g. the bAbI question); never scored")
     p.add_argument("--measure", nargs="+", required=True, metavar="NAME",
@@ -105,6 +106,7 @@ def _chosen_measures(names: list[str], classifier) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from engine.explain import explain_text
+    from engine.importance import MEASURES
     from engine.models import load_classifier
 
     classifier = load_classifier(args.model, device=args.device)
@@ -127,6 +129,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: the text was truncated to {classifier.max_length} tokens; only the kept part is classified and explained")
     for measure, why in result.errors.items():
         print(f"skipped {measure}: {why}")
+    if any(MEASURES[m].uses_replacement for m in result.scores) and not classifier.masked_fine_tuned:
+        token = classifier.tokenizer.convert_ids_to_tokens(classifier.mask_token_id)
+        print(f"note: {classifier.id} was not masked-fine-tuned with {token}: the inputs that masking-based measures "
+              f"make are likely out of distribution (make it measurable: python -m engine train --from-classifier "
+              f"{classifier.id} --dataset NAME)")
     if not result.scores:
         return 2
 

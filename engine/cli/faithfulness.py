@@ -22,7 +22,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
               python -m engine faithfulness --model tiny-rt-masked-s0 --measure grad-l2 --limit 200
             """)
 
-    parser.add_argument("--model", required=True, help="checkpoint id in models_cache")
+    parser.add_argument("--model", required=True, help="checkpoint id in models_cache, registered id or folder")
+    parser.add_argument("--dataset", default=None, help="dataset of the split and of MaSF's calibration (default: the "
+                        "checkpoint's; required for a model fine-tuned elsewhere)")
     parser.add_argument("--measure", required=True, help="importance measure (see `python -m engine explain --help`)")
     parser.add_argument("--text", default=None, help="one input to mask step by step; omit to run a dataset split")
     parser.add_argument("--aux", default=None, help="auxiliary sequence (the question of a paired task)")
@@ -43,13 +45,14 @@ def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from engine.data import get_dataset
+    from engine.errors import InvalidInputError
     from engine.faithfulness.recursive import dataset_masking_curve
     from engine.importance import get_explainer
     from engine.models import load_classifier
     from engine.ood import fit_masf, load_masf
 
     classifier = load_classifier(args.model)
-    masf = load_masf(classifier) or fit_masf(classifier)
+    masf = load_masf(classifier) or fit_masf(classifier, dataset=args.dataset)
     counts = list(range(0, args.counts + 1)) if args.counts else None
     if args.text is not None:
         from engine.faithfulness.metrics import acu, racu
@@ -80,7 +83,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     explainer = get_explainer(args.measure, classifier, **({"seed": args.seed} if args.measure == "random" else {}))
     meta = classifier.metadata
-    dataset = get_dataset(meta["dataset"], meta.get("split_seed", 0))
+    if (args.dataset or meta.get("dataset")) is None:
+        raise InvalidInputError(f"model {classifier.id!r} was fine-tuned elsewhere: name the dataset with --dataset")
+    dataset = get_dataset(args.dataset or meta["dataset"], meta.get("split_seed", 0))
     n = len(dataset.split(args.split)[: args.limit])
     with tqdm(total=n, desc=f"{args.measure} on {dataset.name}/{args.split}", unit="input") as bar:
         rows = dataset_masking_curve(classifier, explainer, dataset, split=args.split, ratios=None if counts else args.ratios,

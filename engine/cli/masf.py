@@ -11,7 +11,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        "its training, store it in models_cache/<id>/masf.safetensors, and report the share of p-values "
                        "below 0.05 on the test split unmasked and 100%% masked.")
 
-    parser.add_argument("--model", required=True, help="checkpoint id in models_cache (see `python -m engine models`)")
+    parser.add_argument("--model", required=True, help="checkpoint id in models_cache, registered id or folder (see `python -m engine models`)")
+    parser.add_argument("--dataset", default=None, help="dataset to calibrate on (default: the checkpoint's; required "
+                        "for a model fine-tuned elsewhere)")
     parser.add_argument("--limit", type=int, default=None, help="use only the first N validation inputs")
 
 
@@ -23,9 +25,9 @@ def run(args: argparse.Namespace) -> int:
     from engine.ood import fit_masf, hidden_state_features
 
     classifier = load_classifier(args.model)
-    masf = fit_masf(classifier, limit=args.limit)
+    masf = fit_masf(classifier, limit=args.limit, dataset=args.dataset)
     meta = classifier.metadata
-    test = get_dataset(meta["dataset"], meta.get("split_seed", 0)).split("test")[:500]
+    test = get_dataset(args.dataset or meta["dataset"], meta.get("split_seed", 0)).split("test")[:500]
     for label, full in (("unmasked", False), ("100% masked", True)):
         p = []
         for start in range(0, len(test), 64):
@@ -35,5 +37,6 @@ def run(args: argparse.Namespace) -> int:
             p.append(masf.pvalues(hidden_state_features(classifier, batch)))
         p = np.concatenate(p)
         print(f"{label:12} test inputs: {np.mean(p < 0.05):6.1%} with p < 0.05 (n={len(p)})")
-    print(f"stored {classifier.folder / 'masf.safetensors'}")
+    if classifier.artifacts_dir is not None:
+        print(f"stored {classifier.artifacts_dir / 'masf.safetensors'}")
     return 0

@@ -23,16 +23,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
               python -m engine train --model tiny --dataset rt                 # ~80 s on 2 CPU cores
               python -m engine train --model minilm --dataset rt --epochs 2 --lr 5e-5
               python -m engine train --model tiny --dataset babi-1 --strategy plain --seed 3
+              python -m engine train --from-classifier my-bert --dataset rt --epochs 1 --lr 2e-5
+
+            --from-classifier starts from your own classifier (a registered id, a folder or a checkpoint) and
+            keeps its head and label names: masked fine-tuning then makes its masked inputs in distribution.
             """)
 
     parser.add_argument("--model", default="tiny", help="encoder to start from: 'tiny' (BERT 2x128, 4.4M params), "
                    "'minilm' (MiniLM-L6, 22.7M), 'bilstm' (BiLSTM-attention on GloVe 50d, trained from scratch), "
                    "a local Hugging Face folder, or a hub id (needs a network). Default: tiny")
+    parser.add_argument("--from-classifier", default=None, metavar="ID_OR_PATH",
+                        help="fine-tune this classifier (registered id, folder or checkpoint) instead of a new head on --model; "
+                             "its label names must be the dataset's")
     parser.add_argument("--dataset", default="rt", help="rt, imdb, babi-1, babi-2, babi-3 or toy (see `python -m engine datasets`). Default: rt")
     parser.add_argument("--strategy", default="masked", choices=["masked", "plain", "only-masking"], help="fine-tuning strategy (see above). Default: masked")
     parser.add_argument("--epochs", type=int, default=4, help="training epochs; the best on validation is kept. Default: 4")
     parser.add_argument("--lr", type=float, default=None, help="peak learning rate of AdamW (linear decay, 6%% warm-up). "
-                   "Default: 1e-4 (suits tiny; use 2e-5..5e-5 for larger transformers), 1e-3 for bilstm")
+                   "Default: 1e-4 (suits tiny; use 2e-5..5e-5 for larger transformers), 1e-3 for bilstm, 2e-5 with --from-classifier")
     parser.add_argument("--batch-size", type=int, default=32, help="mini-batch size. Default: 32")
     parser.add_argument("--max-length", type=int, default=None, help="tokens per input; longer inputs are truncated "
                    "(and flagged). Default: the dataset's (rt 64, imdb 256, bAbI 160-192)")
@@ -52,9 +59,11 @@ def run(args: argparse.Namespace) -> int:
     from engine.models import TrainConfig, checkpoint, default_model_id, resolve_encoder, save_classifier, train_classifier
     from engine.models.training import default_learning_rate
 
+    from_classifier = args.from_classifier
     config = TrainConfig(
-        base_model=args.model, dataset=args.dataset, strategy=args.strategy, epochs=args.epochs,
-        lr=args.lr if args.lr is not None else default_learning_rate(args.model),
+        base_model="custom" if from_classifier else args.model, from_classifier=from_classifier, dataset=args.dataset,
+        strategy=args.strategy, epochs=args.epochs,
+        lr=args.lr if args.lr is not None else default_learning_rate("from-classifier" if from_classifier else args.model),
         batch_size=args.batch_size, max_length=args.max_length, seed=args.seed, split_seed=args.split_seed,
         train_limit=args.train_limit, eval_limit=args.eval_limit, device=args.device,
     )
@@ -64,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
     if target.exists() and not args.overwrite:
         raise InvalidInputError(f"checkpoint {model_id!r} exists at {target}; pass --overwrite or choose another --id")
     get_dataset(args.dataset, args.split_seed)
-    resolve_encoder(args.model)
+    if from_classifier is None:
+        resolve_encoder(args.model)
     classifier = train_classifier(config, show_progress_bar=not args.quiet)
     folder = save_classifier(classifier, model_id, overwrite=args.overwrite)
     t = classifier.metadata["test"]

@@ -1,7 +1,9 @@
 """Attention weights as importance: what exactly is computed is stated per measure.
 
 Transformers (need `attn_implementation="eager"`, which every checkpoint of this project is loaded with,
-so that `output_attentions=True` returns the softmax weights A_l [B, heads, T, T], query x key):
+so that `output_attentions=True` returns the softmax weights A_l [B, heads, T, T], query x key). "CLS" is
+the position the classifier head reads: [CLS] (position 0) for encoders, the last real token for decoder
+classifiers (GPT-2, Llama), whose causal attention row 0 sees only the first token:
   attention-cls-last   A_L[CLS -> t] of the last layer, averaged over heads
   attention-mean       A_l[CLS -> t] averaged over heads and over all L layers
   attention-rollout    Abnar & Zuidema (2020): R = Ã_L ... Ã_1 with Ã_l = (mean_heads A_l + I) / 2
@@ -28,11 +30,17 @@ def is_bilstm(classifier) -> bool:
     return isinstance(classifier.model, BiLSTMAttentionClassifier)
 
 
-def attention_summaries(attentions) -> dict[str, torch.Tensor]:
-    """From per-layer attentions [B, heads, T, T] (query x key): the three [B, T] summaries."""
+def attention_summaries(attentions, query: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """From per-layer attentions [B, heads, T, T] (query x key): the three [B, T] summaries.
+
+    query [B] long: the position read by the classifier head, whose attention row is summarised: 0 ([CLS])
+    for encoders (the default), the last real token for decoder classifiers (`Classifier.pooled_positions`)."""
     layers = [a.to(torch.float64).mean(1) for a in attentions]  # L x [B, T, T], heads averaged
-    cls_last = layers[-1][:, 0, :]
-    cls_mean = torch.stack([a[:, 0, :] for a in layers]).mean(0)
+    B = layers[0].shape[0]
+    rows = torch.arange(B, device=layers[0].device)
+    q = torch.zeros(B, dtype=torch.long, device=rows.device) if query is None else query.to(rows.device)
+    cls_last = layers[-1][rows, q, :]
+    cls_mean = torch.stack([a[rows, q, :] for a in layers]).mean(0)
     T = layers[0].shape[-1]
     eye = torch.eye(T, dtype=torch.float64, device=layers[0].device)
     rollout = None
@@ -40,7 +48,7 @@ def attention_summaries(attentions) -> dict[str, torch.Tensor]:
         a_res = 0.5 * a + 0.5 * eye
         a_res = a_res / a_res.sum(-1, keepdim=True)
         rollout = a_res if rollout is None else a_res @ rollout
-    return {"attention-cls-last": cls_last, "attention-mean": cls_mean, "attention-rollout": rollout[:, 0, :]}
+    return {"attention-cls-last": cls_last, "attention-mean": cls_mean, "attention-rollout": rollout[rows, q, :]}
 
 
 class _TransformerAttention(Explainer):
@@ -59,12 +67,12 @@ class _TransformerAttention(Explainer):
         def compute():
             b = call.batch
             with torch.no_grad(), self.autocast():
-                out = self.classifier.model(input_ids=b.input_ids, attention_mask=b.attention_mask,
-                                            token_type_ids=b.token_type_ids, output_attentions=True)
-            atts = getattr(out, "attentions", None)
+                out = self.classifier.forward(input_ids=b.input_ids, attention_mask=b.attention_mask,
+                                              token_type_ids=b.token_type_ids, output_attentions=True)
+            atts = out.attentions
             if not atts or any(a is None for a in atts):
                 raise InvalidInputError("the model returned no attention weights: it must run with attn_implementation='eager'")
-            return attention_summaries(atts)
+            return attention_summaries(atts, self.classifier.pooled_positions(b.attention_mask))
         return self._shared(("attention",), compute, call)[self.name], {}
 
 

@@ -32,6 +32,7 @@ class BeamSearch(Explainer):
     Option beam_size (B, default 10). Unit: rank. Signed as in the REFERENCE (the order follows the signed
     logit drop, so tokens that speak against c come last), though the ranks themselves are all >= 0.
     Costs ~B*N^2/2 forwards: streams progress, cancellable."""
+    uses_replacement = True  # replaces tokens by the mask (or chosen replacement) token
 
     name = "beam"
     signed = True

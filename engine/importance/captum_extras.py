@@ -75,6 +75,7 @@ class WeightedRidge:
 
 class _CaptumIds(Explainer):
     """Base of the perturbation methods: one captum call per input, on its token ids."""
+    uses_replacement = True  # replaces tokens by the mask (or chosen replacement) token
 
     seeded = False
 
@@ -102,8 +103,8 @@ class _CaptumIds(Explainer):
 
             def forward(x, att=att, types=types):
                 with torch.no_grad():
-                    return self.classifier.model(input_ids=x, attention_mask=att.expand(len(x), -1),
-                                                 token_type_ids=types.expand(len(x), -1)).logits
+                    return self.classifier.forward(input_ids=x, attention_mask=att.expand(len(x), -1),
+                                                   token_type_ids=types.expand(len(x), -1)).logits
 
             attr = self._attribute_row(forward, ids, baseline, feature, int(call.target[i]), n)
             out[i, :L] = attr[0].to(torch.float64)
@@ -218,10 +219,12 @@ class _EmbeddingForward(torch.nn.Module):
         self._classifier = (classifier,)
 
     def forward(self, embeds, attention_mask, token_type_ids):
-        return self.inner(inputs_embeds=embeds, attention_mask=attention_mask, token_type_ids=token_type_ids).logits
+        return self._classifier[0].forward(inputs_embeds=embeds, attention_mask=attention_mask,
+                                           token_type_ids=token_type_ids).logits
 
 
 class _CaptumEmbeddings(Explainer):
+    uses_replacement = True  # replaces tokens by the mask (or chosen replacement) token
     signed = True
 
     def _attribute_row(self, forward, e, base, target, att, types):

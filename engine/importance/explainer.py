@@ -43,6 +43,7 @@ class Explainer(BatchedPasses):
     bf16_ok: ClassVar[bool] = False  # rankings under bf16 autocast agree with float32 (see bench)
     computed_once: ClassVar[bool] = False  # inherently recursive (beam): recursive masking calls it once
     deterministic: ClassVar[bool] = True  # same input -> same scores (memoisable)
+    uses_replacement: ClassVar[bool] = False  # writes the mask/replacement token: the model must have one
 
     def __init__(self, classifier: Classifier, *, memo: bool = True, bf16: bool = False, memory_mb: float | None = None,
                  max_rows: int | None = None, progress: Progress | None = None,
@@ -106,6 +107,9 @@ class Explainer(BatchedPasses):
 
     def supports(self) -> tuple[bool, str]:
         """(True, '') when this measure can explain this classifier, else (False, why)."""
+        if self.uses_replacement and self.classifier.replacement_token_id is None:
+            return False, ("it replaces tokens, and this model has no mask token and no chosen replacement token "
+                           "(python -m engine models add FOLDER --replacement pad|unk|TOKEN)")
         return True, ""
 
     # -- the one public call ----------------------------------------------------------------------

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from engine.errors import InvalidInputError
+from engine.errors import InvalidInputError, NotApplicableError
 from engine.importance.explainer import Explainer
 from engine.importance.registry import register
 from engine.importance.types import Call
@@ -65,6 +65,9 @@ class _IntegratedGradients(Explainer):
             raise InvalidInputError(f"steps must be between 1 and 1000, got {k}")
         if self.options["rule"] == "trapezoid" and k < 2:
             raise InvalidInputError("the trapezoid rule needs at least 2 steps")
+        if self.options["baseline"] == "mask" and self.classifier.replacement_token_id is None:
+            raise NotApplicableError(f"model {self.classifier.id!r} has no mask token and no chosen replacement token: "
+                                     "use baseline 'zero' or 'pad'")
 
     def baseline_embeddings(self, batch) -> torch.Tensor:
         """b [B, T, H]: the baseline word embedding on maskable positions, the input's own elsewhere."""

@@ -18,6 +18,7 @@ from engine.importance.types import Call
 
 
 class _LeaveOneOut(Explainer):
+    uses_replacement = True  # replaces tokens by the mask (or chosen replacement) token
     def _drops(self, call: Call) -> torch.Tensor:
         def compute():
             b = call.batch

@@ -35,12 +35,25 @@ def check_model_id(model_id: str) -> str:
     return model_id
 
 
-def checkpoint_dir(model_id_or_path: str | os.PathLike) -> Path:
-    """A folder path as given, else `models_cache/<id>`."""
+def is_path(model_id_or_path: str | os.PathLike) -> bool:
+    """A folder path (existing, or written with a separator) rather than an id."""
     path = Path(model_id_or_path)
-    if path.is_dir() or os.sep in str(model_id_or_path):
-        return path
-    return models_cache_dir() / check_model_id(str(model_id_or_path))
+    return path.is_dir() or os.sep in str(model_id_or_path) or (os.altsep or os.sep) in str(model_id_or_path)
+
+
+def checkpoint_dir(model_id_or_path: str | os.PathLike) -> Path:
+    """A folder path as given; else `models_cache/<id>`, or the folder of a registered id when there is no
+    such checkpoint."""
+    if is_path(model_id_or_path):
+        return Path(model_id_or_path)
+    folder = models_cache_dir() / check_model_id(str(model_id_or_path))
+    if not folder.exists():
+        from engine.models.registry import read_manifest
+
+        manifest = read_manifest(str(model_id_or_path))
+        if manifest is not None:
+            return Path(manifest["path"])
+    return folder
 
 
 def read_metadata(folder: Path) -> dict:
@@ -65,7 +78,12 @@ def validate_checkpoint(folder: Path) -> dict:
         raise CheckpointError(f"no checkpoint at {folder} (run `python -m engine models` to list them)")
     missing = [f for f in REQUIRED_FILES if not (folder / f).is_file()]
     if missing:
-        raise CheckpointError(f"checkpoint {folder} is incomplete: missing {', '.join(missing)}")
+        pickled = "model.safetensors" in missing and (folder / "pytorch_model.bin").is_file()
+        from engine.models.foreign import conversion_hint
+
+        raise CheckpointError(f"checkpoint {folder} is incomplete: missing {', '.join(missing)}"
+                              + (f"; its pytorch_model.bin is a pickle and is never loaded: {conversion_hint(folder)}"
+                                 if pickled else ""))
     metadata = read_metadata(folder)
     try:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
@@ -99,6 +117,10 @@ def weights_sha256(folder: str | os.PathLike | None) -> str | None:
     About 0.2 s for MiniLM's 90 MB."""
     if folder is None:
         return None
+    if not (Path(folder) / "model.safetensors").is_file():  # a sharded folder fine-tuned elsewhere
+        from engine.models.foreign import weights_sha256 as sharded_sha256
+
+        return sharded_sha256(folder)
     digest = hashlib.sha256()
     with open(Path(folder) / "model.safetensors", "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -107,12 +129,34 @@ def weights_sha256(folder: str | os.PathLike | None) -> str | None:
 
 
 def load_classifier(model_id_or_path: str | os.PathLike, device: str | None = None) -> Classifier:
-    """Load a checkpoint (an id in models_cache or a folder) onto the chosen device."""
+    """The one way to load a model, onto the chosen device. Resolves, in this order:
+
+    an id of a checkpoint in models_cache; an id registered with `python -m engine models add`; a folder:
+    a checkpoint of this project (it has metadata.json) or any Hugging Face sequence-classification folder
+    fine-tuned elsewhere (engine.models.foreign; the mask token is its replacement token, if it has one)."""
     configure()
+    if not is_path(model_id_or_path):
+        model_id = check_model_id(str(model_id_or_path))
+        if not (models_cache_dir() / model_id).exists():
+            from engine.models.registry import load_registered, read_manifest, registered_models
+
+            if read_manifest(model_id) is not None:
+                return load_registered(model_id, device=device)
+            known = [m["id"] for m in list_checkpoints() + registered_models() if "error" not in m]
+            raise CheckpointError(f"no checkpoint or registered model {model_id!r} (known: {', '.join(known) or 'none'}); "
+                                  "register a folder with `python -m engine models add PATH`")
+    elif not (Path(model_id_or_path) / "metadata.json").is_file() and Path(model_id_or_path).is_dir():
+        from engine.models.foreign import load_foreign
+
+        return load_foreign(model_id_or_path, device=device)
+    return _load_checkpoint(checkpoint_dir(model_id_or_path), device)
+
+
+def _load_checkpoint(folder: Path, device: str | None) -> Classifier:
+    """A checkpoint of this project (models_cache/<id> or a copy of one)."""
     from safetensors import SafetensorError
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    folder = checkpoint_dir(model_id_or_path)
     metadata = validate_checkpoint(folder)
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(folder))

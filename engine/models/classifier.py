@@ -2,22 +2,65 @@
 few operations every measure and metric needs (logits from ids or from word embeddings)."""
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from engine.data import Dataset, Example, score
-from engine.errors import InvalidInputError, LabelMismatchError  # noqa: F401 (re-exported)
+from engine.errors import InvalidInputError, LabelMismatchError, NotApplicableError  # noqa: F401 (re-exported)
 from engine.models.batch import Batch, collate_examples, tokenize
 from engine.models.masking import apply_token_masks, mask_all_primary
+
+
+@dataclass
+class ForwardOutput:
+    """What `Classifier.forward` returns: logits [B, C]; attentions (L x [B, heads, T, T]) and hidden states
+    ((L+1) x [B, T, H]) when asked for, else None."""
+
+    logits: torch.Tensor
+    attentions: tuple | None = None
+    hidden_states: tuple | None = None
+
+
+def is_decoder_classifier(model) -> bool:
+    """A decoder (GPT-2, Llama-style) `*ForSequenceClassification`: its head is a linear `score` applied to
+    every position and read at the last token. Every such class in transformers names its head `score`;
+    encoder classifiers name theirs `classifier` and read position 0 ([CLS] / <s>)."""
+    return isinstance(getattr(model, "score", None), torch.nn.Linear) and hasattr(model, "base_model")
+
+
+def uses_token_types(model) -> bool:
+    """Whether the model reads `token_type_ids`: its forward takes them and it has more than one type.
+
+    DistilBERT and Llama take none; RoBERTa/XLM-R (type_vocab_size 1) and DeBERTa-v3 (0) would only add a
+    constant (or fail on type 1 of a paired input); GPT-2 would look them up in its *word* embeddings."""
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
+    if "token_type_ids" not in params or is_decoder_classifier(model):
+        return False
+    types = getattr(getattr(model, "config", None), "type_vocab_size", None)
+    return types is None or int(types) > 1
 
 
 class Classifier:
     """A Hugging Face `...ForSequenceClassification` model plus what is needed to use it honestly.
 
     classes: label names, index = class id. max_length: tokens per input (truncation is flagged).
-    metadata: the checkpoint's provenance (dataset, strategy, metrics, code version ...).
+    metadata: the checkpoint's provenance (dataset, strategy, metrics, code version ...); for a model
+        fine-tuned elsewhere also `masked_fine_tuned` (False) and the chosen `replacement_token(_id)`.
+
+    Every forward goes through `forward` (or `logits`, `logits_from_embeddings`), which hides what differs
+    between families: token type ids only where the model reads them, and for decoder classifiers the
+    logits read at each row's last real token (from the attention mask, so a replacement token equal to
+    the pad token, or `inputs_embeds`, never moves the read-out position).
+
+    The replacement token that masking writes (`mask_token_id`) is the tokenizer's mask token, unless the
+    metadata names another (`replacement_token_id`, e.g. pad or unk of a decoder that has no mask token).
     """
 
     def __init__(self, model, tokenizer, classes: Sequence[str], max_length: int, metadata: dict | None = None,
@@ -29,8 +72,8 @@ class Classifier:
         self.metadata = dict(metadata or {})
         self.device = torch.device(device)
         self.folder = None  # the checkpoint folder once saved or when loaded from one
-        if tokenizer.mask_token_id is None:
-            raise InvalidInputError("the tokenizer has no [MASK] token: masking-based measures need one")
+        self.decoder = is_decoder_classifier(model)
+        self._token_types = uses_token_types(model)
         if model.config.num_labels != len(self.classes):
             raise LabelMismatchError(
                 f"the model has {model.config.num_labels} outputs but {len(self.classes)} class names were given"
@@ -41,8 +84,42 @@ class Classifier:
         return self.metadata.get("id", "unsaved")
 
     @property
+    def replacement_token_id(self) -> int | None:
+        """The token masking writes: metadata's `replacement_token_id`, else the tokenizer's mask token, else None."""
+        chosen = self.metadata.get("replacement_token_id")
+        if chosen is not None:
+            return int(chosen)
+        return None if self.tokenizer.mask_token_id is None else int(self.tokenizer.mask_token_id)
+
+    @property
     def mask_token_id(self) -> int:
-        return int(self.tokenizer.mask_token_id)
+        """The replacement token id; NotApplicableError when the model has none (a decoder not given one)."""
+        token = self.replacement_token_id
+        if token is None:
+            raise NotApplicableError(
+                f"model {self.id!r} has no mask token and no replacement token was chosen, so it cannot be "
+                "masked (masking-based measures, curves, MaSF). Register it with one: python -m engine models add "
+                "FOLDER --replacement pad (or unk, or a token of its vocabulary)")
+        return token
+
+    @property
+    def masked_fine_tuned(self) -> bool:
+        """Whether the model was trained on inputs with the replacement token (so masked inputs are in
+        distribution): masked fine-tuning here, or declared at registration."""
+        if "masked_fine_tuned" in self.metadata:
+            return bool(self.metadata["masked_fine_tuned"])
+        return self.metadata.get("strategy") in ("masked", "only-masking")
+
+    @property
+    def artifacts_dir(self):
+        """Where files fitted for this model (MaSF) are kept: its checkpoint folder, or for a registered
+        model fine-tuned elsewhere a folder of its own under the user folder (never the user's model folder)."""
+        from pathlib import Path
+
+        if "artifacts_dir" in self.metadata:  # a model fine-tuned elsewhere: its own folder, or none
+            own = self.metadata["artifacts_dir"]
+            return Path(own) if own else None
+        return self.folder
 
     @property
     def num_classes(self) -> int:
@@ -93,13 +170,47 @@ class Classifier:
         ids = batch.input_ids[row].cpu()[batch.maskable[row].cpu()].tolist()
         return self.tokenizer.convert_ids_to_tokens(ids)
 
+    def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None, inputs_embeds: torch.Tensor | None = None,
+                output_attentions: bool = False, output_hidden_states: bool = False) -> ForwardOutput:
+        """One forward of the model on ids [B, T] or word embeddings [B, T, H] (right-padded, with the
+        attention mask [B, T]); the one place that knows how each family is called."""
+        kwargs = {"attention_mask": attention_mask}
+        if output_attentions:
+            kwargs["output_attentions"] = True
+        if output_hidden_states:
+            kwargs["output_hidden_states"] = True
+        if input_ids is not None:
+            kwargs["input_ids"] = input_ids
+        else:
+            kwargs["inputs_embeds"] = inputs_embeds
+        if not self.decoder:
+            if self._token_types and token_type_ids is not None:
+                kwargs["token_type_ids"] = token_type_ids
+            out = self.model(**kwargs)
+            return ForwardOutput(out.logits, getattr(out, "attentions", None), getattr(out, "hidden_states", None))
+        # Decoder: the head scores every position; read each row at its last real token.
+        out = self.model.base_model(**kwargs)
+        per_token = self.model.score(out.last_hidden_state)  # [B, T, C]
+        if attention_mask is None:
+            last = torch.full((per_token.shape[0],), per_token.shape[1] - 1, device=per_token.device)
+        else:
+            last = self.pooled_positions(attention_mask)
+        logits = per_token[torch.arange(per_token.shape[0], device=per_token.device), last]
+        return ForwardOutput(logits, getattr(out, "attentions", None), getattr(out, "hidden_states", None))
+
+    def pooled_positions(self, attention_mask: torch.Tensor) -> torch.Tensor:
+        """[B] long: the position whose final state the head reads: 0 ([CLS]) for encoders, the last real
+        token for decoders (right padding)."""
+        if not self.decoder:
+            return torch.zeros(attention_mask.shape[0], dtype=torch.long, device=attention_mask.device)
+        positions = torch.arange(attention_mask.shape[1], device=attention_mask.device)
+        return (positions * (attention_mask != 0)).argmax(-1)
+
     def logits(self, batch: Batch, input_ids: torch.Tensor | None = None) -> torch.Tensor:
         """[B, C] logits for the batch (optionally with other ids, e.g. masked copies)."""
-        return self.model(
-            input_ids=batch.input_ids if input_ids is None else input_ids,
-            attention_mask=batch.attention_mask,
-            token_type_ids=batch.token_type_ids,
-        ).logits
+        return self.forward(input_ids=batch.input_ids if input_ids is None else input_ids,
+                            attention_mask=batch.attention_mask, token_type_ids=batch.token_type_ids).logits
 
     def word_embeddings(self, input_ids: torch.Tensor) -> torch.Tensor:
         """[B, T, H] word embeddings only (no position/type embeddings)."""
@@ -108,9 +219,8 @@ class Classifier:
     def logits_from_embeddings(self, inputs_embeds: torch.Tensor, batch: Batch) -> torch.Tensor:
         """[B, C] logits from word embeddings [B, T, H]; position and type embeddings are added by
         the model as usual, so scaling `inputs_embeds` scales only the word part (as IG requires)."""
-        return self.model(
-            inputs_embeds=inputs_embeds, attention_mask=batch.attention_mask, token_type_ids=batch.token_type_ids
-        ).logits
+        return self.forward(inputs_embeds=inputs_embeds, attention_mask=batch.attention_mask,
+                            token_type_ids=batch.token_type_ids).logits
 
     @torch.no_grad()
     def predict_logits(self, batch: Batch, batch_size: int = 64) -> torch.Tensor:

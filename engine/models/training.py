@@ -19,7 +19,7 @@ from scipy.stats import binomtest
 from tqdm.auto import tqdm
 
 from engine.data import Dataset, get_dataset, score
-from engine.errors import InvalidInputError, TrainingCancelled  # noqa: F401 (re-exported)
+from engine.errors import InvalidInputError, LabelMismatchError, TrainingCancelled  # noqa: F401 (re-exported)
 from engine.models.batch import collate_examples
 from engine.models.classifier import Classifier
 from engine.models.encoders import resolve_encoder
@@ -49,6 +49,7 @@ class TrainConfig:
     validation_mask_seed: int = 1234
     device: str = "auto"
     attention: str = "additive"  # bilstm only: "uniform" freezes attention to 1/n (W&P's baseline)
+    from_classifier: str | None = None  # start from this classifier (id or folder), head and label names kept
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -68,12 +69,60 @@ class TrainConfig:
 
 
 def default_model_id(config: TrainConfig) -> str:
-    base = config.base_model if config.base_model.replace("-", "").isalnum() else "custom"
+    base = config.from_classifier or config.base_model
+    base = base if base.replace("-", "").replace("_", "").replace(".", "").isalnum() else "custom"
     return f"{base}-{config.dataset}-{config.strategy}-s{config.seed}"
+
+
+def _is_default_label(name: str, index: int) -> bool:
+    return name == f"LABEL_{index}"
+
+
+def _start_from_classifier(config: TrainConfig, dataset: Dataset, device: torch.device) -> Classifier:
+    """The user's classifier, to be fine-tuned further with its own head. Its label names must be the
+    dataset's (in the same order), unless they are transformers' defaults LABEL_0.. (then the dataset's are
+    taken, by index, and that is recorded)."""
+    from engine.models.checkpoint import load_classifier
+
+    classifier = load_classifier(config.from_classifier, device=str(device))
+    if classifier.num_classes != dataset.num_classes:
+        raise LabelMismatchError(f"model {config.from_classifier!r} has {classifier.num_classes} classes "
+                                 f"{list(classifier.classes)} but dataset {dataset.name!r} has {dataset.num_classes} "
+                                 f"{list(dataset.classes)}")
+    source = dict(classifier.metadata)
+    renamed = None
+    if tuple(classifier.classes) != tuple(dataset.classes):
+        if not all(_is_default_label(c, i) for i, c in enumerate(classifier.classes)):
+            raise LabelMismatchError(
+                f"model {config.from_classifier!r} names its classes {list(classifier.classes)} but dataset "
+                f"{dataset.name!r} names them {list(dataset.classes)}: register the data with the model's label "
+                "names in the model's order (python -m engine datasets --help)")
+        renamed = list(classifier.classes)
+        classifier.classes = tuple(dataset.classes)
+    # Validation and test mask inputs whatever the strategy: a model without a replacement token cannot be
+    # trained here (NotApplicableError says how to choose one).
+    _ = classifier.mask_token_id
+    classifier.max_length = min(config.max_length or dataset.max_length, classifier.max_length)
+    classifier.metadata = {"from_classifier": {
+        "id": source.get("id"), "folder": source.get("folder") or (str(classifier.folder) if classifier.folder else None),
+        "weights_sha256": source.get("weights_sha256") or _sha(classifier.folder),
+        "architecture": source.get("architecture"), "strategy": source.get("strategy"),
+        "masked_fine_tuned": classifier.masked_fine_tuned, "label_names_replaced": renamed},
+        "replacement_token": source.get("replacement_token"), "replacement_token_id": classifier.replacement_token_id}
+    return classifier
+
+
+def _sha(folder) -> str | None:
+    from engine.models.checkpoint import weights_sha256
+
+    return weights_sha256(folder) if folder is not None else None
 
 
 def _new_classifier(config: TrainConfig, dataset: Dataset, device: torch.device) -> Classifier:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    if config.from_classifier:
+        return _start_from_classifier(config, dataset, device)
 
     if config.base_model == "bilstm":
         from engine.models.bilstm import new_bilstm
@@ -155,6 +204,7 @@ def train_classifier(
     device = pick_device(config.device)
     dataset = get_dataset(config.dataset, config.split_seed)
     classifier = _new_classifier(config, dataset, device)
+    start = dict(classifier.metadata)  # provenance of a classifier we start from (empty otherwise)
     model = classifier.model
 
     train = dataset.split("train")[: config.train_limit]
@@ -219,9 +269,11 @@ def train_classifier(
     majority = float(dataset.majority_baseline("test")) if config.eval_limit is None else score(
         dataset.metric, np.array([e.label for e in test]), np.full(len(test), dataset.majority_class()), dataset.num_classes)
     classifier.metadata = {
+        **start,
         "id": default_model_id(config),
-        "base_model": config.base_model,
-        "base_model_source": resolve_encoder(config.base_model),
+        "base_model": config.from_classifier or config.base_model,
+        "base_model_source": start["from_classifier"]["folder"] if config.from_classifier else resolve_encoder(config.base_model),
+        "masked_fine_tuned": config.strategy in ("masked", "only-masking"),
         "architecture": getattr(classifier.model.config, "architecture", None) or classifier.model.config.model_type,
         "dataset": dataset.name,
         "classes": list(dataset.classes),
@@ -256,6 +308,8 @@ def train_classifier(
 
 
 def default_learning_rate(base_model: str) -> float:
-    """The peak learning rate used when none is given: 1e-3 for the BiLSTM trained from scratch, 1e-4 for a
-    pretrained transformer (suits `tiny`; REFERENCE section 1 suggests 2e-5..5e-5 for larger ones)."""
-    return 1e-3 if base_model == "bilstm" else 1e-4
+    """The peak learning rate used when none is given: 1e-3 for the BiLSTM trained from scratch, 2e-5 for
+    masked fine-tuning that continues from a user's classifier ("from-classifier": it is already fine-tuned,
+    REFERENCE section 1's paper value), 1e-4 for a pretrained encoder (suits `tiny`; REFERENCE suggests
+    2e-5..5e-5 for larger ones)."""
+    return {"bilstm": 1e-3, "from-classifier": 2e-5}.get(base_model, 1e-4)

@@ -16,8 +16,8 @@ def logits_and_features(classifier: Classifier, batch: Batch) -> tuple[torch.Ten
     rows of a step for `random` and saves a third for the single-backward measures (bench/masf.py measures it).
     The logits are those of `Classifier.logits` bit for bit: the same modules run on the same inputs, the hidden
     states are only kept."""
-    out = classifier.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                           token_type_ids=batch.token_type_ids, output_hidden_states=True)
+    out = classifier.forward(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                             token_type_ids=batch.token_type_ids, output_hidden_states=True)
     states = torch.stack(out.hidden_states, dim=1)  # [B, L+1, T, H]
     pad = (batch.attention_mask == 0)[:, None, :, None]
     return out.logits, states.masked_fill(pad, float("-inf")).amax(dim=2).double().cpu()

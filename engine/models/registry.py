@@ -1,0 +1,168 @@
+"""Registered models: the user's own classifier folders, recorded by reference.
+
+A registration is one small JSON manifest, `<user dir>/models/<id>.json` (`ENGINE_USER_DIR`, git-ignored),
+naming the folder and the options it is loaded with (tokenizer, replacement token, max length, whether it
+was masked-fine-tuned). The folder itself is never copied unless asked (`copy=True`: safetensors, config and
+tokenizer files only), and never written to: files fitted for the model (MaSF) go to `<user dir>/models/<id>/`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from engine import settings
+from engine.errors import CheckpointError, InvalidInputError
+
+#: files a copy keeps: weights as safetensors, configuration and tokenizer; never a pickle
+_COPIED_SUFFIXES = (".safetensors", ".json", ".txt", ".model", ".tiktoken")
+
+
+def registry_dir() -> Path:
+    return settings.user_dir() / "models"
+
+
+def manifest_path(model_id: str) -> Path:
+    from engine.models.checkpoint import check_model_id
+
+    return registry_dir() / f"{check_model_id(model_id)}.json"
+
+
+def artifacts_dir(model_id: str) -> Path:
+    """Where files fitted for a registered model (MaSF) are kept."""
+    return registry_dir() / model_id
+
+
+def read_manifest(model_id: str) -> dict | None:
+    """The manifest of a registered id, or None when the id is not registered."""
+    path = manifest_path(model_id)
+    if not path.is_file():
+        return None
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"the registration {path} is corrupt ({err}); remove it with "
+                              f"`python -m engine models remove {model_id}` and add the folder again") from None
+    if not isinstance(manifest, dict) or "path" not in manifest:
+        raise CheckpointError(f"the registration {path} names no folder; remove it and add the folder again")
+    return manifest
+
+
+def default_id(folder: Path) -> str:
+    """A model id from a folder name: letters, digits, '.', '_', '-' kept, anything else replaced by '-'."""
+    name = "".join(c if c.isalnum() or c in "._-" else "-" for c in folder.name).strip("-._") or "model"
+    return name[:128]
+
+
+def load_registered(model_id: str, device: str | None = None):
+    """The `Classifier` of a registered id."""
+    from engine.models.foreign import load_foreign
+
+    manifest = read_manifest(model_id)
+    if manifest is None:
+        raise CheckpointError(f"no registered model {model_id!r}")
+    folder = Path(manifest["path"])
+    if not folder.is_dir():
+        raise CheckpointError(f"registered model {model_id!r} points to {folder}, which no longer exists; add it again "
+                              f"(python -m engine models add NEW_PATH --id {model_id} --overwrite) or remove it")
+    classifier = load_foreign(folder, model_id=model_id, tokenizer_path=manifest.get("tokenizer"),
+                              replacement=manifest.get("replacement"), masked_fine_tuned=manifest.get("masked_fine_tuned", False),
+                              max_length=manifest.get("max_length"), artifacts_dir=artifacts_dir(model_id), device=device,
+                              extra={"registered": manifest.get("registered")})
+    registered_hash = manifest.get("weights_sha256")
+    if registered_hash and registered_hash != classifier.metadata["weights_sha256"]:
+        # Not an error: the user may have retrained in place. Results record the hash they were made with.
+        classifier.metadata["weights_changed_since_registration"] = True
+    return classifier
+
+
+def register_model(path: str | os.PathLike, model_id: str | None = None, *, tokenizer: str | os.PathLike | None = None,
+                   replacement: str | None = None, masked_fine_tuned: bool = False, max_length: int | None = None,
+                   copy: bool = False, overwrite: bool = False) -> dict:
+    """Check that `path` loads as a classifier (weights, config, tokenizer, replacement token) and record it.
+
+    Returns the manifest. The id must not name a checkpoint in models_cache (ids are one namespace)."""
+    from engine.models.checkpoint import check_model_id, models_cache_dir
+    from engine.models.foreign import load_foreign
+
+    folder = Path(path).expanduser().resolve()
+    if not folder.is_dir():
+        raise InvalidInputError(f"no folder at {folder}")
+    if (folder / "metadata.json").is_file():
+        raise InvalidInputError(f"{folder} is a checkpoint of this project (it has metadata.json): use it by its path, "
+                                "or copy it into models_cache; registration is for models fine-tuned elsewhere")
+    model_id = check_model_id(model_id or default_id(folder))
+    if (models_cache_dir() / model_id).exists():
+        raise InvalidInputError(f"{model_id!r} is already a checkpoint in {models_cache_dir()}; choose another --id")
+    target = manifest_path(model_id)
+    if target.exists() and not overwrite:
+        raise InvalidInputError(f"a model {model_id!r} is already registered ({target}); pass --overwrite or choose another --id")
+    classifier = load_foreign(folder, model_id=model_id, tokenizer_path=tokenizer, replacement=replacement,
+                              masked_fine_tuned=masked_fine_tuned, max_length=max_length, device="cpu")
+    registry_dir().mkdir(parents=True, exist_ok=True)
+    if copy:
+        folder = _copy_folder(folder, artifacts_dir(model_id) / "model")
+    meta = classifier.metadata
+    manifest = {
+        "id": model_id, "path": str(folder), "tokenizer": str(Path(tokenizer).expanduser().resolve()) if tokenizer else None,
+        "replacement": replacement, "masked_fine_tuned": bool(masked_fine_tuned), "max_length": max_length,
+        "copied": bool(copy), "weights_sha256": meta["weights_sha256"], "architecture": meta["architecture"],
+        "classes": meta["classes"], "resolved_max_length": meta["max_length"],
+        "replacement_token": meta["replacement_token"], "registered": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    os.replace(tmp, target)
+    return manifest
+
+
+def _copy_folder(source: Path, destination: Path) -> Path:
+    """Copy the loadable files of a model folder (no pickles), atomically."""
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".copy.", dir=destination.parent))
+    try:
+        for item in source.iterdir():
+            if item.is_file() and item.suffix in _COPIED_SUFFIXES:
+                shutil.copy2(item, tmp / item.name)
+        if destination.exists():
+            shutil.rmtree(destination)
+        os.replace(tmp, destination)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return destination
+
+
+def unregister_model(model_id: str) -> dict:
+    """Forget a registered model: its manifest, its fitted files and its copy (if one was made); the
+    user's own folder is left alone. Returns the manifest that was removed."""
+    manifest = read_manifest(model_id)
+    if manifest is None:
+        known = ", ".join(m["id"] for m in registered_models()) or "none"
+        raise InvalidInputError(f"no registered model {model_id!r}; registered: {known}")
+    shutil.rmtree(artifacts_dir(model_id), ignore_errors=True)
+    manifest_path(model_id).unlink()
+    return manifest
+
+
+def registered_models() -> list[dict]:
+    """Every manifest, sorted by id; one whose folder is gone carries an `error` field."""
+    folder = registry_dir()
+    if not folder.is_dir():
+        return []
+    out = []
+    for path in sorted(folder.glob("*.json")):
+        try:
+            manifest = read_manifest(path.stem)
+        except CheckpointError as err:
+            out.append({"id": path.stem, "error": str(err)})
+            continue
+        if manifest is None:
+            continue
+        if not Path(manifest["path"]).is_dir():
+            manifest = dict(manifest, error=f"folder {manifest['path']} no longer exists")
+        out.append(manifest)
+    return out
