@@ -172,12 +172,17 @@ def _source_files(path: Path, fmt: str) -> list[Path]:
 
 def _csv_header(path: Path, delimiter: str) -> list[str]:
     try:
-        with open(path, encoding="utf-8-sig", newline="") as f:
-            header = next(csv.reader(f, delimiter=delimiter), None)
+        with open(path, "rb") as f:
+            first = f.readline()  # the header alone: a bad byte further down is the row scan's to name
+        line = first.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         raise DataFileError(f"{path}: the header is not UTF-8 text ({err.reason} at byte {err.start})") from None
-    except (OSError, csv.Error) as err:
+    except OSError as err:
         raise DataFileError(f"{path} cannot be read: {err}") from None
+    try:
+        header = next(csv.reader([line], delimiter=delimiter), None)
+    except csv.Error as err:
+        raise DataFileError(f"{path}: the header cannot be parsed: {err}") from None
     if not header:
         raise DataFileError(f"{path} is empty: expected a header line naming the columns")
     return header
@@ -297,12 +302,27 @@ def _csv_chunks(path: Path, columns: list[str], fmt: str, chunk_rows: int) -> It
             raise DataFileError(f"{path}: {_locate_csv_problem(path, delimiter, str(err))}") from None
 
 
+class _NotUtf8(Exception):
+    def __init__(self, line: int, reason: str):
+        super().__init__(line, reason)
+        self.line, self.reason = line, reason
+
+
+def _decoded_lines(raw) -> Iterator[str]:
+    """The lines of a binary file decoded one at a time, so a bad byte is found on its own line."""
+    for number, line in enumerate(raw, start=1):
+        try:
+            yield line.decode("utf-8-sig" if number == 1 else "utf-8")
+        except UnicodeDecodeError as err:
+            raise _NotUtf8(number, err.reason) from None
+
+
 def _locate_csv_problem(path: Path, delimiter: str, arrow_message: str) -> str:
     """pyarrow's CSV errors do not say where: find the first bad row again with the csv module."""
     csv.field_size_limit(sys.maxsize)
     row = 0
-    with open(path, encoding="utf-8-sig", newline="") as text:
-        reader = csv.reader(text, delimiter=delimiter, strict=True)
+    with open(path, "rb") as raw:
+        reader = csv.reader(_decoded_lines(raw), delimiter=delimiter, strict=True)
         try:
             header = next(reader)
             for fields in reader:
@@ -314,8 +334,8 @@ def _locate_csv_problem(path: Path, delimiter: str, arrow_message: str) -> str:
                     return (f"row {row} (line {reader.line_num}) has {len(fields)} field(s) but the header has {len(header)}"
                             f"{' (it is the last row: the file may be truncated)' if last else ''}: "
                             f"{delimiter.join(fields)[:80]!r}")
-        except UnicodeDecodeError as err:
-            return f"row {row + 1} (after line {reader.line_num}) is not UTF-8 text ({err.reason}); save the file as UTF-8"
+        except _NotUtf8 as err:
+            return f"row {row + 1} (line {err.line}) is not UTF-8 text ({err.reason}); save the file as UTF-8"
         except csv.Error as err:
             return f"row {row + 1} (line {reader.line_num}) cannot be parsed: {err} (the file may be truncated)"
     return f"cannot be parsed ({arrow_message})"
