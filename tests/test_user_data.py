@@ -436,3 +436,49 @@ def test_uploads_are_saved_by_content_under_plain_names(user_dir, tmp_path):
     assert get_dataset("up").num_classes == 2
     remove_user_dataset("up")
     assert not saved.exists(), "an upload no registration uses goes with its registration"
+
+
+PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "data.py")
+REGISTER = "FormSubmitter:data_register-Register"  # the form's submit button
+
+
+def _page():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(PAGE, default_timeout=60)
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def test_data_page_uploads_previews_and_registers(user_dir, tmp_path):
+    """The page saves the upload under uploads/, previews it with guessed columns and registers it; a
+    bad upload is refused with its rows named, leaving neither a manifest nor the uploaded file."""
+    at = _page()
+    df = frame(60)
+    df["text"] = df["text"].str.cat(["<script>alert(1)</script>"] * 60, sep=" ")
+    data = write(df, tmp_path, "csv").read_bytes()
+    at.file_uploader(key="data_upload").upload("My Reviews.csv", data, "text/csv")
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.text_input(key="data_name").value == "my-reviews"
+    assert at.selectbox(key="data_text_column").value == "text" and at.selectbox(key="data_label_column").value == "label"
+    assert all("<script>" not in m.value for m in at.markdown), "user text is never rendered as markdown"
+    at.button(key=REGISTER).click()
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert any("Registered" in s.value and "my-reviews" in s.value for s in at.success)
+    assert get_dataset("my-reviews").num_classes == 2
+    assert len(list(uploads_dir().iterdir())) == 1
+
+    bad = _page()
+    (tmp_path / "bad").mkdir()
+    single = write(frame(40, labels=("pos",)), tmp_path / "bad", "csv").read_bytes()
+    bad.file_uploader(key="data_upload").upload("one class.csv", single, "text/csv")
+    bad.run()
+    bad.button(key=REGISTER).click()
+    bad.run()
+    assert not bad.exception, [e.message for e in bad.exception]
+    assert any("single class" in c.value for c in bad.code)
+    assert [p.name for p in manifests(user_dir)] == ["my-reviews.json"]
+    assert len(list(uploads_dir().iterdir())) == 1, "the refused upload was deleted"

@@ -812,3 +812,16 @@ def guess_columns(columns: Sequence[str]) -> dict[str, str | None]:
         "split": first("split", "subset", "fold", "partition"),
         "rationale": first("rationale", "rationales", "evidence", "highlight", "highlights"),
     }
+
+
+def suggest_dataset_name(filename: str) -> str:
+    """A valid dataset name from a file name ('My Reviews (2).csv' -> 'my-reviews-2'), not yet registered."""
+    stem = Path(filename).stem.lower()
+    name = re.sub(r"[^a-z0-9._-]+", "-", stem).strip("-._")[:56] or "my-data"
+    from engine.data import PACKAGED_DATASETS
+
+    taken = set(user_dataset_names()) | set(PACKAGED_DATASETS)
+    candidate, k = name, 2
+    while candidate in taken:
+        candidate, k = f"{name}-{k}", k + 1
+    return candidate
