@@ -40,8 +40,9 @@ SUFFIX_FORMATS = {
 }
 FORMATS = ("csv", "tsv", "jsonl", "parquet", "arrow")
 DEFAULT_CHUNK_ROWS = 50_000
-# pyarrow's CSV reader parses this many bytes at a time; 8 MiB is tens of thousands of short texts.
-_CSV_BLOCK_BYTES = 8 << 20
+# pyarrow's streaming CSV reader parses this many bytes at a time and reads up to 32 blocks ahead, so its
+# memory is bounded by about 32 blocks whatever the file's size (bench/data_registration.py).
+_CSV_BLOCK_BYTES = 1 << 20
 _HASH_BLOCK_BYTES = 1 << 20
 
 
@@ -238,7 +239,8 @@ def _parquet(path: Path):
     import pyarrow.parquet as pq
 
     try:
-        return pq.ParquetFile(str(path))
+        # buffered page reads: a large row group is not read into memory whole
+        return pq.ParquetFile(str(path), buffer_size=1 << 20, pre_buffer=False)
     except (pa.ArrowInvalid, OSError) as err:
         raise DataFileError(f"{path} is not a readable Parquet file (truncated or damaged?): {err}") from None
 
@@ -279,12 +281,12 @@ def _csv_chunks(path: Path, columns: list[str], fmt: str, chunk_rows: int) -> It
 
     delimiter = "," if fmt == "csv" else "\t"
     total = path.stat().st_size
-    f = open(path, "rb")
+    f = pa.OSFile(str(path), "rb")  # arrow's own file: no Python bytes objects per block
     with f:
         try:
             reader = pacsv.open_csv(
                 f,
-                read_options=pacsv.ReadOptions(block_size=_CSV_BLOCK_BYTES, use_threads=True),
+                read_options=pacsv.ReadOptions(block_size=_CSV_BLOCK_BYTES, use_threads=False),
                 # texts may hold line breaks inside quotes
                 parse_options=pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True),
                 # everything as text: labels '0'/'1' must not become numbers in one block and text in another
