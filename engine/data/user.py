@@ -342,9 +342,13 @@ def _scan(path: Path, fmt: str, choice: ColumnChoice, problems: _Problems, *, na
             split_list = [SPLIT_ALIASES.get(str(v).strip().lower()) if v is not None else None for v in raw]
             bad = np.array([s is None for s in split_list])
             if choice.split:
-                for value in sorted({str(v) for v, s in zip(raw, split_list) if s is None and v is not None})[:3]:
+                unknown = sorted({str(v) for v, s in zip(raw, split_list) if s is None and v is not None})
+                for value in unknown[:3]:  # the first few values by name, any others together
                     problems.add(f"column {choice.split!r} (split) holds {value!r}, not train, validation (val, valid, dev) "
                                  "or test", rows[np.array([v is not None and str(v) == value for v in raw])])
+                others = set(unknown[3:])
+                problems.add(f"column {choice.split!r} (split) holds other values that are not train, validation or test",
+                             rows[np.array([v is not None and str(v) in others for v in raw])])
                 problems.add(f"column {choice.split!r} (split) is empty", rows[np.array([v is None for v in raw])])
             elif bad.any():
                 folder = next(v for v, s in zip(raw, split_list) if s is None)
