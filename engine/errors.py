@@ -54,6 +54,11 @@ class DataFileError(InvalidInputError):
     """A user's data file that cannot be read or registered (names the file, row or column)."""
 
 
+class DataLabelMismatchError(DataFileError, LabelMismatchError):
+    """A dataset whose labels are not among a model's classes (names the labels, and for a registered
+    file its column and first rows). Both a DataFileError and a LabelMismatchError."""
+
+
 class CheckpointError(EngineError, RuntimeError):
     """A model folder that cannot be loaded (missing or inconsistent files, pickled weights)."""
 

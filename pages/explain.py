@@ -9,6 +9,7 @@ import streamlit as st
 from app.heatmap import LEGEND_ABSOLUTE, LEGEND_SIGNED, token_heatmap_html
 from app.shared import selected_classifier
 from engine.data import get_dataset
+from engine.errors import DataFileError
 from engine.explain import LIVE_MEASURES, explain_text
 from engine.importance import describe, measure_availability
 from engine.models import EmptyInputError
@@ -20,8 +21,12 @@ if classifier is None:
 
 meta = classifier.metadata
 paired = bool(meta.get("paired"))
-dataset = get_dataset(meta["dataset"], meta.get("split_seed", 0))
-examples = dataset.split("test")[:50]
+try:
+    examples = get_dataset(meta["dataset"], meta.get("split_seed", 0)).split("test")[:50]
+except DataFileError as err:  # a registered file that moved or changed: typing a text still works
+    st.warning(f"No test examples to pick from: dataset {meta['dataset']!r} cannot be loaded.")
+    st.code(str(err), language=None, wrap_lines=True)
+    examples = []
 
 pick = st.selectbox("Start from a test example (optional)", ["(type your own)"] + [f"{i}: {e.primary[:80]}" for i, e in enumerate(examples)])
 default_text, default_aux = "", ""

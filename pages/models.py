@@ -6,7 +6,7 @@ import plotly.express as px
 import streamlit as st
 
 from app.shared import PENDING_MODEL_KEY, usable_checkpoints
-from engine.data import DATASET_NAMES
+from engine.data import dataset_names
 from engine.models import PACKAGED_ENCODERS, TrainConfig, default_model_id, list_checkpoints, save_classifier, train_classifier
 from engine.models.training import default_learning_rate
 
@@ -76,7 +76,7 @@ st.subheader("Build a model")
 with st.form("build"):
     c1, c2, c3 = st.columns(3)
     base = c1.selectbox("Encoder", list(PACKAGED_ENCODERS), help="\n".join(f"{k}: {v}" for k, v in PACKAGED_ENCODERS.items()))
-    dataset = c2.selectbox("Dataset", [d for d in DATASET_NAMES if d != "toy"])
+    dataset = c2.selectbox("Dataset", [d for d in dataset_names() if d != "toy"])
     strategy = c3.selectbox("Strategy", ["masked", "plain", "only-masking"],
                             help="masked fine-tuning keeps masked inputs in distribution; the others are ablations")
     c4, c5, c6 = st.columns(3)

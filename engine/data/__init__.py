@@ -1,4 +1,5 @@
-"""Dataset registry: `get_dataset(name, split_seed)` for rt, imdb, babi-1..3 and toy."""
+"""Dataset registry: `get_dataset(name, split_seed)` is the one lookup, for the packaged datasets (rt, imdb,
+babi-1..3, toy) and for the user's registered files (`engine.data.user`; `python -m engine datasets add`)."""
 from __future__ import annotations
 
 from functools import lru_cache, partial
@@ -18,15 +19,47 @@ _LOADERS = {
     "babi-3": partial(load_babi, 3),
     "toy": load_toy,
 }
-DATASET_NAMES = tuple(_LOADERS)
+#: the datasets that ship with the project; `dataset_names()` adds the user's registered ones
+PACKAGED_DATASETS = tuple(_LOADERS)
+DATASET_NAMES = PACKAGED_DATASETS  # the packaged names only, kept for callers that list those
+
+
+def dataset_names() -> tuple[str, ...]:
+    """Every name `get_dataset` resolves: the packaged datasets, then the registered ones (alphabetical).
+    Read each time: a registration made in another process shows up."""
+    from engine.data.user import user_dataset_names
+
+    return PACKAGED_DATASETS + tuple(user_dataset_names())
 
 
 @lru_cache(maxsize=16)
-def get_dataset(name: str, split_seed: int = 0) -> Dataset:
-    """Load a dataset by name with seeded splits; the same (name, split_seed) gives the same splits."""
-    if name not in _LOADERS:
-        raise UnknownDatasetError(f"unknown dataset {name!r}; known datasets: {', '.join(DATASET_NAMES)}")
+def _packaged_dataset(name: str, split_seed: int) -> Dataset:
     return _LOADERS[name](split_seed=split_seed)
 
 
-__all__ = ["Dataset", "Example", "SPLITS", "METRICS", "score", "get_dataset", "DATASET_NAMES", "UnknownDatasetError"]
+def load_dataset(name: str, split_seed: int = 0) -> Dataset:
+    """`get_dataset` without its cache (a fresh load every call)."""
+    if name in _LOADERS:
+        return _LOADERS[name](split_seed=split_seed)
+    from engine.data.user import load_user_dataset
+
+    return load_user_dataset(name, split_seed)
+
+
+def get_dataset(name: str, split_seed: int = 0) -> Dataset:
+    """Load a dataset by name with seeded splits; the same (name, split_seed) gives the same splits.
+    Cached: packaged ones per process, registered ones while their manifest and file are unchanged (a file
+    that changed since its registration raises DataFileError). Unknown names raise UnknownDatasetError
+    listing the known ones."""
+    if name in _LOADERS:
+        return _packaged_dataset(name, split_seed)
+    from engine.data.user import get_user_dataset
+
+    return get_user_dataset(name, split_seed)
+
+
+get_dataset.__wrapped__ = load_dataset  # the uncached loader, as functools' decorators expose it
+
+
+__all__ = ["Dataset", "Example", "SPLITS", "METRICS", "score", "get_dataset", "load_dataset", "dataset_names",
+           "DATASET_NAMES", "PACKAGED_DATASETS", "UnknownDatasetError"]
