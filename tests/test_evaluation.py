@@ -82,3 +82,18 @@ def test_unknown_measure_is_refused_before_any_work(saved_toy):
 
     with pytest.raises(InvalidInputError, match="known"):
         _run("evaluate", ["--model", saved_toy, "--dataset", "toy", "--measures", "nope"])
+
+
+def test_benchmark_cells_record_wall_time_and_rows_per_explanation(saved_toy, tmp_path):
+    """A recursive-masking cell with grad-l2 (one forward+backward row per explanation) records exactly that,
+    and the time of every explanation: the Benchmarks page plots faithfulness against it."""
+    from engine.faithfulness.benchmark import Cell, run_cell
+    from engine.results import ResultsStore
+
+    run_cell(Cell(model=saved_toy, dataset="toy", measure="grad-l2", seed=0, limit=4, ratios=(0.0, 0.5, 1.0)),
+             str(tmp_path / "bench"), "b")
+    entry = ResultsStore(tmp_path / "bench").provenance("b")[0]["provenance"]
+    assert entry["cost"]["explanations"] == 4  # one explanation per input, at the only step that computes one
+    assert entry["cost"]["backward_rows_per_explanation"] == 1.0 and entry["cost"]["seconds_per_explanation"] > 0
+    rows = ResultsStore(tmp_path / "bench").load("b")
+    assert (rows["backward_rows_per_explanation"] == 1.0).all()

@@ -425,35 +425,44 @@ def soft_keep_probability(scores: torch.Tensor, maskable: torch.Tensor) -> torch
 
 def _soft_metrics(classifier, batch, scores, target, masf, draws, seed, p_x, n_tokens, p_empty, record,
                   should_stop) -> int:
-    """Soft comprehensiveness and sufficiency (Zhao & Aletras 2023); returns the rows forwarded."""
+    """Soft comprehensiveness and sufficiency (Zhao & Aletras 2023); returns the rows forwarded.
+
+    Rows: for input b, draws 0..D-1 of the comprehensiveness input then D of the sufficiency input; all inputs'
+    rows go through the model together, in passes of `rows_per_pass` rows, like the hard perturbations."""
     from engine.importance.random_baseline import row_seed
 
     B, T = batch.input_ids.shape
     s = soft_keep_probability(scores, batch.maskable)
     words = classifier.word_embeddings(batch.input_ids)  # [B, T, H]
     H = words.shape[-1]
-    probs = {"comp": np.zeros((B, draws)), "suff": np.zeros((B, draws))}
-    pvals = {"comp": np.full((B, draws), np.nan), "suff": np.full((B, draws), np.nan)}
-    step = rows_per_pass(T, classifier.device)
+    keep = []
     for b in range(B):
         # One generator per input, seeded by (seed, its token ids): the draws do not depend on the other rows.
         g = torch.Generator().manual_seed(row_seed(seed, batch.input_ids[b][batch.attention_mask[b].bool()]))
-        u = torch.rand(2, draws, T, H, generator=g, dtype=torch.float64).to(classifier.device)
-        keep_comp = (u[0] < (1 - s[b])[None, :, None]) | ~batch.maskable[b][None, :, None]
-        keep_suff = u[1] < s[b][None, :, None]
-        embeds = torch.cat([words[b][None] * keep_comp.to(words.dtype), words[b][None] * keep_suff.to(words.dtype)])
-        for start in range(0, 2 * draws, step):
-            if should_stop is not None and should_stop():
-                raise MaskingCancelled("the erasure metrics were cancelled")
-            e = embeds[start:start + step]
-            m = len(e)
-            logits, feats = _hidden_forward(classifier, batch.attention_mask[b].expand(m, T),
-                                            batch.token_type_ids[b].expand(m, T), embeds=e, features=masf is not None)
-            p = torch.softmax(logits.double(), -1)[:, target[b]].cpu().numpy()
-            pv = masf.pvalues(feats) if feats is not None else np.full(m, np.nan)
-            for i in range(m):
-                which, d = ("comp", start + i) if start + i < draws else ("suff", start + i - draws)
-                probs[which][b, d], pvals[which][b, d] = p[i], pv[i]
+        u = torch.rand(2, draws, T, H, generator=g).to(classifier.device)
+        keep_comp = (u[0] < (1 - s[b]).float()[None, :, None]) | ~batch.maskable[b][None, :, None]
+        keep_suff = u[1] < s[b].float()[None, :, None]
+        keep.append(torch.cat([keep_comp, keep_suff]))
+    keep = torch.stack(keep)  # [B, 2D, T, H]
+    owner = torch.arange(B, device=classifier.device).repeat_interleave(2 * draws)
+    keep = keep.reshape(B * 2 * draws, T, H)
+    R = len(owner)
+    prob = np.empty(R)
+    pval = np.full(R, np.nan)
+    step = rows_per_pass(T, classifier.device)
+    for start in range(0, R, step):
+        if should_stop is not None and should_stop():
+            raise MaskingCancelled("the erasure metrics were cancelled")
+        r = owner[start:start + step]
+        e = words[r] * keep[start:start + step].to(words.dtype)
+        logits, feats = _hidden_forward(classifier, batch.attention_mask[r], batch.token_type_ids[r], embeds=e,
+                                        features=masf is not None)
+        prob[start:start + step] = torch.softmax(logits.double(), -1)[torch.arange(len(r), device=logits.device), target[r]].cpu().numpy()
+        if feats is not None:
+            pval[start:start + step] = masf.pvalues(feats)
+    prob, pval = prob.reshape(B, 2, draws), pval.reshape(B, 2, draws)
+    probs = {"comp": prob[:, 0], "suff": prob[:, 1]}
+    pvals = {"comp": pval[:, 0], "suff": pval[:, 1]}
     comp = p_x - probs["comp"].mean(1)
     suff = p_x - probs["suff"].mean(1)
     s0 = 1 - np.maximum(0.0, p_x - np.asarray(p_empty))

@@ -15,7 +15,6 @@ import os
 import platform
 import time
 from collections.abc import Callable, Sequence
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from engine import settings
+from engine.faithfulness.cost import CostMeter, RowCounter, counting_rows
 from engine.faithfulness.erasure import FAMILIES, REMOVALS
 from engine.runtime import code_version
 
@@ -78,40 +78,6 @@ class SanityCell:
         return d
 
 
-@dataclass
-class RowCounter:
-    """Rows that went through the model: `forward` without gradient, `backward` with one (forward+backward)."""
-
-    forward: int = 0
-    backward: int = 0
-
-
-@contextmanager
-def counting_rows(model):
-    """Count the rows of every forward call of `model` while inside the block."""
-    import torch
-
-    counter = RowCounter()
-
-    def hook(_module, args, kwargs):
-        x = kwargs.get("input_ids")
-        if x is None:
-            x = kwargs.get("inputs_embeds")
-        if x is None and args:
-            x = args[0]
-        n = int(x.shape[0]) if x is not None else 0
-        if torch.is_grad_enabled():
-            counter.backward += n
-        else:
-            counter.forward += n
-
-    handle = model.register_forward_pre_hook(hook, with_kwargs=True)
-    try:
-        yield counter
-    finally:
-        handle.remove()
-
-
 def _provenance(classifier, command: str, started: float, n_examples: int, extra: dict) -> dict:
     from engine.models.checkpoint import weights_sha256
     from engine.ood import masf_provenance
@@ -152,18 +118,15 @@ def run_evaluation_cell(cell: EvaluationCell, results_dir: str | os.PathLike | N
                               **({"seed": cell.seed} if cell.measure == "random" else {}), **options)
     order = np.argsort([len(e.primary) + len(e.auxiliary or "") for e in examples], kind="stable")
     parts = []
-    explain_s = metrics_s = 0.0
-    explain_rows, metric_rows = RowCounter(), RowCounter()
+    metrics_s = 0.0
+    meter = CostMeter(classifier.model)
+    explain = meter.wrap(explainer.attribute)
+    metric_rows = RowCounter()
     lengths = []
     for start in range(0, len(examples), batch_size):
         batch = classifier.batch_of([examples[i] for i in order[start:start + batch_size]])
         lengths += batch.attention_mask.sum(1).tolist()
-        with counting_rows(classifier.model) as rows:
-            t = time.perf_counter()
-            importance = explainer.attribute(batch, batch.target, should_stop=should_stop)
-            explain_s += time.perf_counter() - t
-        explain_rows.forward += rows.forward
-        explain_rows.backward += rows.backward
+        importance = explain(batch, batch.target, should_stop=should_stop)
         with counting_rows(classifier.model) as rows:
             t = time.perf_counter()
             parts.append(erasure_metrics(classifier, batch, importance.scores, target=batch.target,
@@ -173,6 +136,7 @@ def run_evaluation_cell(cell: EvaluationCell, results_dir: str | os.PathLike | N
         metric_rows.forward += rows.forward
         if progress is not None:
             progress(min(start + batch_size, len(examples)), len(examples))
+    cost = meter.summary()
     n = len(examples)
     rows_out = []
     for step, name in enumerate(parts[0].values):
@@ -191,8 +155,9 @@ def run_evaluation_cell(cell: EvaluationCell, results_dir: str | os.PathLike | N
             "p_below_005": float(n_ood.sum() / n_pert.sum()) if n_pert.sum() else float("nan"),
             "p_value": MaSF.dataset_pvalue(p_values) if p_values.size else float("nan"),
             "n_perturbed": int(n_pert.sum()), "n_examples": n,
-            "seconds_per_explanation": explain_s / n, "explanation_forward_rows": explain_rows.forward / n,
-            "explanation_backward_rows": explain_rows.backward / n,
+            "seconds_per_explanation": cost["seconds_per_explanation"],
+            "explanation_forward_rows": cost["forward_rows_per_explanation"],
+            "explanation_backward_rows": cost["backward_rows_per_explanation"],
             "metric_seconds_per_input": metrics_s / n, "metric_forward_rows": metric_rows.forward / n,
         })
     tidy = pd.DataFrame(rows_out)
@@ -200,8 +165,7 @@ def run_evaluation_cell(cell: EvaluationCell, results_dir: str | os.PathLike | N
         "measure_options": {**explainer.options}, "removal": cell.removal, "metrics": list(cell.metrics),
         "soft_draws": cell.soft_draws, "soft_seed": cell.seed, "bins": parts[0].options["bins"],
         "curve_ratios": parts[0].options["ratios"],
-        "cost": {"seconds_per_explanation": explain_s / n, "forward_rows_per_explanation": explain_rows.forward / n,
-                 "backward_rows_per_explanation": explain_rows.backward / n, "metric_seconds": round(metrics_s, 2),
+        "cost": {**cost, "metric_seconds": round(metrics_s, 2),
                  "metric_forward_rows": metric_rows.forward, "mean_tokens": float(np.mean(lengths)),
                  "max_tokens": int(np.max(lengths))},
     })
