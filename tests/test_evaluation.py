@@ -97,3 +97,20 @@ def test_benchmark_cells_record_wall_time_and_rows_per_explanation(saved_toy, tm
     assert entry["cost"]["backward_rows_per_explanation"] == 1.0 and entry["cost"]["seconds_per_explanation"] > 0
     rows = ResultsStore(tmp_path / "bench").load("b")
     assert (rows["backward_rows_per_explanation"] == 1.0).all()
+
+
+def test_agreement_with_racu_orients_lower_is_better_metrics():
+    """A deletion area that falls as RACU rises ranks the measures as RACU does (rho = +1 after orientation)."""
+    import pandas as pd
+
+    from engine.faithfulness.evaluation import agreement_with_racu
+
+    measures = ["a", "b", "c", "d"]
+    racu = pd.DataFrame({"measure": measures, "racu_pct": [10.0, 20, 30, 40]})
+    table = pd.DataFrame([{"strategy": "masked", "removal": "mask", "metric": m, "level": float("nan"), "measure": x,
+                           "value": v, "better": b, "p_below_005": 0.1}
+                          for x, area, aopc in zip(measures, [0.9, 0.8, 0.7, 0.6], [0.1, 0.3, 0.2, 0.4])
+                          for m, v, b in (("deletion-area", area, "lower"), ("aopc-comprehensiveness", aopc, "higher"))])
+    out = agreement_with_racu(table, racu).set_index("metric")
+    assert out.loc["deletion-area", "spearman_with_racu"] == pytest.approx(1.0)
+    assert out.loc["aopc-comprehensiveness", "spearman_with_racu"] == pytest.approx(0.8)

@@ -289,3 +289,31 @@ def evaluation_table(df: pd.DataFrame) -> pd.DataFrame:
                     if "seconds_per_explanation" in part else float("nan")})
         out.append(row)
     return pd.DataFrame(out)
+
+
+AGGREGATES = ("aopc-comprehensiveness", "aopc-sufficiency", "deletion-area", "insertion-area", "flip-fraction",
+              "top1-flip", "soft-comprehensiveness", "soft-sufficiency", "soft-nc", "soft-ns")
+
+
+def agreement_with_racu(table: pd.DataFrame, racu: pd.DataFrame, racu_column: str = "racu_pct") -> pd.DataFrame:
+    """Do the erasure metrics rank the measures as recursive masking does? Per (strategy, removal, metric):
+    Spearman's rho across measures between the metric, oriented so that larger = more faithful (metrics where
+    lower is better are negated), and RACU (`racu`: one row per measure, e.g. `area_metrics_table` of a
+    benchmark run of the same checkpoints), over the measures both have; with the mean MaSF share of the metric."""
+    from scipy import stats
+
+    racu = racu.set_index("measure")[racu_column]
+    rows = []
+    part = table[table["metric"].isin(AGGREGATES) & table["level"].isna()]
+    for (strategy, removal, metric), group in part.groupby(["strategy", "removal", "metric"], dropna=False):
+        g = group.set_index("measure")
+        common = sorted(set(g.index) & set(racu.dropna().index))
+        if len(common) < 3:
+            continue
+        sign = 1.0 if g["better"].iloc[0] == "higher" else -1.0
+        x = sign * g.loc[common, "value"].to_numpy(float)
+        rho = stats.spearmanr(x, racu.loc[common].to_numpy(float)).statistic if np.ptp(x) > 0 else float("nan")
+        rows.append({"strategy": strategy, "removal": removal, "metric": metric, "better": g["better"].iloc[0],
+                     "spearman_with_racu": float(rho), "n_measures": len(common),
+                     "mean_p_below_005": float(g.loc[common, "p_below_005"].mean())})
+    return pd.DataFrame(rows)
