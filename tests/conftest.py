@@ -39,3 +39,53 @@ def models_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("ENGINE_MODELS_CACHE", str(cache))
     monkeypatch.setenv("ENGINE_USER_DIR", str(tmp_path / "user"))
     return cache
+
+
+@pytest.fixture()
+def known_classifier():
+    """A `Classifier` around a 2-class bag-of-words nn.Module whose probabilities are known in closed form:
+    logit_0 = 0, logit_1 = sum over real tokens of w[id] (H = 1 word embedding = w[id]), so
+    p_1(x) = sigmoid(sum of w over its tokens). Ids: 0 [PAD], 1 [MASK], 2 [CLS], 3 [SEP] (all w = 0);
+    ids 4.. get the weights passed to the factory. Returns make(weights) -> (classifier, batch_of(list of id lists))."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from engine.models import Batch, Classifier
+
+    class BagOfWords(torch.nn.Module):
+        def __init__(self, weights):
+            super().__init__()
+            w = torch.tensor([0.0, 0.0, 0.0, 0.0, *weights], dtype=torch.float64)[:, None]
+            self.embed = torch.nn.Embedding(len(w), 1, _weight=w.clone())
+            self.config = SimpleNamespace(num_labels=2, hidden_size=1, num_hidden_layers=0, initializer_range=0.02)
+
+        def get_input_embeddings(self):
+            return self.embed
+
+        def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, inputs_embeds=None,
+                    output_hidden_states=False):
+            e = self.embed(input_ids) if inputs_embeds is None else inputs_embeds
+            s = (e[..., 0] * attention_mask.to(e.dtype)).sum(1)
+            logits = torch.stack([torch.zeros_like(s), s], dim=1)
+            return SimpleNamespace(logits=logits, hidden_states=(e,) if output_hidden_states else None)
+
+    def make(weights):
+        tokenizer = SimpleNamespace(mask_token_id=1, pad_token_id=0)
+        classifier = Classifier(BagOfWords(weights), tokenizer, ("neg", "pos"), max_length=64)
+
+        def batch_of(rows):
+            T = max(len(r) for r in rows) + 2
+            ids = torch.zeros(len(rows), T, dtype=torch.long)
+            att = torch.zeros_like(ids)
+            for i, r in enumerate(rows):
+                ids[i, : len(r) + 2] = torch.tensor([2, *r, 3])
+                att[i, : len(r) + 2] = 1
+            maskable = (ids >= 4)
+            return Batch(input_ids=ids, attention_mask=att, token_type_ids=torch.zeros_like(ids),
+                         segments=maskable.long(), maskable=maskable, target=None,
+                         truncated=torch.zeros(len(rows), dtype=torch.bool), offsets=[[(0, 0)] * T for _ in rows])
+
+        return classifier, batch_of
+
+    return make

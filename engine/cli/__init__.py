@@ -23,6 +23,8 @@ COMMAND_MODULES = (
     "engine.cli.masf",
     "engine.cli.faithfulness",
     "engine.cli.benchmark",
+    "engine.cli.evaluate",
+    "engine.cli.sanity",
     "engine.cli.roar",
     "engine.cli.attention",
     "engine.cli.annotations",

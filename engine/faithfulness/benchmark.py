@@ -81,12 +81,18 @@ def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default",
     dataset = get_dataset(cell.dataset, meta.get("split_seed", 0))
     options = dict(cell.options)
     explainer = get_explainer(cell.measure, classifier, **({"seed": cell.seed} if cell.measure == "random" else {}), **options)
+    # Cost (REFERENCE section 9): wall time and model rows of every explanation the curve needed.
+    from engine.faithfulness.cost import CostMeter
+
+    meter = CostMeter(classifier.model)
+    explainer.attribute = meter.wrap(explainer.attribute)
     schedule = "count" if cell.counts is not None else "ratio"
     levels = list(cell.counts if cell.counts is not None else cell.ratios)
     rows = dataset_masking_curve(classifier, explainer, dataset, split=cell.split,
                                  ratios=None if cell.counts is not None else cell.ratios, counts=cell.counts, masf=masf,
                                  limit=cell.limit, progress=progress)
     n_examples = len(dataset.split(cell.split)[: cell.limit])
+    cost = meter.summary()  # per explanation = one attribute call on one input (a masking step of one example)
     tidy = pd.DataFrame([{
         "model": cell.model, "seed": cell.seed, "dataset": cell.dataset, "split": cell.split, "measure": cell.measure,
         "strategy": meta.get("strategy"), "step": r["step"],
@@ -95,7 +101,9 @@ def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default",
         "mean_probability": r["mean_probability"], "base_model": meta.get("base_model"),
         # The examples the curve averages over (the first n of the split): the summary compares a measure only
         # with the random curve of the same examples, so a subset (beam) and the whole split share one run.
-        "n_examples": n_examples,
+        "n_examples": n_examples, "seconds_per_explanation": cost["seconds_per_explanation"],
+        "forward_rows_per_explanation": cost["forward_rows_per_explanation"],
+        "backward_rows_per_explanation": cost["backward_rows_per_explanation"],
     } for r in rows])
     provenance = {
         "command": command or "engine.faithfulness.benchmark.run_cell",
@@ -104,7 +112,7 @@ def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default",
         "measure_options": options, "target": "gold label", "split": cell.split,
         # A stored MaSF fit is reused across sweeps: record which code fitted it, when, and on what data.
         "masf": masf_provenance(classifier),
-        "n_examples": n_examples, "seconds": round(time.time() - started, 1),
+        "n_examples": n_examples, "seconds": round(time.time() - started, 1), "cost": cost,
         "machine": f"{platform.machine()} {os.cpu_count()} cpus, {classifier.device}",
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }

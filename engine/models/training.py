@@ -118,6 +118,19 @@ def _sha(folder) -> str | None:
     return weights_sha256(folder) if folder is not None else None
 
 
+def permute_labels(train, validation, seed: int) -> tuple[list, list]:
+    """The training and validation examples with their labels permuted (one seeded permutation per split): the
+    class balance stays, the link between text and label is gone."""
+    import dataclasses
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for examples in (train, validation):
+        labels = rng.permutation([e.label for e in examples])
+        out.append([dataclasses.replace(e, label=int(y)) for e, y in zip(examples, labels)])
+    return out[0], out[1]
+
+
 def _new_classifier(config: TrainConfig, dataset: Dataset, device: torch.device) -> Classifier:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -210,6 +223,9 @@ def train_classifier(
     train = dataset.split("train")[: config.train_limit]
     validation = dataset.split("validation")[: config.eval_limit]
     test = dataset.split("test")[: config.eval_limit]
+    if config.extra.get("label_permutation_seed") is not None:
+        # The label-randomisation sanity check (engine/sanity/labels.py): train and select on labels permuted once.
+        train, validation = permute_labels(train, validation, int(config.extra["label_permutation_seed"]))
     steps_per_epoch = math.ceil(len(train) / config.batch_size)
     total_steps = steps_per_epoch * config.epochs
     optimizer, scheduler = _optimizer(model, config, total_steps)

@@ -1,0 +1,97 @@
+"""`python -m engine evaluate`: the standard erasure metrics per measure, each beside its MaSF share."""
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+
+HELP = "erasure metrics (comprehensiveness, sufficiency, AOPC, deletion/insertion, flips, soft) with MaSF shares"
+
+FAMILIES = ("comprehensiveness", "sufficiency", "deletion", "insertion", "decision-flip", "soft")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = textwrap.dedent("""\
+        The standard erasure metrics of importance measures on a fixed ranking (computed once on the unmasked input;
+        the gold label is explained), each beside the share of its perturbed inputs that MaSF calls out of
+        distribution (p < 0.05), with the direction that is more faithful. Metrics (families):
+          comprehensiveness  p(x) - p(x without top k%%), k in {1,5,10,20,50}%% and their AOPC   (higher = better)
+          sufficiency        p(x) - p(only the top k%% kept) and their AOPC                     (lower = better)
+          deletion           curve at 0..100%% and its area                                     (lower = better)
+          insertion          curve from the fully masked input and its area                     (higher = better)
+          decision-flip      fraction of tokens to the first flip (lower), top-1 flip rate (higher)
+          soft               soft comprehensiveness / sufficiency (Zhao & Aletras 2023), Bernoulli per dimension
+        Removal replaces a token by [MASK] (default) or deletes it (--removal delete, ERASER's way; labelled).
+        One cell per (model, measure, seed) in <results>/evaluation/<run>/, with provenance, wall time per
+        explanation and the rows used; cells already there are skipped, so an interrupted run resumes.""")
+    parser.epilog = textwrap.dedent("""\
+        examples:
+          python -m engine evaluate --model tiny-rt-masked-s{seed} --dataset rt --measures random x-grad-sign loo-sign \\
+              --seeds 0 1 2 --run tiny-rt-erasure
+          python -m engine evaluate --model minilm-rt-masked-s0 --dataset rt --measures ig-sign --limit 200 \\
+              --metrics comprehensiveness sufficiency --removal delete""")
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("--model", required=True,
+                        help="checkpoint id in models_cache; '{seed}' in it is replaced by each seed "
+                             "(e.g. tiny-rt-masked-s{seed})")
+    parser.add_argument("--dataset", required=True, help="dataset the checkpoint was trained on (e.g. rt, babi-1)")
+    parser.add_argument("--measures", nargs="+", required=True, help="importance measures (e.g. random grad-l2 ig-sign)")
+    parser.add_argument("--metrics", nargs="+", default=list(FAMILIES), choices=FAMILIES,
+                        help="metric families. Default: all")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0],
+                        help="seeds: of the checkpoint when --model has '{seed}', of `random` and of the soft draws. "
+                             "Default: 0")
+    parser.add_argument("--split", default="test", help="dataset split. Default: test")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N examples of the split")
+    parser.add_argument("--removal", default="mask", choices=["mask", "delete"],
+                        help="replace removed tokens by [MASK] (default) or delete them")
+    parser.add_argument("--soft-draws", type=int, default=5, help="Bernoulli draws of the soft metrics. Default: 5")
+    parser.add_argument("--batch-size", type=int, default=32, help="inputs explained per batch. Default: 32")
+    parser.add_argument("--run", default="default", help="run folder in <results>/evaluation/. Default: default")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from engine.errors import InvalidInputError
+    from engine.faithfulness.evaluation import EvaluationCell, evaluation_store, evaluation_table, run_suite
+    from engine.importance import MEASURES
+    from engine.models import checkpoint
+
+    unknown = [m for m in args.measures if m not in MEASURES]
+    if unknown:
+        raise InvalidInputError(f"unknown measure(s) {', '.join(unknown)}; known: {', '.join(MEASURES)}")
+    if args.soft_draws < 1:
+        raise InvalidInputError(f"--soft-draws must be >= 1, got {args.soft_draws}")
+    cells = []
+    for seed in args.seeds:
+        model_id = args.model.format(seed=seed)
+        checkpoint.validate_checkpoint(checkpoint.checkpoint_dir(model_id))  # fail before any work
+        for measure in args.measures:
+            cells.append(EvaluationCell(model=model_id, dataset=args.dataset, measure=measure, seed=seed,
+                                        split=args.split, limit=args.limit, removal=args.removal,
+                                        metrics=tuple(args.metrics), soft_draws=args.soft_draws))
+    command = getattr(args, "command_line", None) or "python -m engine evaluate " + " ".join(sys.argv[1:])
+    store = evaluation_store()
+    with tqdm(total=len(cells), desc=f"evaluate {args.run}", unit="cell") as bar:
+        bar.update(sum(store.has_cell(args.run, c.key()) for c in cells))
+
+        def within(cell, done, total):
+            bar.set_postfix_str(f"{cell.model} {cell.measure}: {done}/{total} examples")
+
+        report = run_suite(cells, run=args.run, command=command, progress=lambda i, n, key: bar.update(1),
+                           cell_progress=within)
+    print(f"{len(report.done)} cells computed, {len(report.skipped)} already in the store, {len(report.failed)} failed "
+          f"-> {store.root / args.run}")
+    for key, error in report.failed:
+        print(f"  failed {key['model']} {key['measure']} seed {key['seed']}: {error}", file=sys.stderr)
+    table = evaluation_table(store.load(args.run))
+    if not table.empty:
+        aggregates = table[table["level"].isna()]
+        wide = aggregates.pivot_table(index="measure", columns="metric", values="value")
+        share = aggregates.pivot_table(index="measure", columns="metric", values="p_below_005")
+        print("mean over seeds (MaSF share p<0.05 in brackets); better: " + ", ".join(
+            f"{m} {aggregates[aggregates.metric == m]['better'].iloc[0]}" for m in wide.columns))
+        for measure, row in wide.iterrows():
+            print(f"  {measure:<14}" + "  ".join(f"{m} {row[m]:.3f} [{share.loc[measure, m]:.0%}]" for m in wide.columns))
+    return 1 if report.failed else 0

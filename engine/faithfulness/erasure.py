@@ -1,0 +1,474 @@
+"""The standard erasure metrics on a fixed ranking, each with its in-distribution check (REFERENCE section 8).
+
+The ranking is computed ONCE, on the unmasked input, by one importance measure (unlike recursive masking,
+section 3): tokens are ordered by score, highest first (signed measures by their signed value, as recursive
+masking does), ties by position; only maskable tokens take part. Probabilities are those of the explained
+class c. A token is removed by replacing it with [MASK] (default) or, as a labelled option, by deleting it
+(ERASER's removal: the remaining tokens close up, so positions shift).
+
+Every perturbed input goes through the model once, batched, and that one forward pass also gives the MaSF
+features (as recursive masking does), so each metric value comes with the share of its perturbed inputs whose
+in-distribution p-value is below 0.05. Inputs shared by several metrics (deletion at 10% and comprehensiveness
+at 10% of a 10-token input, the fully masked input of insertion and of deletion at 100%) are computed once.
+
+Metrics (N = the input's maskable tokens; "top-j" = the j highest-ranked tokens):
+
+    comprehensiveness@k  p_c(x) - p_c(x without its top-n_k tokens)      higher = more faithful
+    sufficiency@k        p_c(x) - p_c(only its top-n_k tokens kept)     lower  = more faithful
+        n_k = max(1, round(k N)), k in ERASER's bins {1, 5, 10, 20, 50}% (DeYoung et al. 2020)
+    aopc-comprehensiveness / aopc-sufficiency: the mean over those bins (ERASER's scorer; the paper's formula
+        also counts a k = 0 bin, dividing by |B| + 1: not done here)
+    deletion@r, insertion@r: p_c after removing the top floor(r N) tokens / after revealing them in a fully
+        removed input, r = 0, 0.1, ..., 1 (Petsiuk et al. 2018); deletion-area (lower = more faithful) and
+        insertion-area (higher = more faithful): trapezoids over r
+    flip-fraction: j / N for the first j whose removal (top-j) changes the predicted class (Serrano & Smith 2019);
+        1.0 and flagged (`never-flipped` = 1) when no prefix flips it. lower = more faithful
+    top1-flip: 1 when removing the top-1 token changes the prediction (Chrysostomou & Aletras 2021); its mean
+        over inputs is the top-1 flip rate. higher = more faithful
+    soft-comprehensiveness / soft-sufficiency (Zhao & Aletras 2023): each dimension of token t's word embedding
+        is kept with probability 1 - s_t (comprehensiveness) or s_t (sufficiency), dropped to 0 otherwise,
+        s_t = the token's score min-max normalised over the input's maskable tokens (0.5 for all when the scores
+        are all equal); the value is p_c(x) - p_c(x'), the mean over `soft_draws` Bernoulli draws (seeded per
+        input). Higher / lower = more faithful, as their hard counterparts.
+    soft-nc / soft-ns: the paper's normalised forms, with Carton et al.'s (2020) normaliser
+        S0 = 1 - max(0, p_c(x) - p_c(x fully removed)): soft-nc = max(0, soft-comp) / (1 - S0),
+        soft-ns = (1 - max(0, soft-suff) - S0) / (1 - S0); both higher = more faithful. The normalisation is
+        written from the paper as we recall it (no copy of the paper on this machine): labelled so wherever shown.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from engine.errors import InvalidInputError, MaskingCancelled
+from engine.models import Batch, Classifier
+
+ERASER_BINS = (0.01, 0.05, 0.10, 0.20, 0.50)
+CURVE_RATIOS = tuple(i / 10 for i in range(11))
+REMOVALS = ("mask", "delete")
+FAMILIES = ("comprehensiveness", "sufficiency", "deletion", "insertion", "decision-flip", "soft")
+OOD_LEVEL = 0.05
+
+#: metric name (without its @level) -> (which direction is more faithful, one-line definition)
+METRICS: dict[str, tuple[str, str]] = {
+    "comprehensiveness": ("higher", "p_c(x) - p_c(x without its top-k% tokens)"),
+    "sufficiency": ("lower", "p_c(x) - p_c(only the top-k% tokens kept)"),
+    "aopc-comprehensiveness": ("higher", "mean comprehensiveness over k in {1, 5, 10, 20, 50}%"),
+    "aopc-sufficiency": ("lower", "mean sufficiency over k in {1, 5, 10, 20, 50}%"),
+    "deletion": ("lower", "p_c after removing the top r of the tokens (one point of the deletion curve)"),
+    "insertion": ("higher", "p_c after revealing the top r of the tokens in a fully removed input"),
+    "deletion-area": ("lower", "area under the deletion curve (trapezoid over r = 0..1)"),
+    "insertion-area": ("higher", "area under the insertion curve (trapezoid over r = 0..1)"),
+    "flip-fraction": ("lower", "fraction of tokens removed in ranking order until the prediction changes (1 if never)"),
+    "never-flipped": ("lower", "1 when removing every token in ranking order never changes the prediction"),
+    "top1-flip": ("higher", "1 when removing the top-1 token changes the prediction (mean: top-1 flip rate)"),
+    "soft-comprehensiveness": ("higher", "p_c(x) - p_c(x with embedding dims kept with prob 1 - s_t)"),
+    "soft-sufficiency": ("lower", "p_c(x) - p_c(x with embedding dims kept with prob s_t)"),
+    "soft-nc": ("higher", "Soft-NC, Zhao & Aletras's normalised soft comprehensiveness (normaliser as recalled)"),
+    "soft-ns": ("higher", "Soft-NS, Zhao & Aletras's normalised soft sufficiency (normaliser as recalled)"),
+}
+
+# Which metrics each family yields (a family is what a user asks for; AOPC comes with its per-k values).
+FAMILY_METRICS = {
+    "comprehensiveness": ("comprehensiveness", "aopc-comprehensiveness"),
+    "sufficiency": ("sufficiency", "aopc-sufficiency"),
+    "deletion": ("deletion", "deletion-area"),
+    "insertion": ("insertion", "insertion-area"),
+    "decision-flip": ("flip-fraction", "never-flipped", "top1-flip"),
+    "soft": ("soft-comprehensiveness", "soft-sufficiency", "soft-nc", "soft-ns"),
+}
+
+# Kinds of perturbed input: REMOVE = the top-j tokens removed; KEEP = only the top-j kept (the rest removed).
+REMOVE, KEEP = 0, 1
+
+
+def better(metric: str) -> str:
+    """'higher' or 'lower': which direction of `metric` (with or without '@level') is more faithful."""
+    return METRICS[metric.split("@")[0]][0]
+
+
+@dataclass
+class ErasureResult:
+    """Erasure metrics of one measure's ranking on a batch of B inputs.
+
+    values[name] [B]: the metric per input ('comprehensiveness@0.05', 'deletion@0.3', 'aopc-sufficiency', ...);
+    n_perturbed[name] [B]: how many perturbed inputs the value rests on; n_ood[name] [B]: how many of them have
+    a MaSF p-value below 0.05 (NaN without a MaSF); p_values[name]: every p-value the value rests on (flat);
+    probability [B]: p_c of the unperturbed input, whose own p-value is `p_value_input` [B];
+    forward_rows: perturbed inputs forwarded (each once, shared between metrics), soft_rows: those of the soft
+    metrics (forwarded from embeddings); removal: 'mask' or 'delete'; target [B]; seed: the soft draws' seed.
+    """
+
+    values: dict[str, np.ndarray]
+    n_perturbed: dict[str, np.ndarray]
+    n_ood: dict[str, np.ndarray]
+    p_values: dict[str, np.ndarray]
+    probability: np.ndarray
+    p_value_input: np.ndarray | None
+    target: np.ndarray
+    removal: str
+    forward_rows: int
+    soft_rows: int
+    seed: int
+    options: dict = field(default_factory=dict)
+
+    def ood_share(self, name: str) -> float:
+        """Share of the perturbed inputs behind metric `name` (pooled over inputs) with p < 0.05; NaN without MaSF."""
+        n = float(np.sum(self.n_perturbed[name]))
+        return float(np.nansum(self.n_ood[name]) / n) if n and not np.all(np.isnan(self.n_ood[name])) else float("nan")
+
+    def summary(self) -> list[dict]:
+        """One row per metric: mean over inputs, pooled MaSF share, direction, number of perturbed inputs."""
+        rows = []
+        for name, v in self.values.items():
+            base, _, level = name.partition("@")
+            rows.append({"metric": base, "level": float(level) if level else float("nan"), "value": float(np.mean(v)),
+                         "better": better(base), "p_below_005": self.ood_share(name),
+                         "n_perturbed": int(np.sum(self.n_perturbed[name])), "n_inputs": len(v)})
+        return rows
+
+
+def ranking_positions(scores: torch.Tensor, maskable: torch.Tensor) -> torch.Tensor:
+    """rank [B, T] long: 0 for the highest-scoring maskable token, 1 for the next ...; T + position for the
+    tokens that are not maskable (never removed). Ties are broken by position (stable), NaN counts as 0."""
+    B, T = scores.shape
+    keys = torch.nan_to_num(scores.double(), nan=0.0).masked_fill(~maskable, float("-inf"))
+    order = torch.sort(keys, dim=1, descending=True, stable=True).indices
+    rank = torch.empty_like(order)
+    rank.scatter_(1, order, torch.arange(T, device=scores.device).expand_as(order))
+    return torch.where(maskable, rank, rank + T)
+
+
+def bin_count(k: float, n: int) -> int:
+    """Tokens in ERASER's k bin of an n-token input: round(k n), at least 1 and at most n."""
+    return int(min(n, max(1, np.floor(k * n + 0.5))))
+
+
+def curve_count(r: float, n: int) -> int:
+    """Tokens removed (deletion) or revealed (insertion) at ratio r of an n-token input: floor(r n)."""
+    return int(np.floor(r * n + 1e-9))
+
+
+def _canonical(kind: int, j: int, n: int) -> tuple[int, int]:
+    """One name for one input: keeping all n tokens is removing none, keeping none is removing all n."""
+    if kind == KEEP:
+        if j >= n:
+            return REMOVE, 0
+        if j <= 0:
+            return REMOVE, n
+    return kind, j
+
+
+def removed_positions(rank: torch.Tensor, maskable: torch.Tensor, kinds: torch.Tensor, js: torch.Tensor) -> torch.Tensor:
+    """[R, T] bool: the positions removed in each of R perturbed inputs (rank, maskable: [R, T] rows of the
+    batch; kinds, js: [R])."""
+    top = rank < js[:, None]
+    return torch.where(kinds[:, None] == REMOVE, top, maskable & ~top)
+
+
+def perturbed_rows(batch: Batch, rows: torch.Tensor, removed: torch.Tensor, mask_token_id: int, pad_token_id: int,
+                   removal: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(input_ids, attention_mask, token_type_ids) [R, T] of the perturbed inputs: batch row rows[r] with the
+    positions removed[r] replaced by [MASK] ('mask') or deleted, the rest closing up to the left ('delete')."""
+    ids, attention, types = batch.input_ids[rows], batch.attention_mask[rows], batch.token_type_ids[rows]
+    if removal == "mask":
+        return torch.where(removed, torch.full_like(ids, mask_token_id), ids), attention, types
+    T = ids.shape[1]
+    gone = removed | (attention == 0)
+    order = torch.sort(gone.long() * T + torch.arange(T, device=ids.device), dim=1).indices  # kept tokens first
+    kept = ~gone.gather(1, order)
+    ids = torch.where(kept, ids.gather(1, order), torch.full_like(ids, pad_token_id))
+    return ids, kept.long(), torch.where(kept, types.gather(1, order), torch.zeros_like(types))
+
+
+def _hidden_forward(classifier: Classifier, attention: torch.Tensor, types: torch.Tensor,
+                    ids: torch.Tensor | None = None, embeds: torch.Tensor | None = None, features: bool = True):
+    """Logits [R, C] and (when `features`) the MaSF features [R, L+1, H] of one forward pass, from ids or from
+    word embeddings; trailing all-padding columns are cut first (right padding: results are unchanged)."""
+    L = max(1, int(attention.sum(1).max()))
+    kwargs = {"attention_mask": attention[:, :L], "token_type_ids": types[:, :L]}
+    if embeds is not None:
+        kwargs["inputs_embeds"] = embeds[:, :L]
+    else:
+        kwargs["input_ids"] = ids[:, :L]
+    out = classifier.model(**kwargs, output_hidden_states=features)
+    if not features:
+        return out.logits, None
+    states = torch.stack(out.hidden_states, dim=1)  # [R, L+1, T, H]
+    pad = (attention[:, :L] == 0)[:, None, :, None]
+    return out.logits, states.masked_fill(pad, float("-inf")).amax(dim=2).double().cpu()
+
+
+def rows_per_pass(T: int, device: torch.device, max_tokens: int = 4096) -> int:
+    """Rows of T tokens per forward pass: about 4096 tokens on a CPU (where throughput peaks, see
+    bench/importance.py) and 64k on a GPU."""
+    budget = max_tokens if device.type == "cpu" else 16 * max_tokens
+    return max(1, budget // max(T, 1))
+
+
+def _select_families(metrics: Sequence[str] | None) -> tuple[str, ...]:
+    if metrics is None:
+        return FAMILIES
+    chosen = []
+    for m in metrics:
+        family = next((f for f, names in FAMILY_METRICS.items() if m == f or m in names), None)
+        if family is None:
+            raise InvalidInputError(f"unknown erasure metric {m!r}; use one of {', '.join(FAMILIES)} "
+                                    f"(or a metric name: {', '.join(METRICS)})")
+        if family not in chosen:
+            chosen.append(family)
+    return tuple(chosen)
+
+
+@torch.no_grad()
+def erasure_metrics(
+    classifier: Classifier,
+    batch: Batch,
+    scores: torch.Tensor,
+    target: torch.Tensor | Sequence[int] | None = None,
+    metrics: Sequence[str] | None = None,
+    masf=None,
+    removal: str = "mask",
+    bins: Sequence[float] = ERASER_BINS,
+    ratios: Sequence[float] = CURVE_RATIOS,
+    soft_draws: int = 5,
+    seed: int = 0,
+    should_stop: Callable[[], bool] | None = None,
+) -> ErasureResult:
+    """Erasure metrics of the ranking given by `scores` [B, T] (e.g. `Importance.scores`) on `batch`.
+
+    target: the class c whose probability is tracked (default: the predicted class of the unperturbed input).
+    metrics: families to compute (default all: comprehensiveness, sufficiency, deletion, insertion,
+    decision-flip, soft). masf: a fitted MaSF; every perturbed input then gets a p-value.
+    removal: 'mask' (replace by [MASK], default) or 'delete' (drop the token). See the module docstring.
+    """
+    if removal not in REMOVALS:
+        raise InvalidInputError(f"unknown removal {removal!r}; use 'mask' (replace by [MASK]) or 'delete' (drop the token)")
+    families = _select_families(metrics)
+    bins = [float(k) for k in bins]
+    ratios = [float(r) for r in ratios]
+    if any(not 0 < k <= 1 for k in bins):
+        raise InvalidInputError(f"bins must be fractions in (0, 1], got {bins}")
+    if len(ratios) < 2 or ratios[0] != 0.0 or ratios[-1] != 1.0 or any(b <= a for a, b in zip(ratios, ratios[1:])):
+        raise InvalidInputError("curve ratios must start at 0, increase and end at 1")
+    if "soft" in families and soft_draws < 1:
+        raise InvalidInputError(f"soft_draws must be >= 1, got {soft_draws}")
+    device = classifier.device
+    batch = batch.to(device)
+    B, T = batch.input_ids.shape
+    scores = torch.as_tensor(scores).to(device)
+    if scores.shape != (B, T):
+        raise InvalidInputError(f"scores of shape {tuple(scores.shape)} do not match the batch ({B}, {T})")
+    maskable = batch.maskable
+    n_tokens = maskable.sum(1).tolist()
+    if min(n_tokens) == 0:
+        raise InvalidInputError("an input has no maskable token")
+    rank = ranking_positions(scores, maskable)
+
+    # 1. Every perturbed input each metric needs, named (row, kind, j), deduplicated.
+    needs: dict[str, list[list[tuple[int, int]]]] = {}  # metric name -> per row, its inputs (kind, j)
+
+    def need(name: str, b: int, kind: int, j: int) -> None:
+        needs.setdefault(name, [[] for _ in range(B)])[b].append((b, *_canonical(kind, j, n_tokens[b])))
+
+    for b, n in enumerate(n_tokens):
+        for k in bins:
+            if "comprehensiveness" in families:
+                need(f"comprehensiveness@{k:g}", b, REMOVE, bin_count(k, n))
+            if "sufficiency" in families:
+                need(f"sufficiency@{k:g}", b, KEEP, bin_count(k, n))
+        for r in ratios:
+            if "deletion" in families:
+                need(f"deletion@{r:g}", b, REMOVE, curve_count(r, n))
+            if "insertion" in families:
+                need(f"insertion@{r:g}", b, KEEP, curve_count(r, n))
+        if "decision-flip" in families:
+            for j in range(1, n + 1):
+                need("flip", b, REMOVE, j)
+        if "soft" in families:
+            need("soft-empty", b, REMOVE, n)  # the fully removed input: the soft metrics' normaliser
+        need("input", b, REMOVE, 0)
+    unique = sorted({key for rows in needs.values() for items in rows for key in items})
+    index = {key: i for i, key in enumerate(unique)}
+
+    # 2. One forward pass per perturbed input (batched), with the MaSF features from the same pass.
+    R = len(unique)
+    rows_t = torch.tensor([u[0] for u in unique], device=device)
+    kinds_t = torch.tensor([u[1] for u in unique], device=device)
+    js_t = torch.tensor([u[2] for u in unique], device=device)
+    target = _resolve_target(classifier, batch, target)
+    prob = np.empty(R)
+    pred = np.empty(R, dtype=np.int64)
+    pval = np.full(R, np.nan)
+    step = rows_per_pass(T, device)
+    pad_id = classifier.tokenizer.pad_token_id if classifier.tokenizer.pad_token_id is not None else 0
+    for start in range(0, R, step):
+        if should_stop is not None and should_stop():
+            raise MaskingCancelled("the erasure metrics were cancelled")
+        sl = slice(start, start + step)
+        r = rows_t[sl]
+        removed = removed_positions(rank[r], maskable[r], kinds_t[sl], js_t[sl])
+        ids, attention, types = perturbed_rows(batch, r, removed, classifier.mask_token_id, pad_id, removal)
+        logits, feats = _hidden_forward(classifier, attention, types, ids=ids, features=masf is not None)
+        probs = torch.softmax(logits.double(), -1)
+        prob[sl] = probs[torch.arange(len(r), device=device), target[r]].cpu().numpy()
+        pred[sl] = logits.argmax(-1).cpu().numpy()
+        if feats is not None:
+            pval[sl] = masf.pvalues(feats)
+
+    def lookup(b: int, kind: int, j: int) -> int:
+        return index[(b, *_canonical(kind, j, n_tokens[b]))]
+
+    p_x = np.array([prob[lookup(b, REMOVE, 0)] for b in range(B)])
+    pred_x = np.array([pred[lookup(b, REMOVE, 0)] for b in range(B)])
+    values: dict[str, np.ndarray] = {}
+    n_pert: dict[str, np.ndarray] = {}
+    n_ood: dict[str, np.ndarray] = {}
+    p_all: dict[str, np.ndarray] = {}
+
+    def record(name: str, value: np.ndarray, used: list) -> None:
+        """A metric's per-input values and, per input, the p-values [n] of the perturbed inputs it rests on
+        (NaN without MaSF)."""
+        values[name] = np.asarray(value, dtype=float)
+        n_pert[name] = np.array([len(u) for u in used], dtype=float)
+        if masf is None:
+            n_ood[name] = np.full(B, np.nan)
+            p_all[name] = np.zeros(0)
+        else:
+            n_ood[name] = np.array([float(np.sum(np.asarray(u) < OOD_LEVEL)) for u in used])
+            p_all[name] = np.concatenate([np.asarray(u, dtype=float) for u in used]) if used else np.zeros(0)
+
+    def rest_on(used: list[list[int]]) -> list[np.ndarray]:
+        return [pval[u] for u in used]
+
+    def single(prefix: str, kind: int, counts: Callable[[float, int], int], levels: list[float], sign: float,
+               area: str | None) -> None:
+        curves = np.empty((B, len(levels)))
+        used_all: list[list[int]] = [[] for _ in range(B)]
+        for li, level in enumerate(levels):
+            used = [[lookup(b, kind, counts(level, n_tokens[b]))] for b in range(B)]
+            p = np.array([prob[u[0]] for u in used])
+            curves[:, li] = p
+            value = p_x - p if sign else p
+            record(f"{prefix}@{level:g}", value, rest_on(used))
+            for b in range(B):
+                used_all[b].extend(used[b])
+        if area is not None:
+            x = np.asarray(levels)
+            areas = np.sum(0.5 * np.diff(x) * (curves[:, :-1] + curves[:, 1:]), axis=1)
+            record(area, areas, rest_on([sorted(set(u)) for u in used_all]))
+        else:
+            aopc = np.mean(p_x[:, None] - curves, axis=1)
+            record(f"aopc-{prefix}", aopc, rest_on([sorted(set(u)) for u in used_all]))
+
+    if "comprehensiveness" in families:
+        single("comprehensiveness", REMOVE, bin_count, bins, 1.0, None)
+    if "sufficiency" in families:
+        single("sufficiency", KEEP, bin_count, bins, 1.0, None)
+    if "deletion" in families:
+        single("deletion", REMOVE, curve_count, ratios, 0.0, "deletion-area")
+    if "insertion" in families:
+        single("insertion", KEEP, curve_count, ratios, 0.0, "insertion-area")
+    if "decision-flip" in families:
+        fraction, never, top1, used = np.ones(B), np.zeros(B), np.zeros(B), []
+        for b, n in enumerate(n_tokens):
+            seq = [lookup(b, REMOVE, j) for j in range(1, n + 1)]
+            flips = [j for j, i in enumerate(seq, 1) if pred[i] != pred_x[b]]
+            if flips:
+                fraction[b] = flips[0] / n
+                used.append(seq[: flips[0]])
+            else:
+                never[b] = 1.0
+                used.append(seq)
+            top1[b] = float(pred[seq[0]] != pred_x[b])
+        record("flip-fraction", fraction, rest_on(used))
+        record("never-flipped", never, rest_on(used))
+        record("top1-flip", top1, rest_on([[u[0]] for u in used]))
+    soft_rows = 0
+    if "soft" in families:
+        soft_rows = _soft_metrics(classifier, batch, scores, target, masf, soft_draws, seed, p_x, n_tokens,
+                                  [prob[lookup(b, REMOVE, n_tokens[b])] for b in range(B)], record, should_stop)
+    p_input = None if masf is None else np.array([pval[lookup(b, REMOVE, 0)] for b in range(B)])
+    return ErasureResult(values=values, n_perturbed=n_pert, n_ood=n_ood, p_values=p_all, probability=p_x,
+                         p_value_input=p_input, target=target.cpu().numpy(), removal=removal, forward_rows=R,
+                         soft_rows=soft_rows, seed=int(seed),
+                         options={"bins": bins, "ratios": ratios, "soft_draws": int(soft_draws), "removal": removal,
+                                  "families": list(families)})
+
+
+def _resolve_target(classifier: Classifier, batch: Batch, target) -> torch.Tensor:
+    if target is None:
+        target = classifier.logits(batch).argmax(-1)
+    target = torch.as_tensor(target, dtype=torch.long, device=classifier.device).reshape(-1)
+    if target.numel() == 1 and len(batch) != 1:
+        target = target.expand(len(batch)).clone()
+    if target.numel() != len(batch):
+        raise InvalidInputError(f"{len(batch)} inputs but {target.numel()} targets")
+    for t in target.tolist():
+        classifier.check_target(t)
+    return target
+
+
+def soft_keep_probability(scores: torch.Tensor, maskable: torch.Tensor) -> torch.Tensor:
+    """s [B, T]: each maskable token's score min-max normalised over its input's maskable tokens to [0, 1]
+    (0.5 everywhere when an input's scores are all equal); 1 on the positions that are not maskable."""
+    s = torch.nan_to_num(scores.double(), nan=0.0)
+    high = s.masked_fill(~maskable, float("-inf")).amax(1, keepdim=True)
+    low = s.masked_fill(~maskable, float("inf")).amin(1, keepdim=True)
+    span = high - low
+    norm = torch.where(span > 0, (s - low) / torch.where(span > 0, span, torch.ones_like(span)), torch.full_like(s, 0.5))
+    return torch.where(maskable, norm, torch.ones_like(norm))
+
+
+def _soft_metrics(classifier, batch, scores, target, masf, draws, seed, p_x, n_tokens, p_empty, record,
+                  should_stop) -> int:
+    """Soft comprehensiveness and sufficiency (Zhao & Aletras 2023); returns the rows forwarded.
+
+    Rows: for input b, draws 0..D-1 of the comprehensiveness input then D of the sufficiency input; all inputs'
+    rows go through the model together, in passes of `rows_per_pass` rows, like the hard perturbations."""
+    from engine.importance.random_baseline import row_seed
+
+    B, T = batch.input_ids.shape
+    s = soft_keep_probability(scores, batch.maskable)
+    words = classifier.word_embeddings(batch.input_ids)  # [B, T, H]
+    H = words.shape[-1]
+    keep = []
+    for b in range(B):
+        # One generator per input, seeded by (seed, its token ids): the draws do not depend on the other rows.
+        g = torch.Generator().manual_seed(row_seed(seed, batch.input_ids[b][batch.attention_mask[b].bool()]))
+        u = torch.rand(2, draws, T, H, generator=g).to(classifier.device)
+        keep_comp = (u[0] < (1 - s[b]).float()[None, :, None]) | ~batch.maskable[b][None, :, None]
+        keep_suff = u[1] < s[b].float()[None, :, None]
+        keep.append(torch.cat([keep_comp, keep_suff]))
+    keep = torch.stack(keep)  # [B, 2D, T, H]
+    owner = torch.arange(B, device=classifier.device).repeat_interleave(2 * draws)
+    keep = keep.reshape(B * 2 * draws, T, H)
+    R = len(owner)
+    prob = np.empty(R)
+    pval = np.full(R, np.nan)
+    step = rows_per_pass(T, classifier.device)
+    for start in range(0, R, step):
+        if should_stop is not None and should_stop():
+            raise MaskingCancelled("the erasure metrics were cancelled")
+        r = owner[start:start + step]
+        e = words[r] * keep[start:start + step].to(words.dtype)
+        logits, feats = _hidden_forward(classifier, batch.attention_mask[r], batch.token_type_ids[r], embeds=e,
+                                        features=masf is not None)
+        prob[start:start + step] = torch.softmax(logits.double(), -1)[torch.arange(len(r), device=logits.device), target[r]].cpu().numpy()
+        if feats is not None:
+            pval[start:start + step] = masf.pvalues(feats)
+    prob, pval = prob.reshape(B, 2, draws), pval.reshape(B, 2, draws)
+    probs = {"comp": prob[:, 0], "suff": prob[:, 1]}
+    pvals = {"comp": pval[:, 0], "suff": pval[:, 1]}
+    comp = p_x - probs["comp"].mean(1)
+    suff = p_x - probs["suff"].mean(1)
+    s0 = 1 - np.maximum(0.0, p_x - np.asarray(p_empty))
+    denom = np.where(1 - s0 > 1e-12, 1 - s0, np.nan)
+    for name, value, which in (("soft-comprehensiveness", comp, "comp"), ("soft-sufficiency", suff, "suff"),
+                               ("soft-nc", np.maximum(0.0, comp) / denom, "comp"),
+                               ("soft-ns", (1 - np.maximum(0.0, suff) - s0) / denom, "suff")):
+        record(name, value, list(pvals[which]))
+    return 2 * draws * B

@@ -1,0 +1,319 @@
+"""The standard evaluation suite as resumable sweeps into the results store: erasure metrics (erasure.py) and
+sanity checks (engine/sanity), one cell per (checkpoint, dataset, measure, seed), with provenance and cost.
+
+Cells live in their own store, `<results>/evaluation/<run>/cells/` (the same ResultsStore format), so the
+recursive-masking pages, which read every run at the top of the results folder, never mistake them for curves.
+
+An erasure cell explains the gold label of every example of a split (as the benchmarks do), ranks its tokens once
+by the measure, and computes the erasure metrics with a MaSF p-value for every perturbed input. It records the
+wall time per explanation and the forward / forward+backward rows the measure used (counted by a hook on the
+model, so every measure is counted the same way), and the time and rows of the metrics themselves.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from engine import settings
+from engine.faithfulness.cost import CostMeter, RowCounter, counting_rows
+from engine.faithfulness.erasure import FAMILIES, REMOVALS
+from engine.runtime import code_version
+
+ERASURE = "erasure"
+SANITY_MODEL = "sanity: cascading model randomisation"
+SANITY_LABELS = "sanity: label randomisation"
+SANITY_CHECKS = {"model": SANITY_MODEL, "labels": SANITY_LABELS}
+
+
+def evaluation_store(results_dir: str | os.PathLike | None = None):
+    """The ResultsStore of the evaluation suite: `<results>/evaluation`."""
+    from engine.results import ResultsStore
+
+    return ResultsStore(Path(results_dir) if results_dir is not None else settings.results_dir() / "evaluation")
+
+
+@dataclass(frozen=True)
+class EvaluationCell:
+    model: str  # checkpoint id in models_cache
+    dataset: str
+    measure: str
+    seed: int  # the model's seed when the id carries it; also seeds `random` and the soft draws
+    split: str = "test"
+    limit: int | None = None
+    removal: str = "mask"
+    metrics: tuple[str, ...] = FAMILIES
+    soft_draws: int = 5
+    options: tuple[tuple[str, object], ...] = ()
+
+    def key(self) -> dict:
+        d = asdict(self)
+        d["options"] = dict(self.options)
+        d["metrics"] = list(self.metrics)
+        d["kind"] = ERASURE
+        return d
+
+
+@dataclass(frozen=True)
+class SanityCell:
+    model: str
+    dataset: str
+    measure: str
+    seed: int  # seeds the re-initialisation (model check) or the label permutation (labels check)
+    check: str = "model"  # "model" (cascading randomisation) or "labels"
+    split: str = "test"
+    limit: int | None = 100
+    options: tuple[tuple[str, object], ...] = ()
+
+    def key(self) -> dict:
+        d = asdict(self)
+        d["options"] = dict(self.options)
+        d["kind"] = SANITY_CHECKS[self.check]
+        return d
+
+
+def _provenance(classifier, command: str, started: float, n_examples: int, extra: dict) -> dict:
+    from engine.models.checkpoint import weights_sha256
+    from engine.ood import masf_provenance
+
+    meta = classifier.metadata
+    return {"command": command, "code_version": code_version(), "checkpoint": classifier.id,
+            "checkpoint_sha256": weights_sha256(classifier.folder), "checkpoint_code_version": meta.get("code_version"),
+            "masf": masf_provenance(classifier), "target": "gold label", "n_examples": n_examples,
+            "seconds": round(time.time() - started, 1),
+            "machine": f"{platform.machine()} {os.cpu_count()} cpus, {classifier.device}",
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **extra}
+
+
+def run_evaluation_cell(cell: EvaluationCell, results_dir: str | os.PathLike | None = None, run: str = "default",
+                        command: str = "engine.faithfulness.evaluation.run_evaluation_cell", batch_size: int = 32,
+                        progress: Callable[[int, int], None] | None = None,
+                        should_stop: Callable[[], bool] | None = None) -> dict:
+    """Compute one erasure cell and write it to the evaluation store; returns the cell key.
+    progress(done, total): examples finished in this cell."""
+    from engine.data import get_dataset
+    from engine.faithfulness.erasure import better, erasure_metrics
+    from engine.importance import get_explainer
+    from engine.models import load_classifier
+    from engine.ood import MaSF, fit_masf, load_masf
+    from engine.runtime import configure, seed_everything
+
+    configure()
+    seed_everything(cell.seed)
+    started = time.time()
+    classifier = load_classifier(cell.model)
+    masf = load_masf(classifier) or fit_masf(classifier)
+    meta = classifier.metadata
+    dataset = get_dataset(cell.dataset, meta.get("split_seed", 0))
+    classifier.check_dataset(dataset)
+    examples = dataset.split(cell.split)[: cell.limit]
+    options = dict(cell.options)
+    explainer = get_explainer(cell.measure, classifier, memo=False,
+                              **({"seed": cell.seed} if cell.measure == "random" else {}), **options)
+    order = np.argsort([len(e.primary) + len(e.auxiliary or "") for e in examples], kind="stable")
+    parts = []
+    metrics_s = 0.0
+    meter = CostMeter(classifier.model)
+    explain = meter.wrap(explainer.attribute)
+    metric_rows = RowCounter()
+    lengths = []
+    for start in range(0, len(examples), batch_size):
+        batch = classifier.batch_of([examples[i] for i in order[start:start + batch_size]])
+        lengths += batch.attention_mask.sum(1).tolist()
+        importance = explain(batch, batch.target, should_stop=should_stop)
+        with counting_rows(classifier.model) as rows:
+            t = time.perf_counter()
+            parts.append(erasure_metrics(classifier, batch, importance.scores, target=batch.target,
+                                         metrics=cell.metrics, masf=masf, removal=cell.removal,
+                                         soft_draws=cell.soft_draws, seed=cell.seed, should_stop=should_stop))
+            metrics_s += time.perf_counter() - t
+        metric_rows.forward += rows.forward
+        if progress is not None:
+            progress(min(start + batch_size, len(examples)), len(examples))
+    cost = meter.summary()
+    n = len(examples)
+    rows_out = []
+    for step, name in enumerate(parts[0].values):
+        values = np.concatenate([p.values[name] for p in parts])
+        n_pert = np.concatenate([p.n_perturbed[name] for p in parts])
+        n_ood = np.concatenate([p.n_ood[name] for p in parts])
+        p_values = np.concatenate([p.p_values[name] for p in parts])
+        base, _, level = name.partition("@")
+        rows_out.append({
+            "model": cell.model, "seed": cell.seed, "dataset": cell.dataset, "split": cell.split,
+            "measure": cell.measure, "strategy": meta.get("strategy"), "base_model": meta.get("base_model"),
+            "method": ERASURE, "removal": cell.removal, "step": step, "metric": base,
+            "level": float(level) if level else float("nan"), "ratio": float(level) if level else float("nan"),
+            "value": float(np.nanmean(values)), "value_sd": float(np.nanstd(values)),
+            "n_undefined": int(np.isnan(values).sum()), "better": better(base),
+            "p_below_005": float(n_ood.sum() / n_pert.sum()) if n_pert.sum() else float("nan"),
+            "p_value": MaSF.dataset_pvalue(p_values) if p_values.size else float("nan"),
+            "n_perturbed": int(n_pert.sum()), "n_examples": n,
+            "seconds_per_explanation": cost["seconds_per_explanation"],
+            "explanation_forward_rows": cost["forward_rows_per_explanation"],
+            "explanation_backward_rows": cost["backward_rows_per_explanation"],
+            "metric_seconds_per_input": metrics_s / n, "metric_forward_rows": metric_rows.forward / n,
+        })
+    tidy = pd.DataFrame(rows_out)
+    provenance = _provenance(classifier, command, started, n, {
+        "measure_options": {**explainer.options}, "removal": cell.removal, "metrics": list(cell.metrics),
+        "soft_draws": cell.soft_draws, "soft_seed": cell.seed, "bins": parts[0].options["bins"],
+        "curve_ratios": parts[0].options["ratios"],
+        "cost": {**cost, "metric_seconds": round(metrics_s, 2),
+                 "metric_forward_rows": metric_rows.forward, "mean_tokens": float(np.mean(lengths)),
+                 "max_tokens": int(np.max(lengths))},
+    })
+    evaluation_store(results_dir).write_cell(run, cell.key(), tidy, provenance)
+    return cell.key()
+
+
+def run_sanity_cell(cell: SanityCell, results_dir: str | os.PathLike | None = None, run: str = "default",
+                    command: str = "engine.faithfulness.evaluation.run_sanity_cell",
+                    progress: Callable[[int, int], None] | None = None,
+                    should_stop: Callable[[], bool] | None = None) -> dict:
+    """Compute one sanity cell (one measure, one check) on the first `limit` examples of the split (gold labels
+    explained) and write it to the evaluation store."""
+    from engine.data import get_dataset
+    from engine.models import load_classifier
+    from engine.runtime import configure, seed_everything
+    from engine.sanity import cascading_randomisation, sanity_summary
+    from engine.sanity.labels import label_randomisation, train_label_randomised
+
+    configure()
+    seed_everything(cell.seed)
+    started = time.time()
+    classifier = load_classifier(cell.model)
+    dataset = get_dataset(cell.dataset, classifier.metadata.get("split_seed", 0))
+    classifier.check_dataset(dataset)
+    examples = dataset.split(cell.split)[: cell.limit]
+    batch = classifier.batch_of(examples)
+    options = {cell.measure: dict(cell.options)} if cell.options else {}
+    extra = {}
+    if cell.check == "model":
+        rows = cascading_randomisation(classifier, [cell.measure], batch, target=batch.target, seed=cell.seed,
+                                       options=options, progress=progress, should_stop=should_stop)
+    else:
+        twin = train_label_randomised(classifier, permutation_seed=cell.seed, should_stop=should_stop)
+        from engine.models.checkpoint import weights_sha256
+
+        extra = {"label_randomised_model": twin.id, "label_randomised_sha256": weights_sha256(twin.folder),
+                 "label_randomised_test": twin.metadata.get("test")}
+        rows = label_randomisation(classifier, twin, [cell.measure], batch, target=batch.target, options=options)
+    summary = sanity_summary(rows, seed=cell.seed)
+    meta = classifier.metadata
+    tidy = summary.assign(model=cell.model, seed=cell.seed, dataset=cell.dataset, split=cell.split,
+                          strategy=meta.get("strategy"), base_model=meta.get("base_model"),
+                          method=SANITY_CHECKS[cell.check], step=summary["stage_index"],
+                          ratio=summary["stage_index"] / max(1, summary["stage_index"].max()), metric="spearman",
+                          value=summary["spearman"], p_value=float("nan"), n_examples=len(examples), better="lower")
+    provenance = _provenance(classifier, command, started, len(examples), {
+        "check": cell.check, "measure_options": dict(cell.options), "pass_rule":
+        "upper end of the 95% BCa CI of the mean Spearman after full randomisation below 0.5 (ours)", **extra})
+    evaluation_store(results_dir).write_cell(run, cell.key(), tidy, provenance)
+    return cell.key()
+
+
+@dataclass
+class SuiteReport:
+    run: str
+    done: list[dict] = field(default_factory=list)
+    skipped: list[dict] = field(default_factory=list)
+    failed: list[tuple[dict, str]] = field(default_factory=list)
+
+
+def run_suite(cells: Sequence[EvaluationCell | SanityCell], run: str = "default",
+              results_dir: str | os.PathLike | None = None, command: str = "engine.faithfulness.evaluation.run_suite",
+              progress: Callable[[int, int, dict], None] | None = None,
+              cell_progress: Callable[[object, int, int], None] | None = None,
+              should_stop: Callable[[], bool] | None = None) -> SuiteReport:
+    """Run every cell not yet in the evaluation store (an interrupted sweep resumes where it stopped); a failed
+    cell is reported and the others go on. Cells of a run must come from the same weights as the run's earlier
+    cells of the same checkpoint (checked before any work, as the benchmarks do)."""
+    from engine.errors import Cancelled
+    from engine.faithfulness.benchmark import check_same_weights
+
+    store = evaluation_store(results_dir)
+    report = SuiteReport(run=run)
+    todo = []
+    for cell in cells:
+        if store.has_cell(run, cell.key()):
+            report.skipped.append(cell.key())
+        else:
+            todo.append(cell)
+    check_same_weights(store, run, todo)
+    for i, cell in enumerate(todo, 1):
+        within = None if cell_progress is None else (lambda done, n, _cell=cell: cell_progress(_cell, done, n))
+        runner = run_evaluation_cell if isinstance(cell, EvaluationCell) else run_sanity_cell
+        try:
+            report.done.append(runner(cell, store.root, run, command=command, progress=within, should_stop=should_stop))
+        except Cancelled:
+            raise
+        except Exception as err:  # one cell's failure (a missing checkpoint) must not stop the sweep
+            report.failed.append((cell.key(), f"{type(err).__name__}: {err}"))
+        if progress is not None:
+            progress(i, len(todo), cell.key())
+    return report
+
+
+def check_removal(removal: str) -> str:
+    from engine.errors import InvalidInputError
+
+    if removal not in REMOVALS:
+        raise InvalidInputError(f"unknown removal {removal!r}; use 'mask' (replace by [MASK]) or 'delete' (drop the token)")
+    return removal
+
+
+def evaluation_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Erasure rows of the store -> one row per (dataset, split, base model, strategy, removal, measure, metric,
+    level): mean over seeds with a BCa bootstrap CI, every seed's value, the mean MaSF share (p < 0.05) and the
+    direction that is more faithful; cost per explanation where the cells recorded it."""
+    from engine.faithfulness.metrics import bootstrap_ci
+
+    df = df[df["method"] == ERASURE]
+    keys = ["dataset", "split", "base_model", "strategy", "removal", "n_examples", "measure", "metric", "level"]
+    out = []
+    for group, part in df.groupby(keys, dropna=False):
+        part = part.sort_values("seed")
+        mean, low, high, how = bootstrap_ci(part["value"].to_numpy(float), with_method=True)
+        row = dict(zip(keys, group))
+        row.update({"value": mean, "ci_low": low, "ci_high": high, "ci": how, "seeds": part["seed"].tolist(),
+                    "per_seed": part["value"].round(4).tolist(), "better": part["better"].iloc[0],
+                    "p_below_005": float(part["p_below_005"].mean()),
+                    "seconds_per_explanation": float(part["seconds_per_explanation"].mean())
+                    if "seconds_per_explanation" in part else float("nan")})
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+AGGREGATES = ("aopc-comprehensiveness", "aopc-sufficiency", "deletion-area", "insertion-area", "flip-fraction",
+              "top1-flip", "soft-comprehensiveness", "soft-sufficiency", "soft-nc", "soft-ns")
+
+
+def agreement_with_racu(table: pd.DataFrame, racu: pd.DataFrame, racu_column: str = "racu_pct") -> pd.DataFrame:
+    """Do the erasure metrics rank the measures as recursive masking does? Per (strategy, removal, metric):
+    Spearman's rho across measures between the metric, oriented so that larger = more faithful (metrics where
+    lower is better are negated), and RACU (`racu`: one row per measure, e.g. `area_metrics_table` of a
+    benchmark run of the same checkpoints), over the measures both have; with the mean MaSF share of the metric."""
+    from scipy import stats
+
+    racu = racu.set_index("measure")[racu_column]
+    rows = []
+    part = table[table["metric"].isin(AGGREGATES) & table["level"].isna()]
+    for (strategy, removal, metric), group in part.groupby(["strategy", "removal", "metric"], dropna=False):
+        g = group.set_index("measure")
+        common = sorted(set(g.index) & set(racu.dropna().index))
+        if len(common) < 3:
+            continue
+        sign = 1.0 if g["better"].iloc[0] == "higher" else -1.0
+        x = sign * g.loc[common, "value"].to_numpy(float)
+        rho = stats.spearmanr(x, racu.loc[common].to_numpy(float)).statistic if np.ptp(x) > 0 else float("nan")
+        rows.append({"strategy": strategy, "removal": removal, "metric": metric, "better": g["better"].iloc[0],
+                     "spearman_with_racu": float(rho), "n_measures": len(common),
+                     "mean_p_below_005": float(g.loc[common, "p_below_005"].mean())})
+    return pd.DataFrame(rows)

@@ -1,0 +1,16 @@
+"""Sanity checks of importance measures (REFERENCE section 9): does a measure explain the model or the input?
+
+    cascading_randomisation(classifier, measures, batch)   # Adebayo et al. 2018, model randomisation
+    label_randomisation(classifier, randomised, measures, batch)   # the same encoder trained on permuted labels
+"""
+from engine.sanity.labels import label_randomisation, train_label_randomised
+from engine.sanity.randomisation import (
+    PASS_THRESHOLD,
+    cascading_randomisation,
+    randomisation_stages,
+    rank_similarity,
+    sanity_summary,
+)
+
+__all__ = ["PASS_THRESHOLD", "cascading_randomisation", "label_randomisation", "randomisation_stages", "rank_similarity",
+           "sanity_summary", "train_label_randomised"]

@@ -1,0 +1,226 @@
+"""Erasure metrics (REFERENCE section 8): hand-computed values on a model whose probabilities are known exactly,
+and agreement with independent masked forwards on a real (tiny BERT) classifier."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from engine.errors import InvalidInputError
+from engine.faithfulness.erasure import (
+    ERASER_BINS,
+    METRICS,
+    better,
+    bin_count,
+    erasure_metrics,
+    perturbed_rows,
+    ranking_positions,
+    soft_keep_probability,
+)
+
+
+def sigmoid(z: float) -> float:
+    return 1.0 / (1.0 + math.exp(-z))
+
+
+# Ten tokens, ids 4..13, weights below; the ranking scores put them in the order 4, 5, ..., 13.
+WEIGHTS = [2.0, 1.5, -0.5, 1.0, 0.25, -1.0, 0.5, 0.75, -0.25, 0.1]
+SCORES = [10.0, 9, 8, 7, 6, 5, 4, 3, 2, 1]
+
+
+def _setup(known_classifier, weights=WEIGHTS, scores=SCORES):
+    classifier, batch_of = known_classifier(weights)
+    batch = batch_of([list(range(4, 4 + len(weights)))])
+    s = torch.zeros(batch.input_ids.shape, dtype=torch.float32)
+    s[0, 1 : 1 + len(scores)] = torch.tensor(scores)
+    return classifier, batch, s
+
+
+def test_comprehensiveness_sufficiency_and_aopc_by_hand_on_eraser_bins(known_classifier):
+    """p_1 = sigmoid(sum of the present tokens' weights): comprehensiveness@k removes the top round(kN) (>= 1)
+    tokens, sufficiency@k keeps only them; AOPC is the mean over ERASER's five bins."""
+    classifier, batch, s = _setup(known_classifier)
+    res = erasure_metrics(classifier, batch, s, target=[1], metrics=["comprehensiveness", "sufficiency"])
+    total = sum(WEIGHTS)
+    p_x = sigmoid(total)
+    # N = 10: 1% -> 1 token (at least one), 5% -> round(0.5) = 1 (half rounds up), 10% -> 1, 20% -> 2, 50% -> 5.
+    assert [bin_count(k, 10) for k in ERASER_BINS] == [1, 1, 1, 2, 5]
+    comps, suffs = [], []
+    for k, n in zip(ERASER_BINS, [1, 1, 1, 2, 5]):
+        comp = p_x - sigmoid(total - sum(WEIGHTS[:n]))
+        suff = p_x - sigmoid(sum(WEIGHTS[:n]))
+        assert res.values[f"comprehensiveness@{k:g}"][0] == pytest.approx(comp, abs=1e-12)
+        assert res.values[f"sufficiency@{k:g}"][0] == pytest.approx(suff, abs=1e-12)
+        comps.append(comp)
+        suffs.append(suff)
+    assert res.values["aopc-comprehensiveness"][0] == pytest.approx(np.mean(comps), abs=1e-12)
+    assert res.values["aopc-sufficiency"][0] == pytest.approx(np.mean(suffs), abs=1e-12)
+    # Distinct inputs: the unperturbed one, removal of top 1, 2, 5 and keep-only top 1, 2, 5.
+    assert res.forward_rows == 7
+
+
+def test_deletion_and_insertion_curves_and_areas_by_hand(known_classifier):
+    """deletion@r removes the top floor(rN) tokens, insertion@r reveals them in the fully masked input; the areas
+    are trapezoids over r. Deletion at 0 is the input, at 100% the fully masked input, and insertion the reverse."""
+    classifier, batch, s = _setup(known_classifier)
+    res = erasure_metrics(classifier, batch, s, target=[1], metrics=["deletion", "insertion"])
+    total = sum(WEIGHTS)
+    deletion = [sigmoid(total - sum(WEIGHTS[:j])) for j in range(11)]
+    insertion = [sigmoid(sum(WEIGHTS[:j])) for j in range(11)]
+    for j in range(11):
+        assert res.values[f"deletion@{j / 10:g}"][0] == pytest.approx(deletion[j], abs=1e-12)
+        assert res.values[f"insertion@{j / 10:g}"][0] == pytest.approx(insertion[j], abs=1e-12)
+    area = lambda y: sum(0.05 * (a + b) for a, b in zip(y, y[1:]))  # noqa: E731
+    assert res.values["deletion-area"][0] == pytest.approx(area(deletion), abs=1e-12)
+    assert res.values["insertion-area"][0] == pytest.approx(area(insertion), abs=1e-12)
+    assert deletion[10] == insertion[0] == 0.5  # nothing left: logit 0 for both classes
+    assert better("deletion-area") == "lower" and better("insertion-area") == "higher"
+
+
+def test_decision_flip_fraction_and_top1_flip_by_hand(known_classifier):
+    """The prediction (class 1 while the sum of weights is > 0) flips after removing the top j tokens where the
+    running sum first drops to <= 0; never flipped -> 1.0 with the flag."""
+    # Sum 2.25; removing 2.0 leaves 0.25, then removing 1.5 leaves -1.25: flips at j = 2 of N = 4.
+    classifier, batch, s = _setup(known_classifier, weights=[2.0, 1.5, -0.25, -1.0], scores=[4, 3, 2, 1])
+    res = erasure_metrics(classifier, batch, s, metrics=["decision-flip"])
+    assert res.values["flip-fraction"][0] == pytest.approx(2 / 4)
+    assert res.values["never-flipped"][0] == 0 and res.values["top1-flip"][0] == 0
+    # Ranked the other way (-0.25, -1.0, 1.5, 2.0: sums 2.5, 3.5, 2.0, 0) it flips only when all are gone, where
+    # p = 0.5 predicts class 0 (argmax of a tie): j = N, a flip, not 'never'.
+    classifier, batch, s = _setup(known_classifier, weights=[2.0, 1.5, -0.25, -1.0], scores=[1, 2, 4, 3])
+    res = erasure_metrics(classifier, batch, s, metrics=["decision-flip"])
+    assert res.values["flip-fraction"][0] == pytest.approx(1.0) and res.values["never-flipped"][0] == 0
+    # A negative input (class 0) whose removals only make it more negative: never flips.
+    classifier, batch, s = _setup(known_classifier, weights=[1.0, -2.0, -3.0], scores=[3, 2, 1])
+    res = erasure_metrics(classifier, batch, s, metrics=["decision-flip"])
+    assert res.values["flip-fraction"][0] == 1.0 and res.values["never-flipped"][0] == 1.0
+    # Top-1 flip: removing the single token 2.0 of (2.0, -1.0) turns the prediction from 1 to 0.
+    classifier, batch, s = _setup(known_classifier, weights=[2.0, -1.0], scores=[2, 1])
+    res = erasure_metrics(classifier, batch, s, metrics=["decision-flip"])
+    assert res.values["top1-flip"][0] == 1.0 and res.values["flip-fraction"][0] == pytest.approx(0.5)
+
+
+def test_soft_metrics_with_zero_one_importance_equal_hard_removal_by_hand(known_classifier):
+    """With scores that normalise to exactly 0 or 1 every Bernoulli draw is certain: soft sufficiency keeps
+    exactly the top tokens, soft comprehensiveness removes them (embedding 0 = weight 0), and the normalised
+    forms follow S0 = 1 - max(0, p(x) - p(empty))."""
+    weights = [2.0, 1.0, -0.5, 0.5]
+    classifier, batch, s = _setup(known_classifier, weights=weights, scores=[5, 5, 1, 1])
+    res = erasure_metrics(classifier, batch, s, target=[1], metrics=["soft"], soft_draws=3, seed=7)
+    p_x = sigmoid(sum(weights))
+    comp = p_x - sigmoid(-0.5 + 0.5)
+    suff = p_x - sigmoid(2.0 + 1.0)
+    assert res.values["soft-comprehensiveness"][0] == pytest.approx(comp, abs=1e-12)
+    assert res.values["soft-sufficiency"][0] == pytest.approx(suff, abs=1e-12)
+    s0 = 1 - max(0.0, p_x - 0.5)
+    assert res.values["soft-nc"][0] == pytest.approx(max(0, comp) / (1 - s0), abs=1e-12)
+    assert res.values["soft-ns"][0] == pytest.approx((1 - max(0, suff) - s0) / (1 - s0), abs=1e-12)
+    assert res.soft_rows == 6
+
+
+def test_soft_draws_keep_each_dimension_with_the_normalised_score_on_average(known_classifier):
+    """A token with normalised importance 0.5 keeps its (one) embedding dimension in about half of many draws:
+    soft sufficiency's mean probability is near the average of the two outcomes, and the draws are seeded."""
+    weights = [3.0, 0.0, -3.0]  # scores 2, 1, 0 -> s = 1, 0.5, 0
+    classifier, batch, s = _setup(known_classifier, weights=weights, scores=[2, 1, 0])
+    a = erasure_metrics(classifier, batch, s, target=[1], metrics=["soft"], soft_draws=400, seed=3)
+    b = erasure_metrics(classifier, batch, s, target=[1], metrics=["soft"], soft_draws=400, seed=3)
+    assert a.values["soft-sufficiency"][0] == b.values["soft-sufficiency"][0]
+    # Sufficiency keeps token 4 (w 3) surely, token 5 (w 0) half the time, token 6 never: p = sigmoid(3) always.
+    assert a.values["soft-sufficiency"][0] == pytest.approx(sigmoid(0.0) - sigmoid(3.0), abs=1e-12)
+    s_norm = soft_keep_probability(s, batch.maskable)
+    assert s_norm[0, 1:4].tolist() == [1.0, 0.5, 0.0] and s_norm[0, 0] == 1.0
+
+
+def test_every_metric_carries_the_share_of_its_perturbed_inputs_out_of_distribution(known_classifier):
+    """With a stand-in MaSF that calls only the fully masked input out of distribution (p = 0.01), exactly the
+    metrics that rest on it carry a share above 0, in the right proportion."""
+    class FullyMaskedIsOOD:
+        def pvalues(self, feats):  # feats [R, 1, 1]: max over real tokens of the word embedding (w of the tokens)
+            # The all-[MASK] input has only zero-weight tokens; every other input here has a positive one.
+            return np.where(feats[:, 0, 0].numpy() <= 0, 0.01, 0.5)
+
+    classifier, batch, s = _setup(known_classifier, weights=[1.0, 2.0, 0.5, 0.25], scores=[4, 3, 2, 1])
+    res = erasure_metrics(classifier, batch, s, target=[1], masf=FullyMaskedIsOOD(),
+                          metrics=["comprehensiveness", "deletion", "insertion"])
+    assert res.ood_share("comprehensiveness@0.5") == 0.0
+    assert res.ood_share("deletion@1") == 1.0 and res.ood_share("insertion@0") == 1.0
+    assert res.ood_share("deletion@0.5") == 0.0
+    # The deletion area rests on 5 distinct inputs (0, 1, 2, 3, 4 tokens removed of N = 4), one of them fully masked.
+    assert res.n_perturbed["deletion-area"][0] == 5 and res.ood_share("deletion-area") == pytest.approx(1 / 5)
+    assert res.p_value_input[0] == 0.5
+    rows = {(r["metric"], r["level"]): r for r in res.summary()}
+    assert rows[("deletion", 1.0)]["p_below_005"] == 1.0 and rows[("deletion", 1.0)]["better"] == "lower"
+    assert all(r["better"] in ("higher", "lower") for r in res.summary())
+
+
+def test_delete_removal_closes_up_the_remaining_tokens():
+    """'delete' drops the removed tokens and shifts the rest left (ERASER); 'mask' replaces them by [MASK]."""
+    from engine.models import Batch
+
+    ids = torch.tensor([[2, 4, 5, 6, 3, 0]])
+    att = torch.tensor([[1, 1, 1, 1, 1, 0]])
+    b = Batch(input_ids=ids, attention_mask=att, token_type_ids=torch.zeros_like(ids), segments=att,
+              maskable=torch.tensor([[False, True, True, True, False, False]]), target=None,
+              truncated=torch.zeros(1, dtype=torch.bool), offsets=[[(0, 0)] * 6])
+    removed = torch.tensor([[False, False, True, False, False, False]])
+    out, attention, _ = perturbed_rows(b, torch.tensor([0]), removed, mask_token_id=1, pad_token_id=0, removal="delete")
+    assert out.tolist() == [[2, 4, 6, 3, 0, 0]] and attention.tolist() == [[1, 1, 1, 1, 0, 0]]
+    out, attention, _ = perturbed_rows(b, torch.tensor([0]), removed, mask_token_id=1, pad_token_id=0, removal="mask")
+    assert out.tolist() == [[2, 4, 1, 6, 3, 0]] and attention.tolist() == att.tolist()
+
+
+def test_ranking_is_by_score_with_ties_by_position_and_never_picks_non_maskable():
+    scores = torch.tensor([[9.0, 1.0, 3.0, 3.0, 9.0]])
+    maskable = torch.tensor([[False, True, True, True, False]])
+    rank = ranking_positions(scores, maskable)
+    assert rank[0, 2] == 0 and rank[0, 3] == 1 and rank[0, 1] == 2 and bool((rank[0, [0, 4]] >= 5).all())
+
+
+def test_unknown_metric_and_removal_are_refused_with_the_alternatives(known_classifier):
+    classifier, batch, s = _setup(known_classifier)
+    with pytest.raises(InvalidInputError, match="comprehensiveness"):
+        erasure_metrics(classifier, batch, s, metrics=["aopc-foo"])
+    with pytest.raises(InvalidInputError, match="delete"):
+        erasure_metrics(classifier, batch, s, removal="drop")
+    assert all(direction in ("higher", "lower") for direction, _ in METRICS.values())
+
+
+def test_on_tiny_bert_comprehensiveness_equals_an_independent_masked_forward_and_full_deletion_the_all_masked_input(
+        toy_classifier):
+    """On a real classifier: comprehensiveness@k = p_c(x) - p_c of the input with its top round(kN) tokens masked
+    by hand; deletion@1 = p_c of `mask_all_primary`; every perturbed input's p-value is that of an independent
+    MaSF pass on it."""
+    from engine.faithfulness.recursive import mask_top, masking_order_keys
+    from engine.importance import get_explainer
+    from engine.models import mask_all_primary
+    from engine.ood import fit_masf, masf_pvalues
+
+    clf = toy_classifier
+    batch = clf.batch(["a great and moving film , truly wonderful", "dull , flat and far too long to bear",
+                       "fine"], target=[1, 0, 1])
+    imp = get_explainer("x-grad-sign", clf).attribute(batch, batch.target)
+    masf = fit_masf(clf, save=False)
+    res = erasure_metrics(clf, batch, imp.scores, target=batch.target, masf=masf, removal="mask")
+    with torch.no_grad():
+        p = torch.softmax(clf.logits(batch), -1)[torch.arange(3), batch.target]
+        n = batch.maskable.sum(1)
+        keys = masking_order_keys(imp.scores.double(), batch.maskable, torch.zeros_like(batch.maskable))
+        for k in ERASER_BINS:
+            counts = torch.tensor([bin_count(k, int(v)) for v in n])
+            masked = batch.with_ids(mask_top(batch.input_ids, keys, counts, clf.mask_token_id))
+            q = torch.softmax(clf.logits(masked), -1)[torch.arange(3), batch.target]
+            np.testing.assert_allclose(res.values[f"comprehensiveness@{k:g}"], (p - q).numpy(), atol=1e-5)
+            if k == 0.5:
+                np.testing.assert_allclose(res.p_values[f"comprehensiveness@{k:g}"], masf_pvalues(clf, masf, masked))
+        full = mask_all_primary(batch, clf.mask_token_id)
+        q_full = torch.softmax(clf.logits(full), -1)[torch.arange(3), batch.target]
+    np.testing.assert_allclose(res.values["deletion@1"], q_full.numpy(), atol=1e-5)
+    np.testing.assert_allclose(res.values["insertion@0"], q_full.numpy(), atol=1e-5)
+    np.testing.assert_allclose(res.probability, p.numpy(), atol=1e-5)
+    assert all(not np.isnan(res.ood_share(name)) for name in res.values)
+    # 'delete' is labelled in the result and gives other perturbed inputs (positions shift).
+    deleted = erasure_metrics(clf, batch, imp.scores, target=batch.target, removal="delete", metrics=["deletion"])
+    assert deleted.removal == "delete" and not np.allclose(deleted.values["deletion@0.5"], res.values["deletion@0.5"])
