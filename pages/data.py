@@ -34,8 +34,9 @@ def refusal(err: DataFileError) -> None:
 
 st.title("Your data")
 st.caption("Register a CSV, TSV, JSON Lines or Parquet file of texts and labels. It is read where it is saved, "
-           "validated row by row, and then found by name on every page and command. Files too large to upload, "
-           "and folders saved with `datasets`' `save_to_disk`: `python -m engine datasets add` (docs/own-data.md).")
+           "validated row by row, and then found by name on every page and command. For files too large to upload "
+           "and for folders written by save_to_disk (the datasets library), use `python -m engine datasets add` "
+           "(docs/own-data.md).")
 
 registered = list_user_datasets()
 if registered:

@@ -422,6 +422,16 @@ def test_cli_trains_on_a_registered_dataset(user_dir, tmp_path, models_cache, ca
     meta = json.loads((models_cache / "tiny-stars" / "metadata.json").read_text())
     assert meta["dataset"] == "stars"
     assert "saved" in capsys.readouterr().out
+    # the Explain page offers the registered dataset's test examples to start from
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app" / "main.py"), default_timeout=120)
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    test_texts = {e.primary for e in get_dataset("stars").splits["test"]}
+    picker = next(b for b in at.main.selectbox if b.label.startswith("Start from a test example"))
+    offered = [o.split(": ", 1)[1] for o in picker.options[1:]]
+    assert offered and set(offered) <= test_texts
 
 
 def test_uploads_are_saved_by_content_under_plain_names(user_dir, tmp_path):

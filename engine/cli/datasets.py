@@ -103,11 +103,11 @@ def _list(args: argparse.Namespace) -> int:
 def _columns(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from engine.data.files import detect_format, preview
+    from engine.data.files import detect_format, list_columns, preview
 
     fmt = detect_format(args.file)
     frame = preview(args.file, rows=args.rows, fmt=fmt)
-    print(f"{args.file} ({fmt}): columns {', '.join(map(repr, frame.columns))}")
+    print(f"{args.file} ({fmt}): columns {', '.join(map(repr, list_columns(args.file, fmt)))}")
     with pd.option_context("display.max_columns", None, "display.width", 160, "display.max_colwidth", 60):
         print(frame.to_string())
     return 0

@@ -33,7 +33,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from difflib import get_close_matches
 from pathlib import Path
 
@@ -285,17 +285,15 @@ def parse_rationale(value, text: str, unit: str = "char") -> tuple[tuple[int, in
 
 @dataclass
 class _Scan:
-    rows: int = 0
-    class_counts: Counter = None
-    first_row: dict = None
-    split_class_counts: Counter = None
-    words: list = None
-    rationales: int = 0
-    # filled only when loading (collect=True)
-    examples: list = None  # (row, split or None, text, label text, pair, spans)
+    """What one pass learnt: counts always; the rows themselves only when loading (collect=True)."""
 
-    def __post_init__(self):
-        self.class_counts, self.first_row, self.split_class_counts, self.words = Counter(), {}, Counter(), []
+    rows: int = 0
+    class_counts: Counter = field(default_factory=Counter)
+    first_row: dict = field(default_factory=dict)  # class -> first row carrying it
+    split_class_counts: Counter = field(default_factory=Counter)  # (split, class) -> rows
+    words: list = field(default_factory=list)  # [chunk] int32 arrays of words per input
+    rationales: int = 0
+    examples: list | None = None  # (row, split or None, text, label text, pair, spans)
 
 
 def _scan(path: Path, fmt: str, choice: ColumnChoice, problems: _Problems, *, names: Sequence[str] | None = None,
