@@ -46,6 +46,6 @@ pages = [
     st.Page(str(ROOT / "pages" / "annotate.py"), title="Annotate", icon=":material/rate_review:"),
     st.Page(str(ROOT / "pages" / "attention.py"), title="Attention", icon=":material/visibility:"),
     st.Page(str(ROOT / "pages" / "models.py"), title="Models", icon=":material/model_training:"),
-    st.Page(str(ROOT / "pages" / "data.py"), title="Data", icon=":material/upload_file:"),
+    st.Page(str(ROOT / "pages" / "data.py"), title="Your data", icon=":material/dataset:"),
 ]
 st.navigation(pages).run()

@@ -147,7 +147,8 @@ def test_markup_in_the_review_is_shown_as_text(app_url, browser):
 
 
 @pytest.mark.parametrize("page, heading", [("models", "Models"), ("benchmarks", "Benchmarks"), ("masking", "Step-by-step masking"),
-                                           ("annotate", "Annotate"), ("attention", "Attention as explanation")])
+                                           ("annotate", "Annotate"), ("attention", "Attention as explanation"),
+                                           ("data", "Your data")])
 def test_other_pages_render(app_url, browser, page, heading):
     browser.get(f"{app_url}/{page}")
     _wait(browser, "h1", text=heading)

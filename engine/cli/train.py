@@ -35,7 +35,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--from-classifier", default=None, metavar="ID_OR_PATH",
                         help="fine-tune this classifier (registered id, folder or checkpoint) instead of a new head on --model; "
                              "its label names must be the dataset's")
-    parser.add_argument("--dataset", default="rt", help="rt, imdb, babi-1, babi-2, babi-3 or toy (see `python -m engine datasets`). Default: rt")
+    parser.add_argument("--dataset", default="rt", help="a packaged dataset (rt, imdb, babi-1, babi-2, babi-3, toy) or one you registered with `python -m engine datasets add` (see `python -m engine datasets`). Default: rt")
     parser.add_argument("--strategy", default="masked", choices=["masked", "plain", "only-masking"], help="fine-tuning strategy (see above). Default: masked")
     parser.add_argument("--epochs", type=int, default=4, help="training epochs; the best on validation is kept. Default: 4")
     parser.add_argument("--lr", type=float, default=None, help="peak learning rate of AdamW (linear decay, 6%% warm-up). "
