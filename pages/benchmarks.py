@@ -6,6 +6,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from app.compute_cells import compute_cells_form
+from app.shared import MODEL_KEY, get_classifier
 from engine.faithfulness.summary import area_metrics_table, compare_measures, curve_bands, preferred_example_set
 from engine.results import ResultsStore
 from engine.results.published import load_published
@@ -89,6 +91,8 @@ def _paired_comparison(data: pd.DataFrame, measures: list[str]) -> None:
 
 
 st.title("Benchmarks")
+_model_id = st.session_state.get(MODEL_KEY)
+compute_cells_form(_model_id, get_classifier(_model_id) if _model_id else None)  # before the store is read
 store = ResultsStore()
 data = _load_store(str(store.root), store.fingerprint())
 everything = data

@@ -76,8 +76,9 @@ def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default",
     seed_everything(cell.seed)
     started = time.time()
     classifier = load_classifier(cell.model)
-    masf = load_masf(classifier) or fit_masf(classifier)
     meta = classifier.metadata
+    # A model fine-tuned elsewhere records no dataset: its MaSF is calibrated on the cell's dataset.
+    masf = load_masf(classifier) or fit_masf(classifier, dataset=None if meta.get("dataset") else cell.dataset)
     dataset = get_dataset(cell.dataset, meta.get("split_seed", 0))
     options = dict(cell.options)
     explainer = get_explainer(cell.measure, classifier, **({"seed": cell.seed} if cell.measure == "random" else {}), **options)
