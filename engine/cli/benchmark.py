@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     for dataset in args.datasets:
         for seed in args.seeds:
             model_id = args.model_template.format(dataset=dataset, seed=seed)
-            checkpoint.validate_checkpoint(checkpoint.checkpoint_dir(model_id))  # fail before any work
+            checkpoint.validate_model(model_id)  # fail before any work
             for measure in args.measures:
                 if args.counts is not None:
                     schedule = {"ratios": (), "counts": tuple(range(0, args.counts + 1))}

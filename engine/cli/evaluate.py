@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     cells = []
     for seed in args.seeds:
         model_id = args.model.format(seed=seed)
-        checkpoint.validate_checkpoint(checkpoint.checkpoint_dir(model_id))  # fail before any work
+        checkpoint.validate_model(model_id)  # fail before any work
         for measure in args.measures:
             cells.append(EvaluationCell(model=model_id, dataset=args.dataset, measure=measure, seed=seed,
                                         split=args.split, limit=args.limit, removal=args.removal,

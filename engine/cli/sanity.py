@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     cells = []
     for seed in args.seeds:
         model_id = args.model.format(seed=seed)
-        checkpoint.validate_checkpoint(checkpoint.checkpoint_dir(model_id))
+        checkpoint.validate_model(model_id)
         for check in args.checks:
             for measure in args.measures:
                 cells.append(SanityCell(model=model_id, dataset=args.dataset, measure=measure, seed=seed, check=check,

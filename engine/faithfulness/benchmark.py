@@ -124,12 +124,13 @@ def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default",
 def ensure_masf(models: Sequence[str]) -> None:
     """Fit and store the MaSF of every checkpoint that has none yet (a no-op for those that have one)."""
     from engine.models import load_classifier
-    from engine.models.checkpoint import checkpoint_dir
+    from engine.models.checkpoint import model_folders
     from engine.ood import MASF_FILE, fit_masf
 
     for model in models:
         try:
-            if not (checkpoint_dir(model) / MASF_FILE).is_file():
+            _, artifacts = model_folders(model)
+            if artifacts is not None and not (artifacts / MASF_FILE).is_file():
                 fit_masf(load_classifier(model))
         except Exception:  # a missing or broken checkpoint: its cells fail and are reported one by one
             continue
@@ -150,7 +151,7 @@ def check_same_weights(store, run: str, cells: Sequence[Cell]) -> None:
     another CPU keeps its test metrics but not its weights bit for bit (other vector kernels), so a new measure
     curve would be paired with a random curve of another model. Cells written before the weights were recorded
     cannot be checked and are let be. Raises ValueError naming both hashes."""
-    from engine.models.checkpoint import checkpoint_dir, weights_sha256
+    from engine.models.checkpoint import model_folders, weights_sha256
 
     recorded: dict[tuple, set[str]] = {}
     for entry in store.provenance(run):
@@ -163,8 +164,8 @@ def check_same_weights(store, run: str, cells: Sequence[Cell]) -> None:
         if not before:
             continue
         if cell.model not in current:
-            folder = checkpoint_dir(cell.model)
-            current[cell.model] = weights_sha256(folder) if (folder / "model.safetensors").is_file() else None
+            folder, _ = model_folders(cell.model)
+            current[cell.model] = weights_sha256(folder) if folder.is_dir() else None
         now = current[cell.model]
         if now is not None and now not in before:
             raise InvalidInputError(

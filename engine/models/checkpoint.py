@@ -128,6 +128,40 @@ def weights_sha256(folder: str | os.PathLike | None) -> str | None:
     return digest.hexdigest()
 
 
+def model_folders(model_id_or_path: str | os.PathLike) -> tuple[Path, Path | None]:
+    """(the folder that holds the weights, the folder for what the engine stores about the model, e.g. its
+    MaSF fit, or None) of any model reference `load_classifier` takes, without loading the model. Raises
+    CheckpointError when the reference names nothing."""
+    if not is_path(model_id_or_path):
+        model_id = check_model_id(str(model_id_or_path))
+        cached = models_cache_dir() / model_id
+        if cached.exists():
+            return cached, cached
+        from engine.models.registry import artifacts_dir, read_manifest, registered_models
+
+        manifest = read_manifest(model_id)
+        if manifest is None:
+            known = [m["id"] for m in list_checkpoints() + registered_models() if "error" not in m]
+            raise CheckpointError(f"no checkpoint or registered model {model_id!r} (known: {', '.join(known) or 'none'}); "
+                                  "register a folder with `python -m engine models add PATH`")
+        return Path(manifest["path"]), artifacts_dir(model_id)
+    folder = Path(model_id_or_path)
+    return folder, folder if (folder / "metadata.json").is_file() else None
+
+
+def validate_model(model_id_or_path: str | os.PathLike) -> None:
+    """Check, before any long work, that a model reference names a loadable folder (files present and
+    consistent); raises CheckpointError saying what is wrong."""
+    folder, _ = model_folders(model_id_or_path)
+    if (folder / "metadata.json").is_file() or not folder.is_dir():
+        validate_checkpoint(folder)
+        return
+    from engine.models.foreign import read_config, weight_files
+
+    read_config(folder)
+    weight_files(folder)
+
+
 def load_classifier(model_id_or_path: str | os.PathLike, device: str | None = None) -> Classifier:
     """The one way to load a model, onto the chosen device. Resolves, in this order:
 
