@@ -211,6 +211,11 @@ else:
     st.download_button("Download these rows (CSV)", data.to_csv(index=False).encode(), file_name=f"{run}-{dataset}-{model}.csv",
                        mime="text/csv")
 
+with st.expander("Standard evaluation suite: erasure metrics with MaSF shares, sanity checks, cost", expanded=False):
+    from app.evaluation_tab import render_evaluation_tab
+
+    render_evaluation_tab()
+
 st.subheader("Published numbers")
 published, citation = load_published("fmm_table1")
 st.caption(f"Published, not measured here: {citation}")

@@ -197,9 +197,10 @@ def _hidden_forward(classifier: Classifier, attention: torch.Tensor, types: torc
     out = classifier.model(**kwargs, output_hidden_states=features)
     if not features:
         return out.logits, None
-    states = torch.stack(out.hidden_states, dim=1)  # [R, L+1, T, H]
-    pad = (attention[:, :L] == 0)[:, None, :, None]
-    return out.logits, states.masked_fill(pad, float("-inf")).amax(dim=2).double().cpu()
+    # Max over real tokens, layer by layer (no [R, L+1, T, H] stack): the features of engine.ood.features.
+    pad = (attention[:, :L] == 0)[:, :, None]
+    pooled = [h.masked_fill(pad, float("-inf")).amax(dim=1) for h in out.hidden_states]  # L+1 x [R, H]
+    return out.logits, torch.stack(pooled, dim=1).double().cpu()
 
 
 def rows_per_pass(T: int, device: torch.device, max_tokens: int = 4096) -> int:

@@ -1,0 +1,145 @@
+"""The Benchmarks page's evaluation section: the standard erasure metrics per measure, each beside its MaSF share,
+masked and plain models side by side; sanity checks; faithfulness against cost with the Pareto front.
+
+Reads `<results>/evaluation` (engine.faithfulness.evaluation) and, for the cost plot, the recursive-masking
+results store; a cell without a recorded cost is left out of the cost plot (never given a made-up cost).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from engine.faithfulness.erasure import METRICS
+from engine.faithfulness.evaluation import (
+    AGGREGATES,
+    ERASURE,
+    SANITY_CHECKS,
+    evaluation_store,
+    evaluation_table,
+)
+
+
+@st.cache_data(show_spinner="Reading the evaluation store ...", max_entries=2)
+def _load(root: str, fingerprint: tuple) -> pd.DataFrame:
+    from engine.results import ResultsStore
+
+    return ResultsStore(root).load()
+
+
+def pareto_front(cost: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """Indices of the points no other point beats (cheaper or as cheap and more faithful), by increasing cost."""
+    order = np.lexsort((-value, cost))
+    front, best = [], -np.inf
+    for i in order:
+        if value[i] > best:
+            front.append(i)
+            best = value[i]
+    return np.asarray(front, dtype=int)
+
+
+def _erasure_section(data: pd.DataFrame) -> None:
+    table = evaluation_table(data)
+    if table.empty:
+        return
+    c1, c2 = st.columns(2)
+    dataset = c1.selectbox("Dataset", sorted(table["dataset"].unique()), key="eval_dataset")
+    table = table[table["dataset"] == dataset]
+    model = c2.selectbox("Model", sorted(table["base_model"].dropna().unique()), key="eval_model")
+    table = table[table["base_model"] == model]
+    removals = sorted(table["removal"].unique())
+    if len(removals) > 1:
+        table = table[table["removal"] == st.radio("Removal", removals, horizontal=True, key="eval_removal",
+                                                   help="mask: replaced by [MASK]; delete: dropped (ERASER)")]
+    metric = st.selectbox("Metric", [m for m in AGGREGATES if m in set(table["metric"])],
+                          format_func=lambda m: f"{m} ({METRICS[m][0]} = more faithful)", key="eval_metric")
+    st.caption(METRICS[metric][1] + ". Mean over seeds [95% BCa CI]; beside it the share of its perturbed inputs "
+               "that MaSF calls out of distribution (p < 0.05). A value resting mostly on out-of-distribution inputs "
+               "measures the model's reaction to unfamiliar inputs as much as the explanation.")
+    part = table[(table["metric"] == metric) & table["level"].isna()]
+    cells = {}
+    for strategy, group in part.groupby("strategy"):
+        for _, r in group.iterrows():
+            ci = "" if np.isnan(r["ci_low"]) else f" [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
+            cells.setdefault(r["measure"], {})[f"{strategy}: {metric} ({r['better']} better)"] = f"{r['value']:.3f}{ci}"
+            cells[r["measure"]][f"{strategy}: MaSF p<0.05"] = f"{r['p_below_005']:.0%}"
+    st.dataframe(pd.DataFrame.from_dict(cells, orient="index").rename_axis("measure").reset_index(), hide_index=True)
+    per_level = table[(table["metric"] == metric.removeprefix("aopc-")) & table["level"].notna()]
+    if not per_level.empty:
+        fig = go.Figure()
+        for (strategy, measure), g in per_level.groupby(["strategy", "measure"]):
+            g = g.sort_values("level")
+            fig.add_trace(go.Scatter(x=g["level"], y=g["value"], mode="lines+markers", name=f"{measure} ({strategy})",
+                                     line_dash="solid" if strategy == "masked" else "dot",
+                                     customdata=g["p_below_005"], hovertemplate="%{y:.3f}, MaSF share %{customdata:.0%}"))
+        fig.update_layout(xaxis_title="k or r (fraction of tokens)", yaxis_title=metric.removeprefix("aopc-"), height=380,
+                          xaxis_tickformat=".0%")
+        st.plotly_chart(fig, width="stretch")
+    st.download_button("Download the evaluation table (CSV)", table.to_csv(index=False).encode(),
+                       file_name=f"evaluation-{dataset}-{model}.csv", mime="text/csv")
+
+
+def _sanity_section(data: pd.DataFrame) -> None:
+    sanity = data[data["method"].isin(SANITY_CHECKS.values())]
+    if sanity.empty:
+        return
+    st.subheader("Sanity checks (Adebayo et al. 2018)")
+    st.caption("Mean Spearman between each measure's scores on the trained model and on the randomised one; pass "
+               "(our rule): the upper end of the 95% CI after full randomisation below 0.5.")
+    for method, part in sanity.groupby("method"):
+        fig = go.Figure()
+        for (model, measure), g in part.groupby(["base_model", "measure"]):
+            g = g.groupby(["step", "stage"], as_index=False)["value"].mean().sort_values("step")
+            fig.add_trace(go.Scatter(x=g["stage"], y=g["value"], mode="lines+markers", name=f"{measure} ({model})"))
+        fig.update_layout(title=method, yaxis_title="Spearman with the trained model", height=360)
+        st.plotly_chart(fig, width="stretch")
+        final = part[part["passes"].notna()] if "passes" in part else part.iloc[0:0]
+        if not final.empty:
+            st.dataframe(final[["base_model", "measure", "seed", "value", "ci_low", "ci_high", "passes"]]
+                         .rename(columns={"value": "Spearman after full randomisation"}), hide_index=True)
+
+
+def _cost_section() -> None:
+    from engine.faithfulness.summary import area_metrics_table
+    from engine.results import ResultsStore
+
+    store = ResultsStore()
+    data = store.load()
+    if "seconds_per_explanation" not in data.columns or data["seconds_per_explanation"].isna().all():
+        st.caption("No recursive-masking cell records its cost yet (cells written before costs were recorded are "
+                   "shown without one, never with a made-up one).")
+        return
+    st.subheader("Faithfulness against cost per explanation")
+    costed = data.dropna(subset=["seconds_per_explanation"])
+    run = st.selectbox("Run", sorted(costed["run"].unique()), key="eval_cost_run")
+    part = data[data["run"] == run]
+    areas = area_metrics_table(part)
+    cost = costed[costed["run"] == run].groupby("measure")["seconds_per_explanation"].mean()
+    areas = areas[areas["measure"].isin(cost.index)].assign(cost=lambda d: d["measure"].map(cost))
+    if areas.empty:
+        return
+    x, y = areas["cost"].to_numpy(float), areas["racu_pct"].to_numpy(float)
+    fig = go.Figure(go.Scatter(x=x, y=y, mode="markers+text", text=areas["measure"], textposition="top center",
+                               error_y={"type": "data", "symmetric": False,
+                                        "array": areas["racu_high"] - areas["racu_pct"],
+                                        "arrayminus": areas["racu_pct"] - areas["racu_low"]}, name="measures"))
+    front = pareto_front(x, y)
+    fig.add_trace(go.Scatter(x=x[front], y=y[front], mode="lines", name="Pareto front", line_dash="dash"))
+    fig.update_layout(xaxis_type="log", xaxis_title="seconds per explanation (log)", yaxis_title="RACU (%)", height=420)
+    st.plotly_chart(fig, width="stretch")
+
+
+def render_evaluation_tab() -> None:
+    """The whole section (called by pages/benchmarks.py)."""
+    store = evaluation_store()
+    data = _load(str(store.root), store.fingerprint())
+    if data.empty:
+        st.info("No evaluation results yet: `python -m engine evaluate --help` (docs/evaluation.md).")
+    else:
+        runs = sorted(data["run"].unique())
+        data = data[data["run"] == st.selectbox("Evaluation run", runs, key="eval_run")]
+        if (data["method"] == ERASURE).any():
+            _erasure_section(data[data["method"] == ERASURE])
+        _sanity_section(data)
+    _cost_section()
