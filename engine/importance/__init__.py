@@ -15,6 +15,7 @@ from engine.importance import (  # noqa: E402,F401  (registration)
     integrated_gradients,
     leave_one_out,
     random_baseline,
+    smat,
 )
 from engine.importance.base import (
     MEASURES,

@@ -14,6 +14,7 @@ TABLES = {
     "fmm_table1": "fmm_table1.csv",
     "recursive_roar_table2": "recursive_roar_table2.csv",
     "wiegreffe_pinter": "wiegreffe_pinter_tables.csv",
+    "smat_table1": "smat_table1.csv",
 }
 
 
