@@ -76,6 +76,9 @@ def new_student(source: str, num_classes: int, seed: int, pretrained: bool = Tru
     random initialisation of the same configuration; the head is seeded with `seed`."""
     from transformers import AutoConfig, AutoModel
 
+    from engine.runtime import configure
+
+    configure()  # quiet load reports
     torch.manual_seed(seed)
     if pretrained:
         encoder = AutoModel.from_pretrained(source, attn_implementation="eager", add_pooling_layer=False)
