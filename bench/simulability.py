@@ -94,7 +94,7 @@ def main() -> None:
     ap.add_argument("--heads", type=int, default=72, help="teacher heads (MiniLM: 6 x 12 = 72)")
     ap.add_argument("--threads", type=int, nargs="+", default=[torch.get_num_threads()])
     args = ap.parse_args()
-    print(f"| student | threads | plain step (ms) | scaffolded step (ms) | SMaT step (ms) | SMaT / plain | SMaT / scaffolded |")
+    print("| student | threads | plain step (ms) | scaffolded step (ms) | SMaT step (ms) | SMaT / plain | SMaT / scaffolded |")
     print("|---|---|---|---|---|---|---|")
     for threads in args.threads:
         torch.set_num_threads(threads)

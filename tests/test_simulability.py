@@ -302,3 +302,80 @@ def test_cancelling_keeps_finished_cells_and_writes_no_partial_one(saved_teacher
                          test_limit=16, should_stop=should_stop)
     stored = simulability_store(str(tmp_path)).load()
     assert sorted(stored[stored["metric"] == "simulation accuracy"]["seed"]) == [0]
+
+
+def _fake_run(results_dir):
+    """A small simulability run written straight into the store (no training): 2 explainers x 2 budgets x 2 seeds,
+    SMaT's head weights at two steps, sentence AUCs and single-head AUCs."""
+    import pandas as pd
+
+    from engine.simulability.runner import SINGLE_HEADS, simulability_store
+
+    store = simulability_store(results_dir)
+    base = {"model": "m", "dataset": "babi-1", "strategy": "masked", "ratio": float("nan"), "p_value": float("nan"),
+            "student": "tiny", "beta": 5.0, "method": "simulability", "split": "test", "layer": -1, "head": -1}
+    for measure in ("none", "smat"):
+        for budget in (250, 500):
+            for seed in (0, 1):
+                rows = [{**base, "measure": measure, "budget": budget, "seed": seed, "step": 3,
+                         "metric": "simulation accuracy", "value": 0.7 + 0.1 * (measure == "smat") + seed / 100}]
+                if measure == "smat":
+                    for step, w in ((0, [0.25] * 4), (8, [0.7, 0.3, 0.0, 0.0])):
+                        rows += [{**base, "measure": measure, "budget": budget, "seed": seed, "step": step,
+                                  "metric": "head weight", "value": v, "layer": h // 2, "head": h % 2}
+                                 for h, v in enumerate(w)]
+                    rows += [{**base, "measure": measure, "budget": budget, "seed": seed, "step": -1,
+                              "metric": "learned head weight", "value": v, "layer": h // 2, "head": h % 2}
+                             for h, v in enumerate([0.7, 0.3, 0.0, 0.0])]
+                    rows.append({**base, "measure": measure, "budget": budget, "seed": seed, "step": 0,
+                                 "metric": "sentence AUC", "value": 0.8})
+                key = {"model": "m", "measure": measure, "budget": budget, "seed": seed}
+                store.write_cell("m-babi-1", key, pd.DataFrame(rows), {"command": "test"})
+    heads = [{**base, "measure": SINGLE_HEADS, "budget": 0, "seed": 0, "step": 0, "metric": "sentence AUC",
+              "value": v, "layer": h // 2, "head": h % 2} for h, v in enumerate([0.9, 0.6, 0.5, 0.4])]
+    store.write_cell("m-babi-1", {"model": "m", "measure": SINGLE_HEADS}, pd.DataFrame(heads), {"command": "test"})
+
+
+def test_summaries_take_medians_over_seeds_and_pair_heads_with_their_weights(tmp_path):
+    from engine.simulability.results import head_auc_vs_weight, load_simulability, plausibility_table, simulation_summary
+
+    _fake_run(str(tmp_path))
+    data = load_simulability("m-babi-1", str(tmp_path))
+    summary = simulation_summary(data)
+    row = summary[(summary["explainer"] == "smat") & (summary["budget"] == 250)].iloc[0]
+    assert row["median"] == pytest.approx(80.5) and row["seeds"] == 2
+    assert list(summary["explainer"].unique()) == ["none", "smat"]  # SMaT Table 1's order
+    pairs = head_auc_vs_weight(data)
+    assert pairs.sort_values(["layer", "head"])["weight"].tolist() == pytest.approx([0.7, 0.3, 0.0, 0.0])
+    table = plausibility_table(data)
+    assert table.iloc[-1]["sentence AUC"] == pytest.approx(0.9) and "L0 H0" in table.iloc[-1]["explainer"]
+
+
+def test_simulability_page_draws_a_run_without_errors(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    _fake_run(str(tmp_path))
+    monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path))
+    page = Path(__file__).resolve().parent.parent / "pages" / "simulability.py"
+    at = AppTest.from_file(str(page), default_timeout=60).run()
+    assert not at.exception
+    assert len(at.dataframe) >= 3  # measured table, published table, plausibility
+    assert any("Heads kept" in c.value for c in at.caption)
+
+
+def test_sentence_auc_is_one_for_a_distribution_on_the_supporting_facts_and_a_half_for_uniform():
+    """Token probabilities summed per sentence: all mass on the supporting sentence ranks it first (AUC 1),
+    a uniform distribution over equally long sentences ties (AUC 0.5); a story of one kind of sentence has none."""
+    import math
+
+    import numpy as np
+
+    from engine.simulability.plausibility import pairwise_auc, sentence_auc
+
+    ids = np.array([-1, 0, 0, 1, 1, 2, 2, -1])  # token -> sentence ([CLS], [SEP]: -1)
+    labels = np.array([False, True, False])
+    on_fact = torch.tensor([[0, 0, 0, 0.5, 0.5, 0, 0, 0]])
+    uniform = torch.tensor([[0, 1, 1, 1, 1, 1, 1, 0]]) / 6
+    assert sentence_auc(on_fact, [(ids, labels)]) == 1.0
+    assert sentence_auc(uniform, [(ids, labels)]) == 0.5
+    assert math.isnan(pairwise_auc(np.array([1.0, 2.0]), np.array([True, True])))
