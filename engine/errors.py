@@ -85,3 +85,7 @@ class ExplanationCancelled(Cancelled):
 
 class MaskingCancelled(Cancelled):
     """Recursive masking stopped at the user's request."""
+
+
+class SimulabilityCancelled(Cancelled):
+    """A simulability run stopped at the user's request; finished cells stay in the store."""

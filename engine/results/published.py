@@ -1,12 +1,12 @@
 """Published reference numbers shipped in results/published/ (citations in each CSV's header)."""
 from __future__ import annotations
 
-from engine.errors import InvalidInputError
 from io import StringIO
 from pathlib import Path
 
 import pandas as pd
 
+from engine.errors import InvalidInputError
 from engine.runtime import PROJECT_ROOT
 
 PUBLISHED_DIR = PROJECT_ROOT / "results" / "published"
@@ -14,6 +14,7 @@ TABLES = {
     "fmm_table1": "fmm_table1.csv",
     "recursive_roar_table2": "recursive_roar_table2.csv",
     "wiegreffe_pinter": "wiegreffe_pinter_tables.csv",
+    "smat_table1": "smat_table1.csv",
 }
 
 
