@@ -45,6 +45,7 @@ pages = [
     st.Page(str(ROOT / "pages" / "benchmarks.py"), title="Benchmarks", icon=":material/monitoring:"),
     st.Page(str(ROOT / "pages" / "annotate.py"), title="Annotate", icon=":material/rate_review:"),
     st.Page(str(ROOT / "pages" / "attention.py"), title="Attention", icon=":material/visibility:"),
+    st.Page(str(ROOT / "pages" / "simulability.py"), title="Simulability", icon=":material/school:"),
     st.Page(str(ROOT / "pages" / "models.py"), title="Models", icon=":material/model_training:"),
     st.Page(str(ROOT / "pages" / "data.py"), title="Your data", icon=":material/dataset:"),
 ]

@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "engine.cli.benchmark",
     "engine.cli.evaluate",
     "engine.cli.sanity",
+    "engine.cli.simulability",
     "engine.cli.roar",
     "engine.cli.attention",
     "engine.cli.annotations",

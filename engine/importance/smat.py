@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import torch
 
-from engine.importance.base import Call, Explainer, register
+from engine.importance.explainer import Explainer
+from engine.importance.registry import register
+from engine.importance.types import Call
 
 
 @register
