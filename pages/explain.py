@@ -69,7 +69,8 @@ measures = c1.multiselect("Importance measures", available,
                           + (f" (not offered: {not_here})." if not_here else "."), key="explain_measures")
 target_choice = c2.selectbox("Explain class", target_options, key="explain_target")
 l1, l2 = st.columns([3, 1])
-level = l1.segmented_control("Show", LEVELS, format_func=LEVEL_LABELS.get, default="token", key="explain_level",
+st.session_state.setdefault("explain_level", "token")
+level = l1.segmented_control("Show", LEVELS, format_func=LEVEL_LABELS.get, key="explain_level",
                              help="Word pieces as the model sees them, or the words / sentences a reader reads, "
                                   "each scored from its pieces (see 'Word score').") or "token"
 aggregation = l2.selectbox("Word score", AGGREGATIONS, key="explain_aggregation", help=AGGREGATION_HELP,

@@ -37,6 +37,7 @@ from_url = arrived_from_url("masking", {
     "target": ("masking_target", lambda v: v if v in target_options else None),
     "level": ("masking_level", lambda v: v if v in LEVELS else None),
     "step": ("masking_step", lambda v: v if v in SCHEDULES else None),
+    "words": ("masking_whole_words", lambda v: v == "1"),
 })
 if "masking_text" not in st.session_state:
     st.session_state["masking_text"] = st.session_state.get("explain_text", "")
@@ -50,7 +51,13 @@ step_choice = c2.selectbox("Mask per step", list(SCHEDULES), key="masking_step")
 mode, size = SCHEDULES[step_choice]
 n_seeds = c3.number_input("Random baseline seeds", 2, 20, 5, key="masking_seeds")
 target_choice = c4.selectbox("Explain class", target_options, key="masking_target")
-level = st.segmented_control("Show", LEVELS, format_func=LEVEL_LABELS.get, default="token", key="masking_level",
+st.session_state.setdefault("masking_level", "token")
+w1, w2 = st.columns([1, 2])
+whole_words = w2.checkbox("Mask whole words", key="masking_whole_words",
+                          help="Each step masks every piece of its chosen words at once, and the share or count per "
+                               "step counts words; a word ranks by the sum of its pieces' scores (the random baseline "
+                               "by one draw per word). Each step still gets its MaSF p-value.")
+level = w1.segmented_control("Show", LEVELS, format_func=LEVEL_LABELS.get, key="masking_level",
                              help="Masking works on word pieces; at word or sentence level a unit is struck through "
                                   "once any of its pieces is masked, and coloured by the sum of its pieces' scores.") or "token"
 
@@ -62,7 +69,7 @@ def masf_for(model_id: str):
 
 def _view() -> dict:
     return {"model": classifier.id, "text": text, "aux": aux if paired else None, "measure": measure,
-            "target": target_choice, "level": level, "step": step_choice}
+            "target": target_choice, "level": level, "step": step_choice, "words": "1" if whole_words else None}
 
 
 run = st.button("Mask step by step", type="primary", key="masking_run")
@@ -81,7 +88,7 @@ if run or from_url:
         target = None if target_choice == "predicted" else classifier.classes.index(target_choice)
         st.session_state["masking_result"] = mask_single_input(
             classifier, text, measure, aux if paired else None, random_seeds=range(int(n_seeds)),
-            masf=masf_for(classifier.id), progress=report, target=target, **levels)
+            masf=masf_for(classifier.id), progress=report, target=target, whole_words=whole_words, **levels)
         bar.progress(1.0, text="done")
         publish("masking", _view())
     except EmptyInputError as err:
@@ -109,7 +116,12 @@ if result is not None:
     m1, m2, m3 = st.columns(3)
     counted = result.counts is not None
     asked = f"{result.counts[index]} asked" if counted else f"{result.ratios[index]:.0%}"
-    m1.metric("Tokens masked", f"{int(current.n_masked[0])} / {len(result.tokens)}", asked)
+    if result.whole_words:
+        words_masked = sum(all(result.masked_flags(index)[i] for i in u.tokens) for u in result.units("word"))
+        m1.metric("Words masked", f"{words_masked} / {len(result.units('word'))}",
+                  f"{asked} · {int(current.n_masked[0])} of {len(result.tokens)} tokens")
+    else:
+        m1.metric("Tokens masked", f"{int(current.n_masked[0])} / {len(result.tokens)}", asked)
     m2.metric(f"p({target})", f"{float(current.probability[0]):.3f}",
               f"{float(current.probability[0]) - float(steps[0].probability[0]):+.3f}")
     p_value = float(current.p_value[0]) if current.p_value is not None else float("nan")
