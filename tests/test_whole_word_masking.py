@@ -53,7 +53,7 @@ def test_random_word_order_is_uniform_over_words_not_biased_to_long_ones():
     trials = 2000
     for _ in range(trials):
         keys = masking_order_keys(torch.rand(1, 9, generator=g), maskable, torch.zeros_like(maskable))
-        first_hits += int(mask_top_words(ids, keys, words, torch.tensor([1]), 0)[0, 1] == 0)
+        first_hits += int(mask_top_words(ids, keys, words, torch.tensor([1]), 0, "first")[0, 1] == 0)
         sum_hits += int(mask_top_words(ids, keys, words, torch.tensor([1]), 0, "sum")[0, 1] == 0)
     assert abs(first_hits / trials - 0.25) < 0.04
     assert sum_hits / trials > 0.6
