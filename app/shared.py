@@ -41,3 +41,15 @@ def selected_classifier():
     except CheckpointError as err:
         st.error(f"Model {model_id!r} cannot be loaded: {err}")
         return None
+
+
+def note_if_not_masked_fine_tuned(classifier) -> None:
+    """A visible note on the pages that mask: a model that was not masked-fine-tuned reads [MASK] (or its
+    replacement token) as something it never saw, so its masked inputs are out of distribution; MaSF's
+    p-values say how far, and masked fine-tuning from it makes it measurable."""
+    if classifier.masked_fine_tuned:
+        return
+    st.warning(f"**{classifier.id} was not masked-fine-tuned**: the inputs masking makes are likely out of distribution "
+               "for it, so a falling curve may measure that rather than the explanation. The MaSF p-values show how far "
+               "out they are. Make it measurable: `python -m engine train --from-classifier "
+               f"{classifier.id} --dataset NAME` (or the Models page).", icon=":material/warning:")

@@ -11,6 +11,7 @@ import torch
 from scipy.stats import spearmanr
 
 from engine.errors import EngineError
+from engine.importance.levels import DEFAULT_AGGREGATION, Unit, aggregate, group_tokens
 from engine.models import Batch, Classifier
 
 # Fast enough to run on every explain of a typed review on 2 CPU cores (the "live bundle"): the Explain
@@ -30,6 +31,18 @@ class Explanation:
     signed: dict[str, bool] = field(default_factory=dict)
     extras: dict[str, dict] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+    text: str = ""  # the primary text as typed
+    offsets: list[tuple[int, int]] = field(default_factory=list)  # [N] character spans of the tokens in `text`
+    options: dict[str, dict] = field(default_factory=dict)  # measure -> the options it was computed with
+
+    def units(self, level: str = "token") -> list[Unit]:
+        """The tokens, words or sentences of the text (engine.importance.levels), in text order."""
+        return group_tokens(self.offsets, self.text, level, self.tokens)
+
+    def level_scores(self, level: str = "token", how: str = DEFAULT_AGGREGATION) -> tuple[list[Unit], dict[str, np.ndarray]]:
+        """The units of `level` and every measure's scores aggregated over them by `how`: [G] per measure."""
+        units = self.units(level)
+        return units, {m: aggregate(v, units, how) for m, v in self.scores.items()}
 
     def table(self) -> pd.DataFrame:
         """One row per token, one column per measure."""
@@ -65,7 +78,8 @@ def explain_text(classifier: Classifier, text: str, auxiliary: str | None = None
     else:
         target, source = classifier.check_target(target), "given"
     result = Explanation(batch=batch, tokens=classifier.maskable_tokens(batch), probabilities=probs,
-                         target=target, target_source=source, truncated=bool(batch.truncated[0]))
+                         target=target, target_source=source, truncated=bool(batch.truncated[0]), text=text,
+                         offsets=[batch.offsets[0][i] for i in batch.maskable[0].cpu().nonzero().flatten().tolist()])
     for i, measure in enumerate(measures):
         if progress is not None:
             progress(measure, i, len(measures))
@@ -79,5 +93,6 @@ def explain_text(classifier: Classifier, text: str, auxiliary: str | None = None
             continue
         result.scores[measure] = imp.token_scores(0).numpy()
         result.signed[measure] = bool(imp.signed)
+        result.options[measure] = dict(imp.options)
         result.extras[measure] = {k: (v.tolist() if isinstance(v, torch.Tensor) else v) for k, v in imp.extras.items()}
     return result

@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.compute_cells import compute_cells_form
-from app.shared import MODEL_KEY, get_classifier
+from app.shared import MODEL_KEY, get_classifier, note_if_not_masked_fine_tuned
 from engine.faithfulness.summary import area_metrics_table, compare_measures, curve_bands, preferred_example_set
 from engine.results import ResultsStore
 from engine.results.published import load_published
@@ -17,6 +17,40 @@ METHOD_TITLE = {RECURSIVE_MASKING: "Recursive masking (no retraining)", "recursi
                 "roar": "ROAR"}
 SCHEDULE_HELP = ("ratio / quantile: a share of each input's tokens. count 0..N: k tokens per input (capped at its "
                  "length); ACU is then taken over k / N, so it stays a mean gap on the same scale.")
+# The area table's columns as a reader names them: unit and which direction is better (FMM: the further the
+# measure's curve falls below random masking, the larger ACU / RACU and the more faithful the measure).
+BETTER = "higher: more faithful"
+AREA_COLUMNS = {
+    "dataset": ("dataset", None), "split": ("split", None), "base_model": ("model", None),
+    "strategy": ("fine-tuning", None), "method": ("method", None), "schedule": ("masking schedule", None),
+    "n_examples": ("examples", "inputs averaged per curve"), "grid": ("masking levels", None),
+    "measure": ("measure", None),
+    "acu_pct": (f"ACU % ({BETTER})", "Area of the random curve above the measure's curve (metric x masked share, "
+                "in %); mean over seeds"),
+    "acu_low": ("ACU 95% CI low", None), "acu_high": ("ACU 95% CI high", None), "acu_ci": ("ACU CI method", None),
+    "racu_pct": (f"RACU % ({BETTER})", "ACU over the random curve's area above its fully-masked value "
+                 "(100%: the measure's curve drops there at once; unclipped, signed measures can exceed it); mean over "
+                 "seeds"),
+    "racu_low": ("RACU 95% CI low", None), "racu_high": ("RACU 95% CI high", None), "racu_ci": ("RACU CI method", None),
+    "racu_clipped_pct": (f"RACU clipped to ±100 % ({BETTER})", "R-ROAR's variant, clipped to [-100, 100]"),
+    "racu_clipped_low": ("clipped RACU CI low", None), "racu_clipped_high": ("clipped RACU CI high", None),
+    "seeds": ("seeds", "fine-tuned models (seeds) averaged"),
+}
+
+
+def _area_column_config(table: pd.DataFrame) -> dict:
+    """Human labels, units, the better direction and one decimal for the area table (the data keep their names,
+    so the CSV download below is unchanged)."""
+    config = {}
+    for column in table.columns:
+        label, help_text = AREA_COLUMNS.get(column, (column, None))
+        if pd.api.types.is_float_dtype(table[column]):
+            config[column] = st.column_config.NumberColumn(label, help=help_text, format="%.1f")
+        else:
+            config[column] = st.column_config.Column(label, help=help_text)
+    return config
+
+
 METHOD_HELP = ("recursive masking: a masked-fine-tuned model is fed the masked inputs, no retraining (FMM). "
                "roar: the level-0 model ranks once, a model is retrained at every level (Hooker et al.). "
                "recursive-roar: the model retrained at the previous level ranks the next tokens (R-ROAR).")
@@ -92,7 +126,10 @@ def _paired_comparison(data: pd.DataFrame, measures: list[str]) -> None:
 
 st.title("Benchmarks")
 _model_id = st.session_state.get(MODEL_KEY)
-compute_cells_form(_model_id, get_classifier(_model_id) if _model_id else None)  # before the store is read
+_classifier = get_classifier(_model_id) if _model_id else None
+if _classifier is not None:
+    note_if_not_masked_fine_tuned(_classifier)
+compute_cells_form(_model_id, _classifier)  # before the store is read
 store = ResultsStore()
 data = _load_store(str(store.root), store.fingerprint())
 everything = data
@@ -188,11 +225,13 @@ else:
         if table.empty:
             st.info("ACU/RACU need the `random` baseline in the same run.")
         else:
-            st.caption("RACU is unclipped (signed measures can exceed 100%); `racu_clipped` is R-ROAR's variant clipped "
-                       "to [-100, 100]. Mean over seeds with 95% bootstrap CIs (the `ci` column: BCa, or what stood in "
-                       "for it; one seed has none). Each measure is paired with the random curve of the same seed."
+            st.caption("Higher ACU and RACU: the measure's curve falls further below random masking, i.e. more faithful. "
+                       "RACU is unclipped (signed measures can exceed 100%); the clipped column is R-ROAR's variant, "
+                       "clipped to [-100, 100]. Mean over seeds with 95% bootstrap CIs (the CI method column: BCa, or "
+                       "what stood in for it; one seed has none). Each measure is paired with the random curve of the "
+                       "same seed."
                        + (" Count schedule: ACU is taken over k / k_max." if counted else ""))
-            st.dataframe(table, hide_index=True)
+            st.dataframe(table, hide_index=True, column_config=_area_column_config(table))
             _paired_comparison(data, sorted(set(table["measure"]) - {"random"}))
 
     if "p_below_005" in data.columns and data["p_below_005"].notna().any():

@@ -1,18 +1,30 @@
-"""Explain: type or pick an input; see the prediction and, per importance measure, a token heatmap,
-a sortable score table and how much the measures agree."""
+"""Explain: type or pick an input; see the prediction and, per importance measure, a heatmap of its tokens,
+words or sentences, a sortable score table and how much the measures agree; take it away (JSON, CSV, HTML,
+LaTeX), share it (the URL holds the view) or mask it step by step."""
 from __future__ import annotations
+
+from pathlib import Path
 
 import pandas as pd
 import plotly.express as px
 import streamlit as st
 
 from app.heatmap import LEGEND_ABSOLUTE, LEGEND_SIGNED, token_heatmap_html
+from app.share import arrived_from_url, publish, split_list
 from app.shared import selected_classifier
-from engine.data import get_dataset
+from engine.data import dataset_names, get_dataset
 from engine.errors import DataFileError
 from engine.explain import LIVE_MEASURES, explain_text
+from engine.export import FORMATS, MIME, SUFFIX, explanation_record, write
 from engine.importance import describe, measure_availability
+from engine.importance.levels import AGGREGATIONS, LEVELS
 from engine.models import EmptyInputError
+
+MASKING_PAGE = Path(__file__).resolve().parent / "masking.py"
+LEVEL_LABELS = {"token": "tokens (word pieces)", "word": "words", "sentence": "sentences"}
+AGGREGATION_HELP = ("How a word's or sentence's score is made from its word pieces' scores: sum (the default; keeps "
+                    "the total, so additive measures such as IG and LOO still add up), mean (long words do not "
+                    "outweigh short ones), max-abs (the piece of largest magnitude, with its sign).")
 
 st.title("Explain a prediction")
 classifier = selected_classifier()
@@ -21,38 +33,77 @@ if classifier is None:
 
 meta = classifier.metadata
 paired = bool(meta.get("paired"))
-try:
-    examples = get_dataset(meta["dataset"], meta.get("split_seed", 0)).split("test")[:50]
-except DataFileError as err:  # a registered file that moved or changed: typing a text still works
-    st.warning(f"No test examples to pick from: dataset {meta['dataset']!r} cannot be loaded.")
-    st.code(str(err), language=None, wrap_lines=True)
-    examples = []
-
-pick = st.selectbox("Start from a test example (optional)", ["(type your own)"] + [f"{i}: {e.primary[:80]}" for i, e in enumerate(examples)])
-default_text, default_aux = "", ""
-if pick != "(type your own)":
-    example = examples[int(pick.split(":")[0])]
-    default_text, default_aux = example.primary, example.auxiliary or ""
-text = st.text_area("Text", value=default_text, height=120, max_chars=20000, placeholder="Type a review ...", key="explain_text")
-aux = st.text_input("Question (auxiliary sequence, never masked)", value=default_aux, key="explain_aux") if paired else None
-c1, c2 = st.columns([3, 1])
+# Test examples to start from: the model's own dataset, or (a model fine-tuned elsewhere records none) any
+# packaged or registered dataset the user picks.
+source = meta.get("dataset") or st.selectbox("Examples from", ["(none)", *dataset_names()], key="explain_source",
+                                             help="This model was fine-tuned elsewhere: pick a dataset to draw test "
+                                                  "examples from (register yours on the Your data page).")
+examples = []
+if source and source != "(none)":
+    try:
+        examples = get_dataset(source, meta.get("split_seed", 0)).split("test")[:50]
+    except DataFileError as err:  # a registered file that moved or changed: typing a text still works
+        st.warning(f"No test examples to pick from: dataset {source!r} cannot be loaded.")
+        st.code(str(err), language=None, wrap_lines=True)
 availability = measure_availability(classifier)
 available = [m for m, why in availability.items() if not why and m != "random"]
 not_here = "; ".join(f"{m}: {why}" for m, why in availability.items() if why)
-measures = c1.multiselect("Importance measures", available, default=[m for m in LIVE_MEASURES if m in available],
+target_options = ["predicted"] + list(classifier.classes)
+
+from_url = arrived_from_url("explain", {
+    "text": ("explain_text", str), "aux": ("explain_aux", str),
+    "measures": ("explain_measures", lambda v: [m for m in split_list(v) if m in available]),
+    "target": ("explain_target", lambda v: v if v in target_options else None),
+    "level": ("explain_level", lambda v: v if v in LEVELS else None),
+    "agg": ("explain_aggregation", lambda v: v if v in AGGREGATIONS else None),
+})
+
+
+def _use_example() -> None:
+    pick = st.session_state["explain_example"]
+    if pick != "(type your own)":
+        example = examples[int(pick.split(":")[0])]
+        st.session_state["explain_text"] = example.primary
+        st.session_state["explain_aux"] = example.auxiliary or ""
+
+
+st.selectbox("Start from a test example (optional)", ["(type your own)"] + [f"{i}: {e.primary[:80]}" for i, e in enumerate(examples)],
+             key="explain_example", on_change=_use_example)
+text = st.text_area("Text", height=120, max_chars=20000, placeholder="Type a review ...", key="explain_text")
+aux = st.text_input("Question (auxiliary sequence, never masked)", key="explain_aux") if paired else None
+c1, c2 = st.columns([3, 1])
+if "explain_measures" not in st.session_state:
+    st.session_state["explain_measures"] = [m for m in LIVE_MEASURES if m in available]
+measures = c1.multiselect("Importance measures", available,
                           help="grad, x-grad, IG and LOO answer within a second; beam and the sampling-based captum "
                           "measures take longer. Only the measures this model supports are offered"
                           + (f" (not offered: {not_here})." if not_here else "."), key="explain_measures")
-target_choice = c2.selectbox("Explain class", ["predicted"] + list(classifier.classes), key="explain_target")
+target_choice = c2.selectbox("Explain class", target_options, key="explain_target")
+l1, l2 = st.columns([3, 1])
+st.session_state.setdefault("explain_level", "token")
+level = l1.segmented_control("Show", LEVELS, format_func=LEVEL_LABELS.get, key="explain_level",
+                             help="Word pieces as the model sees them, or the words / sentences a reader reads, "
+                                  "each scored from its pieces (see 'Word score').") or "token"
+aggregation = l2.selectbox("Word score", AGGREGATIONS, key="explain_aggregation", help=AGGREGATION_HELP,
+                           disabled=level == "token")
 
-if st.button("Explain", type="primary"):
+
+def _view() -> dict:
+    return {"model": classifier.id, "text": text, "aux": aux if paired else None, "measures": ",".join(measures),
+            "target": target_choice, "level": level, "agg": aggregation}
+
+
+if st.button("Explain", type="primary") or from_url:
     target = None if target_choice == "predicted" else classifier.classes.index(target_choice)
     try:
         with st.spinner("Explaining ..."):
             st.session_state["explanation"] = explain_text(classifier, text, aux if paired else None, measures, target)
+        publish("explain", _view())
     except EmptyInputError as err:
         st.session_state.pop("explanation", None)
         st.warning(str(err))
+elif st.session_state.get("explanation") is not None and st.session_state.get("explain_url_applied", {}).get("text") == text:
+    publish("explain", _view())  # a new level or word score keeps the URL in step with the view
 
 result = st.session_state.get("explanation")
 if result is not None:
@@ -60,29 +111,55 @@ if result is not None:
     predicted = int(probs.argmax())
     st.subheader(f"Prediction: {classifier.classes[predicted]} ({probs[predicted]:.1%})")
     st.dataframe(pd.DataFrame({"class": classifier.classes, "probability": probs}), hide_index=True)
+    units, level_scores = result.level_scores(level, aggregation)
+    shown = {"token": "maskable tokens", "word": "words", "sentence": "sentences"}[level]
     st.caption(f"Explaining class **{classifier.classes[result.target]}** ({result.target_source}); "
-               f"{len(result.tokens)} maskable tokens; scores use the logit of that class.")
+               f"{len(units)} {shown}" + (f" from {len(result.tokens)} tokens, each scored by the **{aggregation}** of its "
+                                         "tokens' scores" if level != "token" else "")
+               + "; scores use the logit of that class. The address bar holds this view: copy it to share it.")
     if result.truncated:
         st.warning(f"The text was truncated to {classifier.max_length} tokens; only the kept part is classified and explained.")
     for measure, why in result.errors.items():
         st.warning(f"{measure}: {why}")
     if not result.scores and not result.errors:
-        st.text(" ".join(result.tokens))  # tokens as text when no measure was chosen
+        st.text(" ".join(u.text for u in units))  # the units as text when no measure was chosen
     names = list(result.scores)
     for row in range(0, len(names), 2):
         cols = st.columns(2)
         for col, measure in zip(cols, names[row : row + 2]):
             with col:
-                col.html(token_heatmap_html(result.tokens, result.scores[measure], result.signed[measure], title=describe(measure)))
+                col.html(token_heatmap_html([u.text for u in units], level_scores[measure], result.signed[measure],
+                                            title=describe(measure)))
                 col.caption(LEGEND_SIGNED if result.signed[measure] else LEGEND_ABSOLUTE)
                 gap = result.extras.get(measure, {}).get("completeness_gap")
                 if gap is not None:
                     col.caption(f"IG completeness gap: {gap[0]:+.4f} (sum of attributions minus f(x) - f(baseline))")
     if names:
-        st.subheader("Scores")
-        st.dataframe(result.table(), hide_index=True, key="explain_table")
+        st.subheader("Take it away")
+        record = explanation_record(result, classifier, level=level, aggregation=aggregation,
+                                    command=f"dashboard Explain page ({classifier.id})")
+        stem = f"explanation-{classifier.id}-{level}"
+        labels = {"json": "JSON", "csv": "CSV", "html": "HTML heatmap", "latex": "LaTeX figure"}
+        for col, fmt in zip(st.columns(len(FORMATS)), FORMATS):
+            col.download_button(f"Download {labels[fmt]}", write(record, fmt).encode("utf-8"), file_name=f"{stem}.{SUFFIX[fmt]}",
+                                mime=MIME[fmt], key=f"explain_download_{fmt}", width="stretch", on_click="ignore")
+        st.caption("JSON and CSV: tokens, words and sentences with every measure's scores, the prediction and the "
+                   "provenance (model, weights hash, code version). HTML: this heatmap as a page of its own. LaTeX: "
+                   "\\colorbox lines for a paper figure (needs \\usepackage{xcolor}).")
+        h1, h2 = st.columns([1, 2])
+        handoff = h1.selectbox("Measure to mask by", names, key="explain_handoff_measure")
+        if h2.button("Mask this text step by step", key="explain_to_masking", icon=":material/layers_clear:"):
+            st.switch_page(MASKING_PAGE, query_params={k: v for k, v in {
+                "model": classifier.id, "text": result.text, "aux": aux if paired else None, "measure": handoff,
+                "target": target_choice, "level": level}.items() if v})
+        st.subheader("Scores" + (f" per {level}" if level != "token" else ""))
+        if level == "token":
+            table = result.table()
+        else:
+            table = pd.DataFrame({"position": range(len(units)), level: [u.text for u in units], **level_scores})
+        st.dataframe(table, hide_index=True, key="explain_table")
         if len(names) > 1:
             st.subheader("Agreement between measures (Spearman rank correlation)")
             agreement = result.agreement()
-            st.plotly_chart(px.imshow(agreement, zmin=-1, zmax=1, color_continuous_scale="RdBu", text_auto=".2f"),
+            st.plotly_chart(px.imshow(agreement, zmin=-1, zmax=1, color_continuous_scale="PuOr", text_auto=".2f"),
                             width="stretch")

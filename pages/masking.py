@@ -1,5 +1,6 @@
 """Step-by-step masking: recursively mask the typed input by a measure, and watch the probability of
-the explained class fall (or not) against random masking, with MaSF's in-distribution p-value."""
+the explained class fall (or not) against random masking, with MaSF's in-distribution p-value; every
+step at a glance, the curve data to download, and the view in the URL."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,11 +8,19 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.heatmap import token_heatmap_html
-from app.shared import selected_classifier
+from app.share import arrived_from_url, publish
+from app.shared import note_if_not_masked_fine_tuned, selected_classifier
+from engine.data import dataset_names
 from engine.faithfulness.single import mask_single_input
 from engine.importance import measure_availability
+from engine.importance.levels import LEVELS, aggregate
 from engine.models import EmptyInputError
 from engine.ood import fit_masf, load_masf
+
+LEVEL_LABELS = {"token": "tokens (word pieces)", "word": "words", "sentence": "sentences"}
+# Ratio mode masks a share of the input's tokens per step (FMM); count mode one token per step, up to 10.
+SCHEDULES = {"10% of the tokens": ("ratios", 0.1), "20% of the tokens": ("ratios", 0.2),
+             "25% of the tokens": ("ratios", 0.25), "1 token (up to 10)": ("counts", 10)}
 
 st.title("Step-by-step masking")
 classifier = selected_classifier()
@@ -19,27 +28,62 @@ if classifier is None:
     st.stop()
 
 paired = bool(classifier.metadata.get("paired"))
-text = st.text_area("Text", value=st.session_state.get("explain_text", ""), height=100, max_chars=20000, key="masking_text")
-aux = st.text_input("Question (never masked)", key="masking_aux") if paired else None
-c1, c2, c3 = st.columns(3)
 availability = measure_availability(classifier)
+offered = [m for m, why in availability.items() if not why and m != "random"]
 not_here = "; ".join(f"{m}: {why}" for m, why in availability.items() if why)
-measure = c1.selectbox("Measure", [m for m, why in availability.items() if not why and m != "random"], key="masking_measure",
+target_options = ["predicted"] + list(classifier.classes)
+from_url = arrived_from_url("masking", {
+    "text": ("masking_text", str), "aux": ("masking_aux", str),
+    "measure": ("masking_measure", lambda v: v if v in offered else None),
+    "target": ("masking_target", lambda v: v if v in target_options else None),
+    "level": ("masking_level", lambda v: v if v in LEVELS else None),
+    "step": ("masking_step", lambda v: v if v in SCHEDULES else None),
+    "words": ("masking_whole_words", lambda v: v == "1"),
+})
+if "masking_text" not in st.session_state:
+    st.session_state["masking_text"] = st.session_state.get("explain_text", "")
+
+text = st.text_area("Text", height=100, max_chars=20000, key="masking_text")
+aux = st.text_input("Question (never masked)", key="masking_aux") if paired else None
+c1, c2, c3, c4 = st.columns(4)
+measure = c1.selectbox("Measure", offered, key="masking_measure",
                        help="Only the measures this model supports" + (f" (not offered: {not_here})." if not_here else "."))
-# Ratio mode masks a share of the input's tokens per step (FMM); count mode one token per step, up to 10.
-SCHEDULES = {"10% of the tokens": ("ratios", 0.1), "20% of the tokens": ("ratios", 0.2),
-             "25% of the tokens": ("ratios", 0.25), "1 token (up to 10)": ("counts", 10)}
-mode, size = SCHEDULES[c2.selectbox("Mask per step", list(SCHEDULES), key="masking_step")]
+step_choice = c2.selectbox("Mask per step", list(SCHEDULES), key="masking_step")
+mode, size = SCHEDULES[step_choice]
 n_seeds = c3.number_input("Random baseline seeds", 2, 20, 5, key="masking_seeds")
+target_choice = c4.selectbox("Explain class", target_options, key="masking_target")
+st.session_state.setdefault("masking_level", "token")
+w1, w2 = st.columns([1, 2])
+whole_words = w2.checkbox("Mask whole words", key="masking_whole_words",
+                          help="Each step masks every piece of its chosen words at once, and the share or count per "
+                               "step counts words; a word ranks by the sum of its pieces' scores (the random baseline "
+                               "by one draw per word). Each step still gets its MaSF p-value.")
+level = w1.segmented_control("Show", LEVELS, format_func=LEVEL_LABELS.get, key="masking_level",
+                             help="Masking works on word pieces; at word or sentence level a unit is struck through "
+                                  "once any of its pieces is masked, and coloured by the sum of its pieces' scores.") or "token"
+
+
+note_if_not_masked_fine_tuned(classifier)
+# MaSF is calibrated on the model's validation split; a model fine-tuned elsewhere records none: the user names one.
+calibration = classifier.metadata.get("dataset")
+if calibration is None and load_masf(classifier) is None:
+    calibration = st.selectbox("Calibrate MaSF on", dataset_names(), key="masking_calibration",
+                               help="This model was fine-tuned elsewhere: MaSF needs in-distribution examples of its "
+                                    "task to compare masked inputs with (the validation split of this dataset).")
 
 
 @st.cache_resource(show_spinner="Fitting MaSF on the validation split (once per model) ...")
-def masf_for(model_id: str):
-    return load_masf(classifier) or fit_masf(classifier)
+def masf_for(model_id: str, calibration: str | None):
+    return load_masf(classifier) or fit_masf(classifier, dataset=calibration)
+
+
+def _view() -> dict:
+    return {"model": classifier.id, "text": text, "aux": aux if paired else None, "measure": measure,
+            "target": target_choice, "level": level, "step": step_choice, "words": "1" if whole_words else None}
 
 
 run = st.button("Mask step by step", type="primary", key="masking_run")
-if run:
+if run or from_url:
     st.button("Cancel", key="masking_cancel")  # any click reruns the page, which stops the running computation
     bar = st.progress(0.0, text="starting ...")
 
@@ -51,35 +95,51 @@ if run:
             levels = {"counts": list(range(0, size + 1))}
         else:
             levels = {"ratios": list(np.round(np.arange(0, 1 + 1e-9, size), 4))}
+        target = None if target_choice == "predicted" else classifier.classes.index(target_choice)
         st.session_state["masking_result"] = mask_single_input(
             classifier, text, measure, aux if paired else None, random_seeds=range(int(n_seeds)),
-            masf=masf_for(classifier.id), progress=report, **levels)
+            masf=masf_for(classifier.id, calibration), progress=report, target=target, whole_words=whole_words, **levels)
         bar.progress(1.0, text="done")
+        publish("masking", _view())
     except EmptyInputError as err:
         st.session_state.pop("masking_result", None)
         st.warning(str(err))
+elif st.session_state.get("masking_result") is not None and st.session_state.get("masking_url_applied", {}).get("text") == text:
+    publish("masking", _view())  # another level keeps the URL in step with the view
 
 result = st.session_state.get("masking_result")
 if result is not None:
     steps = result.measure.steps
     target = classifier.classes[int(result.measure.target[0])]
+    units = result.units(level)
+
+    def unit_view(step: int) -> tuple[list[str], np.ndarray | None, list[bool]]:
+        """The units' texts, their scores choosing the next step (summed over pieces), and which are masked."""
+        flags = result.masked_flags(step)
+        scores = result.step_scores(step)
+        unit_scores = None if scores is None else aggregate(scores, units, "sum")
+        return [u.text for u in units], unit_scores, [any(flags[i] for i in u.tokens) for u in units]
+
     index = st.slider("Step", 0, len(steps) - 1, 0, key="masking_slider",
                       help="0 = nothing masked; each step masks the measure's top tokens of the partly masked input")
     current = steps[index]
     m1, m2, m3 = st.columns(3)
     counted = result.counts is not None
     asked = f"{result.counts[index]} asked" if counted else f"{result.ratios[index]:.0%}"
-    m1.metric("Tokens masked", f"{int(current.n_masked[0])} / {len(result.tokens)}", asked)
+    if result.whole_words:
+        words_masked = sum(all(result.masked_flags(index)[i] for i in u.tokens) for u in result.units("word"))
+        m1.metric("Words masked", f"{words_masked} / {len(result.units('word'))}",
+                  f"{asked} · {int(current.n_masked[0])} of {len(result.tokens)} tokens")
+    else:
+        m1.metric("Tokens masked", f"{int(current.n_masked[0])} / {len(result.tokens)}", asked)
     m2.metric(f"p({target})", f"{float(current.probability[0]):.3f}",
               f"{float(current.probability[0]) - float(steps[0].probability[0]):+.3f}")
     p_value = float(current.p_value[0]) if current.p_value is not None else float("nan")
     m3.metric("MaSF p-value", f"{p_value:.3f}", "in distribution" if p_value >= 0.05 else "out of distribution",
               delta_color="off")
-    scores = None
-    if index + 1 < len(steps) and steps[index + 1].scores is not None:
-        scores = steps[index + 1].scores[0][result.maskable.numpy()]
-    st.html(token_heatmap_html(result.tokens, scores, signed=False, masked=result.masked_flags(index),
-                               title=f"step {index}: struck-through tokens are [MASK]; colour = {result.measure.measure} "
+    texts, scores, masked = unit_view(index)
+    st.html(token_heatmap_html(texts, scores, signed=False, masked=masked,
+                               title=f"step {index}: struck-through {level}s are [MASK]; colour = {result.measure.measure} "
                                      "scores that choose the next step's tokens"))
     curves = result.curves()
     x = list(result.levels)
@@ -88,7 +148,7 @@ if result is not None:
     fig.add_trace(go.Scatter(x=x + x[::-1], y=list(curves["random"].max(0)) + list(curves["random"].min(0))[::-1],
                              fill="toself", line={"width": 0}, fillcolor="rgba(128,128,128,0.25)", name="random (min-max)"))
     fig.add_trace(go.Scatter(x=x, y=curves["random"].mean(0), name="random (mean)", line={"color": "gray", "dash": "dash"}))
-    fig.add_trace(go.Scatter(x=x, y=curves["measure"], name=result.measure.measure, line={"color": "#d62728", "width": 3}))
+    fig.add_trace(go.Scatter(x=x, y=curves["measure"], name=result.measure.measure, line={"color": "#e66101", "width": 3}))
     fig.add_vline(x=x[index], line_dash="dot")
     fig.update_layout(xaxis_title=x_title, yaxis_title=f"p({target})", xaxis_tickformat=x_format, height=380)
     st.plotly_chart(fig, width="stretch")
@@ -102,3 +162,19 @@ if result is not None:
                            yaxis_type="log", yaxis_tickvals=ticks, yaxis_ticktext=[f"{t:g}" for t in ticks],
                            yaxis_range=[-3.2, 0.05], height=300, xaxis_tickformat=x_format)
         st.plotly_chart(pfig, width="stretch")
+
+    st.subheader("Every step at a glance")
+    st.caption(f"Each row is one step: struck-through, outlined {level}s are [MASK]; colour = the {result.measure.measure} "
+               "scores that choose the next step's tokens.")
+    rows = []
+    for i, step in enumerate(steps):
+        texts, scores, masked = unit_view(i)
+        p = f" · MaSF p {float(step.p_value[0]):.3f}" if step.p_value is not None else ""
+        level_text = f"k={result.counts[i]}" if counted else f"{result.ratios[i]:.0%}"
+        rows.append(token_heatmap_html(texts, scores, signed=False, masked=masked, scale_bar=False,
+                                       title=f"step {i} · {level_text} · {int(step.n_masked[0])} masked · "
+                                             f"p({target}) {float(step.probability[0]):.3f}{p}"))
+    st.html('<div class="masking-steps">' + "".join(rows) + "</div>")
+    st.download_button("Download the curve data (CSV)", result.curve_table().to_csv(index=False).encode("utf-8"),
+                        file_name=f"masking-{classifier.id}-{result.measure.measure}.csv", mime="text/csv",
+                        key="masking_download", on_click="ignore")

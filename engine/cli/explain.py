@@ -1,4 +1,5 @@
-"""`python -m engine explain`: explain one input with one or more importance measures, as a token table."""
+"""`python -m engine explain`: explain one input with one or more importance measures, as a table of tokens,
+words or sentences, or exported as JSON, CSV, HTML or LaTeX."""
 from __future__ import annotations
 
 import argparse
@@ -35,6 +36,12 @@ def configure(p: argparse.ArgumentParser) -> None:
             the explained class) / blue (speaks against it), unsigned ones by intensity, scaled per column.
             The explained class is the prediction unless --target is given.
 
+            --level word shows the words as typed instead of word pieces (`red ##eem ##s` -> `redeems`), each
+            word's score the sum of its pieces' scores (--aggregate mean or max-abs to choose otherwise);
+            --level sentence does the same per sentence (bAbI paragraphs). --format json|csv|html|latex writes
+            the explanation (tokens, words, sentences, every measure's scores, the prediction and its provenance;
+            HTML a self-contained heatmap page, LaTeX \colorbox lines for a paper figure) to --output or stdout.
+
             Measures (id: what is computed [options and defaults]):
             """) + _measure_lines() + textwrap.dedent("""
 
@@ -45,6 +52,8 @@ def configure(p: argparse.ArgumentParser) -> None:
               python -m engine explain --model tiny-rt-masked-s0 --text "a gripping, funny film" --measure loo-sign ig-sign
               python -m engine explain --model tiny-rt-masked-s0 --text "dull" --measure ig-abs --option steps=50 --target 1
               python -m engine explain --model bilstm-babi1 --text "Mary went to the kitchen." --aux "Where is Mary?" --measure live
+              python -m engine explain --model tiny-rt-masked-s0 --text "an unredeemable mess" --measure live --level word
+              python -m engine explain --model tiny-rt-masked-s0 --text "an unredeemable mess" --measure ig-sign --format latex --output fig.tex
             """))
     p.add_argument("--model", required=True, help="checkpoint id in models_cache, registered id (see `python -m engine "
                    "models`), or a folder (a checkpoint or any Hugging Face sequence-classification folder)")
@@ -58,6 +67,14 @@ def configure(p: argparse.ArgumentParser) -> None:
                         "beam_size=5, seed=3); repeatable")
     p.add_argument("--color", choices=["auto", "always", "never"], default="auto",
                    help="colour the table with ANSI codes: auto = only on a terminal (and not with NO_COLOR). Default: auto")
+    p.add_argument("--level", choices=["token", "word", "sentence"], default="token",
+                   help="the units shown: word pieces, words as typed, or sentences (default: token)")
+    p.add_argument("--aggregate", choices=["sum", "mean", "max-abs"], default="sum",
+                   help="how a word's or sentence's score is made from its tokens' scores: sum (keeps the total), mean, "
+                        "or the score of largest magnitude (default: sum)")
+    p.add_argument("--format", choices=["table", "json", "csv", "html", "latex"], default="table",
+                   help="table (the terminal view) or an export (default: table)")
+    p.add_argument("--output", default=None, metavar="FILE", help="write the export here instead of stdout")
     p.add_argument("--device", default=None, help="cpu or cuda (default: auto)")
 
 
@@ -123,25 +140,44 @@ def run(args: argparse.Namespace) -> int:
 
     probs = result.probabilities
     predicted = int(probs.argmax())
+    # an export to stdout must stay parseable: the status lines go to stderr then
+    info = sys.stdout if args.format == "table" else sys.stderr
     print(f"model {classifier.id} · prediction: {classifier.classes[predicted]} ({float(probs[predicted]):.1%}) · "
-          f"explained class: {classifier.classes[result.target]} ({result.target_source})")
+          f"explained class: {classifier.classes[result.target]} ({result.target_source})", file=info)
     if result.truncated:
-        print(f"note: the text was truncated to {classifier.max_length} tokens; only the kept part is classified and explained")
+        print(f"note: the text was truncated to {classifier.max_length} tokens; only the kept part is classified and explained", file=info)
     for measure, why in result.errors.items():
-        print(f"skipped {measure}: {why}")
+        print(f"skipped {measure}: {why}", file=info)
     if any(MEASURES[m].uses_replacement for m in result.scores) and not classifier.masked_fine_tuned:
         token = classifier.tokenizer.convert_ids_to_tokens(classifier.mask_token_id)
         print(f"note: {classifier.id} was not masked-fine-tuned with {token}: the inputs that masking-based measures "
               f"make are likely out of distribution (make it measurable: python -m engine train --from-classifier "
-              f"{classifier.id} --dataset NAME)")
+              f"{classifier.id} --dataset NAME)", file=info)
     if not result.scores:
         return 2
+    if args.format != "table":
+        from pathlib import Path
 
-    tokens = result.tokens
-    columns = {m: values.tolist() for m, values in result.scores.items()}
+        from engine.export import explanation_record, write
+
+        record = explanation_record(result, classifier, level=args.level, aggregation=args.aggregate,
+                                    command=getattr(args, "command_line", None))
+        text = write(record, args.format)
+        if args.output:
+            Path(args.output).write_text(text, encoding="utf-8")
+            print(f"wrote {args.format} to {args.output}")
+        else:
+            sys.stdout.write(text)
+        return 0
+
+    units, level_scores = result.level_scores(args.level, args.aggregate)
+    tokens = [u.text for u in units]
+    columns = {m: values.tolist() for m, values in level_scores.items()}
     tok_w = max(5, min(24, max(len(t) for t in tokens)))
     col_w = {m: max(9, len(m)) for m in columns}
-    print(f"{'#':>3}  {'token':<{tok_w}}  " + "  ".join(f"{m:>{col_w[m]}}" for m in columns))
+    if args.level != "token":
+        print(f"{args.level} scores: {args.aggregate} over each {args.level}'s tokens")
+    print(f"{'#':>3}  {args.level:<{tok_w}}  " + "  ".join(f"{m:>{col_w[m]}}" for m in columns))
     scales = {m: max((abs(v) for v in vals), default=0.0) for m, vals in columns.items()}
     for i, tok in enumerate(tokens):
         cells = []

@@ -6,6 +6,11 @@ first; non-maskable tokens rank last and are never masked). Step 0 masks nothing
 nothing; the last step (100%) masks everything without computing. A measure that is defined as an
 order over all tokens at once (beam search) is computed once on the unmasked input.
 
+Whole-word masking (optional, `word_ids`): the unit of the schedule is a word instead of a word piece: step i
+masks the top floor(r_i * W) words in total (or k words), every piece of a chosen word at once, ranked by the
+sum of its pieces' scores (a measure may declare another `word_aggregation`: the random baseline ranks by
+one draw per word, so its word order stays uniform whatever the words' lengths).
+
 Every step records the masked ids, the probability and logit of the target class, the predicted
 class, the measure's scores and (when a fitted MaSF is given) the in-distribution p-value.
 """
@@ -67,6 +72,45 @@ def mask_top(batch_ids: torch.Tensor, keys: torch.Tensor, k: torch.Tensor, mask_
     return torch.where(hit, torch.full_like(batch_ids, mask_token_id), batch_ids)
 
 
+def mask_top_words(batch_ids: torch.Tensor, token_keys: torch.Tensor, word_ids: torch.Tensor, k: torch.Tensor,
+                   mask_token_id: int, aggregation: str = "sum") -> torch.Tensor:
+    """Mask every piece of the k[b] highest-ranked words of each row.
+
+    token_keys [B, T] (from `masking_order_keys`: +inf on masked pieces, -inf on non-maskable ones);
+    word_ids [B, T] long, the word of each maskable piece (-1 elsewhere). A word's key is the sum of its pieces'
+    keys (or its first piece's with aggregation='first'); a word with a masked piece ranks first (stays masked).
+    Ties between words are broken by word position, so a word is never half masked."""
+    B, T = batch_ids.shape
+    valid = word_ids >= 0
+    W = int(word_ids.max()) + 1 if bool(valid.any()) else 1
+    index = torch.where(valid, word_ids, torch.zeros_like(word_ids))
+    finite = torch.where(valid & torch.isfinite(token_keys), token_keys, torch.zeros_like(token_keys))
+    if aggregation == "first":
+        first = torch.full((B, W), T, dtype=torch.long, device=word_ids.device)
+        positions = torch.arange(T, device=word_ids.device).expand(B, T)
+        first = first.scatter_reduce(1, index, torch.where(valid, positions, torch.full_like(positions, T)), "amin")
+        word_keys = torch.gather(finite, 1, first.clamp(max=T - 1))
+    else:
+        word_keys = torch.zeros((B, W), dtype=finite.dtype, device=finite.device).scatter_add(1, index, finite)
+    masked = torch.zeros((B, W), dtype=torch.bool, device=word_ids.device).scatter_reduce(
+        1, index, valid & torch.isposinf(token_keys), "amax")
+    exists = torch.zeros((B, W), dtype=torch.bool, device=word_ids.device).scatter_reduce(1, index, valid, "amax")
+    word_keys = torch.where(masked, torch.full_like(word_keys, float("inf")), word_keys)
+    word_keys = torch.where(exists, word_keys, torch.full_like(word_keys, float("-inf")))
+    order = torch.sort(word_keys, dim=1, descending=True, stable=True).indices
+    rank = torch.empty_like(order)
+    rank.scatter_(1, order, torch.arange(W, device=order.device).expand_as(order))
+    chosen = rank < k[:, None]  # [B, W]
+    hit = valid & torch.gather(chosen, 1, index)
+    return torch.where(hit, torch.full_like(batch_ids, mask_token_id), batch_ids)
+
+
+def _distinct_words(word_ids: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
+    """[B] the number of distinct words at the positions `where` [B, T] of each row."""
+    counts = [torch.unique(w[m]).numel() for w, m in zip(word_ids.cpu(), where.cpu())]
+    return torch.tensor(counts, dtype=torch.long, device=word_ids.device)
+
+
 @torch.no_grad()
 def _observe(classifier: Classifier, batch: Batch, target: torch.Tensor, masf) -> tuple:
     p_value = None
@@ -95,6 +139,7 @@ def recursive_masking(
     target_source: str | None = None,
     progress: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    word_ids: torch.Tensor | None = None,
 ) -> MaskingResult:
     """Recursively mask `batch` by `explainer`'s importance.
 
@@ -102,6 +147,8 @@ def recursive_masking(
     counts: numbers of tokens (count mode, e.g. 0..10; capped at each input's N).
     target: the class whose probability is tracked and explained; default the predicted class of
     the unmasked input.
+    word_ids [B, T] long: mask whole words (see the module docstring): the word of each maskable piece, -1 on
+    the other positions; ratios and counts then count words.
     """
     if ratios is not None and counts is not None:
         raise InvalidInputError("give either ratios or counts, not both")
@@ -125,6 +172,14 @@ def recursive_masking(
     target_source = target_source or "given"
 
     n_tokens = batch.maskable.sum(1)  # [B]
+    if word_ids is not None:
+        word_ids = torch.as_tensor(word_ids, dtype=torch.long).to(classifier.device)
+        if word_ids.shape != batch.input_ids.shape or bool(((word_ids >= 0) != batch.maskable).any()):
+            raise InvalidInputError("word_ids must be [B, T] with a word (>= 0) exactly on the maskable tokens")
+        n_units = _distinct_words(word_ids, word_ids >= 0)
+    else:
+        n_units = n_tokens
+    word_aggregation = getattr(explainer, "word_aggregation", "sum")
     schedule = ratios if ratios is not None else counts
     once = bool(getattr(explainer, "computed_once", False))
     fixed_scores = None
@@ -137,13 +192,17 @@ def recursive_masking(
         if should_stop is not None and should_stop():
             raise MaskingCancelled("recursive masking was cancelled")
         if ratios is not None:
-            k = torch.floor(n_tokens.double() * level + 1e-9).long()
+            k = torch.floor(n_units.double() * level + 1e-9).long()
         else:
-            k = torch.clamp(torch.full_like(n_tokens, level), max=n_tokens)
+            k = torch.clamp(torch.full_like(n_units, level), max=n_units)
         is_masked = (current.input_ids == classifier.mask_token_id) & batch.maskable
+        if word_ids is None:
+            done = is_masked.sum(1)
+        else:  # the words with a masked piece
+            done = _distinct_words(word_ids, is_masked)
         scores_np = None
-        if i > 0 and bool((k > is_masked.sum(1)).any()):
-            if bool((k >= n_tokens).all()):
+        if i > 0 and bool((k > done).any()):
+            if bool((k >= n_units).all()):
                 keys = masking_order_keys(torch.zeros_like(current.input_ids, dtype=torch.float64), batch.maskable, is_masked)
             else:
                 if once:
@@ -154,7 +213,11 @@ def recursive_masking(
                     scores = explainer.attribute(current, target).scores.to(classifier.device)
                 scores_np = scores.detach().float().cpu().numpy()
                 keys = masking_order_keys(scores, batch.maskable, is_masked)
-            current = current.with_ids(mask_top(current.input_ids, keys, k, classifier.mask_token_id))
+            if word_ids is None:
+                current = current.with_ids(mask_top(current.input_ids, keys, k, classifier.mask_token_id))
+            else:
+                current = current.with_ids(mask_top_words(current.input_ids, keys, word_ids, k, classifier.mask_token_id,
+                                                          word_aggregation))
         prob, logit, predicted, p_value = _observe(classifier, current, target, masf)
         result.steps.append(MaskingStep(
             index=i, ratio=level if ratios is not None else None, count=level if counts is not None else None,

@@ -29,6 +29,9 @@ class RandomImportance(Explainer):
     name = "random"
     signed = False
     defaults = {"seed": 0}
+    # whole-word masking ranks a word by its first piece's draw: one uniform per word, so long words are not
+    # favoured (a sum of draws would rank them first)
+    word_aggregation = "first"
 
     def _scores(self, call: Call):
         b = call.batch

@@ -1,0 +1,163 @@
+"""Readable, shareable, take-away views in a real headless Chromium (one streamlit server for the module):
+the words switch, every export downloading what the engine computed, a shared URL reproducing the view in a
+fresh browser, and the hand-off from Explain to step-by-step masking with its curve download.
+
+Screenshots (explain-words.png, masking-steps.png) land in docs/ only with ENGINE_UPDATE_SCREENSHOTS=1."""
+from __future__ import annotations
+
+import io
+import json
+import time
+import urllib.parse
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_browser import CHROMEDRIVER, CHROMIUM, SHOTS, _explain, _wait, app_url  # noqa: F401 (app_url: fixture)
+
+pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
+
+TEXT = "an unredeemable mess, but the cast is wonderful"
+MEASURES = ["grad-l2", "x-grad-sign", "ig-sign", "loo-sign"]  # the Explain page's default (live) bundle
+
+
+def _driver(download_dir):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage", "--window-size=1400,2200"):
+        options.add_argument(flag)
+    options.add_experimental_option("prefs", {"download.default_directory": str(download_dir),
+                                              "download.prompt_for_download": False})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(download_dir)})
+    return driver
+
+
+@pytest.fixture(scope="module")
+def downloads(tmp_path_factory):
+    return tmp_path_factory.mktemp("downloads")
+
+
+@pytest.fixture(scope="module")
+def browser(downloads):
+    driver = _driver(downloads)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture(scope="module")
+def engine_scores(toy_classifier):
+    from engine.explain import explain_text
+
+    return explain_text(toy_classifier, TEXT, measures=MEASURES)
+
+
+def _button(driver, label, timeout=60):
+    from selenium.webdriver.common.by import By
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        found = [b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.strip() == label and b.is_displayed()]
+        if found:
+            return found[0]
+        time.sleep(0.2)
+    raise AssertionError(f"no button {label!r} on the page")
+
+
+def _heatmaps(driver) -> list[str]:
+    from selenium.webdriver.common.by import By
+
+    return [e.get_attribute("textContent") for e in driver.find_elements(By.CSS_SELECTOR, ".token-heatmap")]
+
+
+def _download(driver, folder, label, name, timeout=30) -> str:
+    path = folder / name
+    path.unlink(missing_ok=True)
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", _button(driver, label))
+    _button(driver, label).click()
+    deadline = time.time() + timeout
+    while not path.exists() or list(folder.glob("*.crdownload")):
+        assert time.time() < deadline, f"{name} was not downloaded; folder holds {[p.name for p in folder.iterdir()]}"
+        time.sleep(0.2)
+    return path.read_text(encoding="utf-8")
+
+
+def test_words_switch_shows_the_words_typed_and_keeps_the_view_in_the_url(app_url, browser):  # noqa: F811
+    browser.get(app_url)
+    _wait(browser, "h1", text="Explain a prediction")
+    _explain(browser, TEXT, "wonderful")
+    assert any("##" in h for h in _heatmaps(browser)), "token level shows word pieces"
+    _button(browser, "words").click()
+    _wait(browser, ".token-heatmap", text="unredeemable")
+    heatmaps = _heatmaps(browser)
+    assert len(heatmaps) == 4 and all("unredeemable" in h and "##" not in h for h in heatmaps)
+    query = urllib.parse.parse_qs(urllib.parse.urlparse(browser.current_url).query)
+    assert query["text"] == [TEXT] and query["level"] == ["word"] and query["measures"] == [",".join(MEASURES)]
+    SHOTS.mkdir(exist_ok=True)
+    browser.save_screenshot(str(SHOTS / "explain-words.png"))
+
+
+def test_each_export_downloads_the_engines_scores(app_url, browser, downloads, engine_scores):  # noqa: F811
+    stem = "explanation-toy-browser-word"
+    record = json.loads(_download(browser, downloads, "Download JSON", f"{stem}.json"))
+    for m in MEASURES:
+        assert np.allclose([t["scores"][m] for t in record["tokens"]], engine_scores.scores[m], atol=1e-4), m
+    words, word_scores = engine_scores.level_scores("word")
+    assert [w["text"] for w in record["words"]] == [u.text for u in words]
+    assert np.allclose([w["scores"]["ig-sign"] for w in record["words"]], word_scores["ig-sign"], atol=1e-4)
+    assert record["provenance"]["model_id"] == "toy-browser" and record["provenance"]["weights_sha256"]
+
+    table = pd.read_csv(io.StringIO(_download(browser, downloads, "Download CSV", f"{stem}.csv")), keep_default_na=False)
+    word_rows = table[table["level"] == "word"]
+    assert list(word_rows["text"]) == [u.text for u in words]
+    assert np.allclose(word_rows["loo-sign"].astype(float), word_scores["loo-sign"], atol=1e-4)
+
+    page = _download(browser, downloads, "Download HTML heatmap", f"{stem}.html")
+    assert page.count('class="token-heatmap"') == 4 and "unredeemable" in page and "<script" not in page
+    tex = _download(browser, downloads, "Download LaTeX figure", f"{stem}.tex")
+    assert tex.count("\\colorbox[RGB]") == 4 * len(words) and "unredeemable" in tex
+
+
+def test_a_shared_url_reproduces_the_view_in_a_fresh_browser(app_url, browser, downloads):  # noqa: F811
+    from selenium.webdriver.common.by import By
+
+    shared, shown = browser.current_url, _heatmaps(browser)
+    fresh = _driver(downloads)
+    try:
+        fresh.get(shared)
+        _wait(fresh, ".token-heatmap", text="unredeemable")
+        assert _heatmaps(fresh) == shown, "the same words, scores and colours"
+        assert fresh.find_element(By.TAG_NAME, "textarea").get_attribute("value") == TEXT
+    finally:
+        fresh.quit()
+
+
+def test_explain_hands_off_to_masking_with_the_same_text_model_and_measure(app_url, browser, downloads):  # noqa: F811
+    from selenium.webdriver.common.by import By
+
+    button = _button(browser, "Mask this text step by step")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
+    button.click()
+    _wait(browser, "h1", text="Step-by-step masking")
+    assert browser.find_element(By.TAG_NAME, "textarea").get_attribute("value") == TEXT
+    measure = browser.find_element(By.CSS_SELECTOR, "[data-testid='stSelectbox']").text
+    assert "grad-l2" in measure, measure  # the first measure shown on Explain
+    _wait(browser, ".masking-steps", timeout=180)  # the hand-off runs the masking at once
+    steps = browser.find_elements(By.CSS_SELECTOR, ".masking-steps .token-heatmap")
+    assert len(steps) == 11, "0%, 10%, ..., 100%"
+    struck = [len(s.find_elements(By.CSS_SELECTOR, "span[style*='line-through']")) for s in steps]
+    assert struck[0] == 0 and struck == sorted(struck) and struck[-1] > 0, "masked words stay visible, struck through"
+    query = urllib.parse.parse_qs(urllib.parse.urlparse(browser.current_url).query)
+    assert query["measure"] == ["grad-l2"] and query["text"] == [TEXT]
+    curve = pd.read_csv(io.StringIO(_download(browser, downloads, "Download the curve data (CSV)",
+                                              "masking-toy-browser-grad-l2.csv")))
+    assert len(curve) == 11 and curve["tokens_masked"].is_monotonic_increasing
+    assert curve["tokens_masked"].iloc[-1] == curve["tokens_total"].iloc[0]
+    SHOTS.mkdir(exist_ok=True)
+    browser.execute_script("document.querySelector('.masking-steps').scrollIntoView({block: 'end'});")
+    time.sleep(0.5)
+    browser.save_screenshot(str(SHOTS / "masking-steps.png"))
