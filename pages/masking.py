@@ -10,7 +10,7 @@ import streamlit as st
 from app.heatmap import token_heatmap_html
 from app.share import arrived_from_url, publish
 from app.shared import note_if_not_masked_fine_tuned, selected_classifier
-from engine.data import dataset_names
+from engine.data import PACKAGED_DATASETS, dataset_names
 from engine.faithfulness.single import mask_single_input
 from engine.importance import measure_availability
 from engine.importance.levels import LEVELS, aggregate
@@ -67,7 +67,9 @@ note_if_not_masked_fine_tuned(classifier)
 # MaSF is calibrated on the model's validation split; a model fine-tuned elsewhere records none: the user names one.
 calibration = classifier.metadata.get("dataset")
 if calibration is None and load_masf(classifier) is None:
-    calibration = st.selectbox("Calibrate MaSF on", dataset_names(), key="masking_calibration",
+    # The user's own datasets first: a model fine-tuned elsewhere is most likely paired with them.
+    names = sorted(dataset_names(), key=lambda n: n in PACKAGED_DATASETS)
+    calibration = st.selectbox("Calibrate MaSF on", names, key="masking_calibration",
                                help="This model was fine-tuned elsewhere: MaSF needs in-distribution examples of its "
                                     "task to compare masked inputs with (the validation split of this dataset).")
 

@@ -108,14 +108,18 @@ def _target_logit(classifier, batch, ids, target):
 # -- every family, every measure ---------------------------------------------------------------------------
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_applicable_measure_explains_the_family_and_scores_only_maskable_tokens(family, family_folders):
-    """All measures but the BiLSTM's own attention apply to every family; their scores are finite, and zero on
-    special tokens, padding and the auxiliary sequence."""
+    """All measures but the BiLSTM's own attention (and `smat`, which needs head weights learned for the model
+    first) apply to every family; their scores are finite, and zero on special tokens, padding and the
+    auxiliary sequence."""
     classifier = classifier_of(family, family_folders)
     batch = classifier.batch(TEXTS, ["is it good?", "was it?"])
     assert batch.truncated.sum() == 0 and (batch.segments == 2).any()
     for name in MEASURES:
         explainer = get_explainer(name, classifier, **CHEAP.get(name, {}))
         ok, why = explainer.supports()
+        if name == "smat":  # applicable once learned for this model (engine simulability); not learned here
+            assert not ok and "learned head weights" in why, why
+            continue
         assert ok == (name not in NOT_FOR_TRANSFORMERS), (family, name, why)
         if not ok:
             continue

@@ -1,0 +1,264 @@
+"""End to end in headless Chromium with the user's own model and data, as a newcomer would: a Hugging Face
+folder written by `save_pretrained` (not a checkpoint of this project) is registered on the Models page and a
+CSV of this test's own making on the Your data page; then a typed review is explained, masked step by step
+with MaSF p-values (calibrated on the registered data), and one benchmark cell is computed on that data.
+
+One streamlit server and one browser session for the whole flow (clicking the sidebar keeps the session)."""
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from test_browser import CHROMEDRIVER, CHROMIUM, ROOT, _free_port, _wait
+
+pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
+
+MODEL_ID = "foreign-toy"
+DATASET = "my-reviews"
+REVIEW = "the acting was truly bad and the story poor"
+
+
+@pytest.fixture(scope="module")
+def own_files(tmp_path_factory, toy_classifier):
+    """A foreign HF folder (the toy classifier saved the transformers way, label names in id2label, no
+    metadata.json) and a labelled CSV with its own column names."""
+    from engine.data import get_dataset
+
+    folder = tmp_path_factory.mktemp("own") / "my-classifier"
+    model = toy_classifier.model
+    model.config.id2label = dict(enumerate(toy_classifier.classes))
+    model.config.label2id = {c: i for i, c in enumerate(toy_classifier.classes)}
+    model.save_pretrained(folder)
+    toy_classifier.tokenizer.save_pretrained(folder)
+    assert not (folder / "metadata.json").exists() and (folder / "model.safetensors").is_file()
+
+    toy = get_dataset("toy")
+    path = folder.parent / "reviews.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["review", "sentiment"])
+        for split in ("train", "validation", "test"):
+            for e in toy.split(split):
+                writer.writerow([e.primary, toy.classes[e.label]])
+    return folder, path
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory, own_files):
+    port = _free_port()
+    env = dict(os.environ, ENGINE_MODELS_CACHE=str(tmp_path_factory.mktemp("cache")),
+               ENGINE_RESULTS_DIR=str(tmp_path_factory.mktemp("results")), ENGINE_USER_DIR=str(tmp_path_factory.mktemp("user")))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.port", str(port), "--server.address",
+         "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        try:
+            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("streamlit did not come up: " + proc.stdout.read().decode(errors="replace")[-2000:])
+    yield url, env
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage", "--window-size=1400,1800"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    yield driver
+    driver.quit()
+
+
+def _by_label(driver, testid: str, label: str):
+    """The widget container (data-testid) whose label reads `label`."""
+    from selenium.webdriver.common.by import By
+
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        for element in driver.find_elements(By.CSS_SELECTOR, f"[data-testid='{testid}']"):
+            if element.text.strip().startswith(label):
+                return element
+        time.sleep(0.3)
+    raise AssertionError(f"no {testid} labelled {label!r}")
+
+
+def _type(driver, label: str, text: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    box = _by_label(driver, "stTextInput", label).find_element(By.TAG_NAME, "input")
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(Keys.DELETE)
+    box.send_keys(text)
+    box.send_keys(Keys.TAB)  # Streamlit commits a text input on blur
+
+
+def _selected(driver, label: str) -> str:
+    """The option a selectbox shows as chosen (its search field holds it; the element text is only the label)."""
+    from selenium.webdriver.common.by import By
+
+    box = _by_label(driver, "stSelectbox", label)
+    value = box.find_element(By.TAG_NAME, "input").get_attribute("value")
+    return value or box.get_attribute("textContent").replace(label, "", 1).strip()
+
+
+def _choose(driver, label: str, option: str) -> None:
+    """Pick `option` in the selectbox labelled `label` (type to filter, Enter to choose). A rerun can replace
+    the widget's element while we type: then find it again."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    deadline = time.time() + 60
+    while True:
+        try:
+            if _selected(driver, label) == option:
+                return
+            field = _by_label(driver, "stSelectbox", label).find_element(By.TAG_NAME, "input")
+            field.click()
+            field.send_keys(option)
+            time.sleep(0.5)
+            field.send_keys(Keys.ENTER)
+            time.sleep(1.5)
+        except StaleElementReferenceException:
+            time.sleep(0.5)
+        if time.time() > deadline:
+            driver.save_screenshot("/tmp/browser_own_failure.png")
+            raise AssertionError(f"{label!r} did not take {option!r}: it shows {_selected(driver, label)!r}")
+
+
+def _click(driver, text: str, timeout: float = 60) -> None:
+    from selenium.webdriver.common.by import By
+
+    deadline = time.time() + timeout
+    while True:
+        buttons = [b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.strip() == text and b.is_enabled()]
+        if buttons:
+            buttons[0].click()
+            return
+        assert time.time() < deadline, f"no button {text!r}"
+        time.sleep(0.3)
+
+
+def _page(driver, title: str) -> None:
+    """Go to a page through the sidebar's navigation (keeps this browser session's state)."""
+    from selenium.webdriver.common.by import By
+
+    anchors = driver.find_elements(By.CSS_SELECTOR, "[data-testid='stSidebar'] a")
+    links = [a for a in anchors if a.text.strip().splitlines()[-1:] == [title]]  # the text starts with the icon's name
+    assert links, f"no page {title!r} in the sidebar: {[a.text for a in anchors]}"
+    links[0].click()
+    time.sleep(1)
+
+
+def _page_text(driver) -> str:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.TAG_NAME, "body").text
+
+
+def _wait_text(driver, text: str, timeout: float = 240) -> None:
+    deadline = time.time() + timeout
+    while text not in _page_text(driver):
+        if time.time() > deadline:
+            driver.save_screenshot("/tmp/browser_own_failure.png")
+            raise AssertionError(f"{text!r} never appeared; the page says: {_page_text(driver)[-1500:]}")
+        time.sleep(0.5)
+
+
+def test_own_model_and_data_explained_masked_and_benchmarked(app, browser, own_files, toy_classifier):
+    """A foreign model folder and a user's CSV go through every step a newcomer takes, and what the pages show
+    equals what the engine computes for the same model and text."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    url, env = app
+    folder, csv_path = own_files
+    browser.get(f"{url}/models")
+    _wait(browser, "h1", text="Models")
+
+    # 1. Register the folder by path (by reference: nothing is copied into or out of it).
+    _type(browser, "Folder", str(folder))
+    _type(browser, "Id (optional)", MODEL_ID)
+    _click(browser, "Register")
+    _wait_text(browser, f"Registered {MODEL_ID}")
+    _click(browser, "Use it")
+    _wait_text(browser, "fine-tuned elsewhere")  # the sidebar now shows the registered model
+
+    # 2. Upload the CSV on the data page and register it under a name.
+    _page(browser, "Your data")
+    _wait(browser, "h1", text="Your data")
+    browser.find_element(By.CSS_SELECTOR, "[data-testid='stFileUploader'] input[type='file']").send_keys(str(csv_path))
+    _wait_text(browser, "Dataset name")
+    _type(browser, "Dataset name", DATASET)
+    _click(browser, "Register")
+    manifest = os.path.join(env["ENGINE_USER_DIR"], "datasets", f"{DATASET}.json")
+    deadline = time.time() + 60
+    while not os.path.isfile(manifest):
+        assert time.time() < deadline, "the dataset was not registered: " + _page_text(browser)[-1500:]
+        time.sleep(0.5)
+
+    # 3. Explain a typed review with the registered model.
+    _page(browser, "Explain")
+    _wait(browser, "h1", text="Explain a prediction")
+    area = _wait(browser, "textarea")
+    area.send_keys(REVIEW)
+    browser.find_element(By.TAG_NAME, "h1").click()
+    time.sleep(0.5)
+    _click(browser, "Explain")
+    _wait(browser, ".token-heatmap", text="acting")
+    from engine.explain import explain_text
+    from engine.models.foreign import load_foreign
+
+    engine_view = explain_text(load_foreign(folder), REVIEW)
+    predicted = toy_classifier.classes[int(engine_view.probabilities.argmax())]
+    _wait_text(browser, f"Prediction: {predicted} ({engine_view.probabilities.max():.1%})")
+
+    # 4. Hand the text over to step-by-step masking, which runs at once with MaSF p-values calibrated on the
+    #    registered data (the user's datasets come first for a model fine-tuned elsewhere).
+    hand_off = [b for b in browser.find_elements(By.TAG_NAME, "button") if b.text.strip().endswith("Mask this text step by step")]
+    assert hand_off, "no hand-off button on the Explain page"
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", hand_off[0])
+    hand_off[0].click()
+    _wait(browser, "h1", text="Step-by-step masking")
+    assert browser.find_element(By.TAG_NAME, "textarea").get_attribute("value") == REVIEW
+    _wait_text(browser, "was not masked-fine-tuned")  # the note on a model fine-tuned elsewhere
+    assert _selected(browser, "Calibrate MaSF on") == DATASET
+    _wait(browser, ".masking-steps", timeout=300)
+    _wait_text(browser, "MaSF p-value")
+    shown = _page_text(browser)
+    assert "out of distribution" in shown or "in distribution" in shown
+
+    # 5. Compute one benchmark cell (and its random baseline) on the registered data.
+    _page(browser, "Benchmarks")
+    _wait(browser, "h1", text="Benchmarks")
+    browser.find_element(By.XPATH, f"//*[contains(text(), 'Compute cells for {MODEL_ID}')]").click()
+    _choose(browser, "Dataset", DATASET)
+    number = _by_label(browser, "stNumberInput", "Examples").find_element(By.TAG_NAME, "input")
+    number.send_keys(Keys.CONTROL, "a")
+    number.send_keys("4")
+    _click(browser, "Compute")
+    _wait_text(browser, "cells computed", timeout=400)
+    cells = os.path.join(env["ENGINE_RESULTS_DIR"], f"page-{MODEL_ID}", "cells")
+    written = sorted(f for f in os.listdir(cells) if f.endswith(".json"))
+    assert len(written) == 2, written  # loo-sign and its random baseline
+    browser.save_screenshot("/tmp/browser_own_benchmarks.png")
