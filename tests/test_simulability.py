@@ -275,6 +275,12 @@ def test_cli_run_writes_resumable_cells_with_provenance_and_a_frozen_teacher(sav
     scores = importance.scores
     assert torch.all(scores >= 0) and torch.all(scores.sum(1) <= 1 + 1e-6)
     assert importance.options["head_weights_sha256"]
+    # like any measure, it drives recursive masking (a curve from the unmasked metric down to all masked)
+    from engine.faithfulness.recursive import dataset_masking_curve
+
+    curve = dataset_masking_curve(teacher, get_explainer("smat", teacher), get_dataset("toy"), ratios=(0.0, 0.5, 1.0),
+                                  limit=8)
+    assert [row["step"] for row in curve] == [0, 1, 2]
 
 
 def test_smat_measure_declines_a_checkpoint_without_learned_weights(toy_teacher, monkeypatch):

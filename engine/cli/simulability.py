@@ -58,6 +58,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         "SMaT's outer loss). Default: 500")
     parser.add_argument("--test-limit", type=int, default=None, help="test examples for simulation accuracy. "
                         "Default: the whole test split")
+    parser.add_argument("--pool-size", type=int, default=None, help="training examples the budgets are drawn from "
+                        "(per seed, nested). Default: 2 x the largest budget")
     parser.add_argument("--plausibility-limit", type=int, default=200, help="bAbI test stories for the sentence-level "
                         "AUC against supporting facts. Default: 200")
     parser.add_argument("--no-save-weights", action="store_true", help="do not store the learned head weights beside "
@@ -94,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         report = run_simulability(
             args.teacher, student=args.student, dataset=args.dataset, budgets=args.budgets, seeds=args.seeds,
             explainers=args.explainers, run=args.run, config=config, validation_limit=args.validation_limit,
-            test_limit=args.test_limit, plausibility_limit=args.plausibility_limit,
+            test_limit=args.test_limit, pool_size=args.pool_size, plausibility_limit=args.plausibility_limit,
             command=getattr(args, "command_line", "python -m engine simulability"),
             save_head_weights=not args.no_save_weights, progress=progress, status=bar.write if not args.quiet else None,
             should_stop=lambda: stop["asked"])

@@ -4,7 +4,8 @@ cancellable, with step-level progress. The frozen teacher's predictions, head sc
 are computed once per call for every example any cell needs.
 
 Data: the student trains on `budget` examples drawn (per seed, nested across budgets) from a pool of the
-first 2 x max(budget) examples of the training split, labelled with the teacher's predictions; it is
+first `pool_size` examples of the training split (default 2 x the largest budget; part of each cell's key, so
+calls with other pools never resume each other's cells), labelled with the teacher's predictions; it is
 validated (early stopping, and SMaT's outer loss) on the first `validation_limit` examples of the validation
 split, and its simulation accuracy is measured on the test split (first `test_limit`). On datasets with
 rationales (bAbI), the teacher explainers' plausibility is measured on the first `plausibility_limit` test
@@ -57,6 +58,7 @@ class SimulabilityCell:
     validation_limit: int | None
     test_limit: int | None
     config: tuple[tuple[str, object], ...] = ()
+    pool_size: int = 0
 
     def key(self) -> dict:
         d = asdict(self)
@@ -92,7 +94,7 @@ def run_simulability(teacher: str, student: str = "tiny", dataset: str | None = 
                      budgets: Sequence[int] = (250, 500, 1000), seeds: Sequence[int] = (0, 1, 2),
                      explainers: Sequence[str] = DEFAULT_EXPLAINERS, run: str | None = None,
                      results_dir: str | None = None, config: StudentConfig | None = None,
-                     validation_limit: int | None = 500, test_limit: int | None = None,
+                     validation_limit: int | None = 500, test_limit: int | None = None, pool_size: int | None = None,
                      plausibility_limit: int = 200, command: str = "engine.simulability.runner.run_simulability",
                      save_head_weights: bool = True, progress: Callable[[int, int], None] | None = None,
                      status: Callable[[str], None] | None = None,
@@ -101,6 +103,7 @@ def run_simulability(teacher: str, student: str = "tiny", dataset: str | None = 
 
     teacher: a checkpoint id or folder (engine.models.load_classifier); student: an encoder key or folder
     (engine.models.resolve_encoder) sharing the teacher's vocabulary; dataset: default the teacher's.
+    pool_size: training examples the budgets are drawn from (default 2 x the largest budget).
     progress(done, total): student steps (a run that stops early counts its remaining steps as done);
     status(text): what is being computed (precomputation, the current cell). Raises SimulabilityCancelled
     when should_stop() turns True (finished cells stay)."""
@@ -132,15 +135,17 @@ def run_simulability(teacher: str, student: str = "tiny", dataset: str | None = 
     run = run or f"{classifier.id}-{dataset_name}"
     store = simulability_store(results_dir)
     config_items = tuple(sorted(asdict(config).items()))
+    train_split = data.split("train")
+    pool_size = min(len(train_split), int(pool_size or 2 * budgets[-1]))
+    if budgets[-1] > pool_size:
+        raise InvalidInputError(f"budget {budgets[-1]} exceeds the pool of {pool_size} training examples")
 
-    cells = [SimulabilityCell(classifier.id, dataset_name, student, e, b, s, validation_limit, test_limit, config_items)
-             for s in seeds for b in budgets for e in explainers]
+    cells = [SimulabilityCell(classifier.id, dataset_name, student, e, b, s, validation_limit, test_limit, config_items,
+                              pool_size) for s in seeds for b in budgets for e in explainers]
     report = SimulabilityReport(run=run)
     todo = []
     for cell in cells:
         (report.skipped if store.has_cell(run, cell.key()) else todo).append(cell)
-    train_split = data.split("train")
-    pool_size = min(len(train_split), 2 * budgets[-1])
     has_rationales = any(e.rationale_spans for e in data.split("test")[:10])
     heads_cell = SimulabilityCell(classifier.id, dataset_name, student, SINGLE_HEADS, 0, 0, None, plausibility_limit, ())
     need_heads_cell = has_rationales and not store.has_cell(run, heads_cell.key())
