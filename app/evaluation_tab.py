@@ -14,6 +14,7 @@ import streamlit as st
 from engine.faithfulness.erasure import METRICS
 from engine.faithfulness.evaluation import (
     AGGREGATES,
+    AGREEMENT,
     ERASURE,
     SANITY_CHECKS,
     evaluation_store,
@@ -100,6 +101,20 @@ def _sanity_section(data: pd.DataFrame) -> None:
                          .rename(columns={"value": "Spearman after full randomisation"}), hide_index=True)
 
 
+def _agreement_section(data: pd.DataFrame) -> None:
+    part = data[data["method"] == AGREEMENT]
+    if part.empty:
+        return
+    st.subheader("Agreement between measures (Krishna et al. 2022)")
+    st.caption("Mean over inputs (and seeds) for each pair of measures: feature, rank, sign and signed-rank agreement "
+               "among the top 20% of tokens by magnitude; Spearman and pairwise rank agreement over all tokens. "
+               "1 = the two measures agree fully.")
+    for strategy, g in part.groupby("strategy"):
+        wide = g.pivot_table(index=["measure_a", "measure_b"], columns="metric", values="value").reset_index()
+        st.markdown(f"**{strategy}** ({g['base_model'].iloc[0]}, {int(g['n_examples'].iloc[0])} inputs per seed)")
+        st.dataframe(wide.round(3), hide_index=True)
+
+
 def _cost_section() -> None:
     from engine.faithfulness.summary import area_metrics_table
     from engine.results import ResultsStore
@@ -141,5 +156,6 @@ def render_evaluation_tab() -> None:
         data = data[data["run"] == st.selectbox("Evaluation run", runs, key="eval_run")]
         if (data["method"] == ERASURE).any():
             _erasure_section(data[data["method"] == ERASURE])
+        _agreement_section(data)
         _sanity_section(data)
     _cost_section()

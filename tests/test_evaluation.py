@@ -43,24 +43,27 @@ def test_evaluate_writes_resumable_cells_with_provenance_and_cost(saved_toy, tmp
     from engine.faithfulness.evaluation import evaluation_store, evaluation_table
 
     argv = ["--model", saved_toy, "--dataset", "toy", "--measures", "random", "loo-sign", "--limit", "6",
-            "--metrics", "comprehensiveness", "decision-flip", "--run", "t"]
+            "--metrics", "comprehensiveness", "decision-flip", "--run", "t", "--agreement"]
     assert _run("evaluate", argv) == 0
     store = evaluation_store()
     assert store.root == tmp_path / "results" / "evaluation"
     entries = store.provenance("t")
-    assert len(entries) == 2
-    prov = entries[0]["provenance"]
+    assert len(entries) == 3  # two erasure cells and the agreement table
+    prov = next(e for e in entries if e["cell"]["kind"] == "erasure")["provenance"]
     assert prov["command"].startswith("python -m engine evaluate --model toy-masked-s0")
     assert prov["code_version"] and prov["checkpoint_sha256"] and prov["machine"] and prov["masf"]
     assert prov["cost"]["seconds_per_explanation"] > 0
-    data = store.load("t")
+    everything = store.load("t")
+    agreement = everything[everything.method == "agreement between measures"]
+    assert set(agreement["measure"]) == {"loo-sign ~ random"} and agreement["value"].notna().any()
+    data = everything[everything.method == "erasure"]
     loo = data[data.measure == "loo-sign"]
     # LOO: one forward row per maskable token (its logit of x rides along with the copies); no backward rows.
     assert (loo["explanation_forward_rows"] > 1).all() and (loo["explanation_backward_rows"] == 0).all()
     assert set(data["better"]) == {"higher", "lower"} and data["p_below_005"].between(0, 1).all()
     assert {"aopc-comprehensiveness", "flip-fraction", "top1-flip"} <= set(data["metric"])
     assert _run("evaluate", argv) == 0  # everything is in the store: nothing is recomputed
-    assert "0 cells computed, 2 already in the store" in capsys.readouterr().out
+    assert "0 cells computed, 3 already in the store" in capsys.readouterr().out
     table = evaluation_table(data)
     assert set(table["measure"]) == {"random", "loo-sign"} and table["ci"].eq("none: 1 value").all()
 

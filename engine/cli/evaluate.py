@@ -47,6 +47,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="replace removed tokens by [MASK] (default) or delete them")
     parser.add_argument("--soft-draws", type=int, default=5, help="Bernoulli draws of the soft metrics. Default: 5")
     parser.add_argument("--batch-size", type=int, default=32, help="inputs explained per batch. Default: 32")
+    parser.add_argument("--agreement", action="store_true",
+                        help="also store the agreement between every pair of measures (Krishna et al.: feature, rank, "
+                             "sign, signed-rank agreement at top 20%%, Spearman, pairwise rank agreement), per seed")
     parser.add_argument("--run", default="default", help="run folder in <results>/evaluation/. Default: default")
 
 
@@ -54,7 +57,13 @@ def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from engine.errors import InvalidInputError
-    from engine.faithfulness.evaluation import EvaluationCell, evaluation_store, evaluation_table, run_suite
+    from engine.faithfulness.evaluation import (
+        AgreementCell,
+        EvaluationCell,
+        evaluation_store,
+        evaluation_table,
+        run_suite,
+    )
     from engine.importance import MEASURES
     from engine.models import checkpoint
 
@@ -71,6 +80,9 @@ def run(args: argparse.Namespace) -> int:
             cells.append(EvaluationCell(model=model_id, dataset=args.dataset, measure=measure, seed=seed,
                                         split=args.split, limit=args.limit, removal=args.removal,
                                         metrics=tuple(args.metrics), soft_draws=args.soft_draws))
+        if args.agreement and len(args.measures) > 1:
+            cells.append(AgreementCell(model=model_id, dataset=args.dataset, measures=tuple(args.measures), seed=seed,
+                                       split=args.split, limit=args.limit))
     command = getattr(args, "command_line", None) or "python -m engine evaluate " + " ".join(sys.argv[1:])
     store = evaluation_store()
     with tqdm(total=len(cells), desc=f"evaluate {args.run}", unit="cell") as bar:
@@ -85,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
           f"-> {store.root / args.run}")
     for key, error in report.failed:
         print(f"  failed {key['model']} {key['measure']} seed {key['seed']}: {error}", file=sys.stderr)
-    table = evaluation_table(store.load(args.run))
+    table = evaluation_table(store.load(args.run).query("method == 'erasure'"))
     if not table.empty:
         aggregates = table[table["level"].isna()]
         wide = aggregates.pivot_table(index="measure", columns="metric", values="value")

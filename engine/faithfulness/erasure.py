@@ -125,7 +125,7 @@ class ErasureResult:
         rows = []
         for name, v in self.values.items():
             base, _, level = name.partition("@")
-            rows.append({"metric": base, "level": float(level) if level else float("nan"), "value": float(np.mean(v)),
+            rows.append({"metric": base, "level": float(level) if level else float("nan"), "value": float(np.nanmean(v)),
                          "better": better(base), "p_below_005": self.ood_share(name),
                          "n_perturbed": int(np.sum(self.n_perturbed[name])), "n_inputs": len(v)})
         return rows

@@ -227,7 +227,7 @@ class SuiteReport:
     failed: list[tuple[dict, str]] = field(default_factory=list)
 
 
-def run_suite(cells: Sequence[EvaluationCell | SanityCell], run: str = "default",
+def run_suite(cells: Sequence, run: str = "default",
               results_dir: str | os.PathLike | None = None, command: str = "engine.faithfulness.evaluation.run_suite",
               progress: Callable[[int, int, dict], None] | None = None,
               cell_progress: Callable[[object, int, int], None] | None = None,
@@ -249,7 +249,8 @@ def run_suite(cells: Sequence[EvaluationCell | SanityCell], run: str = "default"
     check_same_weights(store, run, todo)
     for i, cell in enumerate(todo, 1):
         within = None if cell_progress is None else (lambda done, n, _cell=cell: cell_progress(_cell, done, n))
-        runner = run_evaluation_cell if isinstance(cell, EvaluationCell) else run_sanity_cell
+        runner = (run_evaluation_cell if isinstance(cell, EvaluationCell) else
+                  run_agreement_cell if isinstance(cell, AgreementCell) else run_sanity_cell)
         try:
             report.done.append(runner(cell, store.root, run, command=command, progress=within, should_stop=should_stop))
         except Cancelled:
@@ -317,3 +318,69 @@ def agreement_with_racu(table: pd.DataFrame, racu: pd.DataFrame, racu_column: st
                      "spearman_with_racu": float(rho), "n_measures": len(common),
                      "mean_p_below_005": float(g.loc[common, "p_below_005"].mean())})
     return pd.DataFrame(rows)
+
+
+AGREEMENT = "agreement between measures"
+
+
+@dataclass(frozen=True)
+class AgreementCell:
+    """Krishna et al.'s agreement of every pair of `measures` on one checkpoint's split (gold label explained)."""
+
+    model: str
+    dataset: str
+    measures: tuple[str, ...]
+    seed: int
+    split: str = "test"
+    limit: int | None = None
+    top_fraction: float = 0.2
+
+    @property
+    def measure(self) -> str:
+        return "+".join(self.measures)
+
+    def key(self) -> dict:
+        d = asdict(self)
+        d["measures"] = list(self.measures)
+        d["kind"] = AGREEMENT
+        return d
+
+
+def run_agreement_cell(cell: AgreementCell, results_dir: str | os.PathLike | None = None, run: str = "default",
+                       command: str = "engine.faithfulness.evaluation.run_agreement_cell", batch_size: int = 32,
+                       progress: Callable[[int, int], None] | None = None,
+                       should_stop: Callable[[], bool] | None = None) -> dict:
+    """The dataset-level agreement table (measure_agreement.agreement_matrix) as one cell of the evaluation store."""
+    from engine.data import get_dataset
+    from engine.faithfulness.measure_agreement import agreement_matrix
+    from engine.importance import get_explainer
+    from engine.models import load_classifier
+    from engine.runtime import configure, seed_everything
+
+    configure()
+    seed_everything(cell.seed)
+    started = time.time()
+    classifier = load_classifier(cell.model)
+    dataset = get_dataset(cell.dataset, classifier.metadata.get("split_seed", 0))
+    classifier.check_dataset(dataset)
+    examples = dataset.split(cell.split)[: cell.limit]
+    explainers = {m: get_explainer(m, classifier, **({"seed": cell.seed} if m == "random" else {}))
+                  for m in cell.measures}
+    scores: dict[str, list[np.ndarray]] = {m: [] for m in cell.measures}
+    for start in range(0, len(examples), batch_size):
+        batch = classifier.batch_of(examples[start:start + batch_size])
+        for m, explainer in explainers.items():
+            imp = explainer.attribute(batch, batch.target, should_stop=should_stop)
+            scores[m] += [imp.token_scores(i).double().numpy() for i in range(len(imp))]
+        if progress is not None:
+            progress(min(start + batch_size, len(examples)), len(examples))
+    table = agreement_matrix(scores, top_fraction=cell.top_fraction)
+    meta = classifier.metadata
+    tidy = table.assign(model=cell.model, seed=cell.seed, dataset=cell.dataset, split=cell.split,
+                        strategy=meta.get("strategy"), base_model=meta.get("base_model"), method=AGREEMENT,
+                        measure=table["measure_a"] + " ~ " + table["measure_b"], step=0, ratio=float("nan"),
+                        value=table["mean"], p_value=float("nan"), n_examples=len(examples))
+    provenance = _provenance(classifier, command, started, len(examples),
+                             {"top_fraction": cell.top_fraction, "top_k_by": "magnitude (Krishna et al.)"})
+    evaluation_store(results_dir).write_cell(run, cell.key(), tidy, provenance)
+    return cell.key()
