@@ -53,7 +53,7 @@ mode, size = SCHEDULES[step_choice]
 n_seeds = c3.number_input("Random baseline seeds", 2, 20, 5, key="masking_seeds")
 target_choice = c4.selectbox("Explain class", target_options, key="masking_target")
 st.session_state.setdefault("masking_level", "token")
-w1, w2 = st.columns([1, 2])
+w1, w2 = st.columns([3, 2])
 whole_words = w2.checkbox("Mask whole words", key="masking_whole_words",
                           help="Each step masks every piece of its chosen words at once, and the share or count per "
                                "step counts words; a word ranks by the sum of its pieces' scores (the random baseline "
