@@ -32,8 +32,9 @@ def configure(p: argparse.ArgumentParser) -> None:
         textwrap.dedent("""\
             Classify one text with a checkpoint from models_cache/ and print, for every token of the primary
             text, its importance under each measure (columns). Special tokens and the auxiliary question
-            (--aux, bAbI) are never scored. On a terminal each cell is coloured: signed measures orange (supports
-            the explained class) / purple (speaks against it), colour-blind safe, unsigned ones by intensity, scaled per column.
+            (--aux, bAbI) are never scored. On a terminal each cell is coloured (colour-blind safe): signed
+            measures orange (supports the explained class) / purple (speaks against it), unsigned ones by
+            intensity, scaled per column.
             The explained class is the prediction unless --target is given.
 
             --level word shows the words as typed instead of word pieces (`red ##eem ##s` -> `redeems`), each
