@@ -46,5 +46,7 @@ def test_explain_applies_a_view_from_the_url_and_writes_its_view_back(models_cac
     assert at.multiselect(key="explain_measures").value == ["loo-sign", "ig-sign"]
     heatmaps = [h.proto.body for h in at.get("html")]
     assert len(heatmaps) == 2 and all("unredeemable" in h and "##" not in h for h in heatmaps), "words, explained at once"
-    assert at.query_params["level"] == ["word"] and at.query_params["agg"] == ["max-abs"]
-    assert at.query_params["measures"] == ["loo-sign,ig-sign"] and at.query_params["model"] == ["toy-url"]
+    view = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+    assert view["target"] == "predicted", "the whole view is written back to the URL (target was not given)"
+    assert view["level"] == "word" and view["agg"] == "max-abs"
+    assert view["measures"] == "loo-sign,ig-sign" and view["model"] == "toy-url" and view["text"] == "an unredeemable mess"
