@@ -11,7 +11,7 @@ import torch
 from scipy.stats import spearmanr
 
 from engine.errors import EngineError
-from engine.importance.levels import DEFAULT_AGGREGATION, Unit, aggregate, group_tokens
+from engine.importance.levels import DEFAULT_AGGREGATION, Unit, aggregate, group_tokens, maskable_offsets
 from engine.models import Batch, Classifier
 
 # Fast enough to run on every explain of a typed review on 2 CPU cores (the "live bundle"): the Explain
@@ -79,7 +79,7 @@ def explain_text(classifier: Classifier, text: str, auxiliary: str | None = None
         target, source = classifier.check_target(target), "given"
     result = Explanation(batch=batch, tokens=classifier.maskable_tokens(batch), probabilities=probs,
                          target=target, target_source=source, truncated=bool(batch.truncated[0]), text=text,
-                         offsets=[batch.offsets[0][i] for i in batch.maskable[0].cpu().nonzero().flatten().tolist()])
+                         offsets=maskable_offsets(batch))
     for i, measure in enumerate(measures):
         if progress is not None:
             progress(measure, i, len(measures))

@@ -122,6 +122,10 @@ def to_csv(record: dict) -> str:
 
 # -- HTML -----------------------------------------------------------------------------------------------
 
+def _end(value: float, signed: bool) -> str:
+    return f"{value:+.3g}" if signed else f"{value:.3g}"
+
+
 def colour_scale_html(scale: float, signed: bool) -> str:
     """A small gradient bar with the scores at its ends (and 0 in the middle of a signed one)."""
     low, high = scale_ends(scale, signed)
@@ -130,7 +134,7 @@ def colour_scale_html(scale: float, signed: bool) -> str:
     bar = (f'<span style="display:inline-block;width:140px;height:10px;border:1px solid #999;vertical-align:middle;'
            f'background:linear-gradient(to right,{",".join(stops)})"></span>')
     return (f'<div class="colour-scale" style="font-size:0.75rem;color:#555;margin-top:2px">'
-            f'<span class="scale-min">{low:+.3g}</span> {bar} <span class="scale-max">{high:+.3g}</span>'
+            f'<span class="scale-min">{_end(low, signed)}</span> {bar} <span class="scale-max">{_end(high, signed)}</span>'
             + (' <span style="color:#888">(0 = white)</span>' if signed else "") + "</div>")
 
 

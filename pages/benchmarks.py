@@ -38,17 +38,39 @@ AREA_COLUMNS = {
 }
 
 
-def _area_column_config(table: pd.DataFrame) -> dict:
-    """Human labels, units, the better direction and one decimal for the area table (the data keep their names,
-    so the CSV download below is unchanged)."""
+# The published tables' columns (their +/- are the papers' CI offsets).
+PUBLISHED_COLUMNS = {
+    "dataset": ("dataset", None), "importance_measure": ("measure", None), "model": ("model", None),
+    "acu_pct": (f"ACU % ({BETTER})", None), "acu_plus": ("ACU CI +", "upper offset of the 95% CI"),
+    "acu_minus": ("ACU CI −", "lower offset of the 95% CI"),
+    "racu_pct": (f"RACU % ({BETTER})", None), "racu_plus": ("RACU CI +", "upper offset of the 95% CI"),
+    "racu_minus": ("RACU CI −", "lower offset of the 95% CI"),
+    "ci_plus": ("RACU CI +", "upper offset of the 95% CI"), "ci_minus": ("RACU CI −", "lower offset of the 95% CI"),
+}
+# The area table's reading order: the measure and its results first, then the CIs' methods.
+AREA_ORDER = ["measure", "racu_pct", "racu_low", "racu_high", "acu_pct", "acu_low", "acu_high", "racu_clipped_pct",
+              "racu_clipped_low", "racu_clipped_high", "seeds", "racu_ci", "acu_ci"]
+
+
+def _column_config(table: pd.DataFrame, labels: dict) -> dict:
+    """Human labels, units, the better direction and one decimal (the data keep their names, so the CSV
+    download below is unchanged)."""
     config = {}
     for column in table.columns:
-        label, help_text = AREA_COLUMNS.get(column, (column, None))
-        if pd.api.types.is_float_dtype(table[column]):
+        label, help_text = labels.get(column, (column, None))
+        if column in ("n_examples", "seeds"):
+            config[column] = st.column_config.NumberColumn(label, help=help_text, format="%d")
+        elif pd.api.types.is_float_dtype(table[column]):
             config[column] = st.column_config.NumberColumn(label, help=help_text, format="%.1f")
         else:
             config[column] = st.column_config.Column(label, help=help_text)
     return config
+
+
+def _area_column_order(table: pd.DataFrame) -> list[str]:
+    """Results first; a grouping column is shown only where it varies (the filters above name the rest)."""
+    varying = [c for c in table.columns if c not in AREA_ORDER and table[c].nunique(dropna=False) > 1]
+    return [c for c in AREA_ORDER if c in table.columns] + varying
 
 
 METHOD_HELP = ("recursive masking: a masked-fine-tuned model is fed the masked inputs, no retraining (FMM). "
@@ -231,7 +253,8 @@ else:
                        "what stood in for it; one seed has none). Each measure is paired with the random curve of the "
                        "same seed."
                        + (" Count schedule: ACU is taken over k / k_max." if counted else ""))
-            st.dataframe(table, hide_index=True, column_config=_area_column_config(table))
+            st.dataframe(table, hide_index=True, column_config=_column_config(table, AREA_COLUMNS),
+                         column_order=_area_column_order(table))
             _paired_comparison(data, sorted(set(table["measure"]) - {"random"}))
 
     if "p_below_005" in data.columns and data["p_below_005"].notna().any():
@@ -258,8 +281,8 @@ with st.expander("Standard evaluation suite: erasure metrics with MaSF shares, s
 st.subheader("Published numbers")
 published, citation = load_published("fmm_table1")
 st.caption(f"Published, not measured here: {citation}")
-st.dataframe(published, hide_index=True)
+st.dataframe(published, hide_index=True, column_config=_column_config(published, PUBLISHED_COLUMNS))
 roar, roar_citation = load_published("recursive_roar_table2")
 with st.expander("Recursive ROAR (published)"):
     st.caption(roar_citation)
-    st.dataframe(roar, hide_index=True)
+    st.dataframe(roar, hide_index=True, column_config=_column_config(roar, PUBLISHED_COLUMNS))

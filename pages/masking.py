@@ -16,6 +16,7 @@ from engine.importance import measure_availability
 from engine.importance.levels import LEVELS, aggregate
 from engine.models import EmptyInputError
 from engine.ood import fit_masf, load_masf
+from engine.runtime import code_version
 
 LEVEL_LABELS = {"token": "tokens (word pieces)", "word": "words", "sentence": "sentences"}
 # Ratio mode masks a share of the input's tokens per step (FMM); count mode one token per step, up to 10.
@@ -53,7 +54,7 @@ mode, size = SCHEDULES[step_choice]
 n_seeds = c3.number_input("Random baseline seeds", 2, 20, 5, key="masking_seeds")
 target_choice = c4.selectbox("Explain class", target_options, key="masking_target")
 st.session_state.setdefault("masking_level", "token")
-w1, w2 = st.columns([1, 2])
+w1, w2 = st.columns([3, 2])
 whole_words = w2.checkbox("Mask whole words", key="masking_whole_words",
                           help="Each step masks every piece of its chosen words at once, and the share or count per "
                                "step counts words; a word ranks by the sum of its pieces' scores (the random baseline "
@@ -177,6 +178,8 @@ if result is not None:
                                        title=f"step {i} · {level_text} · {int(step.n_masked[0])} masked · "
                                              f"p({target}) {float(step.probability[0]):.3f}{p}"))
     st.html('<div class="masking-steps">' + "".join(rows) + "</div>")
-    st.download_button("Download the curve data (CSV)", result.curve_table().to_csv(index=False).encode("utf-8"),
+    # the curve rows with what they came from, so a downloaded file still says which model and code made it
+    curve_csv = result.curve_table().assign(model_id=classifier.id, code_version=code_version()).to_csv(index=False).encode("utf-8")
+    st.download_button("Download the curve data (CSV)", curve_csv,
                         file_name=f"masking-{classifier.id}-{result.measure.measure}.csv", mime="text/csv",
                         key="masking_download", on_click="ignore")

@@ -5,6 +5,7 @@ Screenshots of each page land in a temporary folder, or in docs/ (shown in the R
 ENGINE_UPDATE_SCREENSHOTS=1: a plain test run must not rewrite tracked files."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -31,14 +32,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def app_url(tmp_path_factory, toy_classifier):
-    from engine.models import save_classifier
-
-    cache = tmp_path_factory.mktemp("browser_cache")
-    save_classifier(toy_classifier, "toy-browser", cache_dir=cache)
+@contextlib.contextmanager
+def serve_app(cache, results):
+    """`streamlit run app/main.py` on a free loopback port over the models cache `cache` and the results store
+    `results`; yields its URL and stops it on exit."""
     port = _free_port()
-    env = dict(os.environ, ENGINE_MODELS_CACHE=str(cache), ENGINE_RESULTS_DIR=str(tmp_path_factory.mktemp("results")))
+    env = dict(os.environ, ENGINE_MODELS_CACHE=str(cache), ENGINE_RESULTS_DIR=str(results))
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.port", str(port), "--server.address",
          "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
@@ -55,9 +54,21 @@ def app_url(tmp_path_factory, toy_classifier):
     else:
         proc.kill()
         pytest.fail("streamlit did not come up: " + proc.stdout.read().decode(errors="replace")[-2000:])
-    yield url
-    proc.terminate()
-    proc.wait(timeout=20)
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory, toy_classifier):
+    from engine.models import save_classifier
+
+    cache = tmp_path_factory.mktemp("browser_cache")
+    save_classifier(toy_classifier, "toy-browser", cache_dir=cache)
+    with serve_app(cache, tmp_path_factory.mktemp("results")) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

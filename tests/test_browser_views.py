@@ -2,7 +2,7 @@
 the words switch, every export downloading what the engine computed, a shared URL reproducing the view in a
 fresh browser, and the hand-off from Explain to step-by-step masking with its curve download.
 
-Screenshots (explain-words.png, masking-steps.png) land in docs/ only with ENGINE_UPDATE_SCREENSHOTS=1."""
+Screenshots (explain-words.png, masking-steps.png, benchmarks-table.png) land in docs/ only with ENGINE_UPDATE_SCREENSHOTS=1."""
 from __future__ import annotations
 
 import io
@@ -13,7 +13,7 @@ import urllib.parse
 import numpy as np
 import pandas as pd
 import pytest
-from test_browser import CHROMEDRIVER, CHROMIUM, SHOTS, _explain, _wait, app_url  # noqa: F401 (app_url: fixture)
+from test_browser import CHROMEDRIVER, CHROMIUM, ROOT, SHOTS, _explain, _wait, serve_app
 
 pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
 
@@ -35,6 +35,21 @@ def _driver(download_dir):
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(download_dir)})
     return driver
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory, toy_classifier):
+    """One server for the module: the toy model, and a copy of one shipped benchmark run for the Benchmarks table."""
+    import shutil
+
+    from engine.models import save_classifier
+
+    cache = tmp_path_factory.mktemp("views_cache")
+    save_classifier(toy_classifier, "toy-browser", cache_dir=cache)
+    results = tmp_path_factory.mktemp("views_results")
+    shutil.copytree(ROOT / "results" / "tiny-rt-3seeds", results / "tiny-rt-3seeds")
+    with serve_app(cache, results) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +76,8 @@ def _button(driver, label, timeout=60):
 
     deadline = time.time() + timeout
     while time.time() < deadline:
-        found = [b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.strip() == label and b.is_displayed()]
+        found = [b for b in driver.find_elements(By.TAG_NAME, "button")  # an icon adds its name on a line above
+                 if b.text.strip().splitlines()[-1:] == [label] and b.is_displayed()]
         if found:
             return found[0]
         time.sleep(0.2)
@@ -86,7 +102,7 @@ def _download(driver, folder, label, name, timeout=30) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def test_words_switch_shows_the_words_typed_and_keeps_the_view_in_the_url(app_url, browser):  # noqa: F811
+def test_words_switch_shows_the_words_typed_and_keeps_the_view_in_the_url(app_url, browser):
     browser.get(app_url)
     _wait(browser, "h1", text="Explain a prediction")
     _explain(browser, TEXT, "wonderful")
@@ -101,7 +117,7 @@ def test_words_switch_shows_the_words_typed_and_keeps_the_view_in_the_url(app_ur
     browser.save_screenshot(str(SHOTS / "explain-words.png"))
 
 
-def test_each_export_downloads_the_engines_scores(app_url, browser, downloads, engine_scores):  # noqa: F811
+def test_each_export_downloads_the_engines_scores(app_url, browser, downloads, engine_scores):
     stem = "explanation-toy-browser-word"
     record = json.loads(_download(browser, downloads, "Download JSON", f"{stem}.json"))
     for m in MEASURES:
@@ -122,7 +138,7 @@ def test_each_export_downloads_the_engines_scores(app_url, browser, downloads, e
     assert tex.count("\\colorbox[RGB]") == 4 * len(words) and "unredeemable" in tex
 
 
-def test_a_shared_url_reproduces_the_view_in_a_fresh_browser(app_url, browser, downloads):  # noqa: F811
+def test_a_shared_url_reproduces_the_view_in_a_fresh_browser(app_url, browser, downloads):
     from selenium.webdriver.common.by import By
 
     shared, shown = browser.current_url, _heatmaps(browser)
@@ -136,7 +152,7 @@ def test_a_shared_url_reproduces_the_view_in_a_fresh_browser(app_url, browser, d
         fresh.quit()
 
 
-def test_explain_hands_off_to_masking_with_the_same_text_model_and_measure(app_url, browser, downloads):  # noqa: F811
+def test_explain_hands_off_to_masking_with_the_same_text_model_and_measure(app_url, browser, downloads):
     from selenium.webdriver.common.by import By
 
     button = _button(browser, "Mask this text step by step")
@@ -144,9 +160,10 @@ def test_explain_hands_off_to_masking_with_the_same_text_model_and_measure(app_u
     button.click()
     _wait(browser, "h1", text="Step-by-step masking")
     assert browser.find_element(By.TAG_NAME, "textarea").get_attribute("value") == TEXT
-    measure = browser.find_element(By.CSS_SELECTOR, "[data-testid='stSelectbox']").text
-    assert "grad-l2" in measure, measure  # the first measure shown on Explain
     _wait(browser, ".masking-steps", timeout=180)  # the hand-off runs the masking at once
+    box = browser.find_element(By.CSS_SELECTOR, "[data-testid='stMain'] [data-testid='stSelectbox']")
+    shown = box.get_attribute("textContent") + " ".join(i.get_attribute("value") or "" for i in box.find_elements(By.TAG_NAME, "input"))
+    assert "grad-l2" in shown, shown  # the first measure shown on Explain
     steps = browser.find_elements(By.CSS_SELECTOR, ".masking-steps .token-heatmap")
     assert len(steps) == 11, "0%, 10%, ..., 100%"
     struck = [len(s.find_elements(By.CSS_SELECTOR, "span[style*='line-through']")) for s in steps]
@@ -161,3 +178,18 @@ def test_explain_hands_off_to_masking_with_the_same_text_model_and_measure(app_u
     browser.execute_script("document.querySelector('.masking-steps').scrollIntoView({block: 'end'});")
     time.sleep(0.5)
     browser.save_screenshot(str(SHOTS / "masking-steps.png"))
+
+
+def test_benchmarks_table_names_its_columns_for_a_reader(app_url, browser):
+    """The area table's headers carry units and the better direction (drawn on a canvas: checked in the
+    screenshot, and here through the caption that explains them)."""
+    from selenium.webdriver.common.by import By
+
+    browser.get(f"{app_url}/benchmarks")
+    _wait(browser, "h1", text="Benchmarks")
+    _wait(browser, "[data-testid='stMain']", text="Higher ACU and RACU")
+    table = browser.find_elements(By.CSS_SELECTOR, "[data-testid='stDataFrame']")[0]
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", table)
+    time.sleep(1)
+    SHOTS.mkdir(exist_ok=True)
+    browser.save_screenshot(str(SHOTS / "benchmarks-table.png"))

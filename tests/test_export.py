@@ -103,6 +103,10 @@ def test_cli_word_level_table_and_json_export(models_cache, toy_classifier, caps
                  "--level", "word", "--color", "never"]) == 0
     out = capsys.readouterr().out
     assert "unredeemable" in out and "##" not in out and "word scores: sum" in out
+    assert main(["explain", "--model", "toy-export", "--text", "an unredeemable mess", "--measure", "loo-sign",
+                 "--color", "always"]) == 0
+    coloured = capsys.readouterr().out
+    assert "48;2;230;97;1m" in coloured or "48;2;94;60;153m" in coloured, "the largest score gets a full PuOr end"
     target = tmp_path / "x.json"
     assert main(["explain", "--model", "toy-export", "--text", "an unredeemable mess", "--measure", "loo-sign",
                  "--format", "json", "--output", str(target)]) == 0

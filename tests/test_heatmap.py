@@ -34,7 +34,7 @@ def test_every_heatmap_shows_its_colour_scale_with_the_end_scores():
     assert 'class="colour-scale"' in out
     assert re.search(r'class="scale-min">-2<', out) and re.search(r'class="scale-max">\+2<', out)
     absolute = token_heatmap_html(["good", "the"], [3.0, 1.5], signed=False)
-    assert 'class="scale-min">+0<' in absolute and 'class="scale-max">+3<' in absolute
+    assert 'class="scale-min">0<' in absolute and 'class="scale-max">3<' in absolute
 
 
 def test_text_stays_readable_on_dark_boxes():

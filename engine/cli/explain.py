@@ -32,8 +32,9 @@ def configure(p: argparse.ArgumentParser) -> None:
         textwrap.dedent("""\
             Classify one text with a checkpoint from models_cache/ and print, for every token of the primary
             text, its importance under each measure (columns). Special tokens and the auxiliary question
-            (--aux, bAbI) are never scored. On a terminal each cell is coloured: signed measures red (supports
-            the explained class) / blue (speaks against it), unsigned ones by intensity, scaled per column.
+            (--aux, bAbI) are never scored. On a terminal each cell is coloured (colour-blind safe): signed
+            measures orange (supports the explained class) / purple (speaks against it), unsigned ones by
+            intensity, scaled per column.
             The explained class is the prediction unless --target is given.
 
             --level word shows the words as typed instead of word pieces (`red ##eem ##s` -> `redeems`), each
@@ -96,13 +97,12 @@ def _parse_options(pairs, measures) -> dict[str, dict]:
 
 
 def _colour(value: float, scale: float, signed: bool) -> str:
-    """A 24-bit background colour code: white -> red (positive) or blue (negative) by |value| / scale."""
-    x = 0.0 if scale <= 0 else max(-1.0, min(1.0, value / scale))
-    if not signed:
-        x = abs(x)
-    level = int(round(255 - 170 * abs(x)))
-    r, g, b_ = (255, level, level) if x >= 0 else (level, level, 255)
-    return f"\x1b[48;2;{r};{g};{b_}m\x1b[38;2;0;0;0m"
+    """A 24-bit background and text colour code: the app's colour-blind-safe colours (engine.colours)."""
+    from engine.colours import score_rgb, text_rgb
+
+    background = score_rgb(value, scale, signed)
+    (r, g, b_), (tr, tg, tb) = background, text_rgb(background)
+    return f"\x1b[48;2;{r};{g};{b_}m\x1b[38;2;{tr};{tg};{tb}m"
 
 
 def _chosen_measures(names: list[str], classifier) -> list[str]:
@@ -197,6 +197,7 @@ def run(args: argparse.Namespace) -> int:
         if "beam_score" in extras:
             print(f"{m}: {extras['forwards']} forward rows, best order's summed logit drop {float(extras['beam_score'][0]):.4f}")
     if colour:
-        print("colours: red supports the explained class, blue speaks against it (signed measures); "
+        print("colours: orange supports the explained class, purple speaks against it (signed measures), teal "
+              "intensity for unsigned ones; "
               "darker = larger, scaled per column")
     return 0

@@ -10,7 +10,7 @@ import pandas as pd
 import torch
 
 from engine.faithfulness.recursive import MaskingResult, recursive_masking
-from engine.importance.levels import Unit, group_tokens, unit_index
+from engine.importance.levels import Unit, group_tokens, maskable_offsets, unit_index
 from engine.models import Classifier
 
 
@@ -98,7 +98,7 @@ def mask_single_input(classifier: Classifier, text: str, measure: str, auxiliary
         predicted = int(classifier.logits(batch).argmax(-1)[0])
     tgt = [predicted if target is None else classifier.check_target(target)]
     source = "predicted" if target is None else "given"
-    offsets = [batch.offsets[0][i] for i in batch.maskable[0].cpu().nonzero().flatten().tolist()]
+    offsets = maskable_offsets(batch)
     word_ids = None
     if whole_words:
         word_ids = torch.full(batch.input_ids.shape, -1, dtype=torch.long)

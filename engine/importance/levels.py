@@ -45,6 +45,13 @@ class Unit:
     tokens: tuple[int, ...]  # indices into the N maskable tokens, consecutive
 
 
+def maskable_offsets(batch, row: int = 0) -> list[tuple[int, int]]:
+    """[N] the character spans of row `row`'s maskable tokens (a `Batch`'s offsets at its maskable positions),
+    aligned with `Classifier.maskable_tokens` and every score vector over maskable tokens."""
+    positions = batch.maskable[row].cpu().nonzero().flatten().tolist()
+    return [tuple(batch.offsets[row][i]) for i in positions]
+
+
 def check_level(level: str) -> str:
     if level not in LEVELS:
         raise InvalidInputError(f"unknown level {level!r}; choose one of: {', '.join(LEVELS)}")
