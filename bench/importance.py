@@ -40,15 +40,20 @@ MEASURES = ["grad-l2", "grad-l1", "x-grad-sign", "ig-sign", "loo-sign", "attenti
             "kernel-shap", "lime", "shapley-sampling", "gradient-shap", "deeplift", "beam"]
 
 
+# The clock every timing reads: wall time by default; with --cpu-time this process's CPU time, which other
+# processes on a shared machine do not inflate (use it with --threads 1, where CPU time = compute time).
+CLOCK = time.perf_counter
+
+
 def timed(fn, repeats: int, budget_s: float) -> float:
-    """Median wall time of fn() over `repeats` runs after one warm-up (fewer when over `budget_s`)."""
+    """Median time of fn() (on CLOCK) over `repeats` runs after one warm-up (fewer when over `budget_s`)."""
     fn()
     times = []
-    start = time.perf_counter()
-    while len(times) < repeats and (not times or time.perf_counter() - start < budget_s):
-        t = time.perf_counter()
+    start = CLOCK()
+    while len(times) < repeats and (not times or CLOCK() - start < budget_s):
+        t = CLOCK()
         fn()
-        times.append(time.perf_counter() - t)
+        times.append(CLOCK() - t)
     return statistics.median(times)
 
 
@@ -423,12 +428,18 @@ def main() -> int:
     p.add_argument("--base", action="store_true", help="only the live bundle on a base-sized model (random-weight "
                    "BERT-base, 110M parameters, loaded as a user's own folder) at --base-length tokens")
     p.add_argument("--base-length", type=int, default=128, help="T for --base. Default: 128")
+    p.add_argument("--cpu-time", action="store_true", help="time with this process's CPU time instead of wall time "
+                   "(with --threads 1: robust to other processes on a shared machine)")
     p.add_argument("--base-batch-sizes", type=int, nargs="+", default=[1, 8, 32], help="batch sizes tried for the peak "
                    "throughput with --base (a base model at T=128 peaks near 4096 tokens per pass on a CPU). Default: 1 8 32")
     args = p.parse_args()
     configure()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.cpu_time:
+        global CLOCK
+        CLOCK = time.process_time
+        print("Clock: this process's CPU time (--cpu-time), not wall time.")
     print(f"# bench/importance.py · code {code_version()} · torch {torch.__version__} · {platform.processor() or platform.machine()} "
           f"· {os.cpu_count()} CPUs · {torch.get_num_threads()} threads · load average {os.getloadavg()[0]:.2f} at start")
     if args.base:
