@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import csv
 import os
-import subprocess
-import sys
 import time
-import urllib.request
 
 import pytest
-from test_browser import CHROMEDRIVER, CHROMIUM, ROOT, _free_port, _wait
+from test_browser import CHROMEDRIVER, CHROMIUM, _wait, serve_app
 
 pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
 
@@ -49,28 +46,19 @@ def own_files(tmp_path_factory, toy_classifier):
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory, own_files):
-    port = _free_port()
-    env = dict(os.environ, ENGINE_MODELS_CACHE=str(tmp_path_factory.mktemp("cache")),
-               ENGINE_RESULTS_DIR=str(tmp_path_factory.mktemp("results")), ENGINE_USER_DIR=str(tmp_path_factory.mktemp("user")))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.port", str(port), "--server.address",
-         "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail("streamlit did not come up: " + proc.stdout.read().decode(errors="replace")[-2000:])
-    yield url, env
-    proc.terminate()
-    proc.wait(timeout=20)
+def app(tmp_path_factory, own_files, monkeypatch_module):
+    """The dashboard over empty models cache, results store and user folder (what a newcomer has)."""
+    user = tmp_path_factory.mktemp("user")
+    monkeypatch_module.setenv("ENGINE_USER_DIR", str(user))  # serve_app passes this process's environment on
+    cache, results = tmp_path_factory.mktemp("cache"), tmp_path_factory.mktemp("results")
+    with serve_app(cache, results) as url:
+        yield url, {"ENGINE_USER_DIR": str(user), "ENGINE_RESULTS_DIR": str(results)}
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
 
 
 @pytest.fixture(scope="module")

@@ -175,6 +175,19 @@ def check_same_weights(store, run: str, cells: Sequence[Cell]) -> None:
                 f"another --limit/--split for the new examples.")
 
 
+def pending_cells(store, run: str, cells: Sequence, skipped: list) -> list:
+    """The cells of `run` not yet in `store` (those there are appended to `skipped` as keys), after checking,
+    before any work, that they come from the same weights as the run's cells they will be compared with."""
+    todo = []
+    for cell in cells:
+        if store.has_cell(run, cell.key()):
+            skipped.append(cell.key())
+        else:
+            todo.append(cell)
+    check_same_weights(store, run, todo)
+    return todo
+
+
 def run_sweep(cells: Sequence[Cell], run: str = "default", results_dir: str | None = None, workers: int = 1,
               ray_address: str | None = None, progress: Callable[[int, int, dict], None] | None = None,
               cell_progress: Callable[[Cell, int, int], None] | None = None, command: str | None = None) -> SweepReport:
@@ -186,13 +199,7 @@ def run_sweep(cells: Sequence[Cell], run: str = "default", results_dir: str | No
 
     store = ResultsStore(results_dir)
     report = SweepReport(run=run)
-    todo = []
-    for cell in cells:
-        if store.has_cell(run, cell.key()):
-            report.skipped.append(cell.key())
-        else:
-            todo.append(cell)
-    check_same_weights(store, run, todo)
+    todo = pending_cells(store, run, cells, report.skipped)
     total = len(todo)
 
     def finished(i, key, error=None):

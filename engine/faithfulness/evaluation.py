@@ -236,17 +236,11 @@ def run_suite(cells: Sequence, run: str = "default",
     cell is reported and the others go on. Cells of a run must come from the same weights as the run's earlier
     cells of the same checkpoint (checked before any work, as the benchmarks do)."""
     from engine.errors import Cancelled
-    from engine.faithfulness.benchmark import check_same_weights
+    from engine.faithfulness.benchmark import pending_cells
 
     store = evaluation_store(results_dir)
     report = SuiteReport(run=run)
-    todo = []
-    for cell in cells:
-        if store.has_cell(run, cell.key()):
-            report.skipped.append(cell.key())
-        else:
-            todo.append(cell)
-    check_same_weights(store, run, todo)
+    todo = pending_cells(store, run, cells, report.skipped)
     for i, cell in enumerate(todo, 1):
         within = None if cell_progress is None else (lambda done, n, _cell=cell: cell_progress(_cell, done, n))
         runner = (run_evaluation_cell if isinstance(cell, EvaluationCell) else
