@@ -35,9 +35,11 @@ def _free_port() -> int:
 @contextlib.contextmanager
 def serve_app(cache, results):
     """`streamlit run app/main.py` on a free loopback port over the models cache `cache` and the results store
-    `results`; yields its URL and stops it on exit."""
+    `results` (annotations go to a database beside the results, never the project's); yields its URL and stops it
+    on exit."""
     port = _free_port()
-    env = dict(os.environ, ENGINE_MODELS_CACHE=str(cache), ENGINE_RESULTS_DIR=str(results))
+    env = dict(os.environ, ENGINE_MODELS_CACHE=str(cache), ENGINE_RESULTS_DIR=str(results),
+               ENGINE_ANNOTATIONS_DB=str(Path(results) / "annotations.sqlite3"))
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.port", str(port), "--server.address",
          "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
@@ -159,10 +161,35 @@ def test_markup_in_the_review_is_shown_as_text(app_url, browser):
 
 @pytest.mark.parametrize("page, heading", [("models", "Models"), ("benchmarks", "Benchmarks"), ("masking", "Step-by-step masking"),
                                            ("annotate", "Annotate"), ("attention", "Attention as explanation"),
-                                           ("data", "Your data")])
+                                           ("data", "Your data"), ("simulability", "Simulability")])
 def test_other_pages_render(app_url, browser, page, heading):
     browser.get(f"{app_url}/{page}")
     _wait(browser, "h1", text=heading)
     time.sleep(1)
     SHOTS.mkdir(exist_ok=True)
     browser.save_screenshot(str(SHOTS / f"{page}.png"))
+
+
+def test_annotate_prepares_tasks_with_its_default_measures_on_a_transformer(app_url, browser):
+    """On a transformer checkpoint, pressing 'Prepare tasks' with the page's defaults works (the defaults once
+    included `attention`, which only the BiLSTM supports, and names of measures that do not exist)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    browser.get(f"{app_url}/annotate")
+    _wait(browser, "h1", text="Annotate")
+    _wait(browser, "[data-testid='stMultiSelect']")
+    chosen = browser.find_element(By.CSS_SELECTOR, "[data-testid='stMultiSelect']").text
+    assert "grad-l2" in chosen and "attention\n" not in chosen + "\n", chosen
+    number = next(e for e in browser.find_elements(By.CSS_SELECTOR, "[data-testid='stNumberInput']")
+                  if e.text.startswith("Test examples")).find_element(By.TAG_NAME, "input")
+    number.send_keys(Keys.CONTROL, "a")
+    number.send_keys("2", Keys.TAB)
+    time.sleep(1)
+    next(b for b in browser.find_elements(By.TAG_NAME, "button") if b.text.strip() == "Prepare tasks").click()
+    deadline = time.time() + 180
+    while "new tasks" not in (body := browser.find_element(By.TAG_NAME, "body").text):
+        assert time.time() < deadline, body[-1500:]
+        assert "could not be prepared" not in body, body[-1500:]
+        time.sleep(0.5)
+    assert "2 new tasks" in body
