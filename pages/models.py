@@ -7,6 +7,7 @@ import streamlit as st
 
 from app.shared import PENDING_MODEL_KEY, usable_checkpoints
 from engine.data import dataset_names
+from engine.errors import EngineError
 from engine.models import PACKAGED_ENCODERS, TrainConfig, default_model_id, list_checkpoints, save_classifier, train_classifier
 from engine.models.training import default_learning_rate
 
@@ -75,18 +76,25 @@ if register and path:
 st.subheader("Build a model")
 with st.form("build"):
     c1, c2, c3 = st.columns(3)
-    base = c1.selectbox("Encoder", list(PACKAGED_ENCODERS), help="\n".join(f"{k}: {v}" for k, v in PACKAGED_ENCODERS.items()))
+    registered = [m["id"] for m in usable_checkpoints() if m.get("registered")]
+    base = c1.selectbox("Start from", list(PACKAGED_ENCODERS) + registered,
+                        help="A packaged encoder, or one of your registered classifiers: masked fine-tuning then starts "
+                             "from it, keeps its head and label names, and makes its masked inputs in distribution "
+                             "(make it measurable). " + "\n".join(f"{k}: {v}" for k, v in PACKAGED_ENCODERS.items()))
     dataset = c2.selectbox("Dataset", [d for d in dataset_names() if d != "toy"])
     strategy = c3.selectbox("Strategy", ["masked", "plain", "only-masking"],
                             help="masked fine-tuning keeps masked inputs in distribution; the others are ablations")
     c4, c5, c6 = st.columns(3)
     epochs = c4.number_input("Epochs", 1, 20, 4 if base == "tiny" else 2)
-    lr = c5.number_input("Learning rate", 1e-6, 1e-2, default_learning_rate(base), format="%.0e")
+    lr = c5.number_input("Learning rate", 1e-6, 1e-2, default_learning_rate("from-classifier" if base in registered else base),
+                         format="%.0e")
     seed = c6.number_input("Seed", 0, 10_000, 0)
     submitted = st.form_submit_button("Build", type="primary")
 
 if submitted:
-    config = TrainConfig(base_model=base, dataset=dataset, strategy=strategy, epochs=int(epochs), lr=float(lr), seed=int(seed))
+    own = base in registered  # continue from the user's classifier (python -m engine train --from-classifier)
+    config = TrainConfig(base_model="custom" if own else base, from_classifier=base if own else None, dataset=dataset,
+                         strategy=strategy, epochs=int(epochs), lr=float(lr), seed=int(seed))
     model_id = default_model_id(config)
     if any(m["id"] == model_id for m in usable_checkpoints()):
         st.warning(f"{model_id} already exists; choose another seed to build a second one.")
@@ -101,7 +109,12 @@ if submitted:
             bar.progress(1.0, text="evaluating on the test split ...")
 
     with st.status(f"Building {model_id} ...", expanded=True) as status:
-        classifier = train_classifier(config, progress=report, show_progress_bar=False)
+        try:
+            classifier = train_classifier(config, progress=report, show_progress_bar=False)
+        except EngineError as err:  # e.g. the data's label names are not the registered model's
+            status.update(label=f"{model_id} was not built", state="error")
+            st.error(str(err))
+            st.stop()
         save_classifier(classifier, model_id)
         t = classifier.metadata["test"]
         status.update(label=f"Built {model_id}: test {classifier.metadata['metric']} {t['unmasked']:.3f} "
