@@ -47,9 +47,9 @@ def metric_tables(table: pd.DataFrame) -> None:
             print(f"| {measure} | " + " | ".join(cells) + f" | {g['seconds_per_explanation'].iloc[0] * 1e3:.1f} ms |")
 
 
-def ranking_tables(table: pd.DataFrame, racu_run: str | None) -> None:
+def ranking_tables(table: pd.DataFrame, racu_run: str | None, racu_dir: str | None = None) -> None:
     if racu_run:
-        racu = area_metrics_table(ResultsStore().load(racu_run))
+        racu = area_metrics_table(ResultsStore(racu_dir).load(racu_run))
         racu = racu[(racu["dataset"] == table["dataset"].iloc[0]) & (racu["base_model"] == table["base_model"].iloc[0])]
         racu = racu[racu["n_examples"] == racu["n_examples"].max()]
         out = agreement_with_racu(table, racu)
@@ -115,12 +115,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run", required=True)
     parser.add_argument("--racu-run", default=None, help="recursive-masking run of the same model family")
+    parser.add_argument("--racu-dir", default=None, help="results store of the RACU run (default: the project's)")
     parser.add_argument("--sanity-run", default=None)
     args = parser.parse_args()
     data = evaluation_store().load(args.run)
     table = evaluation_table(data[data["method"] == ERASURE])
     metric_tables(table)
-    ranking_tables(table, args.racu_run)
+    ranking_tables(table, args.racu_run, args.racu_dir)
     agreement_table(data)
     if args.sanity_run:
         sanity_tables(args.sanity_run)
