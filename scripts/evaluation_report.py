@@ -98,10 +98,10 @@ def sanity_tables(run: str) -> None:
         return
     print(f"\nSanity checks (`{run}`): mean Spearman with the trained model's scores after each stage; the last with "
           "its 95% BCa CI; pass (our rule): CI upper end < 0.5\n")
-    for method, part in data.groupby("method"):
+    for (method, model, strategy), part in data.groupby(["method", "base_model", "strategy"]):
         stages = part.sort_values("step")["stage"].unique().tolist()
-        print(f"\n*{method}*, {part['base_model'].iloc[0]} {part['strategy'].iloc[0]}, "
-              f"{int(part['n_examples'].iloc[0])} inputs\n")
+        print(f"\n*{method}*, {model} {strategy}, {int(part['n_examples'].iloc[0])} inputs, "
+              f"seeds {sorted(int(v) for v in part['seed'].unique())}\n")
         print("| measure | " + " | ".join(stages) + " | CI after full randomisation | passes |")
         print("|---" * (len(stages) + 3) + "|")
         for measure, g in part.groupby("measure"):
@@ -120,8 +120,9 @@ def main() -> None:
     args = parser.parse_args()
     data = evaluation_store().load(args.run)
     table = evaluation_table(data[data["method"] == ERASURE])
-    metric_tables(table)
-    ranking_tables(table, args.racu_run, args.racu_dir)
+    if not table.empty:
+        metric_tables(table)
+        ranking_tables(table, args.racu_run, args.racu_dir)
     agreement_table(data)
     if args.sanity_run:
         sanity_tables(args.sanity_run)
