@@ -65,7 +65,8 @@ else:
     seed = c2.selectbox("Seed", sorted(smat[smat["budget"] == budget]["seed"].unique()), key="simulability_seed")
     steps, grid = head_weight_history(data, budget, seed)
     index = st.select_slider("Training step", options=list(range(len(steps))), value=len(steps) - 1,
-                             format_func=lambda i: str(steps[i]), key="simulability_step")
+                             format_func=lambda i: str(steps[i]),
+                             key=f"simulability_step_{run}_{budget}_{seed}")  # snapshots differ per cell
     weights = grid[index]
     heat = go.Figure(go.Heatmap(z=weights, x=[f"H{h}" for h in range(weights.shape[1])],
                                 y=[f"L{layer}" for layer in range(weights.shape[0])], colorscale="Viridis", zmin=0,

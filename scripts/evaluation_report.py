@@ -47,9 +47,9 @@ def metric_tables(table: pd.DataFrame) -> None:
             print(f"| {measure} | " + " | ".join(cells) + f" | {g['seconds_per_explanation'].iloc[0] * 1e3:.1f} ms |")
 
 
-def ranking_tables(table: pd.DataFrame, racu_run: str | None) -> None:
+def ranking_tables(table: pd.DataFrame, racu_run: str | None, racu_dir: str | None = None) -> None:
     if racu_run:
-        racu = area_metrics_table(ResultsStore().load(racu_run))
+        racu = area_metrics_table(ResultsStore(racu_dir).load(racu_run))
         racu = racu[(racu["dataset"] == table["dataset"].iloc[0]) & (racu["base_model"] == table["base_model"].iloc[0])]
         racu = racu[racu["n_examples"] == racu["n_examples"].max()]
         out = agreement_with_racu(table, racu)
@@ -98,10 +98,10 @@ def sanity_tables(run: str) -> None:
         return
     print(f"\nSanity checks (`{run}`): mean Spearman with the trained model's scores after each stage; the last with "
           "its 95% BCa CI; pass (our rule): CI upper end < 0.5\n")
-    for method, part in data.groupby("method"):
+    for (method, model, strategy), part in data.groupby(["method", "base_model", "strategy"]):
         stages = part.sort_values("step")["stage"].unique().tolist()
-        print(f"\n*{method}*, {part['base_model'].iloc[0]} {part['strategy'].iloc[0]}, "
-              f"{int(part['n_examples'].iloc[0])} inputs\n")
+        print(f"\n*{method}*, {model} {strategy}, {int(part['n_examples'].iloc[0])} inputs, "
+              f"seeds {sorted(int(v) for v in part['seed'].unique())}\n")
         print("| measure | " + " | ".join(stages) + " | CI after full randomisation | passes |")
         print("|---" * (len(stages) + 3) + "|")
         for measure, g in part.groupby("measure"):
@@ -115,12 +115,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run", required=True)
     parser.add_argument("--racu-run", default=None, help="recursive-masking run of the same model family")
+    parser.add_argument("--racu-dir", default=None, help="results store of the RACU run (default: the project's)")
     parser.add_argument("--sanity-run", default=None)
     args = parser.parse_args()
     data = evaluation_store().load(args.run)
     table = evaluation_table(data[data["method"] == ERASURE])
-    metric_tables(table)
-    ranking_tables(table, args.racu_run)
+    if not table.empty:
+        metric_tables(table)
+        ranking_tables(table, args.racu_run, args.racu_dir)
     agreement_table(data)
     if args.sanity_run:
         sanity_tables(args.sanity_run)

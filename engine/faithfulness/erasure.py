@@ -269,11 +269,12 @@ def erasure_metrics(
         raise InvalidInputError("an input has no maskable token")
     rank = ranking_positions(scores, maskable)
 
-    # 1. Every perturbed input each metric needs, named (row, kind, j), deduplicated.
-    needs: dict[str, list[list[tuple[int, int]]]] = {}  # metric name -> per row, its inputs (kind, j)
+    # 1. Every perturbed input the chosen metrics need, named (row, kind, j) and deduplicated: metrics that share an
+    # input (deletion at 10% and comprehensiveness at 10% of a 10-token input) read one forward pass.
+    wanted: set[tuple[int, int, int]] = set()
 
-    def need(name: str, b: int, kind: int, j: int) -> None:
-        needs.setdefault(name, [[] for _ in range(B)])[b].append((b, *_canonical(kind, j, n_tokens[b])))
+    def need(_name: str, b: int, kind: int, j: int) -> None:
+        wanted.add((b, *_canonical(kind, j, n_tokens[b])))
 
     for b, n in enumerate(n_tokens):
         for k in bins:
@@ -292,7 +293,7 @@ def erasure_metrics(
         if "soft" in families:
             need("soft-empty", b, REMOVE, n)  # the fully removed input: the soft metrics' normaliser
         need("input", b, REMOVE, 0)
-    unique = sorted({key for rows in needs.values() for items in rows for key in items})
+    unique = sorted(wanted)
     index = {key: i for i, key in enumerate(unique)}
 
     # 2. One forward pass per perturbed input (batched), with the MaSF features from the same pass.

@@ -270,7 +270,9 @@ def evaluation_table(df: pd.DataFrame) -> pd.DataFrame:
     direction that is more faithful; cost per explanation where the cells recorded it."""
     from engine.faithfulness.metrics import bootstrap_ci
 
-    df = df[df["method"] == ERASURE]
+    df = df[df["method"] == ERASURE] if "method" in df.columns else df.iloc[0:0]
+    if df.empty:
+        return pd.DataFrame()
     keys = ["dataset", "split", "base_model", "strategy", "removal", "n_examples", "measure", "metric", "level"]
     out = []
     for group, part in df.groupby(keys, dropna=False):
