@@ -11,7 +11,7 @@ import os
 import time
 
 import pytest
-from test_browser import CHROMEDRIVER, CHROMIUM, _wait, serve_app
+from test_browser import CHROMEDRIVER, CHROMIUM, _wait, browser, serve_app  # noqa: F401 (browser: the fixture)
 
 pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
 
@@ -59,21 +59,6 @@ def app(tmp_path_factory, own_files, monkeypatch_module):
 def monkeypatch_module():
     with pytest.MonkeyPatch.context() as patch:
         yield patch
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage", "--window-size=1400,1800"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    yield driver
-    driver.quit()
 
 
 def _by_label(driver, testid: str, label: str):
@@ -173,7 +158,7 @@ def _wait_text(driver, text: str, timeout: float = 240) -> None:
         time.sleep(0.5)
 
 
-def test_own_model_and_data_explained_masked_and_benchmarked(app, browser, own_files, toy_classifier):
+def test_own_model_and_data_explained_masked_and_benchmarked(app, browser, own_files, toy_classifier):  # noqa: F811
     """A foreign model folder and a user's CSV go through every step a newcomer takes, and what the pages show
     equals what the engine computes for the same model and text."""
     from selenium.webdriver.common.by import By

@@ -91,6 +91,21 @@ def _provenance(classifier, command: str, started: float, n_examples: int, extra
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **extra}
 
 
+def _cell_inputs(cell) -> tuple:
+    """Seed the process for `cell` and return (its classifier, the examples of its split, first `limit`), the
+    dataset checked against the model's classes."""
+    from engine.data import get_dataset
+    from engine.models import load_classifier
+    from engine.runtime import configure, seed_everything
+
+    configure()
+    seed_everything(cell.seed)
+    classifier = load_classifier(cell.model)
+    dataset = get_dataset(cell.dataset, classifier.metadata.get("split_seed", 0))
+    classifier.check_dataset(dataset)
+    return classifier, dataset.split(cell.split)[: cell.limit]
+
+
 def run_evaluation_cell(cell: EvaluationCell, results_dir: str | os.PathLike | None = None, run: str = "default",
                         command: str = "engine.faithfulness.evaluation.run_evaluation_cell", batch_size: int = 32,
                         progress: Callable[[int, int], None] | None = None,
@@ -179,19 +194,11 @@ def run_sanity_cell(cell: SanityCell, results_dir: str | os.PathLike | None = No
                     should_stop: Callable[[], bool] | None = None) -> dict:
     """Compute one sanity cell (one measure, one check) on the first `limit` examples of the split (gold labels
     explained) and write it to the evaluation store."""
-    from engine.data import get_dataset
-    from engine.models import load_classifier
-    from engine.runtime import configure, seed_everything
     from engine.sanity import cascading_randomisation, sanity_summary
     from engine.sanity.labels import label_randomisation, train_label_randomised
 
-    configure()
-    seed_everything(cell.seed)
     started = time.time()
-    classifier = load_classifier(cell.model)
-    dataset = get_dataset(cell.dataset, classifier.metadata.get("split_seed", 0))
-    classifier.check_dataset(dataset)
-    examples = dataset.split(cell.split)[: cell.limit]
+    classifier, examples = _cell_inputs(cell)
     batch = classifier.batch_of(examples)
     options = {cell.measure: dict(cell.options)} if cell.options else {}
     extra = {}
@@ -347,19 +354,11 @@ def run_agreement_cell(cell: AgreementCell, results_dir: str | os.PathLike | Non
                        progress: Callable[[int, int], None] | None = None,
                        should_stop: Callable[[], bool] | None = None) -> dict:
     """The dataset-level agreement table (measure_agreement.agreement_matrix) as one cell of the evaluation store."""
-    from engine.data import get_dataset
     from engine.faithfulness.measure_agreement import agreement_matrix
     from engine.importance import get_explainer
-    from engine.models import load_classifier
-    from engine.runtime import configure, seed_everything
 
-    configure()
-    seed_everything(cell.seed)
     started = time.time()
-    classifier = load_classifier(cell.model)
-    dataset = get_dataset(cell.dataset, classifier.metadata.get("split_seed", 0))
-    classifier.check_dataset(dataset)
-    examples = dataset.split(cell.split)[: cell.limit]
+    classifier, examples = _cell_inputs(cell)
     explainers = {m: get_explainer(m, classifier, **({"seed": cell.seed} if m == "random" else {}))
                   for m in cell.measures}
     scores: dict[str, list[np.ndarray]] = {m: [] for m in cell.measures}

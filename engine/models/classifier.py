@@ -143,6 +143,14 @@ class Classifier:
             raise InvalidInputError(f"target class {target} is out of range: this model has classes 0..{self.num_classes - 1} ({', '.join(self.classes)})")
         return int(target)
 
+    def targets_for(self, batch: Batch, target=None) -> torch.Tensor:
+        """The explained class of each input of `batch` [B] (long, on the model's device): the model's prediction
+        when `target` is None, else `target` checked as in `check_targets`."""
+        if target is None:
+            with torch.no_grad():
+                return self.predict_logits(batch.to(self.device)).argmax(-1)
+        return self.check_targets(target, len(batch))
+
     def check_targets(self, target, n: int) -> torch.Tensor:
         """The explained class of each of `n` inputs as a long tensor [n] on the model's device: `target` is one
         class for all inputs or one per input; every class is checked against the model's (the one place

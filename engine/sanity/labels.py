@@ -66,10 +66,7 @@ def label_randomisation(
 
     options = dict(options or {})
     batch = batch.to(classifier.device)
-    if target is None:
-        with torch.no_grad():
-            target = classifier.predict_logits(batch).argmax(-1)
-    target = torch.as_tensor(target, dtype=torch.long, device=classifier.device).reshape(len(batch))
+    target = classifier.targets_for(batch, target)
     rows = []
     maskable = batch.maskable.cpu()
     for done, m in enumerate(measures, 1):

@@ -116,10 +116,7 @@ def cascading_randomisation(
     options: measure -> its options (e.g. {"random": {"seed": 3}}). The classifier itself is not modified."""
     options = dict(options or {})
     batch = batch.to(classifier.device)
-    if target is None:
-        with torch.no_grad():
-            target = classifier.predict_logits(batch).argmax(-1)
-    target = torch.as_tensor(target, dtype=torch.long, device=classifier.device).reshape(len(batch))
+    target = classifier.targets_for(batch, target)
     model = copy.deepcopy(classifier.model).eval()
     copy_clf = Classifier(model, classifier.tokenizer, classifier.classes, classifier.max_length,
                           {**classifier.metadata, "id": f"{classifier.id}-randomised"}, device=classifier.device)
