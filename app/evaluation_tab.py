@@ -90,14 +90,15 @@ def _sanity_section(data: pd.DataFrame) -> None:
                "(our rule): the upper end of the 95% CI after full randomisation below 0.5.")
     for method, part in sanity.groupby("method"):
         fig = go.Figure()
-        for (model, measure), g in part.groupby(["base_model", "measure"]):
+        for (model, strategy, measure), g in part.groupby(["base_model", "strategy", "measure"]):
             g = g.groupby(["step", "stage"], as_index=False)["value"].mean().sort_values("step")
-            fig.add_trace(go.Scatter(x=g["stage"], y=g["value"], mode="lines+markers", name=f"{measure} ({model})"))
+            fig.add_trace(go.Scatter(x=g["stage"], y=g["value"], mode="lines+markers", name=f"{measure} ({model} {strategy})",
+                                     line_dash="solid" if strategy == "masked" else "dot"))
         fig.update_layout(title=method, yaxis_title="Spearman with the trained model", height=360)
         st.plotly_chart(fig, width="stretch")
         final = part[part["passes"].notna()] if "passes" in part else part.iloc[0:0]
         if not final.empty:
-            st.dataframe(final[["base_model", "measure", "seed", "value", "ci_low", "ci_high", "passes"]]
+            st.dataframe(final[["base_model", "strategy", "measure", "seed", "value", "ci_low", "ci_high", "passes"]]
                          .rename(columns={"value": "Spearman after full randomisation"}), hide_index=True)
 
 
