@@ -183,12 +183,11 @@ def test_explain_hands_off_to_masking_with_the_same_text_model_and_measure(app_u
 def test_benchmarks_table_names_its_columns_for_a_reader(app_url, browser):
     """The area table's headers carry units and the better direction (drawn on a canvas: checked in the
     screenshot, and here through the caption that explains them)."""
-    from selenium.webdriver.common.by import By
 
     browser.get(f"{app_url}/benchmarks")
     _wait(browser, "h1", text="Benchmarks")
     _wait(browser, "[data-testid='stMain']", text="Higher ACU and RACU")
-    table = browser.find_elements(By.CSS_SELECTOR, "[data-testid='stDataFrame']")[0]
+    table = _wait(browser, "[data-testid='stDataFrame']")  # the caption can render before the table does
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", table)
     time.sleep(1)
     SHOTS.mkdir(exist_ok=True)
