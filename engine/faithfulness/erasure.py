@@ -301,7 +301,7 @@ def erasure_metrics(
     rows_t = torch.tensor([u[0] for u in unique], device=device)
     kinds_t = torch.tensor([u[1] for u in unique], device=device)
     js_t = torch.tensor([u[2] for u in unique], device=device)
-    target = _resolve_target(classifier, batch, target)
+    target = classifier.targets_for(batch, target)
     prob = np.empty(R)
     pred = np.empty(R, dtype=np.int64)
     pval = np.full(R, np.nan)
@@ -399,19 +399,6 @@ def erasure_metrics(
                          soft_rows=soft_rows, seed=int(seed),
                          options={"bins": bins, "ratios": ratios, "soft_draws": int(soft_draws), "removal": removal,
                                   "families": list(families)})
-
-
-def _resolve_target(classifier: Classifier, batch: Batch, target) -> torch.Tensor:
-    if target is None:
-        target = classifier.logits(batch).argmax(-1)
-    target = torch.as_tensor(target, dtype=torch.long, device=classifier.device).reshape(-1)
-    if target.numel() == 1 and len(batch) != 1:
-        target = target.expand(len(batch)).clone()
-    if target.numel() != len(batch):
-        raise InvalidInputError(f"{len(batch)} inputs but {target.numel()} targets")
-    for t in target.tolist():
-        classifier.check_target(t)
-    return target
 
 
 def soft_keep_probability(scores: torch.Tensor, maskable: torch.Tensor) -> torch.Tensor:
