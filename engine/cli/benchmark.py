@@ -38,6 +38,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     schedule.add_argument("--counts", type=positive_int, default=None, metavar="N",
                           help="count mode: mask 0, 1, ..., N tokens per input (capped at its length) instead of ratios; "
                                "ACU then integrates over k / N")
+    parser.add_argument("--whole-words", action="store_true",
+                        help="mask whole words: ratios and counts count words, a word's pieces are masked together and it "
+                             "ranks by the sum of its pieces' scores (random: one draw per word). Stored as its own "
+                             "schedule ('ratio, whole words'), never pooled with token-level curves")
     parser.add_argument("--workers", type=workers, default="auto",
                    help="local worker processes: a number, or 'auto' (the default): on a CPU one per two cores, each with "
                         "two threads (on a 2-core machine one, in this process, which also shows the examples done per "
@@ -64,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
                 else:
                     schedule = {"ratios": tuple(args.ratios) if args.ratios else Cell.ratios}
                 cells.append(Cell(model=model_id, dataset=dataset, measure=measure, seed=seed, split=args.split,
-                                  limit=args.limit, **schedule))
+                                  limit=args.limit, whole_words=args.whole_words, **schedule))
     store = ResultsStore()
     with tqdm(total=len(cells), desc=f"benchmark {args.run}", unit="cell") as bar:
         bar.update(sum(store.has_cell(args.run, cell.key()) for cell in cells))  # a resumed sweep starts where it was

@@ -45,6 +45,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=None, help="only the first N examples of the split")
     parser.add_argument("--removal", default="mask", choices=["mask", "delete"],
                         help="replace removed tokens by [MASK] (default) or delete them")
+    parser.add_argument("--whole-words", action="store_true",
+                        help="whole-word units: k%%, curve ratios and flips count words, a word's pieces are removed "
+                             "together (it ranks by the sum of its pieces' scores; random by one draw per word); the "
+                             "soft metrics stay per token. Labelled in the rows' removal column ('mask, whole words')")
     parser.add_argument("--soft-draws", type=int, default=5, help="Bernoulli draws of the soft metrics. Default: 5")
     parser.add_argument("--batch-size", type=int, default=32, help="inputs explained per batch. Default: 32")
     parser.add_argument("--agreement", action="store_true",
@@ -79,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
         for measure in args.measures:
             cells.append(EvaluationCell(model=model_id, dataset=args.dataset, measure=measure, seed=seed,
                                         split=args.split, limit=args.limit, removal=args.removal,
+                                        whole_words=args.whole_words,
                                         metrics=tuple(args.metrics), soft_draws=args.soft_draws))
         if args.agreement and len(args.measures) > 1:
             cells.append(AgreementCell(model=model_id, dataset=args.dataset, measures=tuple(args.measures), seed=seed,

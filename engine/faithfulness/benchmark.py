@@ -33,6 +33,7 @@ class Cell:
     limit: int | None = None
     options: tuple[tuple[str, object], ...] = ()
     counts: tuple[int, ...] | None = None  # count mode (k tokens per input, e.g. 0..10) instead of ratios
+    whole_words: bool = False  # mask whole words: the schedule counts words (a labelled variant of the schedule)
 
     def __post_init__(self):
         if self.counts is not None:
@@ -47,6 +48,8 @@ class Cell:
         d["options"] = dict(self.options)
         if self.counts is None:
             del d["counts"]  # the key of a ratio cell stays what it was before count mode, so old runs resume
+        if not self.whole_words:
+            del d["whole_words"]  # likewise: token-level cells keep their keys
         return d
 
 
@@ -91,13 +94,13 @@ def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default",
     levels = list(cell.counts if cell.counts is not None else cell.ratios)
     rows = dataset_masking_curve(classifier, explainer, dataset, split=cell.split,
                                  ratios=None if cell.counts is not None else cell.ratios, counts=cell.counts, masf=masf,
-                                 limit=cell.limit, progress=progress)
+                                 limit=cell.limit, progress=progress, whole_words=cell.whole_words)
     n_examples = len(dataset.split(cell.split)[: cell.limit])
     cost = meter.summary()  # per explanation = one attribute call on one input (a masking step of one example)
     tidy = pd.DataFrame([{
         "model": cell.model, "seed": cell.seed, "dataset": cell.dataset, "split": cell.split, "measure": cell.measure,
         "strategy": meta.get("strategy"), "step": r["step"],
-        **schedule_columns(schedule, levels[r["step"]], levels[-1]), "metric": r["metric"],
+        **schedule_columns(schedule, levels[r["step"]], levels[-1], cell.whole_words), "metric": r["metric"],
         "value": r["value"], "p_value": r["p_value_simes"], "p_below_005": r["p_below_005"],
         "mean_probability": r["mean_probability"], "base_model": meta.get("base_model"),
         # The examples the curve averages over (the first n of the split): the summary compares a measure only

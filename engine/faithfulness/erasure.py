@@ -142,6 +142,36 @@ def ranking_positions(scores: torch.Tensor, maskable: torch.Tensor) -> torch.Ten
     return torch.where(maskable, rank, rank + T)
 
 
+def word_ranking_positions(scores: torch.Tensor, maskable: torch.Tensor, word_ids: torch.Tensor,
+                           aggregation: str = "sum") -> tuple[torch.Tensor, list[int]]:
+    """Whole-word units: (rank [B, T], words per row). Every piece of a word gets its word's rank (0 for the
+    highest word), so removing the top j units removes j whole words; a word's key is the sum of its pieces'
+    scores ('sum') or its first piece's ('first': the random baseline's one draw per word). Pieces of a word are
+    consecutive; ties are broken by text order; positions that are not maskable get T + position."""
+    if aggregation not in ("sum", "first"):
+        raise InvalidInputError(f"unknown word aggregation {aggregation!r}: sum or first")
+    B, T = scores.shape
+    valid = word_ids >= 0
+    if bool((valid != maskable).any()):
+        raise InvalidInputError("word_ids must name a word (>= 0) exactly on the maskable tokens")
+    W = int(word_ids.max()) + 1 if bool(valid.any()) else 1
+    index = torch.where(valid, word_ids, torch.zeros_like(word_ids))
+    s = torch.nan_to_num(scores.double(), nan=0.0).masked_fill(~valid, 0.0)
+    if aggregation == "first":
+        starts = torch.ones_like(valid)
+        starts[:, 1:] = word_ids[:, 1:] != word_ids[:, :-1]
+        s = s * (valid & starts)
+    keys = torch.zeros(B, W, dtype=torch.float64, device=scores.device).scatter_add(1, index, s)
+    exists = torch.zeros(B, W, dtype=torch.bool, device=scores.device).scatter_reduce(1, index, valid, "amax")
+    keys = keys.masked_fill(~exists, float("-inf"))
+    order = torch.sort(keys, dim=1, descending=True, stable=True).indices
+    word_rank = torch.empty_like(order)
+    word_rank.scatter_(1, order, torch.arange(W, device=scores.device).expand_as(order))
+    positions = torch.arange(T, device=scores.device).expand(B, T)
+    rank = torch.where(valid, word_rank.gather(1, index), positions + T)
+    return rank, exists.sum(1).tolist()
+
+
 def bin_count(k: float, n: int) -> int:
     """Tokens in ERASER's k bin of an n-token input: round(k n), at least 1 and at most n."""
     return int(min(n, max(1, np.floor(k * n + 0.5))))
@@ -238,6 +268,8 @@ def erasure_metrics(
     soft_draws: int = 5,
     seed: int = 0,
     should_stop: Callable[[], bool] | None = None,
+    word_ids: torch.Tensor | None = None,
+    word_aggregation: str = "sum",
 ) -> ErasureResult:
     """Erasure metrics of the ranking given by `scores` [B, T] (e.g. `Importance.scores`) on `batch`.
 
@@ -245,6 +277,9 @@ def erasure_metrics(
     metrics: families to compute (default all: comprehensiveness, sufficiency, deletion, insertion,
     decision-flip, soft). masf: a fitted MaSF; every perturbed input then gets a p-value.
     removal: 'mask' (replace by [MASK], default) or 'delete' (drop the token). See the module docstring.
+    word_ids [B, T]: whole-word units (engine.importance.levels.word_ids_of): k%, ratios and flips count words,
+    a word's pieces are removed together and it ranks by `word_aggregation` of its pieces' scores. The soft metrics
+    stay per token (they weigh each token's embedding by its own score).
     """
     if removal not in REMOVALS:
         raise InvalidInputError(f"unknown removal {removal!r}; use 'mask' (replace by [MASK]) or 'delete' (drop the token)")
@@ -267,7 +302,13 @@ def erasure_metrics(
     n_tokens = maskable.sum(1).tolist()
     if min(n_tokens) == 0:
         raise InvalidInputError("an input has no maskable token")
-    rank = ranking_positions(scores, maskable)
+    if word_ids is None:
+        rank = ranking_positions(scores, maskable)
+    else:
+        word_ids = torch.as_tensor(word_ids, dtype=torch.long).to(device)
+        if word_ids.shape != (B, T):
+            raise InvalidInputError(f"word_ids of shape {tuple(word_ids.shape)} do not match the batch ({B}, {T})")
+        rank, n_tokens = word_ranking_positions(scores, maskable, word_ids, word_aggregation)
 
     # 1. Every perturbed input the chosen metrics need, named (row, kind, j) and deduplicated: metrics that share an
     # input (deletion at 10% and comprehensiveness at 10% of a 10-token input) read one forward pass.

@@ -24,6 +24,8 @@ import pandas as pd
 from engine import settings
 from engine.faithfulness.cost import CostMeter, RowCounter, counting_rows
 from engine.faithfulness.erasure import FAMILIES, REMOVALS
+from engine.importance.levels import word_ids_of
+from engine.results.store import WHOLE_WORDS
 from engine.runtime import code_version
 
 ERASURE = "erasure"
@@ -51,13 +53,22 @@ class EvaluationCell:
     metrics: tuple[str, ...] = FAMILIES
     soft_draws: int = 5
     options: tuple[tuple[str, object], ...] = ()
+    whole_words: bool = False  # units are whole words (k%, ratios and flips count words); soft metrics stay per token
 
     def key(self) -> dict:
         d = asdict(self)
         d["options"] = dict(self.options)
         d["metrics"] = list(self.metrics)
         d["kind"] = ERASURE
+        if not self.whole_words:
+            del d["whole_words"]  # token-level cells keep the keys they had before whole-word units existed
         return d
+
+    @property
+    def removal_label(self) -> str:
+        """The `removal` column of the cell's rows: how tokens are removed, and ', whole words' for word units
+        (so word-level and token-level values are never pooled)."""
+        return self.removal + (WHOLE_WORDS if self.whole_words else "")
 
 
 @dataclass(frozen=True)
@@ -139,14 +150,17 @@ def run_evaluation_cell(cell: EvaluationCell, results_dir: str | os.PathLike | N
     metric_rows = RowCounter()
     lengths = []
     for start in range(0, len(examples), batch_size):
-        batch = classifier.batch_of([examples[i] for i in order[start:start + batch_size]])
+        chunk = [examples[i] for i in order[start:start + batch_size]]
+        batch = classifier.batch_of(chunk)
+        word_ids = word_ids_of(batch, [e.primary for e in chunk]) if cell.whole_words else None
         lengths += batch.attention_mask.sum(1).tolist()
         importance = explain(batch, batch.target, should_stop=should_stop)
         with counting_rows(classifier.model) as rows:
             t = time.perf_counter()
             parts.append(erasure_metrics(classifier, batch, importance.scores, target=batch.target,
                                          metrics=cell.metrics, masf=masf, removal=cell.removal,
-                                         soft_draws=cell.soft_draws, seed=cell.seed, should_stop=should_stop))
+                                         soft_draws=cell.soft_draws, seed=cell.seed, should_stop=should_stop,
+                                         word_ids=word_ids, word_aggregation=getattr(explainer, "word_aggregation", "sum")))
             metrics_s += time.perf_counter() - t
         metric_rows.forward += rows.forward
         if progress is not None:
@@ -163,7 +177,7 @@ def run_evaluation_cell(cell: EvaluationCell, results_dir: str | os.PathLike | N
         rows_out.append({
             "model": cell.model, "seed": cell.seed, "dataset": cell.dataset, "split": cell.split,
             "measure": cell.measure, "strategy": meta.get("strategy"), "base_model": meta.get("base_model"),
-            "method": ERASURE, "removal": cell.removal, "step": step, "metric": base,
+            "method": ERASURE, "removal": cell.removal_label, "step": step, "metric": base,
             "level": float(level) if level else float("nan"), "ratio": float(level) if level else float("nan"),
             "value": float(np.nanmean(values)), "value_sd": float(np.nanstd(values)),
             "n_undefined": int(np.isnan(values).sum()), "better": better(base),

@@ -24,6 +24,7 @@ import torch
 
 from engine.data import Dataset, score
 from engine.errors import InvalidInputError, MaskingCancelled  # noqa: F401 (re-exported)
+from engine.importance.levels import word_ids_of
 from engine.models import Batch, Classifier
 
 DEFAULT_RATIOS = tuple(i / 10 for i in range(11))
@@ -241,8 +242,10 @@ def dataset_masking_curve(
     limit: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    whole_words: bool = False,
 ) -> list[dict]:
-    """The dataset metric at every masking step, explaining the gold label (as both papers do).
+    """The dataset metric at every masking step, explaining the gold label (as both papers do). whole_words: the
+    schedule counts words and a word is always masked whole (see the module docstring).
 
     Returns one dict per step: step, ratio or count, metric, value, mean probability of the gold
     class, and with MaSF the share of p-values below 0.05 and the Simes p-value over the split."""
@@ -254,8 +257,11 @@ def dataset_masking_curve(
     done = 0
     for start in range(0, len(examples), batch_size):
         idx = order[start : start + batch_size]
-        batch = classifier.batch_of([examples[i] for i in idx])
-        res = recursive_masking(classifier, explainer, batch, target=batch.target, ratios=ratios, counts=counts, masf=masf, target_source="gold", should_stop=should_stop)
+        chunk = [examples[i] for i in idx]
+        batch = classifier.batch_of(chunk)
+        word_ids = word_ids_of(batch, [e.primary for e in chunk]) if whole_words else None
+        res = recursive_masking(classifier, explainer, batch, target=batch.target, ratios=ratios, counts=counts, masf=masf,
+                                target_source="gold", should_stop=should_stop, word_ids=word_ids)
         if per_step_pred is None:
             n_steps = len(res.steps)
             per_step_pred = np.zeros((n_steps, len(examples)), dtype=int)

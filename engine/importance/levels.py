@@ -130,3 +130,17 @@ def unit_index(units: Sequence[Unit], n_tokens: int) -> np.ndarray:
     for g, unit in enumerate(units):
         index[list(unit.tokens)] = g
     return index
+
+
+def word_ids_of(batch, texts: Sequence[str]):
+    """[B, T] long: the word (0, 1, ... in text order) of each maskable token of each row of `batch`, -1 on the
+    other positions; `texts` are the rows' primary texts (what the offsets point into). What whole-word masking
+    removes together."""
+    import torch
+
+    out = torch.full(tuple(batch.input_ids.shape), -1, dtype=torch.long)
+    for row, text in enumerate(texts):
+        offsets = maskable_offsets(batch, row)
+        out[row, batch.maskable[row].cpu()] = torch.as_tensor(unit_index(group_tokens(offsets, text, "word"), len(offsets)),
+                                                              dtype=torch.long)
+    return out

@@ -29,7 +29,7 @@ RECURSIVE_MASKING = "recursive masking"  # the method of cells without retrainin
 _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
-def schedule_columns(schedule: str, level: float, last_level: float) -> dict:
+def schedule_columns(schedule: str, level: float, last_level: float, whole_words: bool = False) -> dict:
     """The x-axis columns of one step's tidy row.
 
     schedule: "ratio" (recursive masking, FMM) or "quantile" (ROAR): `level` is the share of each input's
@@ -37,8 +37,12 @@ def schedule_columns(schedule: str, level: float, last_level: float) -> dict:
     stored as `count`, with `ratio` = k / k_max so that ACU, the area over x, stays the mean gap over the
     schedule on the same scale as in the other schedules (x = k itself would inflate it by k_max: 10x for
     the default 1..10). The stored label is "count 0..k_max": curves up to different k_max share no x-axis,
-    and the label keeps them in different groups of the summary.
+    and the label keeps them in different groups of the summary. whole_words: the schedule counted words, each
+    masked whole; the label says so (", whole words"), so word and token curves are never pooled.
     """
+    if whole_words:
+        columns = schedule_columns(schedule, level, last_level)
+        return {**columns, "schedule": columns["schedule"] + WHOLE_WORDS}
     if schedule == "count":
         if last_level < 1:
             raise InvalidInputError(f"a count schedule must reach at least 1 token, got k_max = {last_level}")
@@ -46,6 +50,9 @@ def schedule_columns(schedule: str, level: float, last_level: float) -> dict:
     if schedule not in ("ratio", "quantile"):
         raise InvalidInputError(f"unknown masking schedule {schedule!r}: ratio, quantile or count")
     return {"schedule": schedule, "count": float("nan"), "ratio": float(level)}
+
+
+WHOLE_WORDS = ", whole words"  # suffix of the schedule label of whole-word masking
 
 
 def is_count_schedule(schedule: str) -> bool:
