@@ -47,7 +47,10 @@ def configure(p: argparse.ArgumentParser) -> None:
             """) + _measure_lines() + textwrap.dedent("""
 
             'live' stands for the Explain page's default bundle (grad-l2, x-grad-sign, ig-sign, loo-sign); 'all' for
-            every measure the model supports.
+            every measure the model supports. Not every measure fits every model ('attention' is the BiLSTM's
+            additive attention; the attention-* measures need a transformer; token-replacing measures need a mask
+            or replacement token; 'smat' needs head weights learned by `simulability`): a chosen measure the model
+            cannot support is skipped with the reason.
 
             Examples:
               python -m engine explain --model tiny-rt-masked-s0 --text "a gripping, funny film" --measure loo-sign ig-sign
@@ -61,7 +64,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--text", required=True, help="the text to classify (the primary sequence)")
     p.add_argument("--aux", default=None, help="the auxiliary sequence of a paired task (e.g. the bAbI question); never scored")
     p.add_argument("--measure", nargs="+", required=True, metavar="NAME",
-                   help="one or more measure ids (listed above), or 'live'")
+                   help="one or more measure ids (listed above), 'live' or 'all'")
     p.add_argument("--target", type=int, default=None, help="class index to explain (default: the predicted class)")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="a measure option, given to every chosen measure that has it (e.g. steps=50, baseline=mask, "
