@@ -62,8 +62,10 @@ def print_area_table(run: str) -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     for r in table.itertuples():
         examples = "whole splits" if pd.isna(r.n_examples) else int(r.n_examples)
-        method = (r.method if r.schedule.split(",")[0] in ("ratio", "quantile")
-                  else f"{r.method} ({r.schedule} units: x = k / k_max)")
+        schedule, _, whole_words = r.schedule.partition(",")  # "count 0..10, whole words" counts words
+        unit = "words" if whole_words else "tokens"
+        method = (r.method + (f" ({whole_words.strip()})" if whole_words else "") if schedule in ("ratio", "quantile")
+                  else f"{r.method} ({schedule} {unit}: x = k / k_max)")
         if several_grids:  # the run masked on more than one list of levels: each is its own comparison
             method += f" (levels {r.grid})"
         if several_splits:
