@@ -16,6 +16,7 @@ from engine.data import dataset_names, get_dataset
 from engine.errors import DataFileError
 from engine.explain import LIVE_MEASURES, explain_text
 from engine.export import FORMATS, MIME, SUFFIX, explanation_record, write
+from engine.faithfulness.measure_agreement import agreement_matrix
 from engine.importance import describe, measure_availability
 from engine.importance.levels import AGGREGATIONS, LEVELS
 from engine.models import EmptyInputError
@@ -163,3 +164,12 @@ if result is not None:
             agreement = result.agreement()
             st.plotly_chart(px.imshow(agreement, zmin=-1, zmax=1, color_continuous_scale="PuOr", text_auto=".2f"),
                             width="stretch")
+            with st.expander("The disagreement problem (Krishna et al. 2022): agreement at the top tokens"):
+                top = st.slider("Top share of the tokens", 0.05, 1.0, 0.2, 0.05, key="explain_agreement_top",
+                                help="k = this share of the input's tokens (at least one). Feature agreement: the "
+                                     "share of the top-k that both measures pick; rank: same tokens at the same "
+                                     "ranks; sign: same tokens with the same sign; signed rank: both. 1 = full "
+                                     "agreement.")
+                pairs = agreement_matrix({m: [result.scores[m]] for m in names}, top_fraction=float(top))
+                st.dataframe(pairs.pivot_table(index=["measure_a", "measure_b"], columns="metric", values="mean"),
+                             key="explain_agreement_table")

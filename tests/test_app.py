@@ -352,3 +352,17 @@ def test_attention_page_shows_the_diagnostics_and_an_inputs_attention(models_cac
     at.button(key="attention_show").click()
     _run(at)
     assert not at.exception
+
+
+def test_explain_shows_krishna_agreement_between_the_measures_at_the_top_tokens(cache_with_toy):
+    """Beside the Spearman heatmap, the Explain page tables the disagreement-problem metrics for every pair of
+    the chosen measures on this input, each in [-1, 1] (rank correlation) or [0, 1] (the top-k agreements)."""
+    at = _run(AppTest.from_file(MAIN, default_timeout=120))
+    at.text_area[0].input("the acting was truly bad and the story poor")
+    at.button[0].click()
+    _run(at)
+    table = next(d.value for d in at.dataframe if "feature_agreement" in d.value.columns)
+    assert len(table) == 6, "one row per pair of the four default measures"
+    top_k = table[["feature_agreement", "rank_agreement", "sign_agreement", "signed_rank_agreement"]]
+    assert ((top_k >= 0) & (top_k <= 1)).all().all()
+    assert table["rank_correlation"].between(-1, 1).all()
