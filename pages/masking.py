@@ -15,7 +15,7 @@ from engine.faithfulness.single import mask_single_input
 from engine.importance import measure_availability
 from engine.importance.levels import LEVELS, aggregate
 from engine.models import EmptyInputError
-from engine.ood import fit_masf, load_masf
+from engine.ood import load_masf, load_or_fit_masf
 from engine.runtime import code_version
 
 LEVEL_LABELS = {"token": "tokens (word pieces)", "word": "words", "sentence": "sentences"}
@@ -77,7 +77,7 @@ if calibration is None and load_masf(classifier) is None:
 
 @st.cache_resource(show_spinner="Fitting MaSF on the validation split (once per model) ...")
 def masf_for(model_id: str, calibration: str | None):
-    return load_masf(classifier) or fit_masf(classifier, dataset=calibration)
+    return load_or_fit_masf(classifier, calibration)
 
 
 def _view() -> dict:

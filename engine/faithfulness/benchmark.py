@@ -71,7 +71,7 @@ def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default",
     from engine.importance import get_explainer
     from engine.models import load_classifier
     from engine.models.checkpoint import weights_sha256
-    from engine.ood import fit_masf, load_masf, masf_provenance
+    from engine.ood import load_or_fit_masf, masf_provenance
     from engine.results import ResultsStore
     from engine.runtime import configure, seed_everything
 
@@ -80,8 +80,7 @@ def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default",
     started = time.time()
     classifier = load_classifier(cell.model)
     meta = classifier.metadata
-    # A model fine-tuned elsewhere records no dataset: its MaSF is calibrated on the cell's dataset.
-    masf = load_masf(classifier) or fit_masf(classifier, dataset=None if meta.get("dataset") else cell.dataset)
+    masf = load_or_fit_masf(classifier, cell.dataset)  # a model fine-tuned elsewhere: calibrated on the cell's data
     dataset = get_dataset(cell.dataset, meta.get("split_seed", 0))
     options = dict(cell.options)
     explainer = get_explainer(cell.measure, classifier, **({"seed": cell.seed} if cell.measure == "random" else {}), **options)

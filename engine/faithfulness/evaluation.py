@@ -123,22 +123,14 @@ def run_evaluation_cell(cell: EvaluationCell, results_dir: str | os.PathLike | N
                         should_stop: Callable[[], bool] | None = None) -> dict:
     """Compute one erasure cell and write it to the evaluation store; returns the cell key.
     progress(done, total): examples finished in this cell."""
-    from engine.data import get_dataset
     from engine.faithfulness.erasure import better, erasure_metrics
     from engine.importance import get_explainer
-    from engine.models import load_classifier
-    from engine.ood import MaSF, fit_masf, load_masf
-    from engine.runtime import configure, seed_everything
+    from engine.ood import MaSF, load_or_fit_masf
 
-    configure()
-    seed_everything(cell.seed)
     started = time.time()
-    classifier = load_classifier(cell.model)
-    masf = load_masf(classifier) or fit_masf(classifier)
+    classifier, examples = _cell_inputs(cell)
+    masf = load_or_fit_masf(classifier, cell.dataset)
     meta = classifier.metadata
-    dataset = get_dataset(cell.dataset, meta.get("split_seed", 0))
-    classifier.check_dataset(dataset)
-    examples = dataset.split(cell.split)[: cell.limit]
     options = dict(cell.options)
     explainer = get_explainer(cell.measure, classifier, memo=False,
                               **({"seed": cell.seed} if cell.measure == "random" else {}), **options)

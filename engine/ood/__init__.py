@@ -74,6 +74,13 @@ def load_masf(classifier: Classifier) -> MaSF | None:
     return MaSF.from_state(load_file(str(folder / MASF_FILE)))
 
 
+def load_or_fit_masf(classifier: Classifier, dataset: str | None = None) -> MaSF:
+    """The stored MaSF of `classifier`, else one fitted (and stored) now: on the validation split of the model's own
+    dataset, or, for a model fine-tuned elsewhere (it records none), of `dataset`."""
+    own = classifier.metadata.get("dataset")
+    return load_masf(classifier) or fit_masf(classifier, dataset=None if own else dataset)
+
+
 def masf_provenance(classifier: Classifier) -> dict | None:
     """The JSON stored beside a checkpoint's MaSF fit (calibration data, parts, code version), or None."""
     folder = classifier.artifacts_dir
