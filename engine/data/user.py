@@ -33,7 +33,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from difflib import get_close_matches
 from pathlib import Path
 
@@ -725,15 +725,6 @@ def check_labels(dataset: Dataset, classes: Sequence[str] | Mapping[int, str]) -
         raise DataLabelMismatchError(f"dataset {dataset.name!r} has label(s) {listed}{where} that the model does not know; "
                                      f"the model's classes: {', '.join(map(repr, classes))}")
     return tuple(mapping)
-
-
-def align_labels(dataset: Dataset, classes: Sequence[str] | Mapping[int, str]) -> Dataset:
-    """A copy of `dataset` whose classes are the model's (in its order) and whose labels index them."""
-    mapping = check_labels(dataset, classes)
-    if isinstance(classes, Mapping):
-        classes = [classes[k] for k in sorted(classes, key=int)]
-    splits = {s: [replace(e, label=mapping[e.label]) for e in examples] for s, examples in dataset.splits.items()}
-    return replace(dataset, classes=tuple(str(c) for c in classes), splits=splits)
 
 
 # -- uploads ----------------------------------------------------------------------------------------

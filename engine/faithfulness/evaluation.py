@@ -23,7 +23,7 @@ import pandas as pd
 
 from engine import settings
 from engine.faithfulness.cost import CostMeter, RowCounter, counting_rows
-from engine.faithfulness.erasure import FAMILIES, REMOVALS
+from engine.faithfulness.erasure import FAMILIES
 from engine.importance.levels import word_ids_of
 from engine.results.store import WHOLE_WORDS
 from engine.runtime import code_version
@@ -267,14 +267,6 @@ def run_suite(cells: Sequence, run: str = "default",
         if progress is not None:
             progress(i, len(todo), cell.key())
     return report
-
-
-def check_removal(removal: str) -> str:
-    from engine.errors import InvalidInputError
-
-    if removal not in REMOVALS:
-        raise InvalidInputError(f"unknown removal {removal!r}; use 'mask' (replace by [MASK]) or 'delete' (drop the token)")
-    return removal
 
 
 def evaluation_table(df: pd.DataFrame) -> pd.DataFrame:
