@@ -18,6 +18,7 @@ from engine.faithfulness.erasure import (
     perturbed_rows,
     ranking_positions,
     soft_keep_probability,
+    soft_normalised,
 )
 
 
@@ -102,22 +103,108 @@ def test_decision_flip_fraction_and_top1_flip_by_hand(known_classifier):
     assert res.values["top1-flip"][0] == 1.0 and res.values["flip-fraction"][0] == pytest.approx(0.5)
 
 
-def test_soft_metrics_with_zero_one_importance_equal_hard_removal_by_hand(known_classifier):
-    """With scores that normalise to exactly 0 or 1 every Bernoulli draw is certain: soft sufficiency keeps
-    exactly the top tokens, soft comprehensiveness removes them (embedding 0 = weight 0), and the normalised
-    forms follow S0 = 1 - max(0, p(x) - p(empty))."""
-    weights = [2.0, 1.0, -0.5, 0.5]
-    classifier, batch, s = _setup(known_classifier, weights=weights, scores=[5, 5, 1, 1])
-    res = erasure_metrics(classifier, batch, s, target=[1], metrics=["soft"], soft_draws=3, seed=7)
-    p_x = sigmoid(sum(weights))
-    comp = p_x - sigmoid(-0.5 + 0.5)
-    suff = p_x - sigmoid(2.0 + 1.0)
-    assert res.values["soft-comprehensiveness"][0] == pytest.approx(comp, abs=1e-12)
-    assert res.values["soft-sufficiency"][0] == pytest.approx(suff, abs=1e-12)
-    s0 = 1 - max(0.0, p_x - 0.5)
-    assert res.values["soft-nc"][0] == pytest.approx(max(0, comp) / (1 - s0), abs=1e-12)
-    assert res.values["soft-ns"][0] == pytest.approx((1 - max(0, suff) - s0) / (1 - s0), abs=1e-12)
-    assert res.soft_rows == 6
+def _soft_batch(known_classifier, table, rows, row_scores):
+    """A bag-of-words classifier with weights `table` for ids 4.., a batch of the id lists `rows`, and scores
+    [B, T] with `row_scores` on each row's tokens."""
+    classifier, batch_of = known_classifier(table)
+    batch = batch_of(rows)
+    s = torch.zeros(batch.input_ids.shape, dtype=torch.float32)
+    for b, sc in enumerate(row_scores):
+        s[b, 1 : 1 + len(sc)] = torch.tensor(sc, dtype=torch.float32)
+    return classifier, batch, s
+
+
+def test_soft_metrics_with_zero_one_importance_equal_hard_removal_and_soft_nc_ns_clip_to_0_1_by_hand(
+        known_classifier):
+    """Scores that normalise to exactly 0 or 1 make every Bernoulli draw certain: soft sufficiency keeps exactly the
+    top tokens, soft comprehensiveness removes them (embedding 0 = weight 0). Soft-NC / Soft-NS then have closed
+    forms (SoftFaith's metrics.py): with drop = max(0, p(x) - p(x')) and 1 - S0 = max(0, p(x) - p(null)) = p(x) - 1/2
+    (the all-[PAD] null input has weight 0), NC = clip(drop / (1 - S0), 0, 1), NS = clip(1 - drop / (1 - S0), 0, 1).
+    Three inputs: NC clipped from 1.61 to 1; NC = 0 and NS clipped from -0.22 to 0; both inside (0, 1)."""
+    table = [2.0, 1.0, -1.5, 0.5, -1.0, 0.75]  # ids 4..9
+    w = dict(zip(range(4, 10), table))
+    rows = [[4, 5, 6, 7], [8, 9, 5, 7], [5, 9, 4]]
+    top = [[4, 5], [8, 9], [5]]
+    classifier, batch, s = _soft_batch(known_classifier, table, rows, [[5, 5, 1, 1], [5, 5, 1, 1], [5, 1, 1]])
+    res = erasure_metrics(classifier, batch, s, target=[1, 1, 1], metrics=["soft"], soft_draws=3, seed=7)
+    expected_nc = [1.0, 0.0, None]
+    expected_ns = [1.0, 0.0, None]
+    for b, (row, kept) in enumerate(zip(rows, top)):
+        total = sum(w[i] for i in row)
+        p_x = sigmoid(total)
+        p_comp = sigmoid(total - sum(w[i] for i in kept))  # the top tokens removed
+        p_suff = sigmoid(sum(w[i] for i in kept))  # only they kept
+        assert res.values["soft-comprehensiveness"][b] == pytest.approx(p_x - p_comp, abs=1e-12)
+        assert res.values["soft-sufficiency"][b] == pytest.approx(p_x - p_suff, abs=1e-12)
+        scale = p_x - 0.5
+        nc = min(1.0, max(0.0, p_x - p_comp) / scale)
+        ns = max(0.0, min(1.0, 1 - max(0.0, p_x - p_suff) / scale))
+        assert res.values["soft-nc"][b] == pytest.approx(nc, abs=1e-12)
+        assert res.values["soft-ns"][b] == pytest.approx(ns, abs=1e-12)
+        if expected_nc[b] is not None:
+            assert nc == expected_nc[b] and ns == expected_ns[b]
+    # The unclipped values the old normaliser returned: 1.61 for input 0's NC, -0.22 for input 1's NS.
+    assert (sigmoid(2.0) - sigmoid(-1.0)) / (sigmoid(2.0) - 0.5) == pytest.approx(1.607, abs=1e-3)
+    assert 1 - (sigmoid(1.25) - sigmoid(-0.25)) / (sigmoid(1.25) - 0.5) == pytest.approx(-0.224, abs=1e-3)
+    # Input 2 inside (0, 1): NC = (sigmoid(3.75) - sigmoid(2.75)) / (sigmoid(3.75) - 1/2) = 0.0778.
+    assert res.values["soft-nc"][2] == pytest.approx(0.0778, abs=1e-4)
+    assert res.values["soft-ns"][2] == pytest.approx(0.4844, abs=1e-4)
+    assert res.soft_rows == 3 * (2 * 3) + 3  # 2 D draws per input and one null input each
+
+
+def test_soft_null_input_replaces_every_position_by_pad_including_cls_and_sep(known_classifier):
+    """The normaliser's null input is SoftFaith's all-0 (= [PAD]) input over the whole attended length, [CLS] and
+    [SEP] included, whatever the hard removal: with w[PAD] = -0.1 and 4 tokens + 2 specials, p(null) =
+    sigmoid(-0.6); [MASK] (w = 0) would give 1/2. With 0/1 importances, NC = clip(drop / (p(x) - p(null)))."""
+    table = [1.0, 0.5, 0.25, 0.25]
+    classifier, batch, s = _soft_batch(known_classifier, table, [[4, 5, 6, 7]], [[5, 1, 1, 1]])
+    with torch.no_grad():
+        classifier.model.embed.weight[0, 0] = -0.1
+    p_x, p_null = sigmoid(2.0), sigmoid(-0.6)
+    for removal in ("mask", "delete"):
+        res = erasure_metrics(classifier, batch, s, target=[1], metrics=["soft"], soft_draws=2, removal=removal)
+        drop_comp = p_x - sigmoid(1.0)  # token 4 (w 1.0) removed
+        drop_suff = p_x - sigmoid(1.0)  # only token 4 kept
+        assert res.values["soft-nc"][0] == pytest.approx(drop_comp / (p_x - p_null), abs=1e-12)
+        assert res.values["soft-ns"][0] == pytest.approx(1 - drop_suff / (p_x - p_null), abs=1e-12)
+
+
+def test_soft_nc_ns_are_the_mean_of_per_draw_clipped_values_not_the_clip_of_the_mean(known_classifier):
+    """A token of normalised importance 0.5 makes each draw one of two inputs; soft comprehensiveness gives the
+    share f of draws that kept it, and Soft-NC must equal f NC(kept) + (1 - f) NC(dropped) with each per-draw NC
+    clipped (SoftFaith clips its one draw): here NC(dropped) = 1.29 before clipping, so the clip of the mean differs."""
+    weights = [1.0, 2.0, -0.5]  # scores 2, 1, 0 -> s = 1, 0.5, 0
+    classifier, batch, s = _setup(known_classifier, weights=weights, scores=[2, 1, 0])
+    D = 40
+    res = erasure_metrics(classifier, batch, s, target=[1], metrics=["soft"], soft_draws=D, seed=11)
+    p_x = sigmoid(2.5)
+    scale = p_x - 0.5
+    # Comprehensiveness: token 4 always dropped, token 6 always kept, token 5 kept with probability 0.5.
+    kept, dropped = sigmoid(1.5), sigmoid(-0.5)
+    f = (p_x - res.values["soft-comprehensiveness"][0] - dropped) / (kept - dropped)
+    assert abs(f * D - round(f * D)) < 1e-9 and 0 < f < 1
+    nc_kept, nc_dropped = (p_x - kept) / scale, min(1.0, (p_x - dropped) / scale)
+    assert (p_x - dropped) / scale > 1.2
+    assert res.values["soft-nc"][0] == pytest.approx(f * nc_kept + (1 - f) * nc_dropped, abs=1e-12)
+    mean_drop = res.values["soft-comprehensiveness"][0]
+    assert abs(min(1.0, mean_drop / scale) - res.values["soft-nc"][0]) > 0.05
+    # Sufficiency: token 4 always kept, token 6 never, token 5 half the time.
+    kept, dropped = sigmoid(3.0), sigmoid(1.0)
+    g = (p_x - res.values["soft-sufficiency"][0] - dropped) / (kept - dropped)
+    assert abs(g * D - round(g * D)) < 1e-9 and 0 < g < 1
+    ns_kept, ns_dropped = 1.0, 1 - (p_x - dropped) / scale  # p(kept) > p(x): drop 0
+    assert res.values["soft-ns"][0] == pytest.approx(g * ns_kept + (1 - g) * ns_dropped, abs=1e-12)
+
+
+def test_soft_normalised_closed_form_and_undefined_without_a_scale():
+    """soft_normalised on hand-picked probabilities: p(x) = 0.9, p(null) = 0.4 (1 - S0 = 0.5); comprehensiveness
+    draws 0.7 and 0.2 -> NC 0.4 and 1.4 -> 1 (clipped), mean 0.7; sufficiency draws 0.95 and 0.6 -> NS 1 and 0.4,
+    mean 0.7. A null input at or above p(x) leaves no scale: NaN."""
+    p_x = np.array([0.9, 0.6])
+    draws = np.array([[[0.7, 0.2], [0.95, 0.6]], [[0.5, 0.5], [0.5, 0.5]]])
+    nc, ns = soft_normalised(p_x, draws, np.array([0.4, 0.7]))
+    assert nc[0] == pytest.approx(0.7, abs=1e-12) and ns[0] == pytest.approx(0.7, abs=1e-12)
+    assert np.isnan(nc[1]) and np.isnan(ns[1])
 
 
 def test_soft_draws_keep_each_dimension_with_the_normalised_score_on_average(known_classifier):

@@ -29,11 +29,28 @@ Metrics (N = the input's maskable tokens; "top-j" = the j highest-ranked tokens)
         is kept with probability 1 - s_t (comprehensiveness) or s_t (sufficiency), dropped to 0 otherwise,
         s_t = the token's score min-max normalised over the input's maskable tokens (0.5 for all when the scores
         are all equal); the value is p_c(x) - p_c(x'), the mean over `soft_draws` Bernoulli draws (seeded per
-        input). Higher / lower = more faithful, as their hard counterparts.
-    soft-nc / soft-ns: the paper's normalised forms, with Carton et al.'s (2020) normaliser
-        S0 = 1 - max(0, p_c(x) - p_c(x fully removed)): soft-nc = max(0, soft-comp) / (1 - S0),
-        soft-ns = (1 - max(0, soft-suff) - S0) / (1 - S0); both higher = more faithful. The normalisation is
-        written from the paper as we recall it (no copy of the paper on this machine): labelled so wherever shown.
+        input). Higher / lower = more faithful, as their hard counterparts (ERASER's unclipped differences).
+    soft-nc / soft-ns (Soft-NC / Soft-NS, the paper's metrics), per draw d with Delta_d = p_c(x) - p_c(x'_d):
+        S0 = 1 - max(0, p_c(x) - p_c(null))        (Carton et al. 2020's sufficiency of the empty rationale)
+        soft-nc = mean_d clip(max(0, Delta_d) / (1 - S0), 0, 1)           on the comprehensiveness draws
+        soft-ns = mean_d clip((1 - max(0, Delta_d) - S0) / (1 - S0), 0, 1) on the sufficiency draws
+        null = every position's token id replaced by the pad id (attention mask unchanged); NaN when
+        1 - S0 = 0 (the null input does not lower p_c: no scale). Both higher = more faithful.
+        Checked against the authors' code, casszhao/SoftFaith (commit cec6883): src/common_code/metrics.py
+        (normalized_sufficiency_soft_, normalized_comprehensiveness_soft_, sufficiency_, comprehensiveness_: the
+        max(0, .) and the clip to [0, 1]) and src/evaluation/experiments/erasure_tests.py
+        (conduct_experiments_zeroout_: the null input, input_ids all 0 = [PAD]). Differences, on purpose: the
+        authors draw once per input (the mean of the per-draw values here estimates its expectation); they add
+        1e-4 / 1e-5 to S0 against division by zero (NaN here); their model wrapper
+        (src/models/bert_components.py, BertModelWrapper_zeroout) zeroes dimensions of the embedding layer's
+        output (word + position + type, after LayerNorm) and perturbs [CLS]/[SEP] too, where this module zeroes
+        word-embedding dimensions (any architecture's `inputs_embeds`) of the maskable tokens only, as the first
+        author's later ReAGent code (casszhao/ReAGent, src/evaluation/evaluator/base_masking.py) does. Which
+        probability keeps a dimension: s_t for sufficiency, 1 - s_t for comprehensiveness, min-max normalised, as
+        in SoftFaith's BertModelWrapper_zeroout_original_backup, ReAGent's soft_sufficiency.py /
+        soft_comprehensiveness.py and EvalxNLP (dmah10/EvalxNLP, evaluators/softsufficiency.py); SoftFaith's
+        released wrapper swaps the two and its run script normalises by a sigmoid for one of them, which we take
+        for a slip. The paper's own text (ACL 2023, Eq. 3-5) was not reachable from this machine.
 """
 from __future__ import annotations
 
@@ -67,8 +84,8 @@ METRICS: dict[str, tuple[str, str]] = {
     "top1-flip": ("higher", "1 when removing the top-1 token changes the prediction (mean: top-1 flip rate)"),
     "soft-comprehensiveness": ("higher", "p_c(x) - p_c(x with embedding dims kept with prob 1 - s_t)"),
     "soft-sufficiency": ("lower", "p_c(x) - p_c(x with embedding dims kept with prob s_t)"),
-    "soft-nc": ("higher", "Soft-NC, Zhao & Aletras's normalised soft comprehensiveness (normaliser as recalled)"),
-    "soft-ns": ("higher", "Soft-NS, Zhao & Aletras's normalised soft sufficiency (normaliser as recalled)"),
+    "soft-nc": ("higher", "Soft-NC (Zhao & Aletras 2023): mean per draw of clip(max(0, p_c(x) - p_c(x')) / (1 - S0), 0, 1)"),
+    "soft-ns": ("higher", "Soft-NS (Zhao & Aletras 2023): mean per draw of clip(1 - max(0, p_c(x) - p_c(x')) / (1 - S0), 0, 1)"),
 }
 
 # Which metrics each family yields (a family is what a user asks for; AOPC comes with its per-k values).
@@ -331,8 +348,6 @@ def erasure_metrics(
         if "decision-flip" in families:
             for j in range(1, n + 1):
                 need("flip", b, REMOVE, j)
-        if "soft" in families:
-            need("soft-empty", b, REMOVE, n)  # the fully removed input: the soft metrics' normaliser
         need("input", b, REMOVE, 0)
     unique = sorted(wanted)
     index = {key: i for i, key in enumerate(unique)}
@@ -432,8 +447,7 @@ def erasure_metrics(
         record("top1-flip", top1, rest_on([[u[0]] for u in used]))
     soft_rows = 0
     if "soft" in families:
-        soft_rows = _soft_metrics(classifier, batch, scores, target, masf, soft_draws, seed, p_x, n_tokens,
-                                  [prob[lookup(b, REMOVE, n_tokens[b])] for b in range(B)], record, should_stop)
+        soft_rows = _soft_metrics(classifier, batch, scores, target, masf, soft_draws, seed, p_x, record, should_stop)
     p_input = None if masf is None else np.array([pval[lookup(b, REMOVE, 0)] for b in range(B)])
     return ErasureResult(values=values, n_perturbed=n_pert, n_ood=n_ood, p_values=p_all, probability=p_x,
                          p_value_input=p_input, target=target.cpu().numpy(), removal=removal, forward_rows=R,
@@ -453,12 +467,28 @@ def soft_keep_probability(scores: torch.Tensor, maskable: torch.Tensor) -> torch
     return torch.where(maskable, norm, torch.ones_like(norm))
 
 
-def _soft_metrics(classifier, batch, scores, target, masf, draws, seed, p_x, n_tokens, p_empty, record,
-                  should_stop) -> int:
+def soft_normalised(p_x: np.ndarray, p_draws: np.ndarray, p_null: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(Soft-NC, Soft-NS) [B] from p_c of the inputs p_x [B], of their soft-perturbed draws p_draws [B, 2, D]
+    (comprehensiveness draws, then sufficiency draws) and of their null inputs p_null [B] (module docstring).
+
+    Per draw, as SoftFaith's normalized_comprehensiveness_soft_ / normalized_sufficiency_soft_ compute it for their
+    one draw: drop = max(0, p(x) - p(x')), NC = drop / (1 - S0) and NS = (1 - drop - S0) / (1 - S0) = 1 - NC of
+    that draw, each clipped to [0, 1]; then the mean over draws. 1 - S0 = max(0, p(x) - p(null)); NaN where 0."""
+    scale = np.maximum(0.0, p_x - p_null)  # 1 - S0
+    scale = np.where(scale > 1e-12, scale, np.nan)[:, None]
+    drop = np.maximum(0.0, p_x[:, None, None] - p_draws)  # [B, 2, D]
+    nc = np.clip(drop[:, 0] / scale, 0.0, 1.0).mean(1)
+    ns = np.clip(1.0 - drop[:, 1] / scale, 0.0, 1.0).mean(1)
+    return nc, ns
+
+
+def _soft_metrics(classifier, batch, scores, target, masf, draws, seed, p_x, record, should_stop) -> int:
     """Soft comprehensiveness and sufficiency (Zhao & Aletras 2023); returns the rows forwarded.
 
     Rows: for input b, draws 0..D-1 of the comprehensiveness input then D of the sufficiency input; all inputs'
-    rows go through the model together, in passes of `rows_per_pass` rows, like the hard perturbations."""
+    rows go through the model together, in passes of `rows_per_pass` rows, like the hard perturbations. Then one
+    null row per input (every token id replaced by the pad id, as SoftFaith's S(x, y, 0)), without MaSF: no metric
+    value rests on it alone."""
     from engine.importance.random_baseline import row_seed
 
     B, T = batch.input_ids.shape
@@ -490,15 +520,28 @@ def _soft_metrics(classifier, batch, scores, target, masf, draws, seed, p_x, n_t
         prob[start:start + step] = torch.softmax(logits.double(), -1)[torch.arange(len(r), device=logits.device), target[r]].cpu().numpy()
         if feats is not None:
             pval[start:start + step] = masf.pvalues(feats)
+    p_null = _null_probability(classifier, batch, target)
     prob, pval = prob.reshape(B, 2, draws), pval.reshape(B, 2, draws)
-    probs = {"comp": prob[:, 0], "suff": prob[:, 1]}
-    pvals = {"comp": pval[:, 0], "suff": pval[:, 1]}
-    comp = p_x - probs["comp"].mean(1)
-    suff = p_x - probs["suff"].mean(1)
-    s0 = 1 - np.maximum(0.0, p_x - np.asarray(p_empty))
-    denom = np.where(1 - s0 > 1e-12, 1 - s0, np.nan)
-    for name, value, which in (("soft-comprehensiveness", comp, "comp"), ("soft-sufficiency", suff, "suff"),
-                               ("soft-nc", np.maximum(0.0, comp) / denom, "comp"),
-                               ("soft-ns", (1 - np.maximum(0.0, suff) - s0) / denom, "suff")):
-        record(name, value, list(pvals[which]))
-    return 2 * draws * B
+    comp = p_x - prob[:, 0].mean(1)
+    suff = p_x - prob[:, 1].mean(1)
+    nc, ns = soft_normalised(p_x, prob, p_null)
+    for name, value, which in (("soft-comprehensiveness", comp, 0), ("soft-sufficiency", suff, 1),
+                               ("soft-nc", nc, 0), ("soft-ns", ns, 1)):
+        record(name, value, list(pval[:, which]))
+    return 2 * draws * B + B
+
+
+def _null_probability(classifier, batch, target) -> np.ndarray:
+    """p_c [B] of the null input: every position's token id replaced by the pad id, attention mask unchanged (the
+    empty rationale of SoftFaith's conduct_experiments_zeroout_, whose input_ids are all 0 = BERT's [PAD])."""
+    pad_id = classifier.tokenizer.pad_token_id if classifier.tokenizer.pad_token_id is not None else 0
+    B = batch.input_ids.shape[0]
+    null = torch.full_like(batch.input_ids, pad_id)
+    probs = []
+    step = rows_per_pass(batch.input_ids.shape[1], classifier.device)
+    for start in range(0, B, step):
+        sl = slice(start, start + step)
+        logits, _ = _hidden_forward(classifier, batch.attention_mask[sl], batch.token_type_ids[sl], ids=null[sl])
+        rows = torch.arange(logits.shape[0], device=logits.device)
+        probs.append(torch.softmax(logits.double(), -1)[rows, target[sl]].cpu().numpy())
+    return np.concatenate(probs)
