@@ -26,6 +26,23 @@ def test_fast_pvalues_equal_naive_broadcast():
     assert np.array_equal(masf.pvalues(x), naive_pvalues(masf, x))
 
 
+def test_fast_pvalues_equal_naive_broadcast_with_ties_on_a_grid():
+    """Features on a coarse grid tie with calibration values and with each other (the one-search look-up falls
+    back to a second search for tied queries; Simes by counting equal tails): still equal to the naive path."""
+    rng = np.random.default_rng(3)
+    masf = MaSF(seed=1).fit(rng.integers(0, 6, size=(90, 2, 8)).astype(float))
+    x = rng.integers(-1, 8, size=(40, 2, 8)).astype(float)
+    assert np.array_equal(masf.pvalues(x), naive_pvalues(masf, x))
+
+
+def test_simes_per_layer_by_counting_equals_simes_of_the_sorted_conformal_pvalues():
+    rng = np.random.default_rng(4)
+    masf = MaSF(seed=0).fit(rng.normal(size=(120, 3, 32)))
+    for x in (torch.as_tensor(rng.normal(size=(25, 3, 32))), masf.level1[:7].reshape(7, 3, 32)):
+        by_sort = simes(conformal_two_sided(masf.level1, x.reshape(len(x), -1)).reshape(len(x), 3, 32), dim=-1)
+        assert torch.equal(masf._simes_per_layer(x), by_sort)
+
+
 def test_pvalues_are_uniform_under_the_null_and_small_off_it():
     rng = np.random.default_rng(0)
     masf = MaSF().fit(rng.normal(size=(3000, 3, 32)))

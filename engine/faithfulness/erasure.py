@@ -246,7 +246,10 @@ def _hidden_forward(classifier: Classifier, attention: torch.Tensor, types: torc
         return out.logits, None
     # Max over real tokens, layer by layer (no [R, L+1, T, H] stack): the features of engine.ood.features.
     pad = (attention[:, :L] == 0)[:, :, None]
-    pooled = [h.masked_fill(pad, float("-inf")).amax(dim=1) for h in out.hidden_states]  # L+1 x [R, H]
+    if bool(pad.any()):
+        pooled = [h.masked_fill(pad, float("-inf")).amax(dim=1) for h in out.hidden_states]  # L+1 x [R, H]
+    else:  # a pass without padding (the soft rows' length-sorted passes): nothing to fill
+        pooled = [h.amax(dim=1) for h in out.hidden_states]
     return out.logits, torch.stack(pooled, dim=1).double().cpu()
 
 

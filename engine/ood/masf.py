@@ -35,10 +35,37 @@ def conformal_two_sided(sorted_fit: torch.Tensor, values: torch.Tensor) -> torch
     n = sorted_fit.shape[0]
     fit_t = sorted_fit.T.contiguous()  # [D, N]: searchsorted works along the last dimension
     vals_t = values.T.contiguous()  # [D, M]
-    below_or_equal = torch.searchsorted(fit_t, vals_t, right=True)  # #{fit <= z}
-    above_or_equal = n - torch.searchsorted(fit_t, vals_t, right=False)  # #{fit >= z}
-    tail = torch.minimum(below_or_equal, above_or_equal).to(torch.float64)
-    return torch.clamp(2.0 * (1.0 + tail) / (n + 1.0), max=1.0).T
+    return torch.clamp(2.0 * (1.0 + _tail_counts(fit_t, vals_t)) / (n + 1.0), max=1.0).T
+
+
+def _tail_counts(fit_t: torch.Tensor, vals_t: torch.Tensor) -> torch.Tensor:
+    """min(#{fit <= z}, #{fit >= z}) [D, M] (float64) for sorted rows fit_t [D, N] and queries vals_t [D, M].
+
+    One binary search: below = #{fit < z}; #{fit >= z} = N - below, and #{fit <= z} = below plus the fit values
+    equal to z, which sit at below, below + 1, ... of the sorted row: counted for the tied queries only (a few %:
+    the embedding layer's [CLS] vector is the same in every input, so its maxima tie with the calibration's)."""
+    n = fit_t.shape[1]
+    below = torch.searchsorted(fit_t, vals_t, right=False)  # #{fit < z}
+    at = torch.gather(fit_t, 1, below.clamp(max=n - 1))
+    tied = ((below < n) & (at == vals_t)).nonzero(as_tuple=True)
+    below_or_equal = below.clone()
+    if len(tied[0]):
+        below_or_equal[tied] += (fit_t[tied[0]] == vals_t[tied][:, None]).sum(1)
+    return torch.minimum(below_or_equal, n - below).to(torch.float64)
+
+
+def _simes_of_tails(tail: torch.Tensor, n: int) -> torch.Tensor:
+    """simes(p) along the last dim for p = clamp(2 (1 + tail) / (n + 1), max=1) with integer tails in [0, n]:
+    by counting instead of sorting (bit-identical). Equal p-values take consecutive ranks a..b, where p K / i is
+    smallest at i = b, their cumulative count; so Simes is the min over the values present of p K / (#{p' <= p})."""
+    k = tail.shape[-1]
+    flat = tail.reshape(-1, k).long()
+    counts = torch.zeros(flat.shape[0], n + 1, dtype=torch.float64).scatter_add_(
+        1, flat, torch.ones_like(flat, dtype=torch.float64))
+    values = torch.clamp(2.0 * (1.0 + torch.arange(n + 1, dtype=torch.float64)) / (n + 1.0), max=1.0)
+    candidate = values * k / counts.cumsum(1)
+    candidate = candidate.masked_fill(counts == 0, float("inf"))
+    return torch.clamp(candidate.amin(1), max=1.0).reshape(tail.shape[:-1])
 
 
 def simes(p: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -61,6 +88,7 @@ class MaSF:
         self.level2: torch.Tensor | None = None  # [N2, L] sorted per column
         self.level3: torch.Tensor | None = None  # [N3] sorted
         self.shape: tuple[int, int] | None = None
+        self._level1_t: tuple | None = None  # (level1, its transpose made contiguous): a cache for the look-ups
 
     @property
     def fitted(self) -> bool:
@@ -68,8 +96,11 @@ class MaSF:
 
     def _simes_per_layer(self, feats: torch.Tensor) -> torch.Tensor:
         m = feats.shape[0]
-        p1 = conformal_two_sided(self.level1, feats.reshape(m, -1)).reshape(m, *self.shape)
-        return simes(p1, dim=-1)  # [M, L]
+        if self._level1_t is None or self._level1_t[0] is not self.level1:
+            self._level1_t = (self.level1, self.level1.T.contiguous())  # [L*H, N1], kept: every call searches it
+        tail = _tail_counts(self._level1_t[1], feats.reshape(m, -1).T.contiguous()).T  # [M, L*H]
+        # = simes(conformal_two_sided(level1, feats), dim=-1), by counting the integer tails instead of sorting.
+        return _simes_of_tails(tail.reshape(m, *self.shape), self.level1.shape[0])  # [M, L]
 
     def _fisher(self, feats: torch.Tensor) -> torch.Tensor:
         p2 = conformal_two_sided(self.level2, self._simes_per_layer(feats))  # [M, L]
