@@ -61,7 +61,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pool-size", type=int, default=None, help="training examples the budgets are drawn from "
                         "(per seed, nested). Default: 2 x the largest budget")
     parser.add_argument("--plausibility-limit", type=int, default=200, help="bAbI test stories for the sentence-level "
-                        "AUC against supporting facts. Default: 200")
+                        "AUC against supporting facts (0: none). Default: 200")
     parser.add_argument("--no-save-weights", action="store_true", help="do not store the learned head weights beside "
                         "the teacher checkpoint (the `smat` measure reads them)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")

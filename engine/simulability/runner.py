@@ -146,7 +146,10 @@ def run_simulability(teacher: str, student: str = "tiny", dataset: str | None = 
     todo = []
     for cell in cells:
         (report.skipped if store.has_cell(run, cell.key()) else todo).append(cell)
-    has_rationales = any(e.rationale_spans for e in data.split("test")[:10])
+    if plausibility_limit < 0:
+        raise InvalidInputError(f"plausibility_limit must be >= 0, got {plausibility_limit}")
+    # 0 stories: no plausibility at all (the split's first stories would otherwise be an empty batch)
+    has_rationales = plausibility_limit > 0 and any(e.rationale_spans for e in data.split("test")[:10])
     heads_cell = SimulabilityCell(classifier.id, dataset_name, student, SINGLE_HEADS, 0, 0, None, plausibility_limit, ())
     need_heads_cell = has_rationales and not store.has_cell(run, heads_cell.key())
     if not todo and not need_heads_cell:
