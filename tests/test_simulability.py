@@ -451,27 +451,28 @@ def test_toy_informative_head_alone_teaches_the_task_and_a_noise_head_does_not()
     assert accuracy["none"] <= 0.8 and accuracy["noise"] <= 0.8, accuracy
 
 
-@pytest.mark.parametrize("informative", [0, 2])
-def test_smat_raises_the_informative_heads_weight_above_its_start_and_every_noise_head(informative):
+def test_smat_raises_the_informative_heads_weight_above_its_start_and_every_noise_head():
     """SMaT's learned head weights (the real training loop: student step, look-ahead meta-gradient, Adam on phi_T),
     after 40 steps from the uniform start: the informative head's weight is above 1/H and above every noise head's.
     "Rises" is read on the weights after training, not on single steps: the one-step look-ahead is greedy and
     noisy, and its size varies by orders of magnitude as the student learns, so only the trajectory's outcome is the
     property. Two placements (head 0, head 2) so neither the index nor the position wins by construction.
 
-    It is not every seed: the look-ahead judges a head by the immediate drop of the validation loss, and in about 1
-    seed in 10 the random student's early steps favour a noise head; the student then does not learn the task and
-    sparsemax can set the informative weight to exactly 0, where it gets no more gradient. So 4 of 5 seeds must
-    hold (measured: 13 of 14 seeds with head 0 informative, 9 of 10 with head 2); a meta-gradient of the wrong
-    sign, or none, fails every seed."""
+    It is not every run: the look-ahead judges a head by the immediate drop of the validation loss, and in about 1
+    run in 10 the random student's early steps favour a noise head; the student then does not learn the task and
+    sparsemax can set the informative weight to exactly 0, where it gets no more gradient. So 7 of the 10 runs
+    (5 seeds x 2 placements) must hold: measured 9 of 10 here (22 of 24 over more seeds), which leaves room for a
+    seed to flip on another CPU's floating point; a meta-gradient of the wrong sign fails all 10, none leaves every
+    weight at 1/H."""
     from engine.simulability.training import train_student
 
     wins = []
-    for seed in range(5):
-        train = position_toy(128, 10 + seed, TOY_PEAKS[informative])
-        validation = position_toy(128, 50 + seed, TOY_PEAKS[informative])
-        result = train_student(toy_student(seed), train, validation, "smat", toy_config(), seed=seed)
-        final = torch.tensor(result.head_weights[-1][1])
-        noise = torch.cat([final[:informative], final[informative + 1:]])
-        wins.append(bool(final[informative] > 1 / len(final) and final[informative] > noise.max()))
-    assert sum(wins) >= 4, wins
+    for informative in (0, 2):
+        for seed in range(5):
+            train = position_toy(128, 10 + seed, TOY_PEAKS[informative])
+            validation = position_toy(128, 50 + seed, TOY_PEAKS[informative])
+            result = train_student(toy_student(seed), train, validation, "smat", toy_config(), seed=seed)
+            final = torch.tensor(result.head_weights[-1][1])
+            noise = torch.cat([final[:informative], final[informative + 1:]])
+            wins.append(bool(final[informative] > 1 / len(final) and final[informative] > noise.max()))
+    assert sum(wins) >= 7, wins
