@@ -47,6 +47,25 @@ def metric_tables(table: pd.DataFrame) -> None:
             print(f"| {measure} | " + " | ".join(cells) + f" | {g['seconds_per_explanation'].iloc[0] * 1e3:.1f} ms |")
 
 
+CI_SHOWN = ("aopc-comprehensiveness", "aopc-sufficiency", "deletion-area", "insertion-area", "soft-nc", "soft-ns")
+
+
+def ci_tables(table: pd.DataFrame) -> None:
+    """Mean over the model seeds with its 95% bootstrap CI (only where there are several seeds)."""
+    part = table[table["level"].isna() & table["metric"].isin(CI_SHOWN)]
+    if part.empty or part["seeds"].map(len).max() < 2:
+        return
+    shown = [m for m in CI_SHOWN if m in set(part["metric"])]
+    print("\nMean over seeds with its 95% bootstrap CI (" + ", ".join(
+        f"{m} {part[part.metric == m]['better'].iloc[0]} better" for m in shown) + "):\n")
+    print("| model | measure | " + " | ".join(shown) + " |")
+    print("|---" * (len(shown) + 2) + "|")
+    for (strategy, measure), g in part.groupby(["strategy", "measure"]):
+        g = g.set_index("metric")
+        print(f"| {strategy} | {measure} | " + " | ".join(
+            f"{g.loc[m, 'value']:.3f} [{g.loc[m, 'ci_low']:.3f}, {g.loc[m, 'ci_high']:.3f}]" for m in shown) + " |")
+
+
 def ranking_tables(table: pd.DataFrame, racu_run: str | None, racu_dir: str | None = None) -> None:
     if racu_run:
         racu = area_metrics_table(ResultsStore(racu_dir).load(racu_run))
@@ -122,6 +141,7 @@ def main() -> None:
     table = evaluation_table(data[data["method"] == ERASURE])
     if not table.empty:
         metric_tables(table)
+        ci_tables(table)
         ranking_tables(table, args.racu_run, args.racu_dir)
     agreement_table(data)
     if args.sanity_run:
