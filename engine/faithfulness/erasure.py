@@ -244,13 +244,32 @@ def _hidden_forward(classifier: Classifier, attention: torch.Tensor, types: torc
     out = classifier.model(**kwargs, output_hidden_states=features)
     if not features:
         return out.logits, None
-    # Max over real tokens, layer by layer (no [R, L+1, T, H] stack): the features of engine.ood.features.
-    pad = (attention[:, :L] == 0)[:, :, None]
-    if bool(pad.any()):
-        pooled = [h.masked_fill(pad, float("-inf")).amax(dim=1) for h in out.hidden_states]  # L+1 x [R, H]
-    else:  # a pass without padding (the soft rows' length-sorted passes): nothing to fill
-        pooled = [h.amax(dim=1) for h in out.hidden_states]
-    return out.logits, torch.stack(pooled, dim=1).double().cpu()
+    return out.logits, pool_hidden_states(out.hidden_states, attention[:, :L]).double().cpu()
+
+
+def pool_hidden_states(states: Sequence[torch.Tensor], attention: torch.Tensor) -> torch.Tensor:
+    """The MaSF features [R, L+1, H] (engine.ood.features): each hidden state [R, T, H] max-pooled over the real
+    tokens of attention [R, T], layer by layer (no [R, L+1, T, H] stack).
+
+    With right padding (each row's real tokens first), rows of one length n are pooled over their first n positions
+    by slicing, a run of equal lengths at a time: no [R, T, H] filled copy per layer, and the same maxima bit for bit
+    (a max does not round). Callers sort their rows by length, so a pass has few runs; otherwise (or with padding
+    elsewhere) the padding is filled with -inf first."""
+    R, T = attention.shape
+    real = attention.bool()
+    lengths = real.sum(1)
+    runs, counts = torch.unique_consecutive(lengths, return_counts=True)
+    right_padded = bool(torch.equal(real, torch.arange(T, device=attention.device) < lengths[:, None]))
+    if not right_padded or len(runs) > 32:
+        pad = ~real[:, :, None]
+        return torch.stack([h.masked_fill(pad, float("-inf")).amax(dim=1) for h in states], dim=1)
+    pooled = torch.empty(R, len(states), states[0].shape[-1], dtype=states[0].dtype, device=states[0].device)
+    start = 0
+    for n, c in zip(runs.tolist(), counts.tolist()):
+        for k, h in enumerate(states):
+            torch.amax(h[start:start + c, :n], dim=1, out=pooled[start:start + c, k])
+        start += c
+    return pooled
 
 
 def rows_per_pass(T: int, device: torch.device, max_tokens: int = 4096) -> int:
