@@ -279,6 +279,24 @@ def test_pooling_by_runs_of_equal_length_equals_max_over_real_tokens_bit_for_bit
     assert torch.equal(pool_hidden_states(states, holes), reference(holes))
 
 
+def test_pvalues_looked_up_over_several_passes_land_on_their_rows(monkeypatch):
+    """Features collected over forward passes of uneven sizes and looked up a few rows at a time (flushing mid-pass
+    and at the end) give each row the p-value of a single look-up of all rows."""
+    from engine.faithfulness import erasure
+    from engine.ood import MaSF
+
+    rng = np.random.default_rng(0)
+    masf = MaSF().fit(rng.normal(size=(60, 2, 4)))
+    feats = torch.as_tensor(rng.normal(size=(23, 2, 4)), dtype=torch.float32)
+    monkeypatch.setattr(erasure, "PVALUE_ROWS", 5)
+    pval = np.full(23, np.nan)
+    pending = erasure._PendingPvalues(masf, pval)
+    for start, stop in ((0, 3), (3, 4), (4, 11), (11, 20), (20, 23)):
+        pending.add(start, feats[start:stop])
+    pending.flush()
+    assert np.array_equal(pval, masf.pvalues(feats))
+
+
 def test_ranking_is_by_score_with_ties_by_position_and_never_picks_non_maskable():
     scores = torch.tensor([[9.0, 1.0, 3.0, 3.0, 9.0]])
     maskable = torch.tensor([[False, True, True, True, False]])

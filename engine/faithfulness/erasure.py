@@ -233,8 +233,9 @@ def perturbed_rows(batch: Batch, rows: torch.Tensor, removed: torch.Tensor, mask
 
 def _hidden_forward(classifier: Classifier, attention: torch.Tensor, types: torch.Tensor,
                     ids: torch.Tensor | None = None, embeds: torch.Tensor | None = None, features: bool = True):
-    """Logits [R, C] and (when `features`) the MaSF features [R, L+1, H] of one forward pass, from ids or from
-    word embeddings; trailing all-padding columns are cut first (right padding: results are unchanged)."""
+    """Logits [R, C] and (when `features`) the MaSF features [R, L+1, H] of one forward pass (on the cpu, in the
+    model's dtype: MaSF.pvalues widens them to float64 exactly), from ids or from word embeddings; trailing
+    all-padding columns are cut first (right padding: results are unchanged)."""
     L = max(1, int(attention.sum(1).max()))
     kwargs = {"attention_mask": attention[:, :L], "token_type_ids": types[:, :L]}
     if embeds is not None:
@@ -244,7 +245,7 @@ def _hidden_forward(classifier: Classifier, attention: torch.Tensor, types: torc
     out = classifier.model(**kwargs, output_hidden_states=features)
     if not features:
         return out.logits, None
-    return out.logits, pool_hidden_states(out.hidden_states, attention[:, :L]).double().cpu()
+    return out.logits, pool_hidden_states(out.hidden_states, attention[:, :L]).cpu()
 
 
 def pool_hidden_states(states: Sequence[torch.Tensor], attention: torch.Tensor) -> torch.Tensor:
@@ -270,6 +271,33 @@ def pool_hidden_states(states: Sequence[torch.Tensor], attention: torch.Tensor) 
             torch.amax(h[start:start + c, :n], dim=1, out=pooled[start:start + c, k])
         start += c
     return pooled
+
+
+#: Rows per MaSF p-value call: a call costs about 0.5 ms beyond its rows (tiny, one CPU thread; 9 us a row), so the
+#: features of several forward passes are looked up together, up to this many rows (memory: rows x (L+1) x H floats).
+PVALUE_ROWS = 1024
+
+
+class _PendingPvalues:
+    """MaSF features of consecutive perturbed rows, collected over forward passes and looked up PVALUE_ROWS at a time
+    into `pval` (p-values are per row: grouping rows does not change them)."""
+
+    def __init__(self, masf, pval: np.ndarray):
+        self.masf, self.pval = masf, pval
+        self.start, self.feats = 0, []
+
+    def add(self, start: int, feats: torch.Tensor) -> None:
+        if not self.feats:
+            self.start = start
+        self.feats.append(feats)
+        if sum(len(f) for f in self.feats) >= PVALUE_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.feats:
+            feats = torch.cat(self.feats)
+            self.pval[self.start:self.start + len(feats)] = self.masf.pvalues(feats)
+            self.feats = []
 
 
 def rows_per_pass(T: int, device: torch.device, max_tokens: int = 4096) -> int:
@@ -385,6 +413,7 @@ def erasure_metrics(
     pval = np.full(R, np.nan)
     step = rows_per_pass(T, device)
     pad_id = classifier.tokenizer.pad_token_id if classifier.tokenizer.pad_token_id is not None else 0
+    pending = _PendingPvalues(masf, pval)
     for start in range(0, R, step):
         if should_stop is not None and should_stop():
             raise MaskingCancelled("the erasure metrics were cancelled")
@@ -397,7 +426,8 @@ def erasure_metrics(
         prob[sl] = probs[torch.arange(len(r), device=device), target[r]].cpu().numpy()
         pred[sl] = logits.argmax(-1).cpu().numpy()
         if feats is not None:
-            pval[sl] = masf.pvalues(feats)
+            pending.add(start, feats)
+    pending.flush()
 
     def lookup(b: int, kind: int, j: int) -> int:
         return index[(b, *_canonical(kind, j, n_tokens[b]))]
