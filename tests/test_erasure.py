@@ -16,6 +16,7 @@ from engine.faithfulness.erasure import (
     bin_count,
     erasure_metrics,
     perturbed_rows,
+    pool_hidden_states,
     ranking_positions,
     soft_keep_probability,
     soft_normalised,
@@ -257,6 +258,43 @@ def test_delete_removal_closes_up_the_remaining_tokens():
     assert out.tolist() == [[2, 4, 6, 3, 0, 0]] and attention.tolist() == [[1, 1, 1, 1, 0, 0]]
     out, attention, _ = perturbed_rows(b, torch.tensor([0]), removed, mask_token_id=1, pad_token_id=0, removal="mask")
     assert out.tolist() == [[2, 4, 1, 6, 3, 0]] and attention.tolist() == att.tolist()
+
+
+def test_pooling_by_runs_of_equal_length_equals_max_over_real_tokens_bit_for_bit():
+    """MaSF features pooled by slicing runs of equal-length rows equal the max over the real tokens with padding filled
+    by -inf, for length-sorted and unsorted right padding and for padding that is not on the right (the fallback)."""
+    g = torch.Generator().manual_seed(0)
+    states = [torch.randn(9, 7, 5, generator=g) for _ in range(3)]
+    positions = torch.arange(7)
+
+    def reference(attention):
+        pad = (attention == 0)[:, :, None]
+        return torch.stack([h.masked_fill(pad, float("-inf")).amax(1) for h in states], dim=1)
+
+    for lengths in ([1, 2, 2, 4, 4, 4, 6, 7, 7], [7, 3, 5, 3, 1, 7, 2, 6, 4]):
+        attention = (positions < torch.tensor(lengths)[:, None]).long()
+        assert torch.equal(pool_hidden_states(states, attention), reference(attention))
+    holes = (torch.rand(9, 7, generator=g) < 0.7).long()
+    holes[:, 0] = 1
+    assert torch.equal(pool_hidden_states(states, holes), reference(holes))
+
+
+def test_pvalues_looked_up_over_several_passes_land_on_their_rows(monkeypatch):
+    """Features collected over forward passes of uneven sizes and looked up a few rows at a time (flushing mid-pass
+    and at the end) give each row the p-value of a single look-up of all rows."""
+    from engine.faithfulness import erasure
+    from engine.ood import MaSF
+
+    rng = np.random.default_rng(0)
+    masf = MaSF().fit(rng.normal(size=(60, 2, 4)))
+    feats = torch.as_tensor(rng.normal(size=(23, 2, 4)), dtype=torch.float32)
+    monkeypatch.setattr(erasure, "PVALUE_ROWS", 5)
+    pval = np.full(23, np.nan)
+    pending = erasure._PendingPvalues(masf, pval)
+    for start, stop in ((0, 3), (3, 4), (4, 11), (11, 20), (20, 23)):
+        pending.add(start, feats[start:stop])
+    pending.flush()
+    assert np.array_equal(pval, masf.pvalues(feats))
 
 
 def test_ranking_is_by_score_with_ties_by_position_and_never_picks_non_maskable():

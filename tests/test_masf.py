@@ -8,7 +8,7 @@ from scipy.stats import kstest
 
 from engine.models import mask_all_primary, save_classifier
 from engine.ood import MaSF, fit_masf, hidden_state_features, load_masf, masf_pvalues, naive_pvalues
-from engine.ood.masf import conformal_two_sided, simes
+from engine.ood.masf import SortedRows, conformal_two_sided, simes
 
 
 def test_conformal_pvalue_hand_computed():
@@ -33,6 +33,33 @@ def test_fast_pvalues_equal_naive_broadcast_with_ties_on_a_grid():
     masf = MaSF(seed=1).fit(rng.integers(0, 6, size=(90, 2, 8)).astype(float))
     x = rng.integers(-1, 8, size=(40, 2, 8)).astype(float)
     assert np.array_equal(masf.pvalues(x), naive_pvalues(masf, x))
+
+
+def test_tail_counts_from_the_run_end_table_equal_brute_force_counts_with_ties_and_out_of_range_queries():
+    """min(#{fit <= z}, #{fit >= z}) by one binary search plus the precomputed end of each run of equal values equals
+    counting by comparison, for queries below, above, between and equal to calibration values (first, inner and last
+    value of a run, the column's maximum and minimum), in float64 and in float32."""
+    rng = np.random.default_rng(5)
+    fit = torch.sort(torch.as_tensor(rng.integers(0, 5, size=(40, 6)).astype(float)), dim=0).values
+    fit[:, 0] = 2.0  # a column that is one run of ties (the [CLS] dims of the embedding layer)
+    queries = torch.as_tensor(np.arange(-1.0, 6.5, 0.5))[:, None].expand(-1, 6)  # [M, D]
+    for dtype in (torch.float64, torch.float32):
+        f, q = fit.to(dtype), queries.to(dtype)
+        brute = torch.minimum((f[None] <= q[:, None]).sum(1), (f[None] >= q[:, None]).sum(1)).double()  # [M, D]
+        assert torch.equal(SortedRows(f).tail_counts(q.T.contiguous()).T, brute)
+
+
+def test_lookup_layout_is_made_once_and_again_when_a_level_is_replaced():
+    rng = np.random.default_rng(6)
+    masf = MaSF().fit(rng.normal(size=(60, 2, 4)))
+    x = rng.normal(size=(5, 2, 4))
+    first = masf.pvalues(x)
+    rows = masf._sorted_rows("level1")
+    masf.pvalues(x)
+    assert masf._sorted_rows("level1") is rows, "a fitted MaSF keeps its look-up layout between calls"
+    other = MaSF(seed=1).fit(rng.normal(size=(60, 2, 4)) * 2.0)
+    masf.level1, masf.level2, masf.level3 = other.level1, other.level2, other.level3
+    assert np.array_equal(masf.pvalues(x), other.pvalues(x)) and not np.array_equal(first, other.pvalues(x))
 
 
 def test_simes_per_layer_by_counting_equals_simes_of_the_sorted_conformal_pvalues():

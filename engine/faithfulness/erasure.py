@@ -233,8 +233,9 @@ def perturbed_rows(batch: Batch, rows: torch.Tensor, removed: torch.Tensor, mask
 
 def _hidden_forward(classifier: Classifier, attention: torch.Tensor, types: torch.Tensor,
                     ids: torch.Tensor | None = None, embeds: torch.Tensor | None = None, features: bool = True):
-    """Logits [R, C] and (when `features`) the MaSF features [R, L+1, H] of one forward pass, from ids or from
-    word embeddings; trailing all-padding columns are cut first (right padding: results are unchanged)."""
+    """Logits [R, C] and (when `features`) the MaSF features [R, L+1, H] of one forward pass (on the cpu, in the
+    model's dtype: MaSF.pvalues widens them to float64 exactly), from ids or from word embeddings; trailing
+    all-padding columns are cut first (right padding: results are unchanged)."""
     L = max(1, int(attention.sum(1).max()))
     kwargs = {"attention_mask": attention[:, :L], "token_type_ids": types[:, :L]}
     if embeds is not None:
@@ -244,13 +245,59 @@ def _hidden_forward(classifier: Classifier, attention: torch.Tensor, types: torc
     out = classifier.model(**kwargs, output_hidden_states=features)
     if not features:
         return out.logits, None
-    # Max over real tokens, layer by layer (no [R, L+1, T, H] stack): the features of engine.ood.features.
-    pad = (attention[:, :L] == 0)[:, :, None]
-    if bool(pad.any()):
-        pooled = [h.masked_fill(pad, float("-inf")).amax(dim=1) for h in out.hidden_states]  # L+1 x [R, H]
-    else:  # a pass without padding (the soft rows' length-sorted passes): nothing to fill
-        pooled = [h.amax(dim=1) for h in out.hidden_states]
-    return out.logits, torch.stack(pooled, dim=1).double().cpu()
+    return out.logits, pool_hidden_states(out.hidden_states, attention[:, :L]).cpu()
+
+
+def pool_hidden_states(states: Sequence[torch.Tensor], attention: torch.Tensor) -> torch.Tensor:
+    """The MaSF features [R, L+1, H] (engine.ood.features): each hidden state [R, T, H] max-pooled over the real
+    tokens of attention [R, T], layer by layer (no [R, L+1, T, H] stack).
+
+    With right padding (each row's real tokens first), rows of one length n are pooled over their first n positions
+    by slicing, a run of equal lengths at a time: no [R, T, H] filled copy per layer, and the same maxima bit for bit
+    (a max does not round). Callers sort their rows by length, so a pass has few runs; otherwise (or with padding
+    elsewhere) the padding is filled with -inf first."""
+    R, T = attention.shape
+    real = attention.bool()
+    lengths = real.sum(1)
+    runs, counts = torch.unique_consecutive(lengths, return_counts=True)
+    right_padded = bool(torch.equal(real, torch.arange(T, device=attention.device) < lengths[:, None]))
+    if not right_padded or len(runs) > 32:
+        pad = ~real[:, :, None]
+        return torch.stack([h.masked_fill(pad, float("-inf")).amax(dim=1) for h in states], dim=1)
+    pooled = torch.empty(R, len(states), states[0].shape[-1], dtype=states[0].dtype, device=states[0].device)
+    start = 0
+    for n, c in zip(runs.tolist(), counts.tolist()):
+        for k, h in enumerate(states):
+            torch.amax(h[start:start + c, :n], dim=1, out=pooled[start:start + c, k])
+        start += c
+    return pooled
+
+
+#: Rows per MaSF p-value call: a call costs about 0.5 ms beyond its rows (tiny, one CPU thread; 9 us a row), so the
+#: features of several forward passes are looked up together, up to this many rows (memory: rows x (L+1) x H floats).
+PVALUE_ROWS = 1024
+
+
+class _PendingPvalues:
+    """MaSF features of consecutive perturbed rows, collected over forward passes and looked up PVALUE_ROWS at a time
+    into `pval` (p-values are per row: grouping rows does not change them)."""
+
+    def __init__(self, masf, pval: np.ndarray):
+        self.masf, self.pval = masf, pval
+        self.start, self.feats = 0, []
+
+    def add(self, start: int, feats: torch.Tensor) -> None:
+        if not self.feats:
+            self.start = start
+        self.feats.append(feats)
+        if sum(len(f) for f in self.feats) >= PVALUE_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.feats:
+            feats = torch.cat(self.feats)
+            self.pval[self.start:self.start + len(feats)] = self.masf.pvalues(feats)
+            self.feats = []
 
 
 def rows_per_pass(T: int, device: torch.device, max_tokens: int = 4096) -> int:
@@ -366,6 +413,7 @@ def erasure_metrics(
     pval = np.full(R, np.nan)
     step = rows_per_pass(T, device)
     pad_id = classifier.tokenizer.pad_token_id if classifier.tokenizer.pad_token_id is not None else 0
+    pending = _PendingPvalues(masf, pval)
     for start in range(0, R, step):
         if should_stop is not None and should_stop():
             raise MaskingCancelled("the erasure metrics were cancelled")
@@ -378,7 +426,8 @@ def erasure_metrics(
         prob[sl] = probs[torch.arange(len(r), device=device), target[r]].cpu().numpy()
         pred[sl] = logits.argmax(-1).cpu().numpy()
         if feats is not None:
-            pval[sl] = masf.pvalues(feats)
+            pending.add(start, feats)
+    pending.flush()
 
     def lookup(b: int, kind: int, j: int) -> int:
         return index[(b, *_canonical(kind, j, n_tokens[b]))]

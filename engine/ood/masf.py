@@ -32,26 +32,36 @@ def conformal_two_sided(sorted_fit: torch.Tensor, values: torch.Tensor) -> torch
     """Two-sided conformal p-values, one distribution per column.
 
     sorted_fit [N, D] ascending per column; values [M, D]. Returns [M, D] in (0, 1]."""
-    n = sorted_fit.shape[0]
-    fit_t = sorted_fit.T.contiguous()  # [D, N]: searchsorted works along the last dimension
-    vals_t = values.T.contiguous()  # [D, M]
-    return torch.clamp(2.0 * (1.0 + _tail_counts(fit_t, vals_t)) / (n + 1.0), max=1.0).T
+    return _conformal_of_rows(SortedRows(sorted_fit), values)
 
 
-def _tail_counts(fit_t: torch.Tensor, vals_t: torch.Tensor) -> torch.Tensor:
-    """min(#{fit <= z}, #{fit >= z}) [D, M] (float64) for sorted rows fit_t [D, N] and queries vals_t [D, M].
+def _conformal_of_rows(rows: SortedRows, values: torch.Tensor) -> torch.Tensor:
+    n = rows.fit_t.shape[1]
+    return torch.clamp(2.0 * (1.0 + rows.tail_counts(values.T.contiguous())) / (n + 1.0), max=1.0).T
 
-    One binary search: below = #{fit < z}; #{fit >= z} = N - below, and #{fit <= z} = below plus the fit values
-    equal to z, which sit at below, below + 1, ... of the sorted row: counted for the tied queries only (a few %:
-    the embedding layer's [CLS] vector is the same in every input, so its maxima tie with the calibration's)."""
-    n = fit_t.shape[1]
-    below = torch.searchsorted(fit_t, vals_t, right=False)  # #{fit < z}
-    at = torch.gather(fit_t, 1, below.clamp(max=n - 1))
-    tied = ((below < n) & (at == vals_t)).nonzero(as_tuple=True)
-    below_or_equal = below.clone()
-    if len(tied[0]):
-        below_or_equal[tied] += (fit_t[tied[0]] == vals_t[tied][:, None]).sum(1)
-    return torch.minimum(below_or_equal, n - below).to(torch.float64)
+
+class SortedRows:
+    """A calibration array sorted per column [N, D], laid out for look-ups once (not at every call):
+    fit_t [D, N] contiguous (searchsorted works along the last dimension) and run_end [D, N], for each sorted value
+    the index one past the last value equal to it (#{fit <= fit_t[d, i]})."""
+
+    def __init__(self, sorted_fit: torch.Tensor):
+        self.source = sorted_fit
+        self.fit_t = sorted_fit.T.contiguous()
+        self.run_end = torch.searchsorted(self.fit_t, self.fit_t, right=True)
+
+    def tail_counts(self, vals_t: torch.Tensor) -> torch.Tensor:
+        """min(#{fit <= z}, #{fit >= z}) [D, M] (float64) for queries vals_t [D, M].
+
+        One binary search: below = #{fit < z}, so #{fit >= z} = N - below; #{fit <= z} = below, unless z equals the
+        value at `below` (a few % of the queries: the embedding layer's [CLS] vector is the same in every input, so its
+        maxima tie with the calibration's), where it is the end of that value's run of ties, read from run_end."""
+        n = self.fit_t.shape[1]
+        below = torch.searchsorted(self.fit_t, vals_t, right=False)  # #{fit < z}
+        at = below.clamp(max=n - 1)  # below = n: every fit value is < z, so the value at n - 1 is not z
+        tied = torch.gather(self.fit_t, 1, at) == vals_t
+        below_or_equal = torch.where(tied, torch.gather(self.run_end, 1, at), below)
+        return torch.minimum(below_or_equal, n - below).to(torch.float64)
 
 
 def _simes_of_tails(tail: torch.Tensor, n: int) -> torch.Tensor:
@@ -88,22 +98,27 @@ class MaSF:
         self.level2: torch.Tensor | None = None  # [N2, L] sorted per column
         self.level3: torch.Tensor | None = None  # [N3] sorted
         self.shape: tuple[int, int] | None = None
-        self._level1_t: tuple | None = None  # (level1, its transpose made contiguous): a cache for the look-ups
+        self._rows: dict[str, SortedRows] = {}  # level name -> its look-up layout, made once per fitted array
 
     @property
     def fitted(self) -> bool:
         return self.level3 is not None
 
+    def _sorted_rows(self, name: str) -> SortedRows:
+        level = getattr(self, name)
+        rows = self._rows.get(name)
+        if rows is None or rows.source is not level:  # made again when the level is refitted or replaced
+            rows = self._rows[name] = SortedRows(level)
+        return rows
+
     def _simes_per_layer(self, feats: torch.Tensor) -> torch.Tensor:
         m = feats.shape[0]
-        if self._level1_t is None or self._level1_t[0] is not self.level1:
-            self._level1_t = (self.level1, self.level1.T.contiguous())  # [L*H, N1], kept: every call searches it
-        tail = _tail_counts(self._level1_t[1], feats.reshape(m, -1).T.contiguous()).T  # [M, L*H]
+        tail = self._sorted_rows("level1").tail_counts(feats.reshape(m, -1).T.contiguous()).T  # [M, L*H]
         # = simes(conformal_two_sided(level1, feats), dim=-1), by counting the integer tails instead of sorting.
         return _simes_of_tails(tail.reshape(m, *self.shape), self.level1.shape[0])  # [M, L]
 
     def _fisher(self, feats: torch.Tensor) -> torch.Tensor:
-        p2 = conformal_two_sided(self.level2, self._simes_per_layer(feats))  # [M, L]
+        p2 = _conformal_of_rows(self._sorted_rows("level2"), self._simes_per_layer(feats))  # [M, L]
         return -2.0 * torch.log(p2).sum(-1)  # [M]
 
     def fit(self, features) -> MaSF:
