@@ -15,13 +15,14 @@ import os
 import platform
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from engine import settings
+from engine.faithfulness.benchmark import SweepReport
 from engine.faithfulness.cost import CostMeter, RowCounter, counting_rows
 from engine.faithfulness.erasure import FAMILIES
 from engine.importance.levels import word_ids_of
@@ -232,19 +233,11 @@ def run_sanity_cell(cell: SanityCell, results_dir: str | os.PathLike | None = No
     return cell.key()
 
 
-@dataclass
-class SuiteReport:
-    run: str
-    done: list[dict] = field(default_factory=list)
-    skipped: list[dict] = field(default_factory=list)
-    failed: list[tuple[dict, str]] = field(default_factory=list)
-
-
 def run_suite(cells: Sequence, run: str = "default",
               results_dir: str | os.PathLike | None = None, command: str = "engine.faithfulness.evaluation.run_suite",
               progress: Callable[[int, int, dict], None] | None = None,
               cell_progress: Callable[[object, int, int], None] | None = None,
-              should_stop: Callable[[], bool] | None = None) -> SuiteReport:
+              should_stop: Callable[[], bool] | None = None) -> SweepReport:
     """Run every cell not yet in the evaluation store (an interrupted sweep resumes where it stopped); a failed
     cell is reported and the others go on. Cells of a run must come from the same weights as the run's earlier
     cells of the same checkpoint (checked before any work, as the benchmarks do)."""
@@ -252,7 +245,7 @@ def run_suite(cells: Sequence, run: str = "default",
     from engine.faithfulness.benchmark import pending_cells
 
     store = evaluation_store(results_dir)
-    report = SuiteReport(run=run)
+    report = SweepReport(run=run)
     todo = pending_cells(store, run, cells, report.skipped)
     for i, cell in enumerate(todo, 1):
         within = None if cell_progress is None else (lambda done, n, _cell=cell: cell_progress(_cell, done, n))
