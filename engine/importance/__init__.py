@@ -11,6 +11,7 @@ from engine.errors import ExplanationCancelled, NoMaskableTokenError
 from engine.importance import (  # noqa: E402,F401  (registration)
     attention,
     beam,
+    budgeted_search,
     captum_extras,  # noqa: E402,F401
     gradient,
     integrated_gradients,
