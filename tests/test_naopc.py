@@ -156,3 +156,30 @@ def test_normalise_is_zero_without_range_and_bad_options_are_refused(toy_classif
         aopc_bounds(toy_classifier, batch, target, curve="binned")
     with pytest.raises(InvalidInputError, match="max_exact"):
         aopc_bounds(toy_classifier, batch, target, method="exact", max_exact=2)
+
+
+def test_evaluate_reports_naopc_beside_aopc_end_to_end(toy_classifier, models_cache, tmp_path, monkeypatch):
+    """`evaluate --naopc` stores naopc-comprehensiveness (higher = better, in [0, 1] with exact bounds on toy
+    inputs) beside aopc-comprehensiveness, with the bounds' provenance; its value is the per-input normalisation
+    of the stored AOPC by add_naopc's bounds; cells without --naopc keep their old keys."""
+    import argparse
+
+    from engine.cli import evaluate
+    from engine.faithfulness.evaluation import EvaluationCell, evaluation_store
+    from engine.models import save_classifier
+
+    monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
+    save_classifier(toy_classifier, "toy-masked-s0", overwrite=True)
+    parser = argparse.ArgumentParser()
+    evaluate.configure(parser)
+    args = parser.parse_args(["--model", "toy-masked-s0", "--dataset", "toy", "--measures", "loo-sign", "random",
+                              "--limit", "4", "--metrics", "comprehensiveness", "--run", "n", "--naopc"])
+    assert evaluate.run(args) == 0
+    store = evaluation_store()
+    data = store.load("n")
+    naopc_rows = data[data.metric == "naopc-comprehensiveness"]
+    assert set(naopc_rows.measure) == {"loo-sign", "random"} and (naopc_rows.better == "higher").all()
+    assert naopc_rows.value.between(0, 1).all()
+    prov = store.provenance("n")[0]
+    assert prov["cell"]["naopc"] is True and prov["provenance"]["naopc"][0]["exact_share"] == 1.0
+    assert "naopc" not in EvaluationCell(model="m", dataset="toy", measure="loo-sign", seed=0).key()

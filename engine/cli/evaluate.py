@@ -49,6 +49,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="whole-word units: k%%, curve ratios and flips count words, a word's pieces are removed "
                              "together (it ranks by the sum of its pieces' scores; random by one draw per word); the "
                              "soft metrics stay per token. Labelled in the rows' removal column ('mask, whole words')")
+    parser.add_argument("--naopc", action="store_true",
+                        help="also naopc-comprehensiveness beside aopc-comprehensiveness: normalised per input by the "
+                             "worst and best AOPC over all masking orders (Edin et al. 2025); exact up to 12 tokens "
+                             "(2^N forwards), beam of width 5 beyond (~5 N^2 forwards per input)")
     parser.add_argument("--soft-draws", type=int, default=5, help="Bernoulli draws of the soft metrics. Default: 5")
     parser.add_argument("--batch-size", type=int, default=32, help="inputs explained per batch. Default: 32")
     parser.add_argument("--agreement", action="store_true",
@@ -84,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
             cells.append(EvaluationCell(model=model_id, dataset=args.dataset, measure=measure, seed=seed,
                                         split=args.split, limit=args.limit, removal=args.removal,
                                         whole_words=args.whole_words,
+                                        naopc=getattr(args, "naopc", False),
                                         metrics=tuple(args.metrics), soft_draws=args.soft_draws))
         if args.agreement and len(args.measures) > 1:
             cells.append(AgreementCell(model=model_id, dataset=args.dataset, measures=tuple(args.measures), seed=seed,

@@ -75,6 +75,8 @@ METRICS: dict[str, tuple[str, str]] = {
     "sufficiency": ("lower", "p_c(x) - p_c(only the top-k% tokens kept)"),
     "aopc-comprehensiveness": ("higher", "mean comprehensiveness over k in {1, 5, 10, 20, 50}%"),
     "aopc-sufficiency": ("lower", "mean sufficiency over k in {1, 5, 10, 20, 50}%"),
+    "naopc-comprehensiveness": ("higher", "aopc-comprehensiveness normalised per input by its worst and best attainable "
+                                "AOPC, (AOPC - L) / (U - L) (Edin et al. 2025; engine/faithfulness/naopc.py)"),
     "deletion": ("lower", "p_c after removing the top r of the tokens (one point of the deletion curve)"),
     "insertion": ("higher", "p_c after revealing the top r of the tokens in a fully removed input"),
     "deletion-area": ("lower", "area under the deletion curve (trapezoid over r = 0..1)"),

@@ -55,6 +55,7 @@ class EvaluationCell:
     soft_draws: int = 5
     options: tuple[tuple[str, object], ...] = ()
     whole_words: bool = False  # units are whole words (k%, ratios and flips count words); soft metrics stay per token
+    naopc: bool = False  # also naopc-comprehensiveness: AOPC normalised by per-input bounds (engine/faithfulness/naopc.py)
 
     def key(self) -> dict:
         d = asdict(self)
@@ -63,6 +64,8 @@ class EvaluationCell:
         d["kind"] = ERASURE
         if not self.whole_words:
             del d["whole_words"]  # token-level cells keep the keys they had before whole-word units existed
+        if not self.naopc:
+            del d["naopc"]  # likewise for cells without NAOPC
         return d
 
     @property
@@ -128,6 +131,11 @@ def run_evaluation_cell(cell: EvaluationCell, results_dir: str | os.PathLike | N
     from engine.importance import get_explainer
     from engine.ood import MaSF, load_or_fit_masf
 
+    if cell.naopc and (cell.whole_words or cell.removal != "mask" or "comprehensiveness" not in cell.metrics):
+        from engine.errors import InvalidInputError
+
+        raise InvalidInputError("NAOPC normalises the token-level, [MASK]-removal aopc-comprehensiveness: use removal "
+                                "'mask', no whole words, and the comprehensiveness metrics")
     started = time.time()
     classifier, examples = _cell_inputs(cell)
     masf = load_or_fit_masf(classifier, cell.dataset)
@@ -154,6 +162,10 @@ def run_evaluation_cell(cell: EvaluationCell, results_dir: str | os.PathLike | N
                                          metrics=cell.metrics, masf=masf, removal=cell.removal,
                                          soft_draws=cell.soft_draws, seed=cell.seed, should_stop=should_stop,
                                          word_ids=word_ids, word_aggregation=getattr(explainer, "word_aggregation", "sum")))
+            if cell.naopc:
+                from engine.faithfulness.naopc import add_naopc
+
+                add_naopc(parts[-1], classifier, batch, importance.scores, target=batch.target, should_stop=should_stop)
             metrics_s += time.perf_counter() - t
         metric_rows.forward += rows.forward
         if progress is not None:
@@ -187,6 +199,7 @@ def run_evaluation_cell(cell: EvaluationCell, results_dir: str | os.PathLike | N
         "measure_options": {**explainer.options}, "removal": cell.removal, "metrics": list(cell.metrics),
         "soft_draws": cell.soft_draws, "soft_seed": cell.seed, "bins": parts[0].options["bins"],
         "curve_ratios": parts[0].options["ratios"],
+        **({"naopc": [p.options["naopc"] for p in parts]} if cell.naopc else {}),
         "cost": {**cost, "metric_seconds": round(metrics_s, 2),
                  "metric_forward_rows": metric_rows.forward, "mean_tokens": float(np.mean(lengths)),
                  "max_tokens": int(np.max(lengths))},

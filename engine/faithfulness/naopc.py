@@ -201,3 +201,31 @@ def naopc(classifier: Classifier, batch: Batch, scores: torch.Tensor, target=Non
     return NaopcResult(aopc_comprehensiveness=comp, naopc_comprehensiveness=normalise(comp, bounds.lower, bounds.upper),
                        aopc_sufficiency=suff, naopc_sufficiency=normalise(suff, bounds.lower, bounds.upper),
                        bounds=bounds)
+
+
+NAOPC_METRIC = "naopc-comprehensiveness"
+
+
+def add_naopc(result, classifier: Classifier, batch: Batch, scores: torch.Tensor, target=None,
+              method: str = "auto", max_exact: int = MAX_EXACT, beam_size: int = 5,
+              should_stop: Callable[[], bool] | None = None) -> AopcBounds:
+    """Put NAOPC beside the AOPC of an `erasure_metrics` result (in place): `naopc-comprehensiveness` [B] is its
+    aopc-comprehensiveness normalised by bounds of the same binned objective (curve 'eraser', same bins). It rests
+    on the AOPC's perturbed inputs for the MaSF share (the bound searches' own forwards carry no p-value); the
+    bounds' method, share of exact bounds and forwards go to `result.options['naopc']`. Token units and [MASK]
+    removal only. Returns the bounds."""
+    aopc = result.values.get("aopc-comprehensiveness")
+    if aopc is None:
+        raise InvalidInputError("NAOPC normalises aopc-comprehensiveness: include the comprehensiveness metrics")
+    if result.removal != "mask":
+        raise InvalidInputError(f"NAOPC bounds are computed with [MASK] removal, not {result.removal!r}: use removal 'mask'")
+    bins = result.options.get("bins", ERASER_BINS)
+    bounds = aopc_bounds(classifier, batch, result.target if target is None else target, curve="eraser", bins=bins,
+                         method=method, max_exact=max_exact, beam_size=beam_size, should_stop=should_stop)
+    result.values[NAOPC_METRIC] = normalise(aopc, bounds.lower, bounds.upper)
+    for table in (result.n_perturbed, result.n_ood, result.p_values):
+        table[NAOPC_METRIC] = table["aopc-comprehensiveness"]
+    result.options["naopc"] = {**bounds.options, "exact_share": float(np.mean(bounds.exact)),
+                               "bound_forwards": int(bounds.forwards.sum()),
+                               "mean_lower": float(np.mean(bounds.lower)), "mean_upper": float(np.mean(bounds.upper))}
+    return bounds
