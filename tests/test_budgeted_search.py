@@ -175,7 +175,7 @@ def test_budget_is_respected_and_reported_and_too_small_a_budget_is_refused(toy_
     with the minimum named; the anytime search ends at or above its starting LOO order's J."""
     batch, target, tables = short_inputs
     for budget in (8, 12, 20):
-        for name, opts in (("greedy-loo", {}), ("beam-budget", {"width": 3}), ("anytime-aopc", {"exact": False})):
+        for name, opts in (("greedy-loo", {}), ("beam-budget", {"width": 3}), ("anytime-aopc", {"exact_tokens": 0})):
             imp = get_explainer(name, toy_classifier, budget=budget, memo=False, **opts).attribute(batch, target)
             assert (imp.extras["forwards"] <= budget).all(), name
             assert imp.options["budget"] == budget
@@ -207,7 +207,7 @@ def test_progress_streams_forward_passes_and_cancel_stops(toy_classifier, short_
     """progress(done, total) counts forward passes, never decreases and ends at total; should_stop cancels."""
     batch, target, _ = short_inputs
     seen = []
-    get_explainer("anytime-aopc", toy_classifier, budget=15, exact=False, memo=False).attribute(
+    get_explainer("anytime-aopc", toy_classifier, budget=15, exact_tokens=0, memo=False).attribute(
         batch, target, progress=lambda d, t: seen.append((d, t)))
     assert seen[-1][0] == seen[-1][1] == 15 * len(batch)
     assert all(b[0] >= a[0] for a, b in zip(seen, seen[1:])) and all(d <= t for d, t in seen)
@@ -218,7 +218,7 @@ def test_progress_streams_forward_passes_and_cancel_stops(toy_classifier, short_
 def test_gradient_seed_counts_its_passes(toy_classifier, short_inputs):
     """A gradient-seeded anytime search charges the seed 2 passes (forward + backward) and stays in budget."""
     batch, target, _ = short_inputs
-    imp = get_explainer("anytime-aopc", toy_classifier, seed="x-grad-sign", exact=False, budget=10,
+    imp = get_explainer("anytime-aopc", toy_classifier, seed="x-grad-sign", exact_tokens=0, budget=10,
                         memo=False).attribute(batch, target)
     assert (imp.extras["forwards"] <= 10).all() and (imp.extras["forwards"] >= 3).all()
     with pytest.raises(InvalidInputError, match="seed"):

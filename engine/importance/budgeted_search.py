@@ -468,16 +468,22 @@ GRADIENT_PASSES = 2  # a gradient seed costs one forward and one backward, count
 class AnytimeAopc(_BudgetedSearch):
     """anytime-aopc: a cheap ranking improved by pair swaps while the budget lasts (never worse than the ranking).
 
-    Option seed (loo-sign, x-grad-sign or grad-l2; its passes count: N + 1 for LOO, 2 for a gradient); exact
-    (default True): when all 2^N masked sets fit the remaining budget, return the exact optimum instead.
+    Option seed (loo-sign, x-grad-sign or grad-l2; its passes count: N + 1 for LOO, 2 for a gradient);
+    exact_tokens (default 10; 0 = never): on inputs of at most that many tokens whose 2^N - 1 masked sets fit
+    the remaining budget, return the exact optimum (dynamic programming) instead.
     Then J(seed order) is evaluated and neighbouring tokens are swapped while J rises (one pass per swap of
     neighbours), farther pairs when no neighbour swap helps. extras: forwards, objective (J of the result),
     start_objective (J of the seed order), complete (stopped at a local optimum rather than by the budget)."""
 
     name = "anytime-aopc"
-    defaults = {**_BudgetedSearch.base_defaults, "seed": "loo-sign", "exact": True}
+    defaults = {**_BudgetedSearch.base_defaults, "seed": "loo-sign", "exact_tokens": 10}
     choices = {**_BudgetedSearch.choices, "seed": SEEDS}
     reports_start = True
+
+    def _check_options(self) -> None:
+        super()._check_options()
+        if not 0 <= self.options["exact_tokens"] <= 20:
+            raise InvalidInputError(f"exact_tokens must be in 0..20 (2^20 forwards at most), got {self.options['exact_tokens']}")
 
     def _min_budget(self, n: int) -> int:
         return n + 1 if self.options["seed"] == "loo-sign" else 1 + GRADIENT_PASSES
@@ -490,7 +496,7 @@ class AnytimeAopc(_BudgetedSearch):
             self._seed = None
 
     def _estimate(self, n: int) -> int:
-        return 2 ** n if self.options["exact"] and n <= 10 else 3 * n * n
+        return 2 ** n if n <= self.options["exact_tokens"] else 3 * n * n
 
     def _seed_scores(self, call: Call) -> torch.Tensor:
         from engine.importance.registry import get_explainer
@@ -501,7 +507,7 @@ class AnytimeAopc(_BudgetedSearch):
 
     def _search(self, scores, w, call, row, positions):
         n = scores.n
-        if self.options["exact"] and 2 ** n - 1 <= scores.remaining() and n <= 16:
+        if n <= self.options["exact_tokens"] and 2 ** n - 1 <= scores.remaining():
             try:
                 value, order, _, _ = exact_bounds(scores, w)
                 return SearchResult(order=order, value=value, complete=True)
