@@ -223,3 +223,19 @@ def test_gradient_seed_counts_its_passes(toy_classifier, short_inputs):
     assert (imp.extras["forwards"] <= 10).all() and (imp.extras["forwards"] >= 3).all()
     with pytest.raises(InvalidInputError, match="seed"):
         get_explainer("anytime-aopc", toy_classifier, seed="ig-sign")
+
+
+def test_a_spent_time_limit_still_returns_a_complete_order_and_is_not_memoised(toy_classifier, short_inputs):
+    """With a time limit already spent, each search still runs its first (LOO) step and returns a full order:
+    every maskable token ranked 1..N, LOO's N + 1 forwards spent; results under a time limit are not memoised."""
+    batch, target, _ = short_inputs
+    n = batch.maskable.sum(1)
+    for name in ("greedy-loo", "beam-budget", "anytime-aopc"):
+        explainer = get_explainer(name, toy_classifier, seconds=1e-9, exact_tokens=0) if name == "anytime-aopc" \
+            else get_explainer(name, toy_classifier, seconds=1e-9)
+        assert not explainer.deterministic
+        imp = explainer.attribute(batch, target)
+        for i in range(len(batch)):
+            ranks = sorted(imp.scores[i][imp.maskable[i]].tolist())
+            assert ranks == list(range(1, int(n[i]) + 1)), name
+        assert (imp.extras["forwards"] == n + 1).all(), name

@@ -101,10 +101,11 @@ class SetScores:
         """g of a cached set (KeyError when it was never evaluated)."""
         return self.s0 - self.s[mask]
 
-    def fetch(self, masks: Sequence[int], partial: bool = False) -> int:
+    def fetch(self, masks: Sequence[int], partial: bool = False, force: bool = False) -> int:
         """Evaluate the masks not yet cached, in the given order. All of them, or raise `BudgetSpent`; with
-        `partial`, as many as the budget allows (returns how many of `masks`, from the start, are now known)."""
-        if self.deadline is not None and time.monotonic() > self.deadline:
+        `partial`, as many as the budget allows (returns how many of `masks`, from the start, are now known).
+        `force`: ignore the time limit (a search's first step, without which it has no order at all)."""
+        if not force and self.deadline is not None and time.monotonic() > self.deadline:
             raise BudgetSpent("out of time")
         missing = list(dict.fromkeys(m for m in masks if m not in self.s))
         room = self.remaining()
@@ -221,8 +222,8 @@ def beam_search(scores: SetScores, w: np.ndarray, width: int | None, sign: float
             for p in range(n):
                 if not mask >> p & 1:
                     cands.append((cum, order, mask | (1 << p), p))
-        try:
-            known = scores.fetch([c[2] for c in cands], partial=True)
+        try:  # the first step (leave-one-out) always runs: the order's fallback needs it
+            known = scores.fetch([c[2] for c in cands], partial=True, force=step == 1)
         except BudgetSpent:
             known = 0
         if known < len(cands):
@@ -421,6 +422,7 @@ class GreedyLeaveOneOut(_BudgetedSearch):
     Importance = position in that order (N = masked first, ..., 1 = last), as `beam`. Equals `beam-budget` with
     width 1. Options: budget (forward passes per input, 0 = unlimited; at least N + 1), seconds (0 = none),
     score (probability | logit of the target class), curve (full | eraser: which AOPC the order optimises).
+    A time limit (seconds) is checked between steps; the first step (leave-one-out, N + 1 passes) always runs.
     Costs N(N+1)/2 + 1 passes; reports them in extras['forwards']; streams progress, cancellable."""
 
     name = "greedy-loo"
@@ -514,7 +516,7 @@ class AnytimeAopc(_BudgetedSearch):
             except BudgetSpent:  # out of time
                 pass
         if self.options["seed"] == "loo-sign":
-            scores.fetch([1 << t for t in range(n)])
+            scores.fetch([1 << t for t in range(n)], force=True)
             start = loo_order(scores)
         else:
             if self._seed is None:
