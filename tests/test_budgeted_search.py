@@ -215,14 +215,14 @@ def test_progress_streams_forward_passes_and_cancel_stops(toy_classifier, short_
         get_explainer("greedy-loo", toy_classifier, memo=False).attribute(batch, target, should_stop=lambda: True)
 
 
-def test_gradient_seed_counts_its_passes(toy_classifier, short_inputs):
-    """A gradient-seeded anytime search charges the seed 2 passes (forward + backward) and stays in budget."""
+def test_gradient_start_counts_its_passes(toy_classifier, short_inputs):
+    """A gradient-started anytime search charges the gradient 2 passes (forward + backward) and stays in budget."""
     batch, target, _ = short_inputs
-    imp = get_explainer("anytime-aopc", toy_classifier, seed="x-grad-sign", exact_tokens=0, budget=10,
+    imp = get_explainer("anytime-aopc", toy_classifier, start="x-grad-sign", exact_tokens=0, budget=10,
                         memo=False).attribute(batch, target)
     assert (imp.extras["forwards"] <= 10).all() and (imp.extras["forwards"] >= 3).all()
-    with pytest.raises(InvalidInputError, match="seed"):
-        get_explainer("anytime-aopc", toy_classifier, seed="ig-sign")
+    with pytest.raises(InvalidInputError, match="start"):
+        get_explainer("anytime-aopc", toy_classifier, start="ig-sign")
 
 
 def test_a_spent_time_limit_still_returns_a_complete_order_and_is_not_memoised(toy_classifier, short_inputs):
@@ -239,3 +239,21 @@ def test_a_spent_time_limit_still_returns_a_complete_order_and_is_not_memoised(t
             ranks = sorted(imp.scores[i][imp.maskable[i]].tolist())
             assert ranks == list(range(1, int(n[i]) + 1)), name
         assert (imp.extras["forwards"] == n + 1).all(), name
+
+
+def test_budgeted_measures_plug_into_recursive_masking_and_the_erasure_metrics(toy_classifier, short_inputs):
+    """The searches are ordinary measures: recursive masking computes them once (computed_once) and masks along
+    their order, and the erasure metrics rank by them; anytime-aopc (eraser curve, exact on these short inputs)
+    has an aopc-comprehensiveness at least LOO's."""
+    from engine.faithfulness.erasure import erasure_metrics
+    from engine.faithfulness.recursive import recursive_masking
+
+    batch, target, _ = short_inputs
+    explainer = get_explainer("anytime-aopc", toy_classifier, curve="eraser", memo=False)
+    result = recursive_masking(toy_classifier, explainer, batch, target)
+    assert result.measure == "anytime-aopc" and result.options["curve"] == "eraser"
+    ours = erasure_metrics(toy_classifier, batch, explainer.attribute(batch, target).scores, target,
+                           metrics=["comprehensiveness"]).values["aopc-comprehensiveness"]
+    loo = erasure_metrics(toy_classifier, batch, get_explainer("loo-sign", toy_classifier).attribute(batch, target).scores,
+                          target, metrics=["comprehensiveness"]).values["aopc-comprehensiveness"]
+    assert (ours >= loo - 1e-6).all()

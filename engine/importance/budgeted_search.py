@@ -462,24 +462,25 @@ class BudgetedBeam(_BudgetedSearch):
         return beam_search(scores, w, width=self.options["width"] or None)
 
 
-SEEDS = ("loo-sign", "x-grad-sign", "grad-l2")
-GRADIENT_PASSES = 2  # a gradient seed costs one forward and one backward, counted as 2 forward passes
+STARTS = ("loo-sign", "x-grad-sign", "grad-l2")
+GRADIENT_PASSES = 2  # a gradient start costs one forward and one backward, counted as 2 forward passes
 
 
 @register
 class AnytimeAopc(_BudgetedSearch):
     """anytime-aopc: a cheap ranking improved by pair swaps while the budget lasts (never worse than the ranking).
 
-    Option seed (loo-sign, x-grad-sign or grad-l2; its passes count: N + 1 for LOO, 2 for a gradient);
+    Option start (the starting ranking: loo-sign, x-grad-sign or grad-l2; its passes count: N + 1 for LOO, 2
+    for a gradient; not called 'seed', which names a random seed throughout the engine);
     exact_tokens (default 10; 0 = never): on inputs of at most that many tokens whose 2^N - 1 masked sets fit
     the remaining budget, return the exact optimum (dynamic programming) instead.
-    Then J(seed order) is evaluated and neighbouring tokens are swapped while J rises (one pass per swap of
+    Then J(start order) is evaluated and neighbouring tokens are swapped while J rises (one pass per swap of
     neighbours), farther pairs when no neighbour swap helps. extras: forwards, objective (J of the result),
-    start_objective (J of the seed order), complete (stopped at a local optimum rather than by the budget)."""
+    start_objective (J of the start order), complete (stopped at a local optimum rather than by the budget)."""
 
     name = "anytime-aopc"
-    defaults = {**_BudgetedSearch.base_defaults, "seed": "loo-sign", "exact_tokens": 10}
-    choices = {**_BudgetedSearch.choices, "seed": SEEDS}
+    defaults = {**_BudgetedSearch.base_defaults, "start": "loo-sign", "exact_tokens": 10}
+    choices = {**_BudgetedSearch.choices, "start": STARTS}
     reports_start = True
 
     def _check_options(self) -> None:
@@ -488,24 +489,24 @@ class AnytimeAopc(_BudgetedSearch):
             raise InvalidInputError(f"exact_tokens must be in 0..20 (2^20 forwards at most), got {self.options['exact_tokens']}")
 
     def _min_budget(self, n: int) -> int:
-        return n + 1 if self.options["seed"] == "loo-sign" else 1 + GRADIENT_PASSES
+        return n + 1 if self.options["start"] == "loo-sign" else 1 + GRADIENT_PASSES
 
     def _scores(self, call: Call):
-        self._seed = None  # the gradient seed's scores for the whole batch, computed on first need
+        self._start = None  # the gradient start's scores for the whole batch, computed on first need
         try:
             return super()._scores(call)
         finally:
-            self._seed = None
+            self._start = None
 
     def _estimate(self, n: int) -> int:
         return 2 ** n if n <= self.options["exact_tokens"] else 3 * n * n
 
-    def _seed_scores(self, call: Call) -> torch.Tensor:
+    def _start_scores(self, call: Call) -> torch.Tensor:
         from engine.importance.registry import get_explainer
 
-        seed = get_explainer(self.options["seed"], self.classifier, memo=self.memo, memory_mb=self.memory_mb,
-                             max_rows=self.max_rows)
-        return seed.attribute(call.batch, call.target, should_stop=call.should_stop).scores
+        first = get_explainer(self.options["start"], self.classifier, memo=self.memo, memory_mb=self.memory_mb,
+                              max_rows=self.max_rows)
+        return first.attribute(call.batch, call.target, should_stop=call.should_stop).scores
 
     def _search(self, scores, w, call, row, positions):
         n = scores.n
@@ -515,13 +516,13 @@ class AnytimeAopc(_BudgetedSearch):
                 return SearchResult(order=order, value=value, complete=True)
             except BudgetSpent:  # out of time
                 pass
-        if self.options["seed"] == "loo-sign":
+        if self.options["start"] == "loo-sign":
             scores.fetch([1 << t for t in range(n)], force=True)
             start = loo_order(scores)
         else:
-            if self._seed is None:
-                self._seed = self._seed_scores(call)
-            key = self._seed[row, positions].double()
+            if self._start is None:
+                self._start = self._start_scores(call)
+            key = self._start[row, positions].double()
             start = sorted(range(n), key=lambda t: (-float(key[t]), t))
             scores.spent += GRADIENT_PASSES
             if scores.on_spend is not None:
