@@ -183,3 +183,21 @@ def test_evaluate_reports_naopc_beside_aopc_end_to_end(toy_classifier, models_ca
     prov = store.provenance("n")[0]
     assert prov["cell"]["naopc"] is True and prov["provenance"]["naopc"][0]["exact_share"] == 1.0
     assert "naopc" not in EvaluationCell(model="m", dataset="toy", measure="loo-sign", seed=0).key()
+
+
+def test_normalisation_can_reorder_measures_and_rank_by_both_reports_it():
+    """Per-input normalisation can change which measure ranks first: A has the higher mean AOPC only thanks to
+    an input with a wide range, B the higher mean NAOPC; rank_by_both gives both ranks and Kendall's tau = -1."""
+    from engine.faithfulness.naopc import AopcBounds, NaopcResult, rank_by_both
+
+    bounds = AopcBounds(lower=np.array([0.0, 0.0]), upper=np.array([1.0, 0.1]), exact=np.ones(2, bool),
+                        lower_order=[[], []], upper_order=[[], []], forwards=np.zeros(2, int), curve="full")
+
+    def result(aopc):
+        aopc = np.asarray(aopc)
+        n = normalise(aopc, bounds.lower, bounds.upper)
+        return NaopcResult(aopc, n, aopc, n, bounds)
+
+    rows, tau = rank_by_both({"A": result([0.9, 0.0]), "B": result([0.5, 0.1])})
+    assert [r["measure"] for r in rows] == ["B", "A"]
+    assert rows[0]["rank_aopc"] == 2 and rows[0]["rank_naopc"] == 1 and tau == pytest.approx(-1.0)

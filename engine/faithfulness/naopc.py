@@ -229,3 +229,20 @@ def add_naopc(result, classifier: Classifier, batch: Batch, scores: torch.Tensor
                                "bound_forwards": int(bounds.forwards.sum()),
                                "mean_lower": float(np.mean(bounds.lower)), "mean_upper": float(np.mean(bounds.upper))}
     return bounds
+
+
+def rank_by_both(results: dict[str, NaopcResult]) -> tuple[list[dict], float]:
+    """Measures ranked by mean AOPC and by mean NAOPC (comprehensiveness; 1 = best), as Edin et al. compare
+    them: (rows [{measure, aopc, naopc, rank_aopc, rank_naopc}] sorted by NAOPC, Kendall's tau between the two
+    rankings; NaN with fewer than two measures). All results must share their bounds' inputs."""
+    from scipy.stats import kendalltau, rankdata
+
+    names = list(results)
+    aopc = np.array([float(np.mean(results[m].aopc_comprehensiveness)) for m in names])
+    norm = np.array([float(np.mean(results[m].naopc_comprehensiveness)) for m in names])
+    r_a, r_n = rankdata(-aopc, method="min"), rankdata(-norm, method="min")
+    rows = [{"measure": m, "aopc": float(a), "naopc": float(n), "rank_aopc": int(ra), "rank_naopc": int(rn)}
+            for m, a, n, ra, rn in zip(names, aopc, norm, r_a, r_n)]
+    rows.sort(key=lambda r: (r["rank_naopc"], r["measure"]))
+    tau = float(kendalltau(aopc, norm).statistic) if len(names) > 1 else float("nan")
+    return rows, tau
