@@ -34,9 +34,9 @@ def main() -> None:
     rows = [e for e in get_dataset("rt").split("test")
             if int(clf.batch_of([e]).maskable[0].sum()) <= args.max_tokens][: args.inputs]
     methods = [("greedy-loo", {}), *[("beam-budget", {"width": w}) for w in (2, 5, 10, 20)],
-               ("anytime-aopc", {"exact_tokens": 0})]
+               ("anytime-aopc", {"exact_tokens": 0}), ("anytime-aopc", {"exact_tokens": 0, "start": "loo-sign"})]
     print(f"{len(rows)} rt test inputs of <= {args.max_tokens} tokens; budget = multiple x N^2/2 per input")
-    print("multiple  " + "  ".join(f"{n}{o.get('width', '')}".ljust(14) for n, o in methods))
+    print("multiple  " + "  ".join(f"{n}{o.get('width', '')}{'-' + o['start'] if 'start' in o else ''}".ljust(14) for n, o in methods))
     for mult in args.multiples:
         line = [f"{mult:<8g}"]
         for name, opts in methods:

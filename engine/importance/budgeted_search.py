@@ -17,7 +17,8 @@ Searches (all share one cache of g per masked set, so a set reached twice costs 
   the best `width`); width 1 is greedy recursive leave-one-out, width None keeps every set (= the exact DP).
   Under a budget a step is evaluated best parent first as far as the budget allows; the best order found
   is completed by the tokens' leave-one-out ranking.
-- `local_search` (the anytime search): start from a cheap ranking, evaluate its J, then swap pairs of tokens
+- `local_search` (the anytime search): start from a cheaper search's order (greedy recursive LOO as far as the
+  budget allows, by default; or LOO or a gradient ranking), evaluate its J, then swap pairs of tokens
   (positions i < j) while that improves J. A swap changes only the prefixes of sizes i+1..j, so a swap of
   neighbours costs one forward and its gain is exact; moves go nearest first and the search restarts from
   distance 1 after every improvement (variable neighbourhood descent). J only ever rises, so the result is
@@ -462,7 +463,7 @@ class BudgetedBeam(_BudgetedSearch):
         return beam_search(scores, w, width=self.options["width"] or None)
 
 
-STARTS = ("loo-sign", "x-grad-sign", "grad-l2")
+STARTS = ("greedy", "loo-sign", "x-grad-sign", "grad-l2")
 GRADIENT_PASSES = 2  # a gradient start costs one forward and one backward, counted as 2 forward passes
 
 
@@ -470,8 +471,10 @@ GRADIENT_PASSES = 2  # a gradient start costs one forward and one backward, coun
 class AnytimeAopc(_BudgetedSearch):
     """anytime-aopc: a cheap ranking improved by pair swaps while the budget lasts (never worse than the ranking).
 
-    Option start (the starting ranking: loo-sign, x-grad-sign or grad-l2; its passes count: N + 1 for LOO, 2
-    for a gradient; not called 'seed', which names a random seed throughout the engine);
+    Option start (the starting ranking; its passes count; not called 'seed', which names a random seed throughout
+    the engine): greedy (default: greedy recursive LOO, `greedy-loo`, as far as the budget allows; the swaps
+    start once it is complete, from its order, whose J is then known at no cost), loo-sign (N + 1 passes, then N - 1
+    to evaluate its J), x-grad-sign or grad-l2 (2 passes, then N - 1);
     exact_tokens (default 10; 0 = never): on inputs of at most that many tokens whose 2^N - 1 masked sets fit
     the remaining budget, return the exact optimum (dynamic programming) instead.
     Then J(start order) is evaluated and neighbouring tokens are swapped while J rises (one pass per swap of
@@ -479,7 +482,7 @@ class AnytimeAopc(_BudgetedSearch):
     start_objective (J of the start order), complete (stopped at a local optimum rather than by the budget)."""
 
     name = "anytime-aopc"
-    defaults = {**_BudgetedSearch.base_defaults, "start": "loo-sign", "exact_tokens": 10}
+    defaults = {**_BudgetedSearch.base_defaults, "start": "greedy", "exact_tokens": 10}
     choices = {**_BudgetedSearch.choices, "start": STARTS}
     reports_start = True
 
@@ -489,7 +492,7 @@ class AnytimeAopc(_BudgetedSearch):
             raise InvalidInputError(f"exact_tokens must be in 0..20 (2^20 forwards at most), got {self.options['exact_tokens']}")
 
     def _min_budget(self, n: int) -> int:
-        return n + 1 if self.options["start"] == "loo-sign" else 1 + GRADIENT_PASSES
+        return n + 1 if self.options["start"] in ("greedy", "loo-sign") else 1 + GRADIENT_PASSES
 
     def _scores(self, call: Call):
         self._start = None  # the gradient start's scores for the whole batch, computed on first need
@@ -516,7 +519,12 @@ class AnytimeAopc(_BudgetedSearch):
                 return SearchResult(order=order, value=value, complete=True)
             except BudgetSpent:  # out of time
                 pass
-        if self.options["start"] == "loo-sign":
+        if self.options["start"] == "greedy":
+            first = beam_search(scores, w, width=1)
+            if not first.complete:  # the budget ran out inside the greedy phase: that is the answer
+                return SearchResult(order=first.order, value=first.value, complete=False, start_value=first.value)
+            start = first.order
+        elif self.options["start"] == "loo-sign":
             scores.fetch([1 << t for t in range(n)], force=True)
             start = loo_order(scores)
         else:
