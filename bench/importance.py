@@ -26,7 +26,8 @@ import time
 
 import torch  # noqa: E402
 
-from engine.importance import LIVE_MEASURES, clear_memo, get_explainer  # noqa: E402
+from engine.explain import LIVE_MEASURES  # noqa: E402
+from engine.importance import clear_memo, get_explainer  # noqa: E402
 from engine.importance.captum_extras import WeightedRidge  # noqa: E402
 from engine.models import CheckpointError, load_classifier, tokenize  # noqa: E402
 from engine.runtime import code_version, configure  # noqa: E402
