@@ -9,6 +9,7 @@ tables show their bAbI-2 row as another task's reference and compute no correlat
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -46,8 +47,10 @@ def _ci(mean: float, low: float, high: float) -> str:
     return f"{mean:.1f} ({low:.1f}-{high:.1f})"
 
 
+@functools.lru_cache(maxsize=32)
 def _areas(root: Path, run: str, n_examples: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(ACU/RACU per measure with CIs, per seed) of one run's recursive-masking cells on n_examples inputs."""
+    """(ACU/RACU per measure with CIs, per seed) of one run's recursive-masking cells on n_examples inputs.
+    Cached: several tables read the same run (the callers never modify the frames)."""
     from engine.faithfulness.summary import area_metrics_per_seed, area_metrics_table
     from engine.results.store import ResultsStore
 
@@ -117,7 +120,7 @@ def fmm_ordering(root: Path) -> str:
     """Per model and dataset: Spearman across measures between our RACU and FMM's, only against FMM's row of the
     same task; a dataset FMM did not publish gets no correlation, and says why."""
     lines = ["| model | dataset | run (inputs x seeds) | measures | FMM row of the same task (published) | "
-             "Spearman with FMM's RACU | without x-grad-sign |",
+             "Spearman with FMM's published RACU | without x-grad-sign |",
              "|---|---|---|---|---|---|---|"]
     for model, dataset, run, n in RACU_RUNS:
         table, per_seed = _areas(root, run, n)
@@ -212,7 +215,7 @@ def summary_per_model(root: Path) -> str:
     ordering = {(line.split(" | ")[0].strip("| "), line.split(" | ")[1]): line.split(" | ")[5]
                 for line in fmm_ordering(root).splitlines()[2:]}
     lines = ["| model | dataset | inputs x seeds | most faithful (RACU %) | least faithful but random (RACU %) | "
-             "x-grad-sign RACU % | Spearman with FMM's ordering (same task) |", "|---|---|---|---|---|---|---|"]
+             "x-grad-sign RACU % | Spearman with FMM's published ordering (same task) |", "|---|---|---|---|---|---|---|"]
     for model, dataset, run, n in RACU_RUNS:
         table, per_seed = _areas(root, run, n)
         table = table[table["measure"] != "random"].set_index("measure")["racu_pct"]
