@@ -279,7 +279,7 @@ def bench_model(model_id: str, lengths, repeats: int, beam_lengths, skip_captum:
 
 
 def ig_default_row(model_id, T, classifier, batch, target, repeats, t_ref, fwd_peak, bwd_peak) -> str:
-    """Our IG at its defaults (20 midpoint steps, REFERENCE section 2) against captum at its defaults (50
+    """Our IG at its defaults (20 midpoint steps, docs/methods.md#importance-measures) against captum at its defaults (50
     Gauss-Legendre steps), with each one's completeness error |sum IG - (f(x) - f(b))| / |f(x) - f(b)| so
     that the speed-up is not bought with accuracy."""
     from captum.attr import IntegratedGradients

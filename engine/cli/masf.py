@@ -7,7 +7,7 @@ HELP = "fit the MaSF in-distribution test of a checkpoint and store it beside it
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.description = ("Fit MaSF (REFERENCE section 4) on the checkpoint's validation split transformed like "
+    parser.description = ("Fit MaSF (docs/methods.md#masf) on the checkpoint's validation split transformed like "
                        "its training, store it in models_cache/<id>/masf.safetensors, and report the share of p-values "
                        "below 0.05 on the test split unmasked and 100% masked.")
 

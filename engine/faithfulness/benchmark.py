@@ -107,7 +107,7 @@ def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default",
     dataset = get_dataset(cell.dataset, meta.get("split_seed", 0))
     options = dict(cell.options)
     explainer = get_explainer(cell.measure, classifier, **({"seed": cell.seed} if cell.measure == "random" else {}), **options)
-    # Cost (REFERENCE section 9): wall time and model rows of every explanation the curve needed.
+    # Cost (docs/methods.md#sanity-checks-and-cost): wall time and model rows of every explanation the curve needed.
     from engine.faithfulness.cost import CostMeter
 
     meter = CostMeter(classifier.model)
