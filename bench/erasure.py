@@ -84,7 +84,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1,
                         help="intra-op threads (default 1: on a 2-core machine shared with other jobs, 2 threads make "
                              "every timing a measure of the neighbours)")
+    parser.add_argument("--smoke", action="store_true", help="CI smoke mode: toy data, 4 inputs, 1 repeat, MaSF on 20")
     args = parser.parse_args()
+    if args.smoke:
+        args.dataset, args.batch, args.repeats, args.calibration = "toy", 4, 1, 20
     configure()
     torch.set_num_threads(args.threads)
     global clock
