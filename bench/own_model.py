@@ -6,7 +6,7 @@ plain for a model fine-tuned elsewhere) flags as out of distribution (p < 0.05) 
 tokens are replaced by the model's replacement token ([MASK]) at random (seeded).
 
     python bench/own_model.py --models minilm-rt-elsewhere minilm-rt-elsewhere-masked
-    python bench/own_model.py --smoke      # CI: a toy checkpoint, 24 inputs
+    python bench/own_model.py --smoke      # CI: a toy checkpoint, 40 inputs
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.smoke:
         use_scratch_folders()
-        args.models, args.dataset, args.limit = [smoke_checkpoint()], "toy", 24
+        args.models, args.dataset, args.limit = [smoke_checkpoint()], "toy", 40  # MaSF needs 30+
     if not args.models:
         ap.error("--models is required")
     configure()
