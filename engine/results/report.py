@@ -185,6 +185,38 @@ def attention_table(root: Path) -> str:
     return "\n".join(lines)
 
 
+def roar_table(root: Path) -> str:
+    """ROAR and Recursive ROAR with retraining (bilstm-rt-roar): mean test accuracy of the retrained models per
+    masking level, RACU (mean over seeds, 95% BCa CI), and R-ROAR's published SST row (LSTM, clipped RACU)."""
+    from engine.faithfulness.summary import area_metrics_table
+    from engine.results.published import load_published
+    from engine.results.store import ResultsStore
+
+    data = ResultsStore(root).load("bilstm-rt-roar")
+    data = data[data["metric"] == "accuracy"]
+    areas = area_metrics_table(data).set_index(["method", "measure"])
+    curves = data.groupby(["method", "measure", "ratio"])["value"].mean().unstack()
+    published, _ = load_published("recursive_roar_table2")
+    sst = published[(published["dataset"] == "SST") & (published["model"] == "lstm")].set_index("importance_measure")
+    ours_to_paper = {"attention": "attention", "grad-l2": "gradient"}
+    levels = list(curves.columns)
+    lines = ["| method | measure | " + " | ".join(f"{r:.0%}" for r in levels) +
+             " | RACU % (95% CI), this project | R-ROAR, SST, LSTM, clipped RACU % (published) |",
+             "|---" * (len(levels) + 4) + "|"]
+    for method, label in (("recursive-roar", "Recursive ROAR"), ("roar", "ROAR")):
+        for measure in ("attention", "grad-l2"):
+            row = areas.loc[(method, measure)]
+            paper = "—"
+            if method == "recursive-roar" and ours_to_paper[measure] in sst.index:
+                p = sst.loc[ours_to_paper[measure]]
+                paper = f"{p['racu_pct']:.1f} (+{p['ci_plus']:.1f}/-{p['ci_minus']:.1f})"
+            lines.append(f"| {label} | {measure} | " + " | ".join(f"{v:.3f}" for v in curves.loc[(method, measure)]) +
+                         f" | {_ci(row['racu_pct'], row['racu_low'], row['racu_high'])} | {paper} |")
+    lines.append("| both | random | " + " | ".join(f"{v:.3f}" for v in curves.loc[("recursive-roar", "random")]) +
+                 " | 0 | 0 |")
+    return "\n".join(lines)
+
+
 def evaluation_tables(run: str, racu_run: str) -> Callable[[Path], str]:
     def build(root: Path) -> str:
         from engine.faithfulness.evaluation import ERASURE, evaluation_store, evaluation_table
@@ -273,6 +305,7 @@ TABLES: tuple[Table, ...] = (
           racu_table("minilm-babi1-full", 1000, "babi-1", ("minilm-babi1-3seeds", 40, "first 40 stories"))),
     Table("beam-subsets", "docs/results.md", beam_subsets),
     Table("attention", "docs/results.md", attention_table),
+    Table("roar", "docs/results.md", roar_table),
     Table("evaluation-tiny-rt", "docs/evaluation.md", evaluation_tables("tiny-rt-erasure", "tiny-rt-3seeds")),
     Table("evaluation-minilm-rt", "docs/evaluation.md", evaluation_tables("minilm-rt-erasure", "minilm-rt-3seeds")),
     Table("evaluation-tiny-babi1", "docs/evaluation.md", evaluation_tables("tiny-babi1-erasure", "tiny-babi1-3seeds")),
