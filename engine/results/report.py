@@ -232,6 +232,31 @@ def evaluation_tables(run: str, racu_run: str) -> Callable[[Path], str]:
     return build
 
 
+AGREEMENT_PAIRS = ("grad-l1 ~ grad-l2", "ig-sign ~ loo-sign", "loo-sign ~ x-grad-sign", "grad-l2 ~ loo-sign",
+                   "loo-abs ~ loo-sign", "random ~ x-grad-sign")
+
+
+def agreement_pairs(root: Path) -> str:
+    """Krishna et al.'s agreement for selected pairs of measures, tiny and MiniLM, masked and plain fine-tuning:
+    feature / sign agreement at the top 20%, Spearman and pairwise rank agreement (mean over inputs and seeds)."""
+    from engine.faithfulness.evaluation import AGREEMENT, evaluation_store
+
+    columns = []
+    for run, label in (("tiny-rt-erasure", "tiny"), ("minilm-rt-erasure", "MiniLM")):
+        data = evaluation_store(root / "evaluation").load(run)
+        part = data[data["method"] == AGREEMENT]
+        wide = part.pivot_table(index=["strategy", "measure"], columns="metric", values="value")
+        for strategy in ("masked", "plain"):
+            columns.append((f"{label} {strategy}", wide.loc[strategy]))
+    metrics = ("feature_agreement", "sign_agreement", "rank_correlation", "pairwise_rank_agreement")
+    header = [f"{columns[0][0]}: feature / sign / Spearman / pairwise", *(name for name, _ in columns[1:])]
+    lines = ["| pair | " + " | ".join(header) + " |", "|---" * (len(columns) + 1) + "|"]
+    for pair in AGREEMENT_PAIRS:
+        cells = [" / ".join(f"{w.loc[pair, m]:.2f}" for m in metrics) for _, w in columns]
+        lines.append(f"| {pair} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def sanity_curves(run: str) -> Callable[[Path], str]:
     def build(root: Path) -> str:
         from engine.results.evaluation_tables import sanity_tables
@@ -311,6 +336,7 @@ TABLES: tuple[Table, ...] = (
     Table("evaluation-tiny-babi1", "docs/evaluation.md", evaluation_tables("tiny-babi1-erasure", "tiny-babi1-3seeds")),
     Table("evaluation-tiny-babi1-full", "docs/evaluation.md",
           evaluation_tables("tiny-babi1-erasure-full", "tiny-babi1-3seeds")),
+    Table("agreement-pairs", "docs/evaluation.md", agreement_pairs),
     Table("sanity-tiny-rt", "docs/evaluation.md", sanity_curves("tiny-rt-sanity")),
     Table("sanity-minilm-rt", "docs/evaluation.md", sanity_curves("minilm-rt-sanity")),
     Table("simulability-rt", "docs/simulability.md", simulation_accuracy("minilm-rt-masked-s0-rt")),
