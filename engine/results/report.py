@@ -257,6 +257,47 @@ def agreement_pairs(root: Path) -> str:
     return "\n".join(lines)
 
 
+SANITY_ORDER = ("random", "grad-l2", "grad-l1", "x-grad-sign", "x-grad-abs", "ig-sign", "ig-abs", "loo-sign", "loo-abs")
+
+
+def sanity_verdicts(root: Path) -> str:
+    """Which measures pass each sanity check (pass: the 95% BCa CI of the Spearman after full randomisation ends
+    below 0.5), tiny masked and plain (model and label randomisation) and MiniLM masked (model randomisation);
+    label randomisation with its final Spearman and CI."""
+    from engine.faithfulness.evaluation import evaluation_store
+
+    columns = []
+    for run, model in (("tiny-rt-sanity", "tiny"), ("minilm-rt-sanity", "MiniLM")):
+        data = evaluation_store(root / "evaluation").load(run)
+        last = data.sort_values("step").groupby(["method", "strategy", "measure"]).tail(1)
+        for strategy in ("masked", "plain"):
+            part = last[last["strategy"] == strategy]
+            if part.empty:
+                continue
+            checks = {m.split(": ")[-1]: g.set_index("measure") for m, g in part.groupby("method")}
+            columns.append((f"{model} {strategy}", checks))
+
+    def verdict(row, detail: bool) -> str:
+        word = "pass" if row["passes"] else "**fail**"
+        return f"{word} ({row['value']:.2f} [{row['ci_low']:.2f}, {row['ci_high']:.2f}])" if detail else word.strip("*")
+
+    header = []
+    for name, checks in columns:
+        kinds = [k for k in ("cascading model randomisation", "label randomisation") if k in checks]
+        header.append(f"{name}: " + " / ".join("model" if k.startswith("cascading") else "labels" for k in kinds))
+    lines = ["| measure | " + " | ".join(header) + " |", "|---" * (len(columns) + 1) + "|"]
+    for measure in SANITY_ORDER:
+        cells = []
+        for _, checks in columns:
+            parts = []
+            for kind in ("cascading model randomisation", "label randomisation"):
+                if kind in checks and measure in checks[kind].index:
+                    parts.append(verdict(checks[kind].loc[measure], detail=kind == "label randomisation"))
+            cells.append(" / ".join(parts) or "—")
+        lines.append(f"| {measure} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def sanity_curves(run: str) -> Callable[[Path], str]:
     def build(root: Path) -> str:
         from engine.results.evaluation_tables import sanity_tables
@@ -337,6 +378,7 @@ TABLES: tuple[Table, ...] = (
     Table("evaluation-tiny-babi1-full", "docs/evaluation.md",
           evaluation_tables("tiny-babi1-erasure-full", "tiny-babi1-3seeds")),
     Table("agreement-pairs", "docs/evaluation.md", agreement_pairs),
+    Table("sanity-verdicts", "docs/evaluation.md", sanity_verdicts),
     Table("sanity-tiny-rt", "docs/evaluation.md", sanity_curves("tiny-rt-sanity")),
     Table("sanity-minilm-rt", "docs/evaluation.md", sanity_curves("minilm-rt-sanity")),
     Table("simulability-rt", "docs/simulability.md", simulation_accuracy("minilm-rt-masked-s0-rt")),
