@@ -8,6 +8,7 @@ chunk while the file grows; `load` (what training does) holds every text, by des
 
     python bench/data_registration.py                    # 100k and 1M rows, CSV / JSONL / Parquet
     python bench/data_registration.py --rows 100000 --formats csv
+    python bench/data_registration.py --smoke            # CI: 2,000 rows
 """
 from __future__ import annotations
 
@@ -107,7 +108,10 @@ def main() -> None:
     parser.add_argument("--formats", default="csv,jsonl,parquet", help="comma-separated formats. Default: csv,jsonl,parquet")
     parser.add_argument("--load", action="store_true", help="also time loading into a Dataset (every text in memory)")
     parser.add_argument("--child", nargs=3, metavar=("TASK", "PATH", "USER_DIR"), help=argparse.SUPPRESS)
+    parser.add_argument("--smoke", action="store_true", help="CI smoke mode: 2,000 rows of CSV, with --load")
     args = parser.parse_args()
+    if args.smoke:
+        args.rows, args.formats, args.load = "2000", "csv", True
     if args.child:
         print(json.dumps(measure(args.child[0], Path(args.child[1]), Path(args.child[2]))))
         return

@@ -10,6 +10,7 @@ MaSF, the p-value look-ups, the bookkeeping) shows as the ratio above 1. The sam
     python bench/erasure.py                                    # packaged tiny with a fresh head, rt, B = 32
     python bench/erasure.py --model tiny-rt-masked-s0 --repeats 5
     python bench/erasure.py --encoder minilm --batch 32
+    python bench/erasure.py --smoke                            # CI: toy data, 4 inputs
 """
 from __future__ import annotations
 
@@ -84,7 +85,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1,
                         help="intra-op threads (default 1: on a 2-core machine shared with other jobs, 2 threads make "
                              "every timing a measure of the neighbours)")
+    parser.add_argument("--smoke", action="store_true", help="CI smoke mode: toy data, 4 inputs, 1 repeat, MaSF on 40")
     args = parser.parse_args()
+    if args.smoke:
+        args.dataset, args.batch, args.repeats, args.calibration = "toy", 4, 1, 40
     configure()
     torch.set_num_threads(args.threads)
     global clock

@@ -4,6 +4,7 @@ docs/own-model.md then registers it, measures it, makes it measurable with maske
 
     python bench/finetune_elsewhere.py --out runs/minilm-rt-elsewhere               # 1 epoch on rt's train split
     python bench/finetune_elsewhere.py --out runs/minilm-rt-elsewhere --train-limit 2000
+    python bench/finetune_elsewhere.py --smoke                                        # CI: 16 examples
 
 The engine is used only to find the packaged MiniLM folder and rt's seeded train split (so that the test split
 measured later is unseen), never to train.
@@ -11,6 +12,7 @@ measured later is unseen), never to train.
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
 
 import torch
@@ -22,19 +24,26 @@ from engine.models import resolve_encoder
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", required=True, help="folder to save the classifier to (save_pretrained)")
+    p.add_argument("--out", default=None, help="folder to save the classifier to (save_pretrained); required but with --smoke")
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--lr", type=float, default=5e-5)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--max-length", type=int, default=64)
     p.add_argument("--train-limit", type=int, default=None, help="use only the first N training examples")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--smoke", action="store_true", help="CI smoke mode: the packaged tiny instead of MiniLM, 16 training "
+                   "examples, 16 tokens, a scratch folder")
     args = p.parse_args()
+    if args.smoke:
+        args.train_limit, args.max_length, args.batch_size = 16, 16, 8
+        args.out = args.out or tempfile.mkdtemp(prefix="finetune-elsewhere-smoke-")
+    if not args.out:
+        p.error("--out is required")
 
     torch.manual_seed(args.seed)
     dataset = get_dataset("rt")
     train = dataset.split("train")[: args.train_limit]
-    source = resolve_encoder("minilm")
+    source = resolve_encoder("tiny" if args.smoke else "minilm")
     tokenizer = AutoTokenizer.from_pretrained(source)
     model = AutoModelForSequenceClassification.from_pretrained(
         source, num_labels=2, id2label=dict(enumerate(dataset.classes)), label2id={c: i for i, c in enumerate(dataset.classes)})

@@ -15,6 +15,7 @@ shared through the memo as on the Explain page) for one 64-token input.
     python bench/importance.py                          # tiny-rt-masked-s0 and minilm (fresh head)
     python bench/importance.py --threads 1 --repeats 7  # on a shared 2-core machine, see the note printed
     python bench/importance.py --base                   # only the live bundle on a random-weight BERT-base, T=128
+    python bench/importance.py --smoke                  # CI: tiny with a fresh head, T=16, one repeat
 """
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ import time
 
 import torch  # noqa: E402
 
-from engine.importance import LIVE_MEASURES, clear_memo, get_explainer  # noqa: E402
+from engine.explain import LIVE_MEASURES  # noqa: E402
+from engine.importance import clear_memo, get_explainer  # noqa: E402
 from engine.importance.captum_extras import WeightedRidge  # noqa: E402
 from engine.models import CheckpointError, load_classifier, tokenize  # noqa: E402
 from engine.runtime import code_version, configure  # noqa: E402
@@ -278,7 +280,7 @@ def bench_model(model_id: str, lengths, repeats: int, beam_lengths, skip_captum:
 
 
 def ig_default_row(model_id, T, classifier, batch, target, repeats, t_ref, fwd_peak, bwd_peak) -> str:
-    """Our IG at its defaults (20 midpoint steps, REFERENCE section 2) against captum at its defaults (50
+    """Our IG at its defaults (20 midpoint steps, docs/methods.md#importance-measures) against captum at its defaults (50
     Gauss-Legendre steps), with each one's completeness error |sum IG - (f(x) - f(b))| / |f(x) - f(b)| so
     that the speed-up is not bought with accuracy."""
     from captum.attr import IntegratedGradients
@@ -432,7 +434,14 @@ def main() -> int:
                    "(with --threads 1: robust to other processes on a shared machine)")
     p.add_argument("--base-batch-sizes", type=int, nargs="+", default=[1, 8, 32], help="batch sizes tried for the peak "
                    "throughput with --base (a base model at T=128 peaks near 4096 tokens per pass on a CPU). Default: 1 8 32")
+    p.add_argument("--smoke", action="store_true", help="CI smoke mode: the packaged tiny with a fresh head, T = 16, "
+                   "1 repeat, a measure of each kind, the live bundle; the numbers mean nothing")
     args = p.parse_args()
+    bundle_model = "tiny-rt-masked-s0"
+    if args.smoke:
+        args.models, args.lengths, args.beam_lengths, args.repeats = ["tiny"], [16], [16], 1
+        args.measures = ["grad-l2", "x-grad-sign", "ig-sign", "loo-sign", "occlusion", "deeplift", "beam"]
+        bundle_model = "tiny"
     configure()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -478,9 +487,9 @@ def main() -> int:
     print("\n| model | T | measure | ours (ms) | limit (ms) | ours / limit |\n|---|---|---|---|---|---|")
     for model_id in available:
         bench_batched(model_id, args.repeats)
-    if "tiny-rt-masked-s0" in available and not args.no_bundle:
+    if bundle_model in available and not args.no_bundle:
         print("\n| model | what | time | without sharing | forward-pass limit | ratio to limit |\n|---|---|---|---|---|---|")
-        bundle = bench_live_bundle("tiny-rt-masked-s0", args.repeats)
+        bundle = bench_live_bundle(bundle_model, args.repeats, **({"T": 16, "batch_sizes": (1, 4)} if args.smoke else {}))
         print("\n".join(bundle))
     print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
     return 0

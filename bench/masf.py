@@ -1,4 +1,4 @@
-"""MaSF calibration and speed on real checkpoints (REFERENCE section 4; issue 4's must-show).
+"""MaSF calibration and speed on real checkpoints (docs/methods.md#masf; issue 4's must-show).
 
 Calibration: fit on the validation split transformed like training, then the share of p-values below
 0.05 and the KS distance to U(0,1) on the test split under several maskings, for a masked-fine-tuned

@@ -5,12 +5,15 @@ epochs and reports unmasked and 100%-masked test metric, the class-majority base
 
     python bench/masked_finetuning.py --dataset rt --runs tiny:masked tiny:plain tiny:only-masking
     python bench/masked_finetuning.py --dataset rt --runs minilm:masked --epochs 2 --lr 5e-5
+    python bench/masked_finetuning.py --smoke     # CI: toy data, 1 epoch, a scratch models cache
 """
 from __future__ import annotations
 
 import argparse
 import json
 import platform
+
+from _smoke import SMOKE_HELP, use_scratch_folders  # noqa: E402
 
 from engine.models import TrainConfig, default_model_id, list_checkpoints, save_classifier, train_classifier  # noqa: E402
 from engine.runtime import code_version  # noqa: E402
@@ -24,7 +27,11 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="append the JSON rows to this file")
+    ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = ap.parse_args()
+    if args.smoke:
+        use_scratch_folders()
+        args.dataset, args.runs, args.epochs = "toy", ["tiny:masked", "tiny:plain"], 1
 
     existing = {m["id"]: m for m in list_checkpoints() if "error" not in m}
     rows = []

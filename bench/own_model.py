@@ -6,6 +6,7 @@ plain for a model fine-tuned elsewhere) flags as out of distribution (p < 0.05) 
 tokens are replaced by the model's replacement token ([MASK]) at random (seeded).
 
     python bench/own_model.py --models minilm-rt-elsewhere minilm-rt-elsewhere-masked
+    python bench/own_model.py --smoke      # CI: a toy checkpoint, 40 inputs
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import argparse
 
 import numpy as np
 import torch
+from _smoke import SMOKE_HELP, smoke_checkpoint, use_scratch_folders
 
 from engine.data import get_dataset
 from engine.models import load_classifier, mask_random_fraction
@@ -33,10 +35,16 @@ def pvalue_share(classifier, masf, examples, ratio: float, seed: int = 99) -> fl
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", nargs="+", required=True)
+    ap.add_argument("--models", nargs="+", default=None, help="checkpoint ids or folders (required but with --smoke)")
     ap.add_argument("--dataset", default="rt")
     ap.add_argument("--limit", type=int, default=None, help="only the first N validation and test inputs (smoke runs)")
+    ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = ap.parse_args()
+    if args.smoke:
+        use_scratch_folders()
+        args.models, args.dataset, args.limit = [smoke_checkpoint()], "toy", 40  # MaSF needs 30+
+    if not args.models:
+        ap.error("--models is required")
     configure()
     dataset = get_dataset(args.dataset)
     test = dataset.split("test")[:args.limit]

@@ -8,6 +8,7 @@ head scores of MiniLM's shape (6 x 12 = 72 heads; their values do not change the
 
     ENGINE_THREADS=1 python bench/simulability.py --student tiny --repeats 20
     python bench/simulability.py --student tiny --threads 1 2
+    python bench/simulability.py --smoke     # CI: one step each, batch 4
 """
 from __future__ import annotations
 
@@ -93,7 +94,10 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--heads", type=int, default=72, help="teacher heads (MiniLM: 6 x 12 = 72)")
     ap.add_argument("--threads", type=int, nargs="+", default=[torch.get_num_threads()])
+    ap.add_argument("--smoke", action="store_true", help="CI smoke mode: 1 step each, batch 4, 8 teacher heads, 1 thread")
     args = ap.parse_args()
+    if args.smoke:
+        args.repeats, args.batch_size, args.heads, args.threads = 1, 4, 8, [1]
     print("| student | threads | plain step (ms) | scaffolded step (ms) | SMaT step (ms) | SMaT / plain | SMaT / scaffolded |")
     print("|---|---|---|---|---|---|---|")
     for threads in args.threads:

@@ -32,7 +32,7 @@ PREFERRED = ("random", "grad-l2", "loo-sign", "ig-sign", "x-grad-sign", "attenti
 
 st.title("Annotate")
 st.caption("Which explanation matches how you would explain the decision? Rank anonymised explanations, or mark "
-           "the words that justify the label. Measures are rated from everyone's answers (REFERENCE section 7).")
+           "the words that justify the label. Measures are rated from everyone's answers (docs/methods.md#plausibility-and-simulability).")
 classifier = selected_classifier()
 if classifier is None:
     st.stop()

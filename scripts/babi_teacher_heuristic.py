@@ -7,11 +7,17 @@ prediction equals the gold answer (= accuracy), where it equals the last sentenc
 by the supporting facts, which is what the `oracle` control of `python -m engine simulability` assumes.
 
     ENGINE_THREADS=1 python scripts/babi_teacher_heuristic.py tiny-babi-1-masked-s0
+    python scripts/babi_teacher_heuristic.py --smoke    # CI: a tiny bAbI-1 checkpoint trained on 64 stories, 16 stories
 """
 from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
+
+# The smoke helpers live with the benches (bench/_smoke.py).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
 
 def last_sentence_location(story: str, classes: list[str]) -> int | None:
@@ -26,9 +32,18 @@ def last_sentence_location(story: str, classes: list[str]) -> int | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("checkpoints", nargs="+", help="bAbI-1 classifier ids (models_cache) or folders")
+    parser.add_argument("checkpoints", nargs="*", help="bAbI-1 classifier ids (models_cache) or folders")
     parser.add_argument("--limit", type=int, default=None, help="first N test stories (default: all)")
+    parser.add_argument("--smoke", action="store_true", help="CI smoke mode: a tiny checkpoint trained on 64 "
+                        "bAbI-1 stories in a scratch folder, 16 test stories; the numbers mean nothing")
     args = parser.parse_args()
+    if args.smoke:
+        from _smoke import smoke_checkpoint, use_scratch_folders
+
+        use_scratch_folders()
+        args.checkpoints, args.limit = [smoke_checkpoint("babi-1")], 16
+    if not args.checkpoints:
+        parser.error("give at least one checkpoint (or --smoke)")
 
     from engine.data import get_dataset
     from engine.models import load_classifier

@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # Set up .venv if needed, then run the test suite. Extra arguments go to pytest.
+# ENGINE_SMOKE=1 (CI's smoke run of every script): the interpreter in $PYTHON, setup's smoke check, and pytest
+# collecting the suite without running it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+if [ "${ENGINE_SMOKE:-}" = 1 ]; then
+  exec "${PYTHON:-python3}" -m pytest -q --collect-only "$@"
+fi
 exec .venv/bin/python -m pytest -q "$@"

@@ -243,3 +243,14 @@ def test_benchmark_count_mode_masks_k_tokens_and_integrates_over_k_over_n(models
     assert "(count 0..2 tokens" in out and "(count 0..3 tokens" in out
     with pytest.raises(ValueError, match="reach at least 1"):
         Cell(model="m", dataset="toy", measure="random", seed=0, ratios=(), counts=(0,))
+
+
+@pytest.mark.parametrize("command", [None, *(m.rsplit(".", 1)[-1] for m in
+                                             __import__("engine.cli", fromlist=["COMMAND_MODULES"]).COMMAND_MODULES)])
+def test_no_help_text_shows_a_doubled_percent_sign(command, capsys):
+    """argparse %-formats argument help but prints a raw description as written: a "%%" meant for the one
+    shows up doubled in the other ("top k%%"). No command's --help (nor the top level's) may print "%%"."""
+    with pytest.raises(SystemExit):
+        main([*([command] if command else []), "--help"])
+    out = capsys.readouterr().out
+    assert "%%" not in out, [line for line in out.splitlines() if "%%" in line]

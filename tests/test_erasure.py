@@ -1,4 +1,4 @@
-"""Erasure metrics (REFERENCE section 8): hand-computed values on a model whose probabilities are known exactly,
+"""Erasure metrics (docs/methods.md#erasure-metrics): hand-computed values on a model whose probabilities are known exactly,
 and agreement with independent masked forwards on a real (tiny BERT) classifier."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Importance measures: each test states the property it checks (REFERENCE section 2)."""
+"""Importance measures: each test states the property it checks (docs/methods.md#importance-measures)."""
 from __future__ import annotations
 
 import copy

@@ -1,4 +1,4 @@
-"""Sanity checks (REFERENCE section 9): cascading model randomisation and label randomisation."""
+"""Sanity checks (docs/methods.md#sanity-checks-and-cost): cascading model randomisation and label randomisation."""
 from __future__ import annotations
 
 import numpy as np

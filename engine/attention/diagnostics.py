@@ -1,5 +1,5 @@
 """The diagnostics of Wiegreffe & Pinter 2019, "Attention is not not Explanation", on the
-BiLSTM-attention model (REFERENCE section 6).
+BiLSTM-attention model (docs/methods.md#attention-diagnostics).
 
 - uniform baseline: the same model trained with attention frozen to 1/n;
 - seed variance: JSD between the attention of models trained with other seeds and the base model's,

@@ -15,9 +15,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         The standard erasure metrics of importance measures on a fixed ranking (computed once on the unmasked input;
         the gold label is explained), each beside the share of its perturbed inputs that MaSF calls out of
         distribution (p < 0.05), with the direction that is more faithful. Metrics (families):
-          comprehensiveness  p(x) - p(x without top k%%), k in {1,5,10,20,50}%% and their AOPC   (higher = better)
-          sufficiency        p(x) - p(only the top k%% kept) and their AOPC                     (lower = better)
-          deletion           curve at 0..100%% and its area                                     (lower = better)
+          comprehensiveness  p(x) - p(x without top k%), k in {1,5,10,20,50}% and their AOPC    (higher = better)
+          sufficiency        p(x) - p(only the top k% kept) and their AOPC                      (lower = better)
+          deletion           curve at 0..100% and its area                                      (lower = better)
           insertion          curve from the fully masked input and its area                     (higher = better)
           decision-flip      fraction of tokens to the first flip (lower), top-1 flip rate (higher)
           soft               soft comprehensiveness / sufficiency (Zhao & Aletras 2023), Bernoulli per dimension

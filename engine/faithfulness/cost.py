@@ -1,4 +1,4 @@
-"""What an explanation costs: wall time and the rows that went through the model (REFERENCE section 9, cost).
+"""What an explanation costs: wall time and the rows that went through the model (docs/methods.md#sanity-checks-and-cost, cost).
 
 Rows are counted by a forward pre-hook on the model, so every measure is counted the same way whatever its own
 batching: a row with gradient enabled counts as forward+backward (the measures that take gradients call

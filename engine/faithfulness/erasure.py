@@ -1,4 +1,4 @@
-"""The standard erasure metrics on a fixed ranking, each with its in-distribution check (REFERENCE section 8).
+"""The standard erasure metrics on a fixed ranking, each with its in-distribution check (docs/methods.md#erasure-metrics).
 
 The ranking is computed ONCE, on the unmasked input, by one importance measure (unlike recursive masking,
 section 3): tokens are ordered by score, highest first (signed measures by their signed value, as recursive

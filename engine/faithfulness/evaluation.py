@@ -269,7 +269,7 @@ def run_suite(cells: Sequence, run: str = "default",
         except Cancelled:
             raise
         except Exception as err:  # one cell's failure (a missing checkpoint) must not stop the sweep
-            report.failed.append((cell.key(), f"{type(err).__name__}: {err}"))
+            report.fail(cell.key(), err, store.root)
         if progress is not None:
             progress(i, len(todo), cell.key())
     return report

@@ -5,7 +5,7 @@
     importance.scores      # [B, T] float32, 0 on positions that are not maskable
 
 `MEASURES` maps every measure id to its class (see each class's docstring for what exactly is
-computed, its options and unit). Definitions: REFERENCE section 2.
+computed, its options and unit). Definitions: docs/methods.md#importance-measures.
 """
 from engine.errors import ExplanationCancelled, NoMaskableTokenError
 from engine.importance import (  # noqa: E402,F401  (registration)

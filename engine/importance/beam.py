@@ -29,7 +29,7 @@ from engine.importance.types import Call
 class BeamSearch(Explainer):
     """beam: importance = position in the beam-search masking order (N = masked first, ..., 1 = last).
 
-    Option beam_size (B, default 10). Unit: rank. Signed as in the REFERENCE (the order follows the signed
+    Option beam_size (B, default 10). Unit: rank. Signed as in docs/methods.md#importance-measures (the order follows the signed
     logit drop, so tokens that speak against c come last), though the ranks themselves are all >= 0.
     Costs ~B*N^2/2 forwards: streams progress, cancellable."""
     uses_replacement = True  # replaces tokens by the mask (or chosen replacement) token

@@ -13,7 +13,7 @@ and the gap (left minus right, in logits) is reported per input in `extras['comp
 f_c(x) and f_c(b) in `extras['f_input']`, `extras['f_baseline']`.
 
 Quadrature over alpha in [0, 1] (option `rule`):
-  midpoint (default)  alpha_i = (i + 1/2) / k, w_i = 1/k: the "mean of k gradients" of the REFERENCE
+  midpoint (default)  alpha_i = (i + 1/2) / k, w_i = 1/k: the "mean of k gradients" of docs/methods.md#importance-measures
                       formula; error O(1/k^2). Same as captum's method='riemann_middle'.
   trapezoid           alpha_i = i / (k - 1), w = 1/(k - 1) with the two ends halved (a true trapezoid rule;
                       captum's 'riemann_trapezoid' weights every step 1/k instead, so it sums to (k-1)/k).

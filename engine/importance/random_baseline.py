@@ -24,7 +24,7 @@ class RandomImportance(Explainer):
 
     The draw of row b comes from a generator seeded with hash(seed, token ids of row b without padding): reproducible,
     independent of the other rows of the batch, and redrawn at every recursive masking step because the
-    (partly masked) input changes (REFERENCE: "redrawn at every recursive step"). Unit: none."""
+    (partly masked) input changes (docs/methods.md#importance-measures: drawn anew at every recursive step). Unit: none."""
 
     name = "random"
     signed = False

@@ -3,7 +3,7 @@ per-call context `Call`, and the progress / cancellation callback types.
 
 Shapes: B inputs, T padded tokens. Scores [B, T] are float32 on the CPU and 0 wherever `batch.maskable`
 is False: special tokens, padding and the auxiliary sequence of a paired task never get importance
-(REFERENCE section 2). Scores are in the unit of the target class's logit unless a measure's docstring
+(docs/methods.md#importance-measures). Scores are in the unit of the target class's logit unless a measure's docstring
 says otherwise (ranks, attention weights, probabilities of U(0, 1)).
 """
 from __future__ import annotations

@@ -22,7 +22,7 @@ class Batch:
     input_ids [B, T] long; attention_mask [B, T] long (1 = real token, 0 = padding);
     token_type_ids [B, T] long; segments [B, T] long (0 special/pad, 1 primary, 2 auxiliary);
     maskable [B, T] bool: the primary sequence's non-special tokens, the only ones that are masked
-        and explained (REFERENCE conventions);
+        and explained (docs/methods.md conventions);
     target [B] long or None: the class to explain / the gold label;
     truncated [B] bool: the primary text was cut to fit `max_length`;
     offsets [B][T] (start, end) character offsets into the primary text ((0, 0) for others).

@@ -1,4 +1,4 @@
-"""Where a pretrained encoder comes from: a package that ships its weights (OFFLINE.md), any local
+"""Where a pretrained encoder comes from: a package that ships its weights (docs/offline.md), any local
 Hugging Face folder, or a hub id (only with a network)."""
 from __future__ import annotations
 

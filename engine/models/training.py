@@ -326,6 +326,6 @@ def train_classifier(
 def default_learning_rate(base_model: str) -> float:
     """The peak learning rate used when none is given: 1e-3 for the BiLSTM trained from scratch, 2e-5 for
     masked fine-tuning that continues from a user's classifier ("from-classifier": it is already fine-tuned,
-    REFERENCE section 1's paper value), 1e-4 for a pretrained encoder (suits `tiny`; REFERENCE suggests
+    the papers' value, docs/methods.md#masked-fine-tuning), 1e-4 for a pretrained encoder (suits `tiny`; the papers use
     2e-5..5e-5 for larger ones)."""
     return {"bilstm": 1e-3, "from-classifier": 2e-5}.get(base_model, 1e-4)

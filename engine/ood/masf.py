@@ -12,7 +12,7 @@ levels, so no level is judged on the data it was fitted on:
   level 3: p = (1 + #{fit F >= F}) / (N3 + 1)   (large F = unusual)
 
 Conformal p-values are never 0, so no epsilon is needed inside the log (the seed code's
-#{fit < z}/N gives 0 and log(0 + 1e-8) then dominates Fisher; see REFERENCE section 4).
+#{fit < z}/N gives 0 and log(0 + 1e-8) then dominates Fisher; see docs/methods.md#masf).
 Look-ups use sorted arrays and binary search (`torch.searchsorted`, O(log N) each) instead of
 comparing against every calibration value.
 """

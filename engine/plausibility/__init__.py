@@ -1,6 +1,6 @@
 """Plausibility: do explanations agree with people? An SQLite annotation store, annotation tasks
 (anonymised explanations to rank, tokens to mark), ratings of measures from rankings (TrueSkill,
-Bradley-Terry), annotator agreement, and ERASER metrics against rationales (REFERENCE section 7)."""
+Bradley-Terry), annotator agreement, and ERASER metrics against rationales (docs/methods.md#plausibility-and-simulability)."""
 from engine.plausibility.agreement import (
     cohens_kappa,
     kendalls_w,

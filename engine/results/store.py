@@ -12,7 +12,6 @@ plots with plain pandas.
 """
 from __future__ import annotations
 
-from engine.errors import InvalidInputError
 import hashlib
 import json
 import os
@@ -22,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from engine import settings
-from engine.runtime import PROJECT_ROOT
+from engine.errors import InvalidInputError
 
 TIDY_COLUMNS = ("model", "seed", "dataset", "measure", "strategy", "step", "ratio", "metric", "value", "p_value")
 RECURSIVE_MASKING = "recursive masking"  # the method of cells without retraining (FMM)

@@ -1,4 +1,4 @@
-"""Sanity checks of importance measures (REFERENCE section 9): does a measure explain the model or the input?
+"""Sanity checks of importance measures (docs/methods.md#sanity-checks-and-cost): does a measure explain the model or the input?
 
     cascading_randomisation(classifier, measures, batch)   # Adebayo et al. 2018, model randomisation
     label_randomisation(classifier, randomised, measures, batch)   # the same encoder trained on permuted labels

@@ -1,5 +1,5 @@
 """Per-head attention scores of a BERT-like encoder, recomputed from its hidden states so they stay
-differentiable in every weight (SMaT, SMAT.md "Parts").
+differentiable in every weight (SMaT, docs/methods.md#plausibility-and-simulability).
 
 H = layers x heads, layer-major (head h of layer l is index l * heads + h). For head h with queries q_i and
 keys k_j (d = head size):

@@ -1,5 +1,5 @@
 """One training step of SMaT: the student's SGD step and the one-step look-ahead meta-gradient of the
-teacher's head coefficients phi_T (SMAT.md "Training").
+teacher's head coefficients phi_T (docs/methods.md#plausibility-and-simulability).
 
     1. student step:  theta <- theta - lr * (clip(g) + wd * theta),  g = d/dtheta [L_sim + beta KL(e_T || e_S)]
     2. pilot step:    theta' = theta - lr * (clip(g') + wd * theta), g' the same gradient at the new theta,

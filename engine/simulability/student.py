@@ -1,5 +1,5 @@
 """The student of SMaT: a pretrained encoder with scalar mixing (Peters et al. 2018), a fresh linear head and
-its own head-weighted explainer (SMAT.md "Parts").
+its own head-weighted explainer (docs/methods.md#plausibility-and-simulability).
 
 Pooling: p_l = masked mean over non-pad tokens of hidden_states[l] for the embedding output and every layer
 (L + 1 vectors); pooled = gamma * sum_l softmax(w)_l p_l with w initialised to 0 and gamma to 1; then

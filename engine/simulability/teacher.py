@@ -1,5 +1,5 @@
 """What the frozen teacher contributes, computed once per example set: its predictions (the student's labels),
-its per-head scores and the static explanations (SMAT.md "What transfers").
+its per-head scores and the static explanations (docs/methods.md#plausibility-and-simulability).
 
 The teacher is a `Classifier` (a checkpoint of this project); it is only ever run under `torch.no_grad()`
 (gradient measures take input gradients, never weight updates), so its weights and predictions cannot

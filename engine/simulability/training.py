@@ -1,5 +1,5 @@
 """Training one student against a frozen teacher, with or without scaffolding, and (for SMaT) learning the
-teacher's head weights on the way; early stopping on validation simulability (SMAT.md "Training").
+teacher's head weights on the way; early stopping on validation simulability (docs/methods.md#plausibility-and-simulability).
 
 Simulability = the share of inputs where the student predicts the teacher's predicted class.
 """

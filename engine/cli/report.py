@@ -1,0 +1,56 @@
+"""`python -m engine report`: every results table of the docs, regenerated from results/ and results/published/."""
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+
+HELP = "regenerate the docs' results tables from the shipped results; --check fails on a drifted table"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = textwrap.dedent("""\
+        Compute every results table the documentation shows (README.md, docs/results.md, docs/evaluation.md) from
+        the shipped results stores and the published numbers, and print them. Each table lives in its file
+        between <!-- report:NAME --> and <!-- /report:NAME -->: --check exits 1 naming every table whose committed
+        text differs from what this command prints (CI runs it), --write rewrites those regions. Published
+        numbers are in columns marked "(published)"; a correlation with a paper's ordering is computed only
+        against its row of the same task.""")
+    parser.epilog = textwrap.dedent("""\
+        examples:
+          python -m engine report                        # print every table
+          python -m engine report --check                # CI: do the docs say what the results say?
+          python -m engine report --write                # update the docs after a new run
+          python -m engine report --tables fmm-ordering  # one table""")
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true", help="compare the docs' regions with the tables; exit 1 on a difference")
+    mode.add_argument("--write", action="store_true", help="rewrite the docs' regions with the tables")
+    parser.add_argument("--tables", nargs="+", default=None, metavar="NAME",
+                        help="only these tables (default: all; the names are listed by --list)")
+    parser.add_argument("--list", action="store_true", help="list the tables and the file each lives in")
+    parser.add_argument("--results-dir", default=None, help="results root to read (default: the project's results/)")
+    parser.add_argument("--docs-root", default=None, help="project root whose README.md and docs/ are checked or "
+                        "written (default: this checkout)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.results.report import TABLES, build, sync
+
+    if args.list:
+        for table in TABLES:
+            print(f"{table.name}\t{table.doc}")
+        return 0
+    tables = build(args.tables, args.results_dir)
+    if args.check or args.write:
+        problems = sync(tables, args.docs_root, write=args.write)
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        if args.write:
+            print(f"{len(tables)} tables written where they differed")
+        else:
+            print(f"{len(tables) - len(problems)} of {len(tables)} tables as committed")
+        return 1 if problems else 0
+    for name, text in tables.items():
+        print(f"<!-- report:{name} -->\n{text}\n<!-- /report:{name} -->\n")
+    return 0

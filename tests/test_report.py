@@ -1,0 +1,68 @@
+"""`python -m engine report`: the docs' results tables are what the shipped results give, a drifted table is named
+by --check and fixed by --write, published numbers are labelled, and FMM's ordering is compared per model and only
+with FMM's row of the same task."""
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+from engine.cli import main
+from engine.results.report import TABLES, build, sync
+
+ROOT = Path(__file__).resolve().parent.parent
+CHEAP = ["racu-minilm-babi1", "attention"]  # two tables that build in about a second
+
+
+def test_every_committed_table_is_what_report_prints_from_the_shipped_results():
+    """The CI check: README.md and docs/ say what results/ and results/published/ say, table by table."""
+    assert sync(build(), ROOT) == []
+
+
+def _copy_docs(tmp_path: Path) -> Path:
+    for doc in {t.doc for t in TABLES}:
+        (tmp_path / doc).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / doc, tmp_path / doc)
+    return tmp_path
+
+
+def test_check_names_a_drifted_table_and_write_restores_it(tmp_path, capsys):
+    docs = _copy_docs(tmp_path)
+    results = docs / "docs" / "results.md"
+    text = results.read_text(encoding="utf-8")
+    region = re.search(r"<!-- report:racu-minilm-babi1 -->\n(.*?)\n<!-- /report:racu-minilm-babi1 -->", text, re.S)
+    drifted = region.group(1).replace("| loo-sign | ", "| loo-sign | 99.9 ", 1)
+    assert drifted != region.group(1)
+    results.write_text(text.replace(region.group(1), drifted), encoding="utf-8")
+
+    assert main(["report", "--check", "--tables", *CHEAP, "--docs-root", str(docs)]) == 1
+    err = capsys.readouterr().err
+    assert "racu-minilm-babi1" in err and "attention" not in err
+
+    assert main(["report", "--write", "--tables", *CHEAP, "--docs-root", str(docs)]) == 0
+    assert results.read_text(encoding="utf-8") == text
+    assert main(["report", "--check", "--tables", *CHEAP, "--docs-root", str(docs)]) == 0
+
+
+def test_a_table_without_its_region_is_reported(tmp_path):
+    docs = _copy_docs(tmp_path)
+    results = docs / "docs" / "results.md"
+    results.write_text(results.read_text(encoding="utf-8").replace("<!-- report:attention -->", ""), encoding="utf-8")
+    problems = sync(build(["attention"]), docs)
+    assert len(problems) == 1 and "no region <!-- report:attention -->" in problems[0]
+
+
+def test_published_columns_are_labelled_and_fmm_is_compared_only_on_the_same_task():
+    tables = build(["summary", "fmm-ordering", "racu-tiny-babi1", "racu-minilm-rt", "attention", "beam-subsets"])
+    for name, text in tables.items():
+        header = text.splitlines()[0].split("|")
+        for column in header:
+            if any(paper in column for paper in ("FMM", "W&P", "R-ROAR")):
+                assert "published" in column, (name, column)
+    rows = {tuple(c.strip() for c in line.split("|")[1:3]): line for line in tables["fmm-ordering"].splitlines()[2:]}
+    # FMM published bAbI-2, not bAbI-1: no correlation of our bAbI-1 with it, for any model.
+    assert all("not compared" in line for (model, dataset), line in rows.items() if dataset == "babi-1")
+    # rt is compared with SST2, per model: each model gets its own number.
+    assert {("tiny", "rt"), ("minilm", "rt")} <= set(rows)
+    assert rows[("tiny", "rt")].split("|")[6] != rows[("minilm", "rt")].split("|")[6]
+    assert "another task" in tables["racu-tiny-babi1"].splitlines()[0]
