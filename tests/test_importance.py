@@ -185,16 +185,25 @@ def test_occlusion_with_window_one_is_leave_one_out(toy64):
     torch.testing.assert_close(occ.scores, loo.scores, atol=1e-5, rtol=0)
 
 
-def test_shapley_values_are_efficient(toy64):
-    """Shapley sampling and KernelSHAP: sum of token values = f_c(x) - f_c(every maskable token masked)."""
-    batch = toy64.batch(TEXTS[:1])
-    full_mask = torch.where(batch.maskable, torch.full_like(batch.input_ids, toy64.mask_token_id), batch.input_ids)
-    target = torch.tensor([1])
-    delta = float(_target_logit(toy64, batch, batch.input_ids, target) - _target_logit(toy64, batch, full_mask, target))
-    sv = get_explainer("shapley-sampling", toy64, n_samples=3).attribute(batch, target)
-    ks = get_explainer("kernel-shap", toy64, n_samples=60).attribute(batch, target)
-    assert abs(float(sv.scores.sum()) - delta) < 1e-5
-    assert abs(float(ks.scores.sum()) - delta) < 1e-2 * max(1.0, abs(delta))
+def test_shapley_sampling_and_kernel_shap_give_the_exact_shapley_values_of_a_linear_model(known_classifier):
+    """On the bag-of-words classifier (logit_1 = sum of w over the tokens, logit_0 = 0, [MASK] has w = 0) the
+    exact Shapley value of a token for class 1 is its own weight w, at its own position, and 0 for class 0.
+    Shapley sampling is exact on an additive game with any number of permutations, and KernelSHAP's weighted
+    regression recovers a linear game exactly (up to its float32 coefficients). Efficiency alone (the sum)
+    would not see a token's value land on another token."""
+    weights = [2.0, -1.5, 0.75, 0.25, -3.0, 1.25]  # ids 4..9
+    classifier, batch_of = known_classifier(weights)
+    rows = [[4, 5, 6, 7, 8, 9], [9, 4, 6], [8, 5]]
+    batch = batch_of(rows)
+    target = torch.tensor([1, 1, 0])
+    exact = torch.zeros(batch.input_ids.shape, dtype=torch.float64)
+    for b, row in enumerate(rows):
+        if target[b] == 1:
+            exact[b, 1:len(row) + 1] = torch.tensor([weights[i - 4] for i in row], dtype=torch.float64)
+    sv = get_explainer("shapley-sampling", classifier, n_samples=2).attribute(batch, target)
+    ks = get_explainer("kernel-shap", classifier, n_samples=80).attribute(batch, target)
+    torch.testing.assert_close(sv.scores.double(), exact, atol=1e-9, rtol=0)
+    torch.testing.assert_close(ks.scores.double(), exact, atol=1e-5, rtol=0)
 
 
 def test_beam_first_choice_is_the_top_loo_token(toy_classifier):
