@@ -272,7 +272,8 @@ class GradientShapImportance(_CaptumEmbeddings):
     """gradient-shap: GradientSHAP (captum) on word embeddings, baseline the [MASK] embedding.
 
     With one baseline this is IG with random path points (expected gradients): n_samples draws of
-    alpha ~ U(0, 1) (default 20) and Gaussian noise stdev (default 0). Unit: logit; signed."""
+    alpha ~ U(0, 1) (default 20) and Gaussian noise stdev (default 0), seeded per input by `seed` (captum draws
+    the alphas from NumPy's global generator: it is seeded too, and restored after). Unit: logit; signed."""
 
     name = "gradient-shap"
     defaults = {"n_samples": 20, "stdevs": 0.0, "seed": 0}
