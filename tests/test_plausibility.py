@@ -282,7 +282,8 @@ def _without_write_permission(path: Path, action) -> tuple[str, str] | None:
             return attempt(path)
         finally:
             path.chmod(0o644)
-    folder = Path(tempfile.mkdtemp(prefix="engine-readonly-"))
+    # under /tmp, not TMPDIR: every folder above the copy must be enterable by `nobody`
+    folder = Path(tempfile.mkdtemp(prefix="engine-readonly-", dir="/tmp"))
     try:
         folder.chmod(0o777)  # nobody may enter it and create SQLite's side files, but not write the database
         copy = folder / path.name
