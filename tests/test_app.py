@@ -29,7 +29,14 @@ def test_empty_models_cache_offers_to_build_a_model(models_cache):
     assert any("Models" in i.value for i in at.info), "the page points to where a model is built"
 
 
-def test_explain_predicts_and_shows_user_text_as_text(cache_with_toy):
+def test_explain_predicts_and_shows_user_text_as_text(cache_with_toy, toy_classifier):
+    """Markup in a review is shown as its own text: every heatmap shows each of the engine's tokens of the
+    review, in order, HTML-escaped (so `<script>` reads as text and never becomes an element), and no
+    markdown carries it."""
+    import html
+
+    from engine.explain import explain_text
+
     at = _run(AppTest.from_file(MAIN, default_timeout=120))
     assert at.sidebar.selectbox[0].value == "toy-app"
     hostile = 'the movie was great <script>alert(1)</script> <img src=x onerror=alert(2)> **bold**'
@@ -39,10 +46,16 @@ def test_explain_predicts_and_shows_user_text_as_text(cache_with_toy):
     assert at.subheader[0].value.startswith("Prediction: ")
     heatmaps = [h.proto.body for h in at.get("html")]
     assert len(heatmaps) == len(at.multiselect(key="explain_measures").value) == 4, "one heatmap per selected measure"
-    # user text reaches HTML only escaped, and never through markdown
-    assert all("<script>" not in h and "<img" not in h for h in heatmaps)
-    assert any("&lt;" in h for h in heatmaps)
-    assert all("<script>" not in m.value for m in at.markdown)
+    tokens = explain_text(toy_classifier, hostile, measures=[]).tokens
+    assert {"<", "script", ">"} <= set(tokens), tokens  # the markup is explained (the toy model keeps 14 tokens)
+    shown = [f">{html.escape(t, quote=True)}</span>" for t in tokens]
+    for h in heatmaps:
+        at_ = 0
+        for piece in shown:  # each token, escaped, after the one before it
+            at_ = h.find(piece, at_)
+            assert at_ >= 0, f"{piece!r} is not shown (in order) in {h[:300]}"
+        assert "<script" not in h and "<img" not in h
+    assert all("<script" not in m.value and "alert(" not in m.value for m in at.markdown)
 
 
 def test_explain_empty_text_is_a_message_not_a_crash(cache_with_toy):
@@ -354,9 +367,15 @@ def test_attention_page_shows_the_diagnostics_and_an_inputs_attention(models_cac
     assert not at.exception
 
 
-def test_explain_shows_krishna_agreement_between_the_measures_at_the_top_tokens(cache_with_toy):
+def test_explain_shows_krishna_agreement_between_the_measures_at_the_top_tokens(cache_with_toy, toy_classifier):
     """Beside the Spearman heatmap, the Explain page tables the disagreement-problem metrics for every pair of
-    the chosen measures on this input, each in [-1, 1] (rank correlation) or [0, 1] (the top-k agreements)."""
+    the chosen measures on this input, each in [-1, 1] (rank correlation) or [0, 1] (the top-k agreements), and
+    each equal to the engine's value for the same model, text and measures."""
+    import pandas as pd
+
+    from engine.explain import explain_text
+    from engine.faithfulness.measure_agreement import agreement_matrix
+
     at = _run(AppTest.from_file(MAIN, default_timeout=120))
     at.text_area[0].input("the acting was truly bad and the story poor")
     at.button[0].click()
@@ -366,3 +385,10 @@ def test_explain_shows_krishna_agreement_between_the_measures_at_the_top_tokens(
     top_k = table[["feature_agreement", "rank_agreement", "sign_agreement", "signed_rank_agreement"]]
     assert ((top_k >= 0) & (top_k <= 1)).all().all()
     assert table["rank_correlation"].between(-1, 1).all()
+    # the values are the engine's for this input at the page's default top share (20%)
+    engine_view = explain_text(toy_classifier, "the acting was truly bad and the story poor")
+    assert list(engine_view.scores) == at.multiselect(key="explain_measures").value
+    expected = agreement_matrix({m: [s] for m, s in engine_view.scores.items()}, top_fraction=0.2).pivot_table(
+        index=["measure_a", "measure_b"], columns="metric", values="mean")
+    pd.testing.assert_frame_equal(table.sort_index(axis=0).sort_index(axis=1), expected.sort_index(axis=0).sort_index(axis=1),
+                                  check_exact=False, atol=1e-6, rtol=0, check_names=False)

@@ -163,11 +163,35 @@ def test_markup_in_the_review_is_shown_as_text(app_url, browser):
                                            ("annotate", "Annotate"), ("attention", "Attention as explanation"),
                                            ("data", "Your data"), ("simulability", "Simulability")])
 def test_other_pages_render(app_url, browser, page, heading):
+    """Each page runs to its end without an exception: its heading shows, the script finishes, and no
+    exception box is on the page (the heading alone renders before a later line of the page fails)."""
+    from selenium.webdriver.common.by import By
+
     browser.get(f"{app_url}/{page}")
     _wait(browser, "h1", text=heading)
-    time.sleep(1)
+    _wait_until_the_script_ends(browser)
+    errors = browser.find_elements(By.CSS_SELECTOR, "[data-testid='stException']")
+    assert not errors, f"{page}: " + " | ".join(e.text[:600] for e in errors)
     SHOTS.mkdir(exist_ok=True)
     browser.save_screenshot(str(SHOTS / f"{page}.png"))
+
+
+def _wait_until_the_script_ends(driver, timeout: float = 120, settle: float = 1.0) -> None:
+    """Until Streamlit reports its script run finished (the app root's data-test-script-state reads
+    'notRunning' for `settle` seconds: a page can rerun itself once right after its first run)."""
+    from selenium.webdriver.common.by import By
+
+    deadline, since = time.time() + timeout, None
+    while True:
+        state = driver.find_element(By.CSS_SELECTOR, "[data-testid='stApp']").get_attribute("data-test-script-state")
+        if state == "notRunning":
+            since = since or time.time()
+            if time.time() - since >= settle:
+                return
+        else:
+            since = None
+        assert time.time() < deadline, f"the page's script did not finish in {timeout:g} s (state {state!r})"
+        time.sleep(0.2)
 
 
 def test_annotate_prepares_tasks_with_its_default_measures_on_a_transformer(app_url, browser):

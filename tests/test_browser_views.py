@@ -181,14 +181,26 @@ def test_explain_hands_off_to_masking_with_the_same_text_model_and_measure(app_u
 
 
 def test_benchmarks_table_names_its_columns_for_a_reader(app_url, browser):
-    """The area table's headers carry units and the better direction (drawn on a canvas: checked in the
-    screenshot, and here through the caption that explains them)."""
+    """The area table's headers carry units and the better direction: its column headers (drawn on a canvas;
+    read here from the grid's accessible table, which holds the same titles) are the reader's names, in
+    the page's reading order, with the caption that explains them."""
+    from selenium.webdriver.common.by import By
 
     browser.get(f"{app_url}/benchmarks")
     _wait(browser, "h1", text="Benchmarks")
     _wait(browser, "[data-testid='stMain']", text="Higher ACU and RACU")
     table = _wait(browser, "[data-testid='stDataFrame']")  # the caption can render before the table does
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", table)
+    deadline = time.time() + 30
+    while not (headers := [h.get_attribute("textContent").strip()
+                           for h in table.find_elements(By.CSS_SELECTOR, "th[role='columnheader']")]):
+        assert time.time() < deadline, "the area table has no column headers"
+        time.sleep(0.3)
+    better = "higher: more faithful"
+    expected = ["measure", f"RACU % ({better})", "RACU 95% CI low", "RACU 95% CI high", f"ACU % ({better})",
+                "ACU 95% CI low", "ACU 95% CI high"]
+    assert headers[:len(expected)] == expected, headers
+    assert "racu_pct" not in headers and "acu_pct" not in headers, "no raw column name is shown"
     time.sleep(1)
     SHOTS.mkdir(exist_ok=True)
     browser.save_screenshot(str(SHOTS / "benchmarks-table.png"))

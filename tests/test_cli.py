@@ -37,15 +37,30 @@ def test_top_level_help_imports_no_torch_and_lists_every_command():
 
 @pytest.mark.parametrize("module", __import__("engine.cli", fromlist=["COMMAND_MODULES"]).COMMAND_MODULES)
 def test_every_command_module_has_the_one_interface_and_a_help_with_examples(module, capsys):
-    """Each command is a module with HELP, configure(parser) and run(args); its --help exits 0 and teaches."""
+    """Each command is a module with HELP, configure(parser) and run(args); its --help exits 0 and teaches by
+    example: it shows at least one `python -m engine COMMAND ...` line, and every example shown is accepted
+    by the command's own parser (an example with a renamed or missing option fails here)."""
     import importlib
+    import shlex
+
+    from engine.cli import build_parser
 
     mod = importlib.import_module(module)
+    name = module.rsplit(".", 1)[-1]
     assert isinstance(mod.HELP, str) and callable(mod.configure) and callable(mod.run)
     with pytest.raises(SystemExit) as exit_:
-        main([module.rsplit(".", 1)[-1], "--help"])
+        main([name, "--help"])
     assert exit_.value.code == 0
-    assert len(capsys.readouterr().out) > 200
+    help_text = capsys.readouterr().out.replace("\\\n", " ")  # join an example's continued lines
+    examples = [line.strip() for line in help_text.splitlines() if line.strip().startswith(f"python -m engine {name}")]
+    assert examples, f"`{name} --help` shows no example:\n{help_text}"
+    for example in examples:
+        argv = shlex.split(example, comments=True)[3:]
+        try:
+            build_parser(argv).parse_args(argv)
+        except SystemExit as err:
+            pytest.fail(f"the example {example!r} of `{name} --help` is refused by its parser ({capsys.readouterr().err.strip()})"
+                        if err.code else f"{example!r} only prints help")
 
 
 def test_a_bug_is_not_reported_as_a_user_error(monkeypatch):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -185,16 +186,25 @@ def test_occlusion_with_window_one_is_leave_one_out(toy64):
     torch.testing.assert_close(occ.scores, loo.scores, atol=1e-5, rtol=0)
 
 
-def test_shapley_values_are_efficient(toy64):
-    """Shapley sampling and KernelSHAP: sum of token values = f_c(x) - f_c(every maskable token masked)."""
-    batch = toy64.batch(TEXTS[:1])
-    full_mask = torch.where(batch.maskable, torch.full_like(batch.input_ids, toy64.mask_token_id), batch.input_ids)
-    target = torch.tensor([1])
-    delta = float(_target_logit(toy64, batch, batch.input_ids, target) - _target_logit(toy64, batch, full_mask, target))
-    sv = get_explainer("shapley-sampling", toy64, n_samples=3).attribute(batch, target)
-    ks = get_explainer("kernel-shap", toy64, n_samples=60).attribute(batch, target)
-    assert abs(float(sv.scores.sum()) - delta) < 1e-5
-    assert abs(float(ks.scores.sum()) - delta) < 1e-2 * max(1.0, abs(delta))
+def test_shapley_sampling_and_kernel_shap_give_the_exact_shapley_values_of_a_linear_model(known_classifier):
+    """On the bag-of-words classifier (logit_1 = sum of w over the tokens, logit_0 = 0, [MASK] has w = 0) the
+    exact Shapley value of a token for class 1 is its own weight w, at its own position, and 0 for class 0.
+    Shapley sampling is exact on an additive game with any number of permutations, and KernelSHAP's weighted
+    regression recovers a linear game exactly (up to its float32 coefficients). Efficiency alone (the sum)
+    would not see a token's value land on another token."""
+    weights = [2.0, -1.5, 0.75, 0.25, -3.0, 1.25]  # ids 4..9
+    classifier, batch_of = known_classifier(weights)
+    rows = [[4, 5, 6, 7, 8, 9], [9, 4, 6], [8, 5]]
+    batch = batch_of(rows)
+    target = torch.tensor([1, 1, 0])
+    exact = torch.zeros(batch.input_ids.shape, dtype=torch.float64)
+    for b, row in enumerate(rows):
+        if target[b] == 1:
+            exact[b, 1:len(row) + 1] = torch.tensor([weights[i - 4] for i in row], dtype=torch.float64)
+    sv = get_explainer("shapley-sampling", classifier, n_samples=2).attribute(batch, target)
+    ks = get_explainer("kernel-shap", classifier, n_samples=80).attribute(batch, target)
+    torch.testing.assert_close(sv.scores.double(), exact, atol=1e-9, rtol=0)
+    torch.testing.assert_close(ks.scores.double(), exact, atol=1e-5, rtol=0)
 
 
 def test_beam_first_choice_is_the_top_loo_token(toy_classifier):
@@ -417,3 +427,86 @@ def test_explain_command_prints_a_token_table(toy_classifier, models_cache, caps
     with pytest.raises(SystemExit):
         main(["explain", "--help"])
     assert "grad-l2" in capsys.readouterr().out  # the help lists the measures
+
+
+def test_gradient_shap_is_reproducible_with_the_same_seed(toy_classifier):
+    """gradient-shap draws its path points with NumPy's global generator (inside captum): two calls with the
+    same seed give identical attributions, whatever NumPy's global state, and the caller's NumPy state is
+    left as it was."""
+    import numpy as np
+
+    batch = toy_classifier.batch(TEXTS)
+    runs, states = [], []
+    for _ in range(2):
+        explainer = get_explainer("gradient-shap", toy_classifier, memo=False, n_samples=4, seed=3)
+        before = np.random.get_state()
+        runs.append(explainer.attribute(batch, 1).scores)
+        states.append((before, np.random.get_state()))
+        np.random.random(7)  # a caller drawing between two explanations
+    assert torch.equal(runs[0], runs[1]), float((runs[0] - runs[1]).abs().max())
+    for before, after in states:
+        assert after[0] == before[0] and np.array_equal(after[1], before[1]) and after[2:] == before[2:]
+    other = get_explainer("gradient-shap", toy_classifier, memo=False, n_samples=4, seed=4).attribute(batch, 1).scores
+    assert not torch.equal(runs[0], other)
+
+
+def test_weighted_ridge_solves_on_the_cpu_in_float64_and_answers_on_the_input_device():
+    """LIME/KernelSHAP's surrogate: the weighted regression is solved in float64 on the CPU (CUDA has no
+    'gelsd' lstsq driver, and a CPU identity added to a CUDA Gram matrix fails), the coefficients come back
+    on the input's device in its dtype, and they equal the closed-form weighted least-squares/ridge ones."""
+    from engine.importance.captum_extras import WeightedRidge
+
+    g = torch.Generator().manual_seed(0)
+    x = (torch.rand(50, 6, generator=g) > 0.5).float()
+    y = torch.randn(50, 1, generator=g)
+    w = torch.rand(50, generator=g)
+    for alpha in (0.0, 1.0):
+        ridge = WeightedRidge(alpha)
+        ridge.fit([(x, y, w)])
+        # reference: the normal equations with an unpenalised intercept, in float64
+        X = torch.cat([x.double(), torch.ones(50, 1, dtype=torch.float64)], 1)
+        penalty = torch.diag(torch.tensor([alpha] * 6 + [0.0], dtype=torch.float64))
+        W = torch.diag(w.double())
+        beta = torch.linalg.solve(X.T @ W @ X + penalty, X.T @ W @ y.double())
+        assert ridge.coef.dtype == x.dtype and ridge.coef.device == x.device
+        torch.testing.assert_close(ridge.coef.double(), beta[:6].T, atol=1e-6, rtol=0)
+        torch.testing.assert_close(ridge.intercept.double(), beta[6], atol=1e-6, rtol=0)
+
+
+
+def test_weighted_ridge_fit_does_not_depend_on_the_input_device(monkeypatch):
+    """With CUDA inputs (fake tensors: devices without data, so this runs on a CPU-only machine) every
+    linear-algebra call of the fit gets float64 CPU tensors, and the coefficients come back on the
+    input's device and in its dtype."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from engine.importance.captum_extras import WeightedRidge
+
+    seen = []
+    real_solve = torch.linalg.solve
+
+    def solve(a, b):
+        seen.append(("solve", a.device.type, a.dtype, b.device.type, b.dtype))
+        return real_solve(a, b)
+
+    def lstsq(a, b, driver=None):
+        # lstsq has no fake-tensor kernel (its rank output has a data-dependent shape): answer with the
+        # solution's shape
+        seen.append(("lstsq", a.device.type, a.dtype, b.device.type, b.dtype))
+        return SimpleNamespace(solution=torch.zeros(a.shape[1], b.shape[1], dtype=a.dtype, device=a.device))
+
+    monkeypatch.setattr(torch.linalg, "solve", solve)
+    monkeypatch.setattr(torch.linalg, "lstsq", lstsq)
+    with FakeTensorMode():
+        # two batches, as captum's DataLoader may give (fake CUDA tensors cannot be sliced without CUDA)
+        data = [(torch.rand(n, 5, device="cuda"), torch.rand(n, 2, device="cuda"), torch.rand(n, device="cuda"))
+                for n in (25, 15)]
+        x = data[0][0]
+        for alpha in (0.0, 1.0):
+            ridge = WeightedRidge(alpha)
+            ridge.fit(data)
+            assert ridge.coef.device == x.device and ridge.coef.dtype == x.dtype and ridge.coef.shape == (2, 5)
+            assert ridge.intercept.device == x.device and ridge.intercept.shape == (2,)
+            assert ridge(x).device == x.device
+    assert {s[0] for s in seen} == {"solve", "lstsq"}
+    assert all(s[1:] == ("cpu", torch.float64, "cpu", torch.float64) for s in seen), seen

@@ -254,14 +254,63 @@ def test_read_only_database_gives_a_clear_error(store, tmp_path):
     with pytest.raises(AnnotationStoreError, match="is read-only; nothing was written"):
         ro.submit_ranking(t.id, "ann", _all_slots(store, t.id))
     assert [r.submission_id for r in ro.rankings()] == ["kept"]
-    if os.geteuid() != 0:  # root ignores file permissions
-        store.path.chmod(0o444)
-        try:
-            with pytest.raises(AnnotationStoreError, match="read-only"):
-                AnnotationStore(store.path).submit_ranking(t.id, "ann", _all_slots(store, t.id))
-        finally:
-            store.path.chmod(0o644)
+    slots = _all_slots(store, t.id)
+    failure = _without_write_permission(store.path, lambda path: AnnotationStore(path).submit_ranking(t.id, "ann", slots))
+    assert failure is not None, "a submission to a write-protected file went through"
+    assert failure[0] == "AnnotationStoreError" and "is read-only; nothing was written" in failure[1], failure
     assert [r.submission_id for r in store.rankings()] == ["kept"]
+
+
+def _without_write_permission(path: Path, action) -> tuple[str, str] | None:
+    """Run action(path) by a user who may read the file `path` but not write it, and return the exception it
+    raised as (type name, message), or None. Root ignores file modes (CI runs as root): there the action
+    runs in a forked child that has dropped to the unprivileged user `nobody`, on a copy of the file in a
+    folder that user can enter; otherwise in this process, with the file's mode set to 0444."""
+    import shutil
+    import tempfile
+
+    def attempt(target):
+        try:
+            action(target)
+        except Exception as err:  # noqa: BLE001 (reported to the caller, who checks its type)
+            return type(err).__name__, str(err)
+        return None
+
+    if os.geteuid() != 0:
+        path.chmod(0o444)
+        try:
+            return attempt(path)
+        finally:
+            path.chmod(0o644)
+    # under /tmp, not TMPDIR: every folder above the copy must be enterable by `nobody`
+    folder = Path(tempfile.mkdtemp(prefix="engine-readonly-", dir="/tmp"))
+    try:
+        folder.chmod(0o777)  # nobody may enter it and create SQLite's side files, but not write the database
+        copy = folder / path.name
+        shutil.copyfile(path, copy)
+        copy.chmod(0o444)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: drop root, try, report through the pipe, and leave without cleanup
+            code = 1
+            try:
+                os.close(read)
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+                os.write(write, json.dumps(attempt(copy)).encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write)
+        with os.fdopen(read) as pipe:
+            reported = pipe.read()
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, f"the unprivileged child failed: {reported!r}"
+        result = json.loads(reported)
+        return None if result is None else tuple(result)
+    finally:
+        shutil.rmtree(folder)
 
 
 def test_not_a_database_gives_a_clear_error_and_is_left_untouched(tmp_path):

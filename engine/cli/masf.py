@@ -9,7 +9,10 @@ HELP = "fit the MaSF in-distribution test of a checkpoint and store it beside it
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = ("Fit MaSF (docs/methods.md#masf) on the checkpoint's validation split transformed like "
                        "its training, store it in models_cache/<id>/masf.safetensors, and report the share of p-values "
-                       "below 0.05 on the test split unmasked and 100% masked.")
+                       "below 0.05 on the test split unmasked and 100% masked.\n\n"
+                       "Examples:\n"
+                       "  python -m engine masf --model tiny-rt-masked-s0\n"
+                       "  python -m engine masf --model my-bert --dataset my-reviews --limit 500   # a registered model")
 
     parser.add_argument("--model", required=True, help="checkpoint id in models_cache, registered id or folder (see `python -m engine models`)")
     parser.add_argument("--dataset", default=None, help="dataset to calibrate on (default: the checkpoint's; required "

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+import numpy as np
 import torch
 
 from engine.errors import InvalidInputError
@@ -28,17 +29,29 @@ from engine.importance.types import Call
 
 @contextmanager
 def _seeded(seed: int, device: torch.device):
-    """Seed torch's generators for one captum call without disturbing the caller's random state."""
+    """Seed torch's generators and NumPy's global one (captum's GradientShap draws its path points with
+    `np.random`) for one captum call, and give the caller its random states back afterwards.
+
+    The seed is a 63-bit int; NumPy's legacy seeding takes 32-bit words, so it gets both halves."""
     devices = [] if device.type == "cpu" else [device.index or 0]
-    with torch.random.fork_rng(devices=devices, device_type=device.type if device.type != "cpu" else "cuda"):
-        torch.manual_seed(seed)
-        yield
+    numpy_state = np.random.get_state()
+    try:
+        with torch.random.fork_rng(devices=devices, device_type=device.type if device.type != "cpu" else "cuda"):
+            torch.manual_seed(seed)
+            np.random.seed([seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF])
+            yield
+    finally:
+        np.random.set_state(numpy_state)
 
 
 class WeightedRidge:
     """A captum interpretable `Model`: weighted least squares with an intercept and an L2 penalty `alpha`
     on the coefficients (not the intercept), solved in closed form in float64 (alpha 0: minimum-norm
-    least squares). Sample weights are used as given (as scikit-learn's `sample_weight`)."""
+    least squares). Sample weights are used as given (as scikit-learn's `sample_weight`).
+
+    The regression is small (n_samples x features) and is solved on the CPU whatever the data's device:
+    CUDA has no 'gelsd' lstsq driver, and a CPU-only solve gives the same coefficients on every device.
+    `coef` [outputs, M] and `intercept` [outputs] come back on the device and in the dtype of the inputs."""
 
     def __init__(self, alpha: float = 0.0):
         self.alpha = float(alpha)
@@ -47,11 +60,16 @@ class WeightedRidge:
 
     def fit(self, train_data, **_):
         xs, ys, ws = [], [], []
+        device = dtype = None
         for data in train_data:
             x, y = data[0], data[1]
-            xs.append(x.double())
-            ys.append(y.double().reshape(len(x), -1))
-            ws.append(data[2].double().reshape(-1) if len(data) > 2 else torch.ones(len(x), dtype=torch.float64))
+            if device is None:
+                device = x.device
+                dtype = x.dtype if x.dtype.is_floating_point else torch.float32
+            xs.append(x.detach().to("cpu", torch.float64))
+            ys.append(y.detach().to("cpu", torch.float64).reshape(len(x), -1))
+            ws.append(data[2].detach().to("cpu", torch.float64).reshape(-1) if len(data) > 2
+                      else torch.ones(len(x), dtype=torch.float64))
         x, y, w = torch.cat(xs), torch.cat(ys), torch.cat(ws)
         mx = (w[:, None] * x).sum(0) / w.sum()
         my = (w[:, None] * y).sum(0) / w.sum()
@@ -62,15 +80,15 @@ class WeightedRidge:
             coef = torch.linalg.solve(gram, xc.T @ yc)  # [M, outputs]
         else:
             coef = torch.linalg.lstsq(xc, yc, driver="gelsd").solution
-        self.coef = coef.T.float()
-        self.intercept = (my - mx @ coef).float()
+        self.coef = coef.T.to(device, dtype)
+        self.intercept = (my - mx @ coef).to(device, dtype)
         return {}
 
     def representation(self) -> torch.Tensor:
         return self.coef
 
     def __call__(self, x):
-        return x.float() @ self.coef.T + self.intercept
+        return x.to(self.coef.dtype) @ self.coef.T + self.intercept
 
 
 class _CaptumIds(Explainer):
@@ -254,7 +272,8 @@ class GradientShapImportance(_CaptumEmbeddings):
     """gradient-shap: GradientSHAP (captum) on word embeddings, baseline the [MASK] embedding.
 
     With one baseline this is IG with random path points (expected gradients): n_samples draws of
-    alpha ~ U(0, 1) (default 20) and Gaussian noise stdev (default 0). Unit: logit; signed."""
+    alpha ~ U(0, 1) (default 20) and Gaussian noise stdev (default 0), seeded per input by `seed` (captum draws
+    the alphas from NumPy's global generator: it is seeded too, and restored after). Unit: logit; signed."""
 
     name = "gradient-shap"
     defaults = {"n_samples": 20, "stdevs": 0.0, "seed": 0}
