@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 import torch
+from _smoke import SMOKE_HELP, use_scratch_folders
 
 from engine.data import get_dataset
 from engine.importance import get_explainer
@@ -26,10 +27,15 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=24)
     ap.add_argument("--train-limit", type=int, default=2000)
     ap.add_argument("--multiples", type=float, nargs="+", default=[0.25, 0.5, 1, 2, 4, 8])
+    ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = ap.parse_args()
+    if args.smoke:  # CI: the real searches on 2 short inputs of a barely trained model; the numbers mean nothing
+        use_scratch_folders()
+        args.inputs, args.max_tokens, args.train_limit, args.multiples = 2, 8, 64, [1.0]
     torch.manual_seed(0)
     clf = train_classifier(TrainConfig(base_model="tiny", dataset="rt", strategy="masked", epochs=1, lr=3e-4,
-                                       batch_size=32, train_limit=args.train_limit, eval_limit=200, seed=0),
+                                       batch_size=32, train_limit=args.train_limit,
+                                       eval_limit=32 if args.smoke else 200, seed=0),
                            show_progress_bar=False)
     rows = [e for e in get_dataset("rt").split("test")
             if int(clf.batch_of([e]).maskable[0].sum()) <= args.max_tokens][: args.inputs]

@@ -23,7 +23,7 @@ Checked against the authors' code, JoakimEdin/naopc at commit 0976aa3: their exh
 (src/evaluation/naopc_exact/calculate_aopc_limits.py, `permutations`, numba decorator dropped) and their beam
 (src/evaluation/naopc_beam/bound_approximation_methods.py, width 5, duplicate paths kept) were run on tables of
 masked-set probabilities of the toy model (8 inputs of 5-7 tokens, tests/data/naopc_reference.json, regenerated
-by scripts/naopc_reference_fixture.py). Our exact U and L equal theirs to 1e-12, and `beam_search(dedup=False)`
+by tests/data/make_naopc_reference.py). Our exact U and L equal theirs to 1e-12, and `beam_search(dedup=False)`
 at width 5 gives their beam's bounds. Two differences of theirs we do not reproduce: their search starts from
 max = 0 and min = 100.1, so an input whose every order has a negative sum of drops would get U clipped at
 the all-masked term; and their beam keeps several paths to one masked set (our default keeps the best one, as

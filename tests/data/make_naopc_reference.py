@@ -2,7 +2,7 @@
 (JoakimEdin/naopc @ 0976aa3, read from a local clone; nothing of theirs is copied into the project) on tables of
 masked-set probabilities of the toy model.
 
-    python scripts/naopc_reference_fixture.py PATH/TO/naopc-clone tests/data/naopc_reference.json
+    python tests/data/make_naopc_reference.py PATH/TO/naopc-clone tests/data/naopc_reference.json
 
 Their numba @jit decorator is dropped (same semantics in plain Python); their beam module's tokenizer helper is
 loaded from their clone too. Needs transformers (installed) but no network.
