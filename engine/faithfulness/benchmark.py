@@ -73,7 +73,7 @@ def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default",
     from engine.models.checkpoint import weights_sha256
     from engine.ood import load_or_fit_masf, masf_provenance
     from engine.results import ResultsStore
-    from engine.runtime import configure, seed_everything
+    from engine.runtime import configure, runtime_record, seed_everything
 
     configure()
     seed_everything(cell.seed)
@@ -117,6 +117,7 @@ def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default",
         "masf": masf_provenance(classifier),
         "n_examples": n_examples, "seconds": round(time.time() - started, 1), "cost": cost,
         "machine": f"{platform.machine()} {os.cpu_count()} cpus, {classifier.device}",
+        "runtime": runtime_record(classifier.device),  # GPU, versions and determinism flags
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     ResultsStore(results_dir).write_cell(run, cell.key(), tidy, provenance)

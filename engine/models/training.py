@@ -24,7 +24,7 @@ from engine.models.batch import collate_examples
 from engine.models.classifier import Classifier
 from engine.models.encoders import resolve_encoder
 from engine.models.masking import STRATEGIES, apply_token_masks, training_transform
-from engine.runtime import code_version, configure, pick_device, seed_everything
+from engine.runtime import code_version, configure, pick_device, runtime_record, seed_everything
 
 
 @dataclass
@@ -316,6 +316,7 @@ def train_classifier(
         "train_size": len(train),
         "device": str(device),
         "torch_threads": torch.get_num_threads(),
+        "runtime": runtime_record(device),  # GPU name, versions, determinism flags
         "train_seconds": round(time.time() - started, 1),
         "code_version": code_version(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
