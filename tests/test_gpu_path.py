@@ -189,3 +189,38 @@ def test_out_of_memory_halves_the_rows_and_gives_the_same_scores(known_classifie
             get_explainer(measure, classifier, memo=False, max_rows=12).attribute(batch, 1)
     finally:
         model.forward = real_forward
+
+
+# -- 13: the training loop -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dataset", ["toy", "babi-1"])
+def test_examples_tokenised_once_pad_into_the_same_batches_as_collate_examples(toy_classifier, dataset):
+    """Training tokenises every example once before the step loop; padding any rows of them together gives
+    exactly the batch `collate_examples` makes of those rows (ids, masks, types, segments, offsets, targets)."""
+    from engine.data import get_dataset
+    from engine.models.batch import collate_examples
+    from engine.models.training import _collate, _tokenised_rows
+
+    examples = get_dataset(dataset).split("train")[:40]
+    rows = _tokenised_rows(toy_classifier, examples, chunk=16)
+    pick = [7, 3, 31, 0, 22, 39]
+    got = _collate([rows[i] for i in pick], toy_classifier.tokenizer.pad_token_id)
+    want = collate_examples(toy_classifier.tokenizer, [examples[i] for i in pick], toy_classifier.max_length)
+    for name in ("input_ids", "attention_mask", "token_type_ids", "segments", "maskable", "target", "truncated"):
+        assert torch.equal(getattr(got, name), getattr(want, name)), name
+    assert got.offsets == want.offsets
+
+
+def test_training_precision_is_opt_in_validated_and_recorded():
+    """bf16 training is asked for by TrainConfig(precision=...), recorded in the checkpoint's metadata (and its
+    config); an unknown precision is refused with the valid ones listed."""
+    from engine.errors import InvalidInputError
+    from engine.models import TrainConfig, train_classifier
+
+    with pytest.raises(InvalidInputError, match="fp32, tf32, bf16"):
+        TrainConfig(precision="fp16")
+    assert TrainConfig().precision == "fp32"
+    c = train_classifier(TrainConfig(base_model="tiny", dataset="toy", epochs=1, batch_size=16, train_limit=32,
+                                     eval_limit=16, precision="bf16", device="cpu"), show_progress_bar=False)
+    assert c.metadata["precision"] == "bf16" and c.metadata["config"]["precision"] == "bf16"
+    assert all(p.dtype == torch.float32 for p in c.model.parameters()), "weights stay fp32 under autocast"
+    assert not torch.backends.cuda.matmul.allow_tf32
