@@ -224,3 +224,61 @@ def test_training_precision_is_opt_in_validated_and_recorded():
     assert c.metadata["precision"] == "bf16" and c.metadata["config"]["precision"] == "bf16"
     assert all(p.dtype == torch.float32 for p in c.model.parameters()), "weights stay fp32 under autocast"
     assert not torch.backends.cuda.matmul.allow_tf32
+
+
+# -- 14: no [B, heads, T, T] float64 copy, one write per beam row ------------------------------------------------
+class _Float64Writes:
+    """A dispatch mode that records the float64 tensors ops produce (shape) and counts in-place writes into them."""
+
+    def __new__(cls):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        class Mode(TorchDispatchMode):
+            def __init__(self):
+                super().__init__()
+                self.shapes, self.writes = [], 0
+
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                if isinstance(out, torch.Tensor) and out.dtype == torch.float64:
+                    self.shapes.append(tuple(out.shape))
+                    if func._schema.name.endswith("_") or func._schema.name in ("aten::copy_", "aten::index_put_"):
+                        self.writes += 1
+                return out
+
+        return Mode()
+
+
+def test_attention_summaries_average_heads_without_a_whole_float64_copy(monkeypatch):
+    """The head average is taken in float64 a few rows at a time (never a [B, heads, T, T] float64 tensor) and the
+    three summaries equal, bit for bit, those of averaging the whole float64 copy (the previous computation)."""
+    from engine.importance import attention as A
+
+    torch.manual_seed(0)
+    B, heads, T = 6, 12, 48
+    atts = [torch.softmax(torch.randn(B, heads, T, T), -1) for _ in range(3)]
+    query = torch.randint(0, T, (B,))
+    reference = A.attention_summaries(atts, query)  # 6 x 12 x 48 x 48 x 8 B < HEAD_MEAN_BYTES: one copy
+    layers = [a.to(torch.float64).mean(1) for a in atts]
+    rows = torch.arange(B)
+    assert torch.equal(reference["attention-cls-last"], layers[-1][rows, query, :])
+    monkeypatch.setattr(A, "HEAD_MEAN_BYTES", 2 * heads * T * T * 8)
+    with _Float64Writes() as mode:
+        chunked = A.attention_summaries(atts, query)
+    assert all(s[:2] != (B, heads) for s in mode.shapes if len(s) == 4), "a whole [B, heads, T, T] float64 copy"
+    assert max(s[0] for s in mode.shapes if len(s) == 4) == 2
+    for k in reference:
+        assert torch.equal(chunked[k], reference[k]), k
+
+
+def test_beam_writes_its_ranks_once_per_row_with_the_previous_ranks(toy_classifier):
+    """beam's ranks are written on the host, one write per input (not one per token into a device tensor), and
+    are those the previous per-token writes gave on the toy classifier."""
+    from engine.importance import get_explainer
+    from engine.models import tokenize
+
+    b = tokenize(toy_classifier.tokenizer, ["a good and fine film", "bad awful dull"], max_length=32)
+    with _Float64Writes() as mode:
+        scores = get_explainer("beam", toy_classifier, memo=False, beam_size=3).attribute(b, 1).scores
+    assert scores.tolist() == [[0.0, 4.0, 5.0, 3.0, 2.0, 1.0, 0.0], [0.0, 1.0, 3.0, 2.0, 0.0, 0.0, 0.0]]
+    assert mode.writes <= len(b), mode.writes
