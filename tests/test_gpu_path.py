@@ -282,3 +282,39 @@ def test_beam_writes_its_ranks_once_per_row_with_the_previous_ranks(toy_classifi
         scores = get_explainer("beam", toy_classifier, memo=False, beam_size=3).attribute(b, 1).scores
     assert scores.tolist() == [[0.0, 4.0, 5.0, 3.0, 2.0, 1.0, 0.0], [0.0, 1.0, 3.0, 2.0, 0.0, 0.0, 0.0]]
     assert mode.writes <= len(b), mode.writes
+
+
+# -- 10: SMaT's student on the chosen device ----------------------------------------------------------------------
+def test_student_batches_follow_the_chosen_device_and_the_run_records_it(monkeypatch):
+    """Every tensor of a student's mini-batch (explanations and teacher head scores included) goes to the chosen
+    device ('meta' stands in for a GPU here); train_student takes the engine's device setting and records it."""
+    from engine.errors import InvalidInputError
+    from engine.simulability.data import SimSplit
+    from engine.simulability.training import StudentConfig, on_device, train_student
+
+    ids = torch.tensor([[2, 5, 6, 3], [2, 6, 5, 3], [2, 5, 5, 3], [2, 6, 6, 3]])
+    mask = torch.ones_like(ids)
+    split = SimSplit(ids, mask, torch.zeros_like(ids), mask.bool(), torch.tensor([0, 1, 0, 1]),
+                     torch.rand(4, 2, 4), {"oracle": torch.full((4, 4), 0.25)})
+    moved = on_device(split, torch.device("meta"))
+    tensors = [moved.input_ids, moved.attention_mask, moved.token_type_ids, moved.maskable, moved.teacher_pred,
+               moved.teacher_scores, moved.explanations["oracle"]]
+    assert all(t.device.type == "meta" for t in tensors)
+    assert on_device(split, torch.device("cpu")) is split
+
+    from transformers import AutoModel, BertConfig
+
+    from engine.simulability.student import Student
+
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                        max_position_embeddings=8)
+    config._attn_implementation = "eager"
+    student = Student(AutoModel.from_config(config, add_pooling_layer=False), 2)
+    cfg = StudentConfig(max_epochs=1, batch_size=2, lr=0.01)
+    monkeypatch.setenv("ENGINE_DEVICE", "cuda")
+    with pytest.raises(InvalidInputError, match="CUDA is not available"):
+        train_student(student, split, split, "none", cfg, seed=0)
+    monkeypatch.setenv("ENGINE_DEVICE", "cpu")
+    result = train_student(student, split, split, "smat", cfg, seed=0)
+    assert result.device == "cpu" and result.teacher_phi.device.type == "cpu"
