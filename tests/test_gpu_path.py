@@ -332,3 +332,23 @@ def test_ray_cells_ask_for_a_gpu_fraction_only_on_a_cluster_with_gpus_and_use_th
     assert ray_device(["2"], "0,1,2,3") == "cuda:2"
     assert ray_device([1], None) == "cuda:1"
     assert ray_device([], "0") == "cpu"
+
+
+def test_a_checkpoint_trained_before_the_precision_option_is_still_reused(models_cache, toy_classifier):
+    """load_or_train reuses a checkpoint whose recorded config predates `precision` (it was fp32) instead of
+    training again."""
+    import copy as _copy
+
+    from engine.models import TrainConfig, save_classifier
+    from engine.models.reuse import load_or_train
+
+    old = _copy.copy(toy_classifier)
+    old.metadata = _copy.deepcopy(toy_classifier.metadata)
+    recorded = old.metadata["config"]
+    recorded.pop("precision")
+    save_classifier(old, "toy-before-precision")
+    config = TrainConfig(**{**recorded, "extra": dict(recorded["extra"])})
+    said = []
+    found = load_or_train(config, "toy-before-precision", log=said.append)
+    assert said == ["toy-before-precision: loaded from models_cache (same training configuration)"]
+    assert "precision" not in found.metadata["config"]
