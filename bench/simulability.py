@@ -82,6 +82,8 @@ def measure(student_name: str, repeats: int, batch_size: int, heads: int) -> dic
         for i in range(2, repeats + 2):
             start = time.perf_counter()
             step(i)
+            if torch.cuda.is_available() and torch.cuda.is_initialized():
+                torch.cuda.synchronize()  # time the GPU's work, not its launch
             seconds.append(time.perf_counter() - start)
         times[name] = statistics.median(seconds)
     return times

@@ -22,6 +22,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# cuBLAS reads this once, when it starts: it must be set before the first CUDA matmul, so it is set at import
+# (harmless on a CPU). With it and deterministic algorithms on, a CUDA rerun gives the same bits.
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 _configured = False
 
@@ -43,15 +46,60 @@ def configure() -> None:
 
 
 def pick_device(requested: str | None = None) -> torch.device:
-    """`cuda` when available (or when asked), else `cpu`. `requested` may be 'auto', 'cpu', 'cuda'."""
+    """`cuda` when available (or when asked), else `cpu`. `requested` may be 'auto', 'cpu', 'cuda'.
+
+    Picking CUDA turns deterministic algorithms on first (`ENGINE_DETERMINISTIC`, on by default), so no
+    CUDA kernel runs before they are: `index_add_`, `scatter_add_` and the LSTM's gather backward
+    accumulate in a nondeterministic order on a GPU otherwise."""
     requested = (requested or settings.device_request()).lower()
     if requested == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        requested = "cuda" if torch.cuda.is_available() else "cpu"
     if requested.startswith("cuda") and not torch.cuda.is_available():
         raise InvalidInputError(f"device {requested!r} was asked for but CUDA is not available on this machine")
     if requested not in ("cpu",) and not requested.startswith("cuda"):
         raise InvalidInputError(f"unknown device {requested!r}: use auto, cpu or cuda")
-    return torch.device(requested)
+    device = torch.device(requested)
+    if device.type == "cuda":
+        set_determinism(settings.deterministic_request())
+    return device
+
+
+def set_determinism(on: bool) -> None:
+    """Deterministic algorithms (and cuDNN's deterministic kernels, without autotuning) on or off.
+
+    warn_only: an op with no deterministic kernel warns instead of stopping the run; the flag is recorded
+    with every result (`determinism()`), so a number from such a run can be told apart. On a CPU the
+    engine's kernels are deterministic for a fixed thread count either way."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(bool(on), warn_only=True)
+    torch.backends.cudnn.deterministic = bool(on)
+    torch.backends.cudnn.benchmark = False if on else torch.backends.cudnn.benchmark
+
+
+def determinism() -> dict:
+    """The flags that decide whether a rerun gives the same bits, as recorded in provenance."""
+    return {
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "deterministic_warn_only": torch.is_deterministic_algorithms_warn_only_enabled(),
+        "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
+        "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+        "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+        "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+        "torch_threads": torch.get_num_threads(),
+    }
+
+
+def runtime_record(device: torch.device | str | None = None) -> dict:
+    """Device (with the GPU's name), versions and the determinism flags: what provenance records about the
+    machine a number was computed on."""
+    import transformers
+
+    record = {"device": str(device) if device is not None else None, "torch": torch.__version__,
+              "transformers": transformers.__version__, "cuda": torch.version.cuda}
+    if device is not None and torch.device(device).type == "cuda" and torch.cuda.is_available():
+        record["gpu"] = torch.cuda.get_device_name(torch.device(device))
+    record.update(determinism())
+    return record
 
 
 def seed_everything(seed: int) -> None:

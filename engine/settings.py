@@ -19,6 +19,7 @@ SETTINGS = {
     "ENGINE_ANNOTATIONS_DB": ("<project>/annotations/annotations.sqlite3", "the plausibility annotation database"),
     "ENGINE_USER_DIR": ("<project>/user", "manifests of registered models and datasets (by reference, git-ignored)"),
     "ENGINE_DEVICE": ("auto", "auto (CUDA when available), cpu or cuda[:N]"),
+    "ENGINE_DETERMINISTIC": ("1", "1: deterministic CUDA algorithms (bit-identical reruns); 0: the fastest kernels"),
     "ENGINE_THREADS": ("torch's default (the machine's cores)", "intra-op CPU threads of this process"),
 }
 
@@ -51,6 +52,14 @@ def user_dir() -> Path:
 def device_request() -> str:
     """The device asked for by `ENGINE_DEVICE` ('auto' when unset)."""
     return (os.environ.get("ENGINE_DEVICE") or "auto").lower()
+
+
+def deterministic_request() -> bool:
+    """Whether CUDA runs with deterministic algorithms (`ENGINE_DETERMINISTIC`, default 1)."""
+    value = (os.environ.get("ENGINE_DETERMINISTIC") or "1").strip().lower()
+    if value not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+        raise InvalidInputError(f"ENGINE_DETERMINISTIC must be 1 or 0, got {value!r}")
+    return value in ("1", "true", "yes", "on")
 
 
 def threads_request() -> int | None:

@@ -7,6 +7,19 @@ import os
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# The one setting that picks the tests' device: ENGINE_TEST_DEVICE (cpu by default, so a machine with a GPU
+# runs the same numbers as CI unless asked: ENGINE_TEST_DEVICE=cuda runs the suite on the GPU). Every model the
+# tests train or load goes where ENGINE_DEVICE says.
+TEST_DEVICE = os.environ.get("ENGINE_TEST_DEVICE", "cpu")
+os.environ["ENGINE_DEVICE"] = TEST_DEVICE
+
+
+@pytest.fixture(scope="session")
+def test_device():
+    """The torch.device the tests run their models on (ENGINE_TEST_DEVICE, default cpu)."""
+    import torch
+
+    return torch.device(TEST_DEVICE)
 
 
 @pytest.fixture(scope="session")

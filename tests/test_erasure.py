@@ -228,7 +228,7 @@ def test_every_metric_carries_the_share_of_its_perturbed_inputs_out_of_distribut
     class FullyMaskedIsOOD:
         def pvalues(self, feats):  # feats [R, 1, 1]: max over real tokens of the word embedding (w of the tokens)
             # The all-[MASK] input has only zero-weight tokens; every other input here has a positive one.
-            return np.where(feats[:, 0, 0].numpy() <= 0, 0.01, 0.5)
+            return np.where(feats[:, 0, 0].cpu().numpy() <= 0, 0.01, 0.5)
 
     classifier, batch, s = _setup(known_classifier, weights=[1.0, 2.0, 0.5, 0.25], scores=[4, 3, 2, 1])
     res = erasure_metrics(classifier, batch, s, target=[1], masf=FullyMaskedIsOOD(),
@@ -332,19 +332,19 @@ def test_on_tiny_bert_comprehensiveness_equals_an_independent_masked_forward_and
     with torch.no_grad():
         p = torch.softmax(clf.logits(batch), -1)[torch.arange(3), batch.target]
         n = batch.maskable.sum(1)
-        keys = masking_order_keys(imp.scores.double(), batch.maskable, torch.zeros_like(batch.maskable))
+        keys = masking_order_keys(imp.scores.double().to(batch.device), batch.maskable, torch.zeros_like(batch.maskable))
         for k in ERASER_BINS:
-            counts = torch.tensor([bin_count(k, int(v)) for v in n])
+            counts = torch.tensor([bin_count(k, int(v)) for v in n], device=batch.device)
             masked = batch.with_ids(mask_top(batch.input_ids, keys, counts, clf.mask_token_id))
             q = torch.softmax(clf.logits(masked), -1)[torch.arange(3), batch.target]
-            np.testing.assert_allclose(res.values[f"comprehensiveness@{k:g}"], (p - q).numpy(), atol=1e-5)
+            np.testing.assert_allclose(res.values[f"comprehensiveness@{k:g}"], (p - q).cpu().numpy(), atol=1e-5)
             if k == 0.5:
                 np.testing.assert_allclose(res.p_values[f"comprehensiveness@{k:g}"], masf_pvalues(clf, masf, masked))
         full = mask_all_primary(batch, clf.mask_token_id)
         q_full = torch.softmax(clf.logits(full), -1)[torch.arange(3), batch.target]
-    np.testing.assert_allclose(res.values["deletion@1"], q_full.numpy(), atol=1e-5)
-    np.testing.assert_allclose(res.values["insertion@0"], q_full.numpy(), atol=1e-5)
-    np.testing.assert_allclose(res.probability, p.numpy(), atol=1e-5)
+    np.testing.assert_allclose(res.values["deletion@1"], q_full.cpu().numpy(), atol=1e-5)
+    np.testing.assert_allclose(res.values["insertion@0"], q_full.cpu().numpy(), atol=1e-5)
+    np.testing.assert_allclose(res.probability, p.cpu().numpy(), atol=1e-5)
     assert all(not np.isnan(res.ood_share(name)) for name in res.values)
     # 'delete' is labelled in the result and gives other perturbed inputs (positions shift).
     deleted = erasure_metrics(clf, batch, imp.scores, target=batch.target, removal="delete", metrics=["deletion"])

@@ -135,7 +135,7 @@ def test_one_forward_gives_the_logits_and_pvalues_of_two(toy_classifier):
 
     masf = fit_masf(toy_classifier, save=False)
     batch = toy_classifier.batch(["the movie was good", "the plot was dull and far too long for what it had to say"])
-    batch = batch.with_ids(torch.where(batch.maskable & (torch.arange(batch.input_ids.shape[1]) % 3 == 0),
+    batch = batch.with_ids(torch.where(batch.maskable & (torch.arange(batch.input_ids.shape[1], device=batch.device) % 3 == 0),
                                        torch.full_like(batch.input_ids, toy_classifier.mask_token_id), batch.input_ids))
     with torch.no_grad():
         separate = toy_classifier.logits(batch)
@@ -147,8 +147,8 @@ def test_one_forward_gives_the_logits_and_pvalues_of_two(toy_classifier):
     fused, features = logits_and_features(toy_classifier, batch)
     assert torch.equal(fused, separate)
     assert torch.equal(features, own)
-    target = torch.tensor([1, 0])
+    target = torch.tensor([1, 0], device=batch.device)
     prob, logit, predicted, p_value = _observe(toy_classifier, batch, target, masf)
     assert np.array_equal(p_value, masf.pvalues(own))
-    assert np.array_equal(logit, separate.float()[[0, 1], target].numpy())
-    assert np.array_equal(prob, torch.softmax(separate.float(), -1)[[0, 1], target].numpy())
+    assert np.array_equal(logit, separate.float()[[0, 1], target].cpu().numpy())
+    assert np.array_equal(prob, torch.softmax(separate.float(), -1)[[0, 1], target].cpu().numpy())

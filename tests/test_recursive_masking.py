@@ -43,13 +43,13 @@ def test_each_step_masks_the_top_tokens_cumulatively_and_never_specials(toy_clas
     c = toy_classifier
     batch = c.batch(["the movie was really good and fun", "this film was dull"])
     res = recursive_masking(c, PositionExplainer(), batch)
-    n = batch.maskable.sum(1).numpy()
+    n = batch.maskable.sum(1).cpu().numpy()
     assert [s.ratio for s in res.steps] == pytest.approx([i / 10 for i in range(11)])
     previous = torch.zeros_like(batch.maskable)
     for step in res.steps:
         masked = step.input_ids == c.mask_token_id
         assert not (masked & ~batch.maskable).any(), "special tokens are never masked"
-        assert np.array_equal(masked.sum(1).numpy(), np.floor(n * step.ratio + 1e-9)), "floor(r * N) tokens in total"
+        assert np.array_equal(masked.sum(1).cpu().numpy(), np.floor(n * step.ratio + 1e-9)), "floor(r * N) tokens in total"
         assert (masked | ~previous).all(), "tokens masked before stay masked"
         previous = masked
         # the masked ones are the highest-scoring (here: last) maskable positions
@@ -60,7 +60,7 @@ def test_each_step_masks_the_top_tokens_cumulatively_and_never_specials(toy_clas
     assert res.steps[0].scores is None and res.steps[-1].scores is None, "0% and 100% compute nothing"
     with torch.no_grad():
         direct = torch.softmax(c.logits(batch.with_ids(res.steps[5].input_ids)), -1)
-    assert np.allclose(res.steps[5].probability, direct[torch.arange(2), torch.as_tensor(res.target)].numpy(), atol=1e-6)
+    assert np.allclose(res.steps[5].probability, direct[torch.arange(2), torch.as_tensor(res.target)].cpu().numpy(), atol=1e-6)
     assert res.target_source == "predicted"
 
 

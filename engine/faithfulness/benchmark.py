@@ -96,7 +96,7 @@ def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default",
     from engine.models.checkpoint import weights_sha256
     from engine.ood import load_or_fit_masf, masf_provenance
     from engine.results import ResultsStore
-    from engine.runtime import configure, seed_everything
+    from engine.runtime import configure, runtime_record, seed_everything
 
     configure()
     seed_everything(cell.seed)
@@ -140,10 +140,42 @@ def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default",
         "masf": masf_provenance(classifier),
         "n_examples": n_examples, "seconds": round(time.time() - started, 1), "cost": cost,
         "machine": f"{platform.machine()} {os.cpu_count()} cpus, {classifier.device}",
+        "runtime": runtime_record(classifier.device),  # GPU, versions and determinism flags
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     ResultsStore(results_dir).write_cell(run, cell.key(), tidy, provenance)
     return cell.key()
+
+
+#: The share of a GPU one Ray cell asks for: a cell's model, batches and MaSF features of the packaged models
+#: take a few GiB, so several cells share a GPU instead of all loading onto cuda:0 while the others idle.
+RAY_GPU_FRACTION = 0.25
+
+
+def ray_task_options(cluster_gpus: float, fraction: float = RAY_GPU_FRACTION) -> dict:
+    """Ray resources of one cell: a GPU fraction when the cluster has GPUs, none otherwise (CPU-only clusters).
+    Ray then makes the assigned GPU the task's only visible one and gives a GPU task a fresh worker each time."""
+    return {"num_gpus": fraction} if cluster_gpus and cluster_gpus > 0 else {}
+
+
+def ray_device(gpu_ids: Sequence, visible: str | None) -> str:
+    """The torch device of the GPU Ray assigned to this task: ids from `ray.get_gpu_ids()`, `visible` the task's
+    CUDA_VISIBLE_DEVICES (which Ray sets to the assigned ids, so the first assigned GPU is usually cuda:0).
+    'cpu' for a task given no GPU, so it never loads onto a GPU it did not ask for."""
+    if not gpu_ids:
+        return "cpu"
+    first = str(gpu_ids[0])
+    listed = [v.strip() for v in (visible or "").split(",") if v.strip()]
+    return f"cuda:{listed.index(first)}" if first in listed else f"cuda:{first}"
+
+
+def run_cell_on_ray(cell: Cell, results_dir: str | None = None, run: str = "default",
+                    progress: Callable[[int, int], None] | None = None, command: str | None = None) -> dict:
+    """`run_cell` in a Ray task, on the device Ray assigned to it (`ray_device`)."""
+    import ray
+
+    os.environ["ENGINE_DEVICE"] = ray_device(ray.get_gpu_ids(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return run_cell(cell, results_dir, run, progress, command)
 
 
 def ensure_masf(models: Sequence[str]) -> None:
@@ -239,7 +271,8 @@ def run_sweep(cells: Sequence[Cell], run: str = "default", results_dir: str | No
         import ray  # optional dependency: pip install ray
 
         ray.init(address=None if ray_address == "local" else ray_address, ignore_reinit_error=True)
-        remote = ray.remote(run_cell)
+        options = ray_task_options(ray.cluster_resources().get("GPU", 0))
+        remote = ray.remote(**options)(run_cell_on_ray) if options else ray.remote(run_cell_on_ray)
         refs = {remote.remote(cell, str(store.root), run, None, command): cell for cell in todo}
         pending, i = list(refs), 0
         while pending:

@@ -302,11 +302,26 @@ class _PendingPvalues:
             self.feats = []
 
 
-def rows_per_pass(T: int, device: torch.device, max_tokens: int = 4096) -> int:
-    """Rows of T tokens per forward pass: about 4096 tokens on a CPU (where throughput peaks, see
-    bench/importance.py) and 64k on a GPU."""
-    budget = max_tokens if device.type == "cpu" else 16 * max_tokens
-    return max(1, budget // max(T, 1))
+def rows_per_pass(T: int, device: torch.device, max_tokens: int = 4096, classifier: Classifier | None = None,
+                  memory_mb: float | None = None) -> int:
+    """Rows of T tokens per forward pass: about `max_tokens` tokens on a CPU (where throughput peaks, see
+    bench/importance.py); on a GPU as many as half its free memory holds (every layer's hidden state [T, H]
+    is kept for the MaSF features, plus one layer's transient activations, in the model's dtype), or 16 x
+    max_tokens without a classifier to size them by."""
+    if device.type == "cpu":
+        return max(1, max_tokens // max(T, 1))
+    if classifier is None:
+        return max(1, 16 * max_tokens // max(T, 1))
+    from engine.importance.batching import activation_bytes, memory_budget_bytes
+
+    cfg = getattr(classifier.model, "config", None)
+    H = int(getattr(cfg, "hidden_size", 256) or 256)
+    layers = int(getattr(cfg, "num_hidden_layers", 1) or 1)
+    heads = int(getattr(cfg, "num_attention_heads", 1) or 1)
+    inter = int(getattr(cfg, "intermediate_size", 4 * H) or 4 * H)
+    elem = activation_bytes(classifier.embedding_matrix.dtype, bf16=False)
+    per_row = T * ((layers + 1) * H + 6 * H + 2 * inter + 2 * heads * T) * elem
+    return int(max(1, memory_budget_bytes(device, memory_mb) // max(per_row, 1)))
 
 
 def _select_families(metrics: Sequence[str] | None) -> tuple[str, ...]:
@@ -413,7 +428,7 @@ def erasure_metrics(
     prob = np.empty(R)
     pred = np.empty(R, dtype=np.int64)
     pval = np.full(R, np.nan)
-    step = rows_per_pass(T, device)
+    step = rows_per_pass(T, device, classifier=classifier)
     pad_id = classifier.tokenizer.pad_token_id if classifier.tokenizer.pad_token_id is not None else 0
     pending = _PendingPvalues(masf, pval)
     for start in range(0, R, step):
@@ -577,7 +592,7 @@ def _soft_metrics(classifier, batch, scores, target, masf, draws, seed, p_x, rec
     R = len(owner)
     prob = np.empty(R)
     feats = None  # [R, L+1, H] MaSF features, allocated at the first pass
-    step = rows_per_pass(T, device, max_tokens=SOFT_PASS_TOKENS)
+    step = rows_per_pass(T, device, max_tokens=SOFT_PASS_TOKENS, classifier=classifier)
     for start in range(0, R, step):
         if should_stop is not None and should_stop():
             raise MaskingCancelled("the erasure metrics were cancelled")

@@ -96,6 +96,7 @@ class SanityCell:
 def _provenance(classifier, command: str, started: float, n_examples: int, extra: dict) -> dict:
     from engine.models.checkpoint import weights_sha256
     from engine.ood import masf_provenance
+    from engine.runtime import runtime_record
 
     meta = classifier.metadata
     return {"command": command, "code_version": code_version(), "checkpoint": classifier.id,
@@ -103,6 +104,7 @@ def _provenance(classifier, command: str, started: float, n_examples: int, extra
             "masf": masf_provenance(classifier), "target": "gold label", "n_examples": n_examples,
             "seconds": round(time.time() - started, 1),
             "machine": f"{platform.machine()} {os.cpu_count()} cpus, {classifier.device}",
+            "runtime": runtime_record(classifier.device),
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **extra}
 
 

@@ -25,7 +25,7 @@ import pandas as pd
 
 from engine.errors import InvalidInputError
 from engine.results.store import schedule_columns
-from engine.runtime import code_version
+from engine.runtime import code_version, runtime_record
 
 METHODS = ("recursive-roar", "roar")
 
@@ -140,6 +140,7 @@ def run_retraining_sweep(config, measures: Sequence[str], seeds: Sequence[int], 
                 "retrained_test_metrics": [m.get("test") for m in curve["models"]],
                 "seconds": round(time.time() - started, 1),
                 "machine": f"{platform.machine()} {os.cpu_count()} cpus, {base.device}",
+                "runtime": runtime_record(base.device),
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             }
             store.write_cell(run, cell, tidy, provenance)

@@ -69,7 +69,7 @@ def _extend_masks(classifier: Classifier, explainer, examples, masks: dict, leve
             scores = explainer.attribute(current, current.target).scores.to(classifier.device)
         keys = masking_order_keys(scores, batch.maskable, is_masked)
         new_ids = mask_top(current.input_ids, keys, k, classifier.mask_token_id)
-        hit = (new_ids == classifier.mask_token_id) & batch.maskable
+        hit = ((new_ids == classifier.mask_token_id) & batch.maskable).cpu()  # one copy, not a sync per row
         for uid, row in zip(uids, hit):
             masks[uid] = torch.nonzero(row).flatten().tolist()
 
@@ -112,7 +112,8 @@ def roar_curve(
         retrained = train_classifier(config, show_progress_bar=False, token_masks=masks)
         values.append(retrained.metadata["test"]["unmasked"])
         test_uids = [e.uid for e in examples["test"]]
-        n_total = sum(int(base.batch_of([e]).maskable.sum()) for e in examples["test"][:200])
+        # One tokenisation and one read of the first 200 test inputs' maskable tokens (padding is never maskable).
+        n_total = int(base.batch_of(examples["test"][:200]).maskable.sum()) if examples["test"] else 0
         n_masked = sum(len(masks.get(uid, [])) for uid in test_uids[:200])
         fractions.append(n_masked / max(n_total, 1))
         models.append(retrained.metadata)

@@ -30,12 +30,30 @@ def is_bilstm(classifier) -> bool:
     return isinstance(classifier.model, BiLSTMAttentionClassifier)
 
 
+#: Bytes of the float64 copy of attention weights made at a time when averaging heads.
+HEAD_MEAN_BYTES = 64 * 2**20
+
+
+def _head_mean(a: torch.Tensor) -> torch.Tensor:
+    """Mean over heads of attention weights a [B, heads, T, T], in float64: [B, T, T]. The float64 copy is
+    made a few rows at a time (at most HEAD_MEAN_BYTES), not of the whole [B, heads, T, T]; each row is
+    averaged by the same kernel as before, so the result is the same bit for bit."""
+    B, heads, T, _ = a.shape
+    rows = max(1, HEAD_MEAN_BYTES // max(heads * T * T * 8, 1))
+    if rows >= B:
+        return a.to(torch.float64).mean(1)
+    out = torch.empty(B, T, T, dtype=torch.float64, device=a.device)
+    for start in range(0, B, rows):
+        torch.mean(a[start:start + rows].to(torch.float64), 1, out=out[start:start + rows])
+    return out
+
+
 def attention_summaries(attentions, query: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """From per-layer attentions [B, heads, T, T] (query x key): the three [B, T] summaries.
 
     query [B] long: the position read by the classifier head, whose attention row is summarised: 0 ([CLS])
     for encoders (the default), the last real token for decoder classifiers (`Classifier.pooled_positions`)."""
-    layers = [a.to(torch.float64).mean(1) for a in attentions]  # L x [B, T, T], heads averaged
+    layers = [_head_mean(a) for a in attentions]  # L x [B, T, T], heads averaged
     B = layers[0].shape[0]
     rows = torch.arange(B, device=layers[0].device)
     q = torch.zeros(B, dtype=torch.long, device=rows.device) if query is None else query.to(rows.device)

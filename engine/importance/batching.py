@@ -11,6 +11,39 @@ import torch
 from engine.importance.types import Call
 from engine.models import Batch
 
+#: The share of the GPU's free memory one batched pass may plan for (the estimates below are rough, and the
+#: caching allocator keeps blocks of earlier passes); an out-of-memory error halves the rows and retries.
+CUDA_FREE_FRACTION = 0.5
+#: The budget on a CPU (MiB), where throughput, not memory, sets the pass size.
+CPU_BUDGET_MB = 1024
+
+
+def memory_budget_bytes(device: torch.device, memory_mb: float | None = None) -> int:
+    """Bytes one batched pass may use: `memory_mb` when given; on CUDA a share (CUDA_FREE_FRACTION) of the
+    memory free on that GPU now (`torch.cuda.mem_get_info`), on a CPU CPU_BUDGET_MB."""
+    if memory_mb:
+        return int(memory_mb * 2**20)
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        return int(free * CUDA_FREE_FRACTION)
+    return CPU_BUDGET_MB * 2**20
+
+
+def activation_bytes(dtype: torch.dtype, bf16: bool) -> int:
+    """Bytes of one activation element: 2 under bfloat16 autocast (matmul outputs are bf16 whatever the
+    weights' dtype), else the size of the model's dtype."""
+    return 2 if bf16 else torch.finfo(dtype).bits // 8
+
+
+def halve_after_oom(rows: int, error: BaseException, device: torch.device) -> int:
+    """The rows per pass to retry with after `error` (a CUDA out-of-memory error): half, or the error again
+    when one row already did not fit. Frees the allocator's cached blocks first."""
+    if rows <= 1:
+        raise error
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return rows // 2
+
 
 class BatchedPasses:
     """Chunked passes for an explainer with `classifier`, `memory_mb`, `max_rows`, `bf16` and `autocast()`."""
@@ -24,13 +57,13 @@ class BatchedPasses:
         L = int(getattr(cfg, "num_hidden_layers", 1) or 1)
         heads = int(getattr(cfg, "num_attention_heads", 1) or 1)
         inter = int(getattr(cfg, "intermediate_size", 4 * H) or 4 * H)
-        elem = torch.finfo(self.classifier.embedding_matrix.dtype).bits // 8
+        elem = activation_bytes(self.classifier.embedding_matrix.dtype, bool(getattr(self, "bf16", False)))
         if backward:  # activations kept for the backward pass, every layer
             per_row = L * T * (10 * H + 2 * inter + 3 * heads * T) * elem
         else:  # one layer's transient activations
             per_row = T * (6 * H + 2 * inter + 2 * heads * T) * elem
         cuda = self.classifier.device.type == "cuda"
-        budget = (self.memory_mb or (4096 if cuda else 1024)) * 2**20
+        budget = memory_budget_bytes(self.classifier.device, self.memory_mb)
         if self.max_rows:
             cap = self.max_rows
         elif cuda:
@@ -46,12 +79,18 @@ class BatchedPasses:
         b = call.batch
         out = []
         step = self.rows_per_pass(T, backward=False)
+        start = 0
         with torch.no_grad():
-            for start in range(0, n, step):
+            while start < n:
                 call.check_stop()
-                with self.autocast():
-                    logits = chunk_logits(slice(start, start + step), b)
+                try:
+                    with self.autocast():
+                        logits = chunk_logits(slice(start, start + step), b)
+                except torch.cuda.OutOfMemoryError as error:
+                    step = halve_after_oom(step, error, device)
+                    continue
                 out.append(logits.float() if self.bf16 else logits)
+                start += step
         return torch.cat(out) if out else torch.zeros(0, self.classifier.num_classes, device=device)
 
     def forward_logits(self, call: Call, input_ids: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
@@ -88,20 +127,26 @@ class BatchedPasses:
         out = None
         logits_all = []
         step = self.rows_per_pass(T, backward=True)
-        for start in range(0, n, step):
+        start = 0
+        while start < n:
             call.check_stop()
             sl = slice(start, min(start + step, n))
             r = rows[sl]
             L = int(b.attention_mask[r].sum(1).max())
-            e = make_embeds(sl)[:, :L].detach().requires_grad_(True)
-            with torch.enable_grad(), self.autocast():
-                logits = self.classifier.logits_from_embeddings(
-                    e, _rows_batch(None, b.attention_mask[r][:, :L], b.token_type_ids[r][:, :L], trim=False)[0])
-                logits = logits.float() if self.bf16 else logits
-                picked = logits.gather(1, target[sl, None]).squeeze(1)
-                if weight is not None:
-                    picked = picked * weight[sl].to(picked.dtype)
-                (g,) = torch.autograd.grad(picked.sum(), e)
+            try:
+                e = make_embeds(sl)[:, :L].detach().requires_grad_(True)
+                with torch.enable_grad(), self.autocast():
+                    logits = self.classifier.logits_from_embeddings(
+                        e, _rows_batch(None, b.attention_mask[r][:, :L], b.token_type_ids[r][:, :L], trim=False)[0])
+                    logits = logits.float() if self.bf16 else logits
+                    picked = logits.gather(1, target[sl, None]).squeeze(1)
+                    if weight is not None:
+                        picked = picked * weight[sl].to(picked.dtype)
+                    (g,) = torch.autograd.grad(picked.sum(), e)
+            except torch.cuda.OutOfMemoryError as error:  # nothing of this pass was added yet: retry it smaller
+                step = halve_after_oom(step, error, b.input_ids.device)
+                continue
+            start = sl.stop
             if out is None:
                 out = torch.zeros(B, T, g.shape[-1], dtype=g.dtype, device=g.device)
             out[:, :L].index_add_(0, r, g)

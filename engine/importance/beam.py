@@ -110,12 +110,13 @@ class BeamSearch(Explainer):
                 done += 1
             if call.progress is not None:
                 call.progress(done, total)
-        out = torch.zeros(B, T, dtype=torch.float64, device=dev)
+        # Ranks are written on the host and copied once: a write per token into a GPU tensor is a launch each.
+        out = torch.zeros(B, T, dtype=torch.float64)
         best_score = []
         for i in range(B):
             score, order, _ = beams[i][0]
             best_score.append(score)
             n = len(order)
-            for rank, p in enumerate(order):
-                out[i, p] = float(n - rank)
-        return out, {"beam_score": torch.tensor(best_score, dtype=torch.float64), "forwards": forwards}
+            if n:
+                out[i, list(order)] = torch.arange(n, 0, -1, dtype=torch.float64)
+        return out.to(dev), {"beam_score": torch.tensor(best_score, dtype=torch.float64), "forwards": forwards}

@@ -32,7 +32,8 @@ class Explainer(BatchedPasses):
         LOO (5th percentile 0.88-0.95) and beam fail it: their logit differences of a few hundredths are
         of the size of bf16 rounding;
     memory_mb: the memory one batched pass may use, which sets how many rows go into one forward
-        (default 1024 on CPU, 4096 on CUDA); max_rows: an upper bound on rows per pass;
+        (default 1024 MiB on CPU; on CUDA half the memory free at the call, and a pass that runs out of memory
+        is retried with half the rows); max_rows: an upper bound on rows per pass;
     progress(done, total), should_stop(): streaming and cancellation (also accepted by `attribute`).
     """
 

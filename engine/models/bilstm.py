@@ -13,6 +13,7 @@ Checkpoints are `config.json` + `model.safetensors`, like the transformers'.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -79,7 +80,13 @@ class BiLSTMAttentionClassifier(nn.Module):
     def _encode(self, lstm: nn.LSTM, embeds: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         lengths = valid.sum(1).clamp(min=1).cpu()
         packed = nn.utils.rnn.pack_padded_sequence(embeds, lengths, batch_first=True, enforce_sorted=False)
-        out, (h_n, _) = lstm(packed)
+        # cuDNN's LSTM backward runs only in training mode, and the gradient measures differentiate the model
+        # in eval mode: then the native kernels run (the same equations; on a CPU cuDNN is never used, so
+        # nothing changes there). Training keeps cuDNN.
+        # (cudnn.flags resets the other cuDNN flags inside it, so it is entered only to switch cuDNN off.)
+        needs_native = torch.is_grad_enabled() and not self.training
+        with torch.backends.cudnn.flags(enabled=False) if needs_native else contextlib.nullcontext():
+            out, (h_n, _) = lstm(packed)
         out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=embeds.shape[1])
         return out, torch.cat([h_n[0], h_n[1]], dim=-1)  # [B, L, 2h], [B, 2h]
 

@@ -7,11 +7,12 @@ once with a fixed seed), for `plain` the unmasked metric alone.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 
 import numpy as np
 import torch
@@ -20,11 +21,15 @@ from tqdm.auto import tqdm
 
 from engine.data import Dataset, get_dataset, score
 from engine.errors import InvalidInputError, LabelMismatchError, TrainingCancelled  # noqa: F401 (re-exported)
-from engine.models.batch import collate_examples
+from engine.models.batch import Batch, collate_examples
 from engine.models.classifier import Classifier
 from engine.models.encoders import resolve_encoder
 from engine.models.masking import STRATEGIES, apply_token_masks, training_transform
-from engine.runtime import code_version, configure, pick_device, seed_everything
+from engine.runtime import code_version, configure, pick_device, runtime_record, seed_everything
+
+PRECISIONS = ("fp32", "tf32", "bf16")
+#: Steps between reading the loss back to the host on a GPU (each read waits for the GPU to finish).
+LOSS_READ_EVERY = 25
 
 
 @dataclass
@@ -50,6 +55,9 @@ class TrainConfig:
     device: str = "auto"
     attention: str = "additive"  # bilstm only: "uniform" freezes attention to 1/n (W&P's baseline)
     from_classifier: str | None = None  # start from this classifier (id or folder), head and label names kept
+    # fp32 (default, bit-identical to earlier runs); tf32: TF32 tensor-core matmuls on CUDA (10-bit mantissa
+    # products, fp32 accumulation); bf16: bfloat16 autocast of the forward and loss (weights and optimiser fp32).
+    precision: str = "fp32"
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -66,6 +74,8 @@ class TrainConfig:
             raise InvalidInputError("frozen uniform attention is a BiLSTM option (--model bilstm)")
         if not 0 <= self.warmup_fraction < 1:
             raise InvalidInputError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
+        if self.precision not in PRECISIONS:
+            raise InvalidInputError(f"unknown precision {self.precision!r}; use one of {', '.join(PRECISIONS)}")
 
 
 def default_model_id(config: TrainConfig) -> str:
@@ -186,6 +196,56 @@ def _validation_batches(classifier: Classifier, examples, config: TrainConfig, t
     return plain, masked
 
 
+def _tokenised_rows(classifier: Classifier, examples, chunk: int = 1024) -> list[Batch]:
+    """Every example tokenised once, before the step loop: one unpadded single-row `Batch` each (a row's
+    tokens do not depend on the other rows of its batch, so `_collate` of rows equals tokenising them together)."""
+    rows = []
+    for start in range(0, len(examples), chunk):
+        part = examples[start:start + chunk]
+        batch = collate_examples(classifier.tokenizer, part, classifier.max_length)
+        lengths = batch.attention_mask.sum(1).tolist()
+        for i, n in enumerate(lengths):
+            one = batch.select([i])
+            rows.append(replace(one, input_ids=one.input_ids[:, :n], attention_mask=one.attention_mask[:, :n],
+                                token_type_ids=one.token_type_ids[:, :n], segments=one.segments[:, :n],
+                                maskable=one.maskable[:, :n], offsets=[one.offsets[0][:n]]))
+    return rows
+
+
+def _collate(rows: list[Batch], pad_id: int) -> Batch:
+    """Pretokenised single rows padded (right) into one batch, exactly as `collate_examples` pads them."""
+    def stack(name: str, value) -> torch.Tensor:
+        return torch.nn.utils.rnn.pad_sequence([getattr(r, name)[0] for r in rows], batch_first=True, padding_value=value)
+
+    T = max(r.input_ids.shape[1] for r in rows)
+    return Batch(input_ids=stack("input_ids", pad_id), attention_mask=stack("attention_mask", 0),
+                 token_type_ids=stack("token_type_ids", 0), segments=stack("segments", 0),
+                 maskable=stack("maskable", False), target=torch.cat([r.target for r in rows]),
+                 truncated=torch.cat([r.truncated for r in rows]),
+                 offsets=[r.offsets[0] + [(0, 0)] * (T - len(r.offsets[0])) for r in rows])
+
+
+def _to_device(batch: Batch, device: torch.device) -> Batch:
+    """The batch on `device`; to a GPU from pinned host memory without waiting for the copy."""
+    if device.type != "cuda":
+        return batch.to(device)
+    moved = {f.name: getattr(batch, f.name).pin_memory().to(device, non_blocking=True)
+             for f in fields(batch) if isinstance(getattr(batch, f.name), torch.Tensor)}
+    return replace(batch, **moved)
+
+
+@contextlib.contextmanager
+def _precision(precision: str, device: torch.device):
+    """TF32 matmuls (restored afterwards) or bfloat16 autocast for the training steps; fp32 changes nothing."""
+    matmul, cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    if precision == "tf32":
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, cudnn
+
+
 @torch.no_grad()
 def _metric_on_batches(classifier: Classifier, batches, dataset: Dataset) -> float:
     classifier.model.eval()
@@ -232,6 +292,10 @@ def train_classifier(
     val_plain, val_masked = _validation_batches(classifier, validation, config, token_masks)
     generator = torch.Generator().manual_seed(config.seed)
     order_rng = np.random.default_rng(config.seed)
+    tokenised = _tokenised_rows(classifier, train)  # once, not per step and epoch
+    pad_id = classifier.tokenizer.pad_token_id if classifier.tokenizer.pad_token_id is not None else 0
+    # Reading the loss makes the host wait for the GPU: there, only every LOSS_READ_EVERY steps (a CPU has no wait).
+    read_every = 1 if device.type == "cpu" else LOSS_READ_EVERY
 
     history, best = [], None
     bar = tqdm(total=total_steps, desc="training", unit="batch", disable=not show_progress_bar, dynamic_ncols=True)
@@ -239,27 +303,36 @@ def train_classifier(
         model.train()
         bar.set_description(f"epoch {epoch}/{config.epochs}")
         order = order_rng.permutation(len(train))
-        losses = []
+        losses: list[float] = []
+        pending: list[torch.Tensor] = []  # losses of the steps since the last read, on the device
         for step in range(steps_per_epoch):
             if should_stop is not None and should_stop():
                 bar.close()
                 raise TrainingCancelled("training was cancelled; nothing was saved")
-            rows = [train[i] for i in order[step * config.batch_size : (step + 1) * config.batch_size]]
-            batch = collate_examples(classifier.tokenizer, rows, classifier.max_length)
+            picked = order[step * config.batch_size : (step + 1) * config.batch_size]
+            rows = [train[i] for i in picked]
+            batch = _collate([tokenised[i] for i in picked], pad_id)
             batch = apply_token_masks(batch, [e.uid for e in rows], token_masks, classifier.mask_token_id)
-            batch = training_transform(batch, config.strategy, classifier.mask_token_id, generator).to(device)
-            loss = torch.nn.functional.cross_entropy(classifier.logits(batch), batch.target)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-            optimizer.step()
+            batch = _to_device(training_transform(batch, config.strategy, classifier.mask_token_id, generator), device)
+            with _precision(config.precision, device):
+                with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=config.precision == "bf16"):
+                    logits = classifier.logits(batch)
+                loss = torch.nn.functional.cross_entropy(logits.float(), batch.target)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+                optimizer.step()
             scheduler.step()
-            losses.append(loss.item())
+            pending.append(loss.detach())
             bar.update(1)
-            bar.set_postfix(loss=f"{np.mean(losses[-50:]):.3f}")
-            if progress is not None:
-                progress({"stage": "train", "epoch": epoch, "epochs": config.epochs, "step": (epoch - 1) * steps_per_epoch + step + 1,
-                          "steps": total_steps, "loss": float(np.mean(losses[-50:]))})
+            if len(pending) >= read_every or step == steps_per_epoch - 1:
+                losses.extend(torch.stack(pending).cpu().tolist())
+                pending = []
+                bar.set_postfix(loss=f"{np.mean(losses[-50:]):.3f}")
+                if progress is not None:
+                    progress({"stage": "train", "epoch": epoch, "epochs": config.epochs,
+                              "step": (epoch - 1) * steps_per_epoch + step + 1, "steps": total_steps,
+                              "loss": float(np.mean(losses[-50:]))})
         val_unmasked = _metric_on_batches(classifier, val_plain, dataset)
         val_masked_metric = _metric_on_batches(classifier, val_masked, dataset)
         selection = val_unmasked if config.strategy == "plain" else (val_unmasked + val_masked_metric) / 2
@@ -316,6 +389,8 @@ def train_classifier(
         "train_size": len(train),
         "device": str(device),
         "torch_threads": torch.get_num_threads(),
+        "precision": config.precision,
+        "runtime": runtime_record(device),  # GPU name, versions, determinism flags
         "train_seconds": round(time.time() - started, 1),
         "code_version": code_version(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

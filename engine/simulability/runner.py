@@ -233,7 +233,7 @@ def run_simulability(teacher: str, student: str = "tiny", dataset: str | None = 
             rows += [{**base, "step": step, "metric": "head weight", "split": "train", "value": w,
                       "layer": h // heads, "head": h % heads} for h, w in enumerate(weights)]
         extra = {"best_epoch": result.best_epoch, "best_validation": result.best_validation, "steps": result.steps,
-                 "epochs": len(result.history), "beta": beta}
+                 "epochs": len(result.history), "beta": beta, "student_device": result.device}
         learned = result.teacher_weights
         if learned is not None:
             rows += [{**base, "step": -1, "metric": "learned head weight", "split": "train", "value": float(w),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 import torch
@@ -64,7 +64,8 @@ class StudentResult:
     steps: int
     history: list[dict] = field(default_factory=list)
     head_weights: list[tuple[int, list[float]]] = field(default_factory=list)
-    teacher_phi: torch.Tensor | None = None
+    teacher_phi: torch.Tensor | None = None  # on the CPU
+    device: str = "cpu"  # where the student trained
 
     @property
     def teacher_weights(self) -> torch.Tensor | None:
@@ -75,19 +76,35 @@ class StudentResult:
         return sparsemax(self.teacher_phi, dim=-1)
 
 
+def on_device(split: SimSplit, device: torch.device) -> SimSplit:
+    """The mini-batch `split` with every tensor (explanations included) on `device` (itself on a CPU); a copy to
+    a GPU comes from pinned memory and does not wait."""
+    if device.type == "cpu":
+        return split
+
+    def move(t: torch.Tensor) -> torch.Tensor:
+        return t.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else t.to(device)
+
+    moved = {f.name: move(getattr(split, f.name)) for f in fields(split)
+             if isinstance(getattr(split, f.name), torch.Tensor)}
+    return replace(split, **moved, explanations={k: move(v) for k, v in split.explanations.items()})
+
+
 @torch.no_grad()
 def simulation_accuracy(student: Student, split: SimSplit, batch_size: int = 128) -> float:
-    """Share of `split` where the student's argmax equals the teacher's predicted class (eval mode)."""
+    """Share of `split` where the student's argmax equals the teacher's predicted class (eval mode), on the
+    student's device."""
     was_training = student.training
     student.eval()
-    hits = 0
+    device = next(student.parameters()).device
+    hits = torch.zeros((), dtype=torch.long, device=device)  # summed on the device: one read at the end
     order = torch.argsort(split.attention_mask.sum(1))  # similar lengths together: little padding
     for start in range(0, len(split), batch_size):
-        part = split.rows(order[start:start + batch_size])
+        part = on_device(split.rows(order[start:start + batch_size]), device)
         logits, _ = student(*part.model_inputs(), explain=False)
-        hits += int((logits.argmax(-1) == part.teacher_pred).sum())
+        hits += (logits.argmax(-1) == part.teacher_pred).sum()
     student.train(was_training)
-    return hits / max(1, len(split))
+    return int(hits) / max(1, len(split))
 
 
 def max_steps(n_train: int, config: StudentConfig) -> int:
@@ -97,14 +114,21 @@ def max_steps(n_train: int, config: StudentConfig) -> int:
 
 def train_student(student: Student, train: SimSplit, validation: SimSplit, explainer: str, config: StudentConfig,
                   seed: int, progress: Callable[[int], None] | None = None,
-                  should_stop: Callable[[], bool] | None = None) -> StudentResult:
+                  should_stop: Callable[[], bool] | None = None, device: torch.device | str | None = None,
+                  ) -> StudentResult:
     """Train `student` on `train` (labels: the teacher's predictions) scaffolded by `explainer`.
 
     explainer: 'none', a static one whose e_T [N, T] is in `train.explanations`, or 'smat' (needs
     `train.teacher_scores` [N, H, T]: phi_T is learned by the look-ahead meta-gradient on batches of
     `validation`). progress(steps_done_now): called after each step with the number of steps just done.
-    Returns the best-validation-epoch student (its weights restored) and the history."""
+    device: where the student and its batches go (default: the engine's choice, `ENGINE_DEVICE`: CUDA when
+    present); the splits stay on the CPU and each mini-batch is copied over.
+    Returns the best-validation-epoch student (its weights restored, left on `device`) and the history."""
+    from engine.runtime import pick_device
+
     check_explainer(explainer)
+    device = pick_device(None if device is None else str(device))
+    student.to(device)
     beta = config.beta_for(explainer)
     learn = explainer == "smat"
     static = None if explainer == "none" or learn else train.explanations.get(explainer)
@@ -117,7 +141,7 @@ def train_student(student: Student, train: SimSplit, validation: SimSplit, expla
     teacher = None
     optimiser = None
     if learn:
-        teacher = HeadWeights(train.teacher_scores.shape[1]).to(dtype)
+        teacher = HeadWeights(train.teacher_scores.shape[1]).to(dtype=dtype, device=device)
         optimiser = torch.optim.Adam(teacher.parameters(), lr=config.teacher_lr)
     rng = np.random.default_rng(seed)
     val_rng = np.random.default_rng(seed + 1)
@@ -125,7 +149,7 @@ def train_student(student: Student, train: SimSplit, validation: SimSplit, expla
     val_pos = 0
     steps_per_epoch = math.ceil(len(train) / config.batch_size)
 
-    result = StudentResult(student=student, best_epoch=0, best_validation=-1.0, steps=0)
+    result = StudentResult(student=student, best_epoch=0, best_validation=-1.0, steps=0, device=str(device))
     if learn:
         result.head_weights.append((0, teacher.weights().detach().tolist()))
     best_state, best_phi, since_best = None, None, 0
@@ -136,7 +160,7 @@ def train_student(student: Student, train: SimSplit, validation: SimSplit, expla
         for step in range(steps_per_epoch):
             if should_stop is not None and should_stop():
                 raise SimulabilityCancelled("the simulability run was cancelled; finished cells are kept")
-            batch = train.rows(order[step * config.batch_size:(step + 1) * config.batch_size])
+            batch = on_device(train.rows(order[step * config.batch_size:(step + 1) * config.batch_size]), device)
             if learn:
                 with torch.no_grad():
                     e_teacher = teacher(batch.teacher_scores, batch.attention_mask)
@@ -151,7 +175,7 @@ def train_student(student: Student, train: SimSplit, validation: SimSplit, expla
                 val_pos += config.batch_size
                 if val_pos >= len(val_order):
                     val_order, val_pos = val_rng.permutation(len(validation)), 0
-                val_batch = validation.rows(take)
+                val_batch = on_device(validation.rows(take), device)
                 grad, _ = meta_gradient(student, teacher, batch, val_batch, beta, config.lr,
                                         config.max_grad_norm, config.weight_decay, dropout=True)
                 teacher.phi.grad = grad
@@ -169,7 +193,7 @@ def train_student(student: Student, train: SimSplit, validation: SimSplit, expla
         if validation_accuracy > result.best_validation:
             result.best_validation, result.best_epoch, since_best = validation_accuracy, epoch, 0
             best_state = copy.deepcopy(student.state_dict())
-            best_phi = teacher.phi.detach().clone() if learn else None
+            best_phi = teacher.phi.detach().cpu().clone() if learn else None
         else:
             since_best += 1
             if since_best >= config.patience:
