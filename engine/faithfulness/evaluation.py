@@ -114,7 +114,7 @@ def _cell_inputs(cell) -> tuple:
     seed_everything(cell.seed)
     classifier = load_classifier(cell.model)
     dataset = get_dataset(cell.dataset, classifier.metadata.get("split_seed", 0))
-    classifier.check_dataset(dataset)
+    dataset = classifier.check_dataset(dataset)
     return classifier, dataset.split(cell.split)[: cell.limit]
 
 

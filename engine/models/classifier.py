@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from engine.data import Dataset, Example, score
+from engine.data.labels import align_to_classes
 from engine.errors import InvalidInputError, LabelMismatchError, NotApplicableError  # noqa: F401 (re-exported)
 from engine.models.batch import Batch, collate_examples, tokenize
 from engine.models.masking import apply_token_masks, mask_all_primary
@@ -130,13 +131,11 @@ class Classifier:
         """E [V, H]: the word-embedding table."""
         return self.model.get_input_embeddings().weight
 
-    def check_dataset(self, dataset: Dataset) -> None:
-        """Refuse a dataset whose label set differs from the one this checkpoint was trained on."""
-        if tuple(dataset.classes) != self.classes:
-            raise LabelMismatchError(
-                f"dataset {dataset.name!r} has classes {list(dataset.classes)} but model {self.id!r} "
-                f"was trained on {list(self.classes)}"
-            )
+    def check_dataset(self, dataset: Dataset) -> Dataset:
+        """The dataset with its labels in this model's class order (`engine.data.labels.align_to_classes`:
+        matched by name, whole-number labels by index); callers use what it returns. Raises
+        LabelMismatchError, naming both class lists, when a label of the data is not one of the model's."""
+        return align_to_classes(dataset, self.classes, model=repr(self.id))
 
     def check_target(self, target: int) -> int:
         if not 0 <= int(target) < self.num_classes:
@@ -262,7 +261,7 @@ class Classifier:
     def evaluate(self, dataset: Dataset, split: str = "test", mask_all: bool = False, batch_size: int = 64,
                  limit: int | None = None, token_masks: dict | None = None) -> dict:
         """The dataset metric (and accuracy) on a split, unmasked or 100%-masked."""
-        self.check_dataset(dataset)
+        dataset = self.check_dataset(dataset)
         examples = dataset.split(split)[:limit]
         probs = self.predict_examples(examples, batch_size=batch_size, mask_all=mask_all, token_masks=token_masks)
         y_true = np.array([e.label for e in examples])

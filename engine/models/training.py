@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -79,26 +80,26 @@ def _is_default_label(name: str, index: int) -> bool:
 
 
 def _start_from_classifier(config: TrainConfig, dataset: Dataset, device: torch.device) -> Classifier:
-    """The user's classifier, to be fine-tuned further with its own head. Its label names must be the
-    dataset's (in the same order), unless they are transformers' defaults LABEL_0.. (then the dataset's are
-    taken, by index, and that is recorded)."""
+    """The user's classifier, to be fine-tuned further with its own head and label names. The dataset's labels
+    are matched to its classes by name (`Classifier.check_dataset`; the caller trains on the dataset so
+    aligned). A head named only by transformers' defaults LABEL_0.. carries no names to match, so it takes
+    the dataset's names by index (recorded as `label_names_replaced`), provided the counts agree."""
     from engine.models.checkpoint import load_classifier
 
     classifier = load_classifier(config.from_classifier, device=str(device))
-    if classifier.num_classes != dataset.num_classes:
-        raise LabelMismatchError(f"model {config.from_classifier!r} has {classifier.num_classes} classes "
-                                 f"{list(classifier.classes)} but dataset {dataset.name!r} has {dataset.num_classes} "
-                                 f"{list(dataset.classes)}")
     source = dict(classifier.metadata)
     renamed = None
-    if tuple(classifier.classes) != tuple(dataset.classes):
-        if not all(_is_default_label(c, i) for i, c in enumerate(classifier.classes)):
-            raise LabelMismatchError(
-                f"model {config.from_classifier!r} names its classes {list(classifier.classes)} but dataset "
-                f"{dataset.name!r} names them {list(dataset.classes)}: register the data with the model's label "
-                "names in the model's order (python -m engine datasets --help)")
+    defaults = all(_is_default_label(c, i) for i, c in enumerate(classifier.classes))
+    numbered = all(re.fullmatch(r"-?\d+", c.strip()) for c in dataset.classes)
+    if defaults and not numbered and tuple(classifier.classes) != tuple(dataset.classes):
+        if classifier.num_classes != dataset.num_classes:
+            raise LabelMismatchError(f"model {config.from_classifier!r} has {classifier.num_classes} unnamed classes "
+                                     f"{list(classifier.classes)} but dataset {dataset.name!r} has {dataset.num_classes} "
+                                     f"{list(dataset.classes)}")
         renamed = list(classifier.classes)
         classifier.classes = tuple(dataset.classes)
+    else:
+        classifier.check_dataset(dataset)  # refuses a real mismatch of names, naming both lists
     # Validation and test mask inputs whatever the strategy: a model without a replacement token cannot be
     # trained here (NotApplicableError says how to choose one).
     _ = classifier.mask_token_id
@@ -217,6 +218,8 @@ def train_classifier(
     device = pick_device(config.device)
     dataset = get_dataset(config.dataset, config.split_seed)
     classifier = _new_classifier(config, dataset, device)
+    # Labels in the model's class order (a classifier started from keeps its head; a new head is the dataset's).
+    dataset = classifier.check_dataset(dataset)
     start = dict(classifier.metadata)  # provenance of a classifier we start from (empty otherwise)
     model = classifier.model
 
@@ -293,6 +296,8 @@ def train_classifier(
         "architecture": getattr(classifier.model.config, "architecture", None) or classifier.model.config.model_type,
         "dataset": dataset.name,
         "classes": list(dataset.classes),
+        # set when the dataset numbers its classes in another order than the model's head: {its class: model's}
+        "dataset_label_mapping": (dataset.extra or {}).get("label_mapping"),
         "metric": dataset.metric,
         "paired": dataset.paired,
         "strategy": config.strategy,

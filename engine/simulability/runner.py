@@ -129,7 +129,7 @@ def run_simulability(teacher: str, student: str = "tiny", dataset: str | None = 
     meta = classifier.metadata
     dataset_name = dataset or meta["dataset"]
     data = get_dataset(dataset_name, meta.get("split_seed", 0))
-    classifier.check_dataset(data)
+    data = classifier.check_dataset(data)
     source = resolve_encoder(student)
     check_shared_vocabulary(classifier, source)
     run = run or f"{classifier.id}-{dataset_name}"
