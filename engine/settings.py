@@ -20,6 +20,10 @@ SETTINGS = {
     "ENGINE_USER_DIR": ("<project>/user", "manifests of registered models and datasets (by reference, git-ignored)"),
     "ENGINE_DEVICE": ("auto", "auto (CUDA when available), cpu or cuda[:N]"),
     "ENGINE_THREADS": ("torch's default (the machine's cores)", "intra-op CPU threads of this process"),
+    "ENGINE_DTYPE": ("auto", "dtype models run in: auto (float32, half-precision checkpoints upcast), stored, "
+                     "float32, bfloat16 or float16 (GPU only)"),
+    "ENGINE_ATTENTION": ("auto", "attention kernel: auto (SDPA where the architecture has it, eager for attention "
+                         "weights), sdpa or eager"),
 }
 
 
@@ -51,6 +55,17 @@ def user_dir() -> Path:
 def device_request() -> str:
     """The device asked for by `ENGINE_DEVICE` ('auto' when unset)."""
     return (os.environ.get("ENGINE_DEVICE") or "auto").lower()
+
+
+def dtype_request() -> str:
+    """The dtype asked for by `ENGINE_DTYPE` ('auto' when unset; checked by engine.models.loading.choose_dtype)."""
+    return (os.environ.get("ENGINE_DTYPE") or "auto").lower()
+
+
+def attention_request() -> str:
+    """The attention kernel asked for by `ENGINE_ATTENTION` ('auto' when unset; checked by
+    engine.models.loading.choose_attention)."""
+    return (os.environ.get("ENGINE_ATTENTION") or "auto").lower()
 
 
 def threads_request() -> int | None:

@@ -100,6 +100,7 @@ def _provenance(classifier, command: str, started: float, n_examples: int, extra
             "masf": masf_provenance(classifier), "target": "gold label", "n_examples": n_examples,
             "seconds": round(time.time() - started, 1),
             "machine": f"{platform.machine()} {os.cpu_count()} cpus, {classifier.device}",
+            "model_runtime": classifier.runtime,  # dtype and attention kernel the numbers were computed with
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **extra}
 
 

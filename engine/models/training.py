@@ -24,6 +24,7 @@ from engine.errors import InvalidInputError, LabelMismatchError, TrainingCancell
 from engine.models.batch import collate_examples
 from engine.models.classifier import Classifier
 from engine.models.encoders import resolve_encoder
+from engine.models.loading import load_pretrained
 from engine.models.masking import STRATEGIES, apply_token_masks, training_transform
 from engine.runtime import code_version, configure, pick_device, seed_everything
 
@@ -71,7 +72,8 @@ class TrainConfig:
 
 def default_model_id(config: TrainConfig) -> str:
     base = config.from_classifier or config.base_model
-    base = base if base.replace("-", "").replace("_", "").replace(".", "").isalnum() else "custom"
+    stripped = base.replace("-", "").replace("_", "").replace(".", "")
+    base = base if stripped.isascii() and stripped.isalnum() else "custom"  # an id is ASCII (check_model_id)
     return f"{base}-{config.dataset}-{config.strategy}-s{config.seed}"
 
 
@@ -86,7 +88,7 @@ def _start_from_classifier(config: TrainConfig, dataset: Dataset, device: torch.
     the dataset's names by index (recorded as `label_names_replaced`), provided the counts agree."""
     from engine.models.checkpoint import load_classifier
 
-    classifier = load_classifier(config.from_classifier, device=str(device))
+    classifier = load_classifier(config.from_classifier, device=str(device), dtype="float32")  # trained in float32
     source = dict(classifier.metadata)
     renamed = None
     defaults = all(_is_default_label(c, i) for i, c in enumerate(classifier.classes))
@@ -147,16 +149,19 @@ def _new_classifier(config: TrainConfig, dataset: Dataset, device: torch.device)
                                       attention=config.attention)
         return Classifier(model, tokenizer, dataset.classes, config.max_length or dataset.max_length, {}, device)
     source = resolve_encoder(config.base_model)
-    tokenizer = AutoTokenizer.from_pretrained(source)
-    model = AutoModelForSequenceClassification.from_pretrained(
-        source,
+    # Weights from safetensors only (a folder with a pickled pytorch_model.bin is refused), trained in float32
+    # whatever the stored dtype; attention as the settings ask (SDPA where the architecture has it).
+    model, runtime = load_pretrained(
+        AutoModelForSequenceClassification, source, device=device, dtype="float32",
         num_labels=dataset.num_classes,
         id2label=dict(enumerate(dataset.classes)),
         label2id={c: i for i, c in enumerate(dataset.classes)},
-        attn_implementation="eager",
     )
+    tokenizer = AutoTokenizer.from_pretrained(source)
     max_length = min(config.max_length or dataset.max_length, model.config.max_position_embeddings)
-    return Classifier(model, tokenizer, dataset.classes, max_length, {}, device)
+    classifier = Classifier(model, tokenizer, dataset.classes, max_length, {}, device)
+    classifier.load_runtime = runtime
+    return classifier
 
 
 def _optimizer(model: torch.nn.Module, config: TrainConfig, total_steps: int):
@@ -320,6 +325,7 @@ def train_classifier(
         },
         "train_size": len(train),
         "device": str(device),
+        "runtime": classifier.runtime,  # dtype and attention kernel the training ran with
         "torch_threads": torch.get_num_threads(),
         "train_seconds": round(time.time() - started, 1),
         "code_version": code_version(),
