@@ -98,6 +98,15 @@ class Classifier:
                 f"the model has {model.config.num_labels} outputs but {len(self.classes)} class names were given"
             )
 
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_attention_lock", None)  # a lock cannot be pickled or deep-copied; each copy gets its own
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._attention_lock = threading.Lock()
+
     @property
     def id(self) -> str:
         return self.metadata.get("id", "unsaved")
