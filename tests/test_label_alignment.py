@@ -130,3 +130,14 @@ def test_masf_faithfulness_evaluate_and_train_take_an_nli_model_with_string_labe
     trained = load_classifier("nli-further")
     assert trained.classes == NLI
     assert trained.metadata["dataset_label_mapping"]["entailment"] == "entailment"
+
+
+def test_two_labels_landing_on_one_class_are_refused():
+    """'Pos' and 'pos' as two classes of the data both match the model's 'pos' up to case: refused rather than
+    merged, naming both."""
+    from engine.data.types import Dataset, Example
+
+    rows = [Example("good", 0, uid="a"), Example("fine", 1, uid="b")]
+    data = Dataset("cased", ("Pos", "pos"), "accuracy", {"train": rows, "validation": rows, "test": rows}, 0)
+    with pytest.raises(LabelMismatchError, match="'Pos', 'pos' that all match the model's class 'pos'"):
+        check_labels(data, ("neg", "pos"))

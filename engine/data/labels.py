@@ -74,7 +74,8 @@ def check_labels(dataset: Dataset, classes: Sequence[str] | Mapping[int, str], m
                 missing.append((k, name))
             index = -1
         mapping.append(index)
-    taken = Counter(i for i in mapping if i >= 0)
+    # two labels the rows carry that land on one class of the model ('Pos' and 'pos' against 'pos') are refused
+    taken = Counter(i for k, i in enumerate(mapping) if i >= 0 and used.get(k))
     clash = sorted(i for i, n in taken.items() if n > 1)
     if missing or clash:
         extra = dataset.extra or {}
