@@ -21,6 +21,10 @@ SETTINGS = {
     "ENGINE_DEVICE": ("auto", "auto (CUDA when available), cpu or cuda[:N]"),
     "ENGINE_DETERMINISTIC": ("1", "1: deterministic CUDA algorithms (bit-identical reruns); 0: the fastest kernels"),
     "ENGINE_THREADS": ("torch's default (the machine's cores)", "intra-op CPU threads of this process"),
+    "ENGINE_DTYPE": ("auto", "dtype models run in: auto (float32, half-precision checkpoints upcast), stored, "
+                     "float32, bfloat16 or float16 (GPU only)"),
+    "ENGINE_ATTENTION": ("auto", "attention kernel: auto (SDPA where the architecture has it, eager for attention "
+                         "weights), sdpa or eager"),
 }
 
 
@@ -60,6 +64,17 @@ def deterministic_request() -> bool:
     if value not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
         raise InvalidInputError(f"ENGINE_DETERMINISTIC must be 1 or 0, got {value!r}")
     return value in ("1", "true", "yes", "on")
+
+
+def dtype_request() -> str:
+    """The dtype asked for by `ENGINE_DTYPE` ('auto' when unset; checked by engine.models.loading.choose_dtype)."""
+    return (os.environ.get("ENGINE_DTYPE") or "auto").lower()
+
+
+def attention_request() -> str:
+    """The attention kernel asked for by `ENGINE_ATTENTION` ('auto' when unset; checked by
+    engine.models.loading.choose_attention)."""
+    return (os.environ.get("ENGINE_ATTENTION") or "auto").lower()
 
 
 def threads_request() -> int | None:

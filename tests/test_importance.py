@@ -321,8 +321,9 @@ def test_attention_measures_read_the_eager_attention_weights(toy_classifier):
     """attention-cls-last = last layer's [CLS] row averaged over heads; rollout rows stay a distribution."""
     batch = toy_classifier.batch(TEXTS[:1])
     with torch.no_grad():
-        att = toy_classifier.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                                   token_type_ids=batch.token_type_ids, output_attentions=True).attentions
+        # through Classifier.forward, which runs eager attention for forwards that ask for the weights
+        att = toy_classifier.forward(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                                     token_type_ids=batch.token_type_ids, output_attentions=True).attentions
     expected = att[-1][0, :, 0, :].mean(0)
     imp = get_explainer("attention-cls-last", toy_classifier).attribute(batch)
     m = batch.maskable[0]
@@ -360,7 +361,10 @@ def test_bf16_only_where_rankings_hold_and_recorded(toy_classifier):
     slow = get_explainer("ig-sign", toy_classifier, steps=8).attribute(batch, 1)
     assert fast.options["bf16"] is True and "bf16" not in slow.options
     for b in range(len(batch)):
-        assert int(fast.token_scores(b).argmax()) == int(slow.token_scores(b).argmax())
+        # the bf16 top token is a float32 top token up to bf16's resolution (2^-8 relative): "good" and "fun" of
+        # TEXTS[0] tie to 2e-5 in float32, so which one bf16 puts first is rounding, not a ranking change
+        exact = slow.token_scores(b)
+        assert float(exact[int(fast.token_scores(b).argmax())]) >= float(exact.max()) - 2 ** -8 * float(exact.abs().max())
 
 
 # -- bad input ---------------------------------------------------------------------------------------

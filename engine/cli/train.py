@@ -57,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.data import get_dataset
     from engine.errors import InvalidInputError
     from engine.models import TrainConfig, checkpoint, default_model_id, resolve_encoder, save_classifier, train_classifier
+    from engine.models.loading import check_weights
     from engine.models.training import default_learning_rate
 
     from_classifier = args.from_classifier
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidInputError(f"checkpoint {model_id!r} exists at {target}; pass --overwrite or choose another --id")
     get_dataset(args.dataset, args.split_seed)
     if from_classifier is None:
-        resolve_encoder(args.model)
+        check_weights(resolve_encoder(args.model))  # a folder with pickled weights only is refused here
     classifier = train_classifier(config, show_progress_bar=not args.quiet)
     folder = save_classifier(classifier, model_id, overwrite=args.overwrite)
     t = classifier.metadata["test"]

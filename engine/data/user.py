@@ -40,10 +40,11 @@ from pathlib import Path
 import numpy as np
 
 from engine.data import files
+from engine.data.labels import check_labels  # noqa: F401 (re-exported)
 from engine.data.metrics import score
 from engine.data.splits import CARVE_FRACTION, carve, carved_size, stratified_sizes, stratified_split
 from engine.data.types import SPLITS, Dataset, Example
-from engine.errors import Cancelled, DataFileError, DataLabelMismatchError, UnknownDatasetError
+from engine.errors import Cancelled, DataFileError, UnknownDatasetError
 from engine.settings import user_dir
 
 MANIFEST_VERSION = 1
@@ -675,57 +676,7 @@ def summary_from_manifest(manifest: Mapping, split_seed: int = 0) -> dict:
     }
 
 
-# -- a model's labels -----------------------------------------------------------------------------------
-
-def _label_key(label) -> str:
-    """Case, surrounding space, whole-number spelling ('1', '1.0') and transformers' default names
-    ('LABEL_1') do not distinguish labels."""
-    text = str(label).strip().lower()
-    if m := re.fullmatch(r"label_(-?\d+)", text):
-        return m.group(1)
-    try:
-        number = float(text)
-    except ValueError:
-        return text
-    return str(int(number)) if number.is_integer() else text
-
-
-def check_labels(dataset: Dataset, classes: Sequence[str] | Mapping[int, str]) -> tuple[int, ...]:
-    """For each of the dataset's classes, the index of the same class among a model's `classes` (its labels
-    in id order, or its `id2label`). Exact names match first, then names equal up to case, spacing,
-    whole-number spelling and transformers' default `LABEL_k`.
-
-    Raises DataLabelMismatchError (a DataFileError) naming the data's labels that the model lacks, how many
-    rows carry each, and for a registered dataset the file, the column and the first such row. A class of
-    the dataset that no row carries needs no match (its entry is -1)."""
-    if isinstance(classes, Mapping):
-        classes = [classes[k] for k in sorted(classes, key=int)]
-    classes = [str(c) for c in classes]
-    used = Counter(e.label for split in dataset.splits.values() for e in split)
-    exact = {c: i for i, c in enumerate(classes)}
-    loose: dict[str, int] = {}
-    for i, c in enumerate(classes):
-        loose.setdefault(_label_key(c), i)
-    mapping, missing = [], []
-    for k, name in enumerate(dataset.classes):
-        index = exact.get(name, loose.get(_label_key(name)))
-        if index is None:
-            if used.get(k):
-                missing.append((k, name))
-            index = -1
-        mapping.append(index)
-    if missing:
-        extra = dataset.extra or {}
-        where = ""
-        if extra.get("user"):
-            first = extra.get("class_first_row", {})
-            where = (f" in column {extra['columns']['label']!r} of {extra['path']} (first at "
-                     + ", ".join(f"{extra.get('row_unit', 'row')} {first.get(n, '?')} for {n!r}" for _k, n in missing) + ")")
-        listed = ", ".join(f"{n!r} ({used[k]:,} rows)" for k, n in missing)
-        raise DataLabelMismatchError(f"dataset {dataset.name!r} has label(s) {listed}{where} that the model does not know; "
-                                     f"the model's classes: {', '.join(map(repr, classes))}")
-    return tuple(mapping)
-
+# -- a model's labels: engine.data.labels (re-exported here, where callers first found them) -----------
 
 # -- uploads ----------------------------------------------------------------------------------------
 

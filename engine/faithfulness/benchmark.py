@@ -141,6 +141,7 @@ def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default",
         "n_examples": n_examples, "seconds": round(time.time() - started, 1), "cost": cost,
         "machine": f"{platform.machine()} {os.cpu_count()} cpus, {classifier.device}",
         "runtime": runtime_record(classifier.device),  # GPU, versions and determinism flags
+        "model_runtime": classifier.runtime,  # dtype and attention kernel the numbers were computed with
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     ResultsStore(results_dir).write_cell(run, cell.key(), tidy, provenance)

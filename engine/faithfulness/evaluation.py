@@ -105,6 +105,7 @@ def _provenance(classifier, command: str, started: float, n_examples: int, extra
             "seconds": round(time.time() - started, 1),
             "machine": f"{platform.machine()} {os.cpu_count()} cpus, {classifier.device}",
             "runtime": runtime_record(classifier.device),
+            "model_runtime": classifier.runtime,  # dtype and attention kernel the numbers were computed with
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **extra}
 
 
@@ -119,7 +120,7 @@ def _cell_inputs(cell) -> tuple:
     seed_everything(cell.seed)
     classifier = load_classifier(cell.model)
     dataset = get_dataset(cell.dataset, classifier.metadata.get("split_seed", 0))
-    classifier.check_dataset(dataset)
+    dataset = classifier.check_dataset(dataset)
     return classifier, dataset.split(cell.split)[: cell.limit]
 
 

@@ -249,7 +249,7 @@ def dataset_masking_curve(
 
     Returns one dict per step: step, ratio or count, metric, value, mean probability of the gold
     class, and with MaSF the share of p-values below 0.05 and the Simes p-value over the split."""
-    classifier.check_dataset(dataset)
+    dataset = classifier.check_dataset(dataset)
     examples = dataset.split(split)[:limit]
     order = np.argsort([len(e.primary) + len(e.auxiliary or "") for e in examples], kind="stable")
     per_step_pred, per_step_prob, per_step_p = None, None, None

@@ -1,6 +1,6 @@
 """Attention weights as importance: what exactly is computed is stated per measure.
 
-Transformers (need `attn_implementation="eager"`, which every checkpoint of this project is loaded with,
+Transformers (need eager attention, which `Classifier.forward` switches to for forwards that ask for them,
 so that `output_attentions=True` returns the softmax weights A_l [B, heads, T, T], query x key). "CLS" is
 the position the classifier head reads: [CLS] (position 0) for encoders, the last real token for decoder
 classifiers (GPT-2, Llama), whose causal attention row 0 sees only the first token:
@@ -75,11 +75,7 @@ class _TransformerAttention(Explainer):
     def supports(self) -> tuple[bool, str]:
         if is_bilstm(self.classifier):
             return False, "a BiLSTM has no [CLS] attention layers: use the measure 'attention' (its additive attention)"
-        impl = getattr(getattr(self.classifier.model, "config", None), "_attn_implementation", "eager")
-        if impl not in (None, "eager"):
-            return False, (f"attention weights need attn_implementation='eager' but the model uses {impl!r}; "
-                           "load it with engine.models.load_classifier")
-        return True, ""
+        return self.classifier.attention_weights_available()  # forwards with attentions switch to eager
 
     def _scores(self, call: Call):
         def compute():

@@ -22,7 +22,7 @@ from engine.runtime import configure, pick_device
 
 REQUIRED_FILES = ("config.json", "model.safetensors", "metadata.json", "tokenizer_config.json")
 REQUIRED_METADATA = ("id", "base_model", "dataset", "classes", "strategy", "max_length")
-_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 def models_cache_dir() -> Path:
@@ -30,7 +30,8 @@ def models_cache_dir() -> Path:
 
 
 def check_model_id(model_id: str) -> str:
-    if not _ID_PATTERN.match(model_id or ""):
+    # fullmatch: `re.match` with '$' lets a trailing newline through ('$' matches before a final '\n').
+    if not isinstance(model_id, str) or not _ID_PATTERN.fullmatch(model_id):
         raise InvalidInputError(f"model id {model_id!r} must be 1-128 letters, digits, '.', '_' or '-' (no slashes)")
     return model_id
 
@@ -162,12 +163,15 @@ def validate_model(model_id_or_path: str | os.PathLike) -> None:
     weight_files(folder)
 
 
-def load_classifier(model_id_or_path: str | os.PathLike, device: str | None = None) -> Classifier:
+def load_classifier(model_id_or_path: str | os.PathLike, device: str | None = None, dtype: str | None = None,
+                    attention: str | None = None) -> Classifier:
     """The one way to load a model, onto the chosen device. Resolves, in this order:
 
     an id of a checkpoint in models_cache; an id registered with `python -m engine models add`; a folder:
     a checkpoint of this project (it has metadata.json) or any Hugging Face sequence-classification folder
-    fine-tuned elsewhere (engine.models.foreign; the mask token is its replacement token, if it has one)."""
+    fine-tuned elsewhere (engine.models.foreign; the mask token is its replacement token, if it has one).
+    Weights are read from safetensors only; dtype and attention kernel as in `engine.models.loading`
+    (default: the settings ENGINE_DTYPE and ENGINE_ATTENTION), recorded in `Classifier.runtime`."""
     configure()
     if not is_path(model_id_or_path):
         model_id = check_model_id(str(model_id_or_path))
@@ -175,36 +179,41 @@ def load_classifier(model_id_or_path: str | os.PathLike, device: str | None = No
             from engine.models.registry import load_registered, read_manifest, registered_models
 
             if read_manifest(model_id) is not None:
-                return load_registered(model_id, device=device)
+                return load_registered(model_id, device=device, dtype=dtype, attention=attention)
             known = [m["id"] for m in list_checkpoints() + registered_models() if "error" not in m]
             raise CheckpointError(f"no checkpoint or registered model {model_id!r} (known: {', '.join(known) or 'none'}); "
                                   "register a folder with `python -m engine models add PATH`")
     elif not (Path(model_id_or_path) / "metadata.json").is_file() and Path(model_id_or_path).is_dir():
         from engine.models.foreign import load_foreign
 
-        return load_foreign(model_id_or_path, device=device)
-    return _load_checkpoint(checkpoint_dir(model_id_or_path), device)
+        return load_foreign(model_id_or_path, device=device, dtype=dtype, attention=attention)
+    return _load_checkpoint(checkpoint_dir(model_id_or_path), device, dtype, attention)
 
 
-def _load_checkpoint(folder: Path, device: str | None) -> Classifier:
+def _load_checkpoint(folder: Path, device: str | None, dtype: str | None = None, attention: str | None = None) -> Classifier:
     """A checkpoint of this project (models_cache/<id> or a copy of one)."""
     from safetensors import SafetensorError
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+    from engine.models.loading import load_pretrained
+
     metadata = validate_checkpoint(folder)
+    target = pick_device(device)
+    runtime = None
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(folder))
         if json.loads((folder / "config.json").read_text(encoding="utf-8")).get("architecture") == ARCHITECTURE:
-            model = BiLSTMAttentionClassifier.from_pretrained(folder)
+            model = BiLSTMAttentionClassifier.from_pretrained(folder)  # safetensors only, float32, its own attention
         else:
-            # use_safetensors=True: never fall back to a pickled pytorch_model.bin.
-            model = AutoModelForSequenceClassification.from_pretrained(
-                str(folder), use_safetensors=True, attn_implementation="eager"
-            )
+            model, runtime = load_pretrained(AutoModelForSequenceClassification, folder, device=target, dtype=dtype,
+                                             attention=attention)
+    except InvalidInputError:
+        raise
     except (OSError, ValueError, SafetensorError, RuntimeError, KeyError, TypeError) as err:
         raise CheckpointError(f"checkpoint {folder} could not be loaded ({type(err).__name__}: {err})") from None
-    classifier = Classifier(model, tokenizer, metadata["classes"], metadata["max_length"], metadata, pick_device(device))
+    classifier = Classifier(model, tokenizer, metadata["classes"], metadata["max_length"], metadata, target)
     classifier.folder = folder
+    classifier.load_runtime = runtime
     return classifier
 
 

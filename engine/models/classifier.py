@@ -3,15 +3,19 @@ few operations every measure and metric needs (logits from ids or from word embe
 from __future__ import annotations
 
 import inspect
+import threading
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from engine.data import Dataset, Example, score
+from engine.data.labels import align_to_classes
 from engine.errors import InvalidInputError, LabelMismatchError, NotApplicableError  # noqa: F401 (re-exported)
 from engine.models.batch import Batch, collate_examples, tokenize
+from engine.models.loading import dtype_name
 from engine.models.masking import apply_token_masks, mask_all_primary
 
 
@@ -36,15 +40,27 @@ def uses_token_types(model) -> bool:
     """Whether the model reads `token_type_ids`: its forward takes them and it has more than one type.
 
     DistilBERT and Llama take none; RoBERTa/XLM-R (type_vocab_size 1) and DeBERTa-v3 (0) would only add a
-    constant (or fail on type 1 of a paired input); GPT-2 would look them up in its *word* embeddings."""
+    constant (or fail on type 1 of a paired input); GPT-2 would look them up in its *word* embeddings.
+    When the forward's signature cannot be inspected (a compiled or wrapped forward), the configuration
+    decides: dropping the types of a model that reads them would silently change a paired input's logits,
+    so they are kept unless the configuration says there is at most one type (a forward that takes none
+    then fails loudly, naming the argument)."""
+    if is_decoder_classifier(model):
+        return False
+    types = getattr(getattr(model, "config", None), "type_vocab_size", None)
     try:
         params = inspect.signature(model.forward).parameters
     except (TypeError, ValueError):
+        return types is None or int(types) > 1
+    if "token_type_ids" not in params:
         return False
-    if "token_type_ids" not in params or is_decoder_classifier(model):
-        return False
-    types = getattr(getattr(model, "config", None), "type_vocab_size", None)
     return types is None or int(types) > 1
+
+
+def attention_implementation(model) -> str | None:
+    """The attention kernel a transformers model runs ('eager', 'sdpa', ...); None for other modules (the BiLSTM)."""
+    config = getattr(model, "config", None)
+    return getattr(config, "_attn_implementation", None) if hasattr(model, "set_attn_implementation") else None
 
 
 class Classifier:
@@ -74,10 +90,22 @@ class Classifier:
         self.folder = None  # the checkpoint folder once saved or when loaded from one
         self.decoder = is_decoder_classifier(model)
         self._token_types = uses_token_types(model)
+        self.load_runtime: dict | None = None  # what engine.models.loading chose (dtype, attention) and why
+        self._attention_default = attention_implementation(model)
+        self._attention_lock = threading.Lock()
         if model.config.num_labels != len(self.classes):
             raise LabelMismatchError(
                 f"the model has {model.config.num_labels} outputs but {len(self.classes)} class names were given"
             )
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_attention_lock", None)  # a lock cannot be pickled or deep-copied; each copy gets its own
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._attention_lock = threading.Lock()
 
     @property
     def id(self) -> str:
@@ -122,6 +150,41 @@ class Classifier:
         return self.folder
 
     @property
+    def runtime(self) -> dict:
+        """How the model runs now, for provenance: device, dtype of its parameters, attention kernel, and (when
+        loaded by engine.models.loading) the dtype its weights were stored in and why each was chosen."""
+        first = next(iter(self.model.parameters()), None)
+        out = {"device": str(self.device), "dtype": dtype_name(first.dtype) if first is not None else None,
+               "attn_implementation": attention_implementation(self.model)}
+        loaded = self.load_runtime or {}
+        out.update({k: loaded[k] for k in ("stored_dtype", "dtype_reason", "attn_reason") if k in loaded})
+        return out
+
+    def attention_weights_available(self) -> tuple[bool, str]:
+        """(whether a forward can return attention weights, why not): eager attention, or a model that can switch
+        to it for such forwards (`eager_attention`)."""
+        impl = self._attention_default
+        if impl in (None, "eager") or type(self.model)._can_set_attn_implementation():
+            return True, ""
+        return False, (f"model {self.id!r} runs {impl!r} attention, which returns no attention weights, and cannot "
+                       "switch to eager at run time: load it with ENGINE_ATTENTION=eager")
+
+    @contextmanager
+    def eager_attention(self):
+        """Run the enclosed forwards with eager attention, the only kernel that returns attention weights, then
+        switch back. A lock keeps two threads (dashboard sessions share a model) from switching at once; a
+        forward of another thread meanwhile also runs eager, which changes its numbers only by float rounding."""
+        if self._attention_default in (None, "eager"):
+            yield
+            return
+        with self._attention_lock:
+            self.model.set_attn_implementation("eager")
+            try:
+                yield
+            finally:
+                self.model.set_attn_implementation(self._attention_default)
+
+    @property
     def num_classes(self) -> int:
         return len(self.classes)
 
@@ -130,13 +193,11 @@ class Classifier:
         """E [V, H]: the word-embedding table."""
         return self.model.get_input_embeddings().weight
 
-    def check_dataset(self, dataset: Dataset) -> None:
-        """Refuse a dataset whose label set differs from the one this checkpoint was trained on."""
-        if tuple(dataset.classes) != self.classes:
-            raise LabelMismatchError(
-                f"dataset {dataset.name!r} has classes {list(dataset.classes)} but model {self.id!r} "
-                f"was trained on {list(self.classes)}"
-            )
+    def check_dataset(self, dataset: Dataset) -> Dataset:
+        """The dataset with its labels in this model's class order (`engine.data.labels.align_to_classes`:
+        matched by name, whole-number labels by index); callers use what it returns. Raises
+        LabelMismatchError, naming both class lists, when a label of the data is not one of the model's."""
+        return align_to_classes(dataset, self.classes, model=repr(self.id))
 
     def check_target(self, target: int) -> int:
         if not 0 <= int(target) < self.num_classes:
@@ -182,7 +243,15 @@ class Classifier:
                 token_type_ids: torch.Tensor | None = None, inputs_embeds: torch.Tensor | None = None,
                 output_attentions: bool = False, output_hidden_states: bool = False) -> ForwardOutput:
         """One forward of the model on ids [B, T] or word embeddings [B, T, H] (right-padded, with the
-        attention mask [B, T]); the one place that knows how each family is called."""
+        attention mask [B, T]); the one place that knows how each family is called. Asking for attentions runs
+        the forward with eager attention (`eager_attention`)."""
+        if output_attentions:
+            with self.eager_attention():
+                return self._forward(input_ids, attention_mask, token_type_ids, inputs_embeds, True, output_hidden_states)
+        return self._forward(input_ids, attention_mask, token_type_ids, inputs_embeds, False, output_hidden_states)
+
+    def _forward(self, input_ids, attention_mask, token_type_ids, inputs_embeds, output_attentions: bool,
+                 output_hidden_states: bool) -> ForwardOutput:
         kwargs = {"attention_mask": attention_mask}
         if output_attentions:
             kwargs["output_attentions"] = True
@@ -262,7 +331,7 @@ class Classifier:
     def evaluate(self, dataset: Dataset, split: str = "test", mask_all: bool = False, batch_size: int = 64,
                  limit: int | None = None, token_masks: dict | None = None) -> dict:
         """The dataset metric (and accuracy) on a split, unmasked or 100%-masked."""
-        self.check_dataset(dataset)
+        dataset = self.check_dataset(dataset)
         examples = dataset.split(split)[:limit]
         probs = self.predict_examples(examples, batch_size=batch_size, mask_all=mask_all, token_masks=token_masks)
         y_true = np.array([e.label for e in examples])

@@ -151,19 +151,21 @@ def max_length_for(tokenizer, model, requested: int | None = None) -> int:
 
 def load_foreign(folder: str | os.PathLike, *, model_id: str | None = None, tokenizer_path: str | os.PathLike | None = None,
                  replacement: str | None = None, masked_fine_tuned: bool = False, max_length: int | None = None,
-                 artifacts_dir: str | os.PathLike | None = None, device: str | None = None, extra: dict | None = None):
+                 artifacts_dir: str | os.PathLike | None = None, device: str | None = None, extra: dict | None = None,
+                 dtype: str | None = None, attention: str | None = None):
     """A `Classifier` from a Hugging Face sequence-classification folder fine-tuned elsewhere.
 
     tokenizer_path: where the tokenizer is, when not in the folder. replacement: see `resolve_replacement`.
     masked_fine_tuned: the model was trained with the replacement token (its masked inputs are in
-    distribution). artifacts_dir: where files fitted for it (MaSF) are kept; None keeps none.
+    distribution). artifacts_dir: where files fitted for it (MaSF) are kept; None keeps none. dtype, attention:
+    see `engine.models.loading` (default: the settings ENGINE_DTYPE, ENGINE_ATTENTION).
     """
     configure()
-    import torch
     from safetensors import SafetensorError
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     from engine.models.classifier import Classifier, is_decoder_classifier
+    from engine.models.loading import load_pretrained
 
     folder = Path(folder).expanduser().resolve()
     if not folder.is_dir():
@@ -180,9 +182,12 @@ def load_foreign(folder: str | os.PathLike, *, model_id: str | None = None, toke
     if not getattr(tokenizer, "is_fast", False):
         raise CheckpointError(f"the tokenizer in {tok_source} is a slow (Python) tokenizer; token offsets need a fast one "
                               "(save it from transformers' *TokenizerFast, or with tokenizer.json)")
+    target = pick_device(device)
     try:
-        model, info = AutoModelForSequenceClassification.from_pretrained(
-            str(folder), use_safetensors=True, attn_implementation="eager", output_loading_info=True)
+        (model, info), runtime = load_pretrained(AutoModelForSequenceClassification, folder, device=target, dtype=dtype,
+                                                 attention=attention, output_loading_info=True)
+    except InvalidInputError:
+        raise
     except (OSError, ValueError, SafetensorError, RuntimeError, KeyError, TypeError) as err:
         raise CheckpointError(f"{folder} could not be loaded ({type(err).__name__}: {err})") from None
     missing = sorted(info.get("missing_keys") or [])
@@ -240,9 +245,7 @@ def load_foreign(folder: str | os.PathLike, *, model_id: str | None = None, toke
                  "; not masked-fine-tuned here, so its masked inputs may be out of distribution"),
         **(extra or {}),
     }
-    target = pick_device(device)
-    if target.type == "cpu" and model.dtype in (torch.float16, torch.bfloat16):
-        model = model.float()  # half-precision weights saved for a GPU: CPU kernels and gradients want float32
     classifier = Classifier(model, tokenizer, classes, metadata["max_length"], metadata, target)
     classifier.folder = folder
+    classifier.load_runtime = runtime
     return classifier

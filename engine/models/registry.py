@@ -53,11 +53,11 @@ def read_manifest(model_id: str) -> dict | None:
 
 def default_id(folder: Path) -> str:
     """A model id from a folder name: letters, digits, '.', '_', '-' kept, anything else replaced by '-'."""
-    name = "".join(c if c.isalnum() or c in "._-" else "-" for c in folder.name).strip("-._") or "model"
+    name = "".join(c if (c.isascii() and c.isalnum()) or c in "._-" else "-" for c in folder.name).strip("-._") or "model"
     return name[:128]
 
 
-def load_registered(model_id: str, device: str | None = None):
+def load_registered(model_id: str, device: str | None = None, dtype: str | None = None, attention: str | None = None):
     """The `Classifier` of a registered id."""
     from engine.models.foreign import load_foreign
 
@@ -71,7 +71,7 @@ def load_registered(model_id: str, device: str | None = None):
     classifier = load_foreign(folder, model_id=model_id, tokenizer_path=manifest.get("tokenizer"),
                               replacement=manifest.get("replacement"), masked_fine_tuned=manifest.get("masked_fine_tuned", False),
                               max_length=manifest.get("max_length"), artifacts_dir=artifacts_dir(model_id), device=device,
-                              extra={"registered": manifest.get("registered")})
+                              extra={"registered": manifest.get("registered")}, dtype=dtype, attention=attention)
     registered_hash = manifest.get("weights_sha256")
     if registered_hash and registered_hash != classifier.metadata["weights_sha256"]:
         # Not an error: the user may have retrained in place. Results record the hash they were made with.

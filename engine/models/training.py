@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -24,6 +25,7 @@ from engine.errors import InvalidInputError, LabelMismatchError, TrainingCancell
 from engine.models.batch import Batch, collate_examples
 from engine.models.classifier import Classifier
 from engine.models.encoders import resolve_encoder
+from engine.models.loading import load_pretrained
 from engine.models.masking import STRATEGIES, apply_token_masks, training_transform
 from engine.runtime import code_version, configure, pick_device, runtime_record, seed_everything
 
@@ -80,7 +82,8 @@ class TrainConfig:
 
 def default_model_id(config: TrainConfig) -> str:
     base = config.from_classifier or config.base_model
-    base = base if base.replace("-", "").replace("_", "").replace(".", "").isalnum() else "custom"
+    stripped = base.replace("-", "").replace("_", "").replace(".", "")
+    base = base if stripped.isascii() and stripped.isalnum() else "custom"  # an id is ASCII (check_model_id)
     return f"{base}-{config.dataset}-{config.strategy}-s{config.seed}"
 
 
@@ -89,26 +92,26 @@ def _is_default_label(name: str, index: int) -> bool:
 
 
 def _start_from_classifier(config: TrainConfig, dataset: Dataset, device: torch.device) -> Classifier:
-    """The user's classifier, to be fine-tuned further with its own head. Its label names must be the
-    dataset's (in the same order), unless they are transformers' defaults LABEL_0.. (then the dataset's are
-    taken, by index, and that is recorded)."""
+    """The user's classifier, to be fine-tuned further with its own head and label names. The dataset's labels
+    are matched to its classes by name (`Classifier.check_dataset`; the caller trains on the dataset so
+    aligned). A head named only by transformers' defaults LABEL_0.. carries no names to match, so it takes
+    the dataset's names by index (recorded as `label_names_replaced`), provided the counts agree."""
     from engine.models.checkpoint import load_classifier
 
-    classifier = load_classifier(config.from_classifier, device=str(device))
-    if classifier.num_classes != dataset.num_classes:
-        raise LabelMismatchError(f"model {config.from_classifier!r} has {classifier.num_classes} classes "
-                                 f"{list(classifier.classes)} but dataset {dataset.name!r} has {dataset.num_classes} "
-                                 f"{list(dataset.classes)}")
+    classifier = load_classifier(config.from_classifier, device=str(device), dtype="float32")  # trained in float32
     source = dict(classifier.metadata)
     renamed = None
-    if tuple(classifier.classes) != tuple(dataset.classes):
-        if not all(_is_default_label(c, i) for i, c in enumerate(classifier.classes)):
-            raise LabelMismatchError(
-                f"model {config.from_classifier!r} names its classes {list(classifier.classes)} but dataset "
-                f"{dataset.name!r} names them {list(dataset.classes)}: register the data with the model's label "
-                "names in the model's order (python -m engine datasets --help)")
+    defaults = all(_is_default_label(c, i) for i, c in enumerate(classifier.classes))
+    numbered = all(re.fullmatch(r"-?\d+", c.strip()) for c in dataset.classes)
+    if defaults and not numbered and tuple(classifier.classes) != tuple(dataset.classes):
+        if classifier.num_classes != dataset.num_classes:
+            raise LabelMismatchError(f"model {config.from_classifier!r} has {classifier.num_classes} unnamed classes "
+                                     f"{list(classifier.classes)} but dataset {dataset.name!r} has {dataset.num_classes} "
+                                     f"{list(dataset.classes)}")
         renamed = list(classifier.classes)
         classifier.classes = tuple(dataset.classes)
+    else:
+        classifier.check_dataset(dataset)  # refuses a real mismatch of names, naming both lists
     # Validation and test mask inputs whatever the strategy: a model without a replacement token cannot be
     # trained here (NotApplicableError says how to choose one).
     _ = classifier.mask_token_id
@@ -156,16 +159,19 @@ def _new_classifier(config: TrainConfig, dataset: Dataset, device: torch.device)
                                       attention=config.attention)
         return Classifier(model, tokenizer, dataset.classes, config.max_length or dataset.max_length, {}, device)
     source = resolve_encoder(config.base_model)
-    tokenizer = AutoTokenizer.from_pretrained(source)
-    model = AutoModelForSequenceClassification.from_pretrained(
-        source,
+    # Weights from safetensors only (a folder with a pickled pytorch_model.bin is refused), trained in float32
+    # whatever the stored dtype; attention as the settings ask (SDPA where the architecture has it).
+    model, runtime = load_pretrained(
+        AutoModelForSequenceClassification, source, device=device, dtype="float32",
         num_labels=dataset.num_classes,
         id2label=dict(enumerate(dataset.classes)),
         label2id={c: i for i, c in enumerate(dataset.classes)},
-        attn_implementation="eager",
     )
+    tokenizer = AutoTokenizer.from_pretrained(source)
     max_length = min(config.max_length or dataset.max_length, model.config.max_position_embeddings)
-    return Classifier(model, tokenizer, dataset.classes, max_length, {}, device)
+    classifier = Classifier(model, tokenizer, dataset.classes, max_length, {}, device)
+    classifier.load_runtime = runtime
+    return classifier
 
 
 def _optimizer(model: torch.nn.Module, config: TrainConfig, total_steps: int):
@@ -277,6 +283,8 @@ def train_classifier(
     device = pick_device(config.device)
     dataset = get_dataset(config.dataset, config.split_seed)
     classifier = _new_classifier(config, dataset, device)
+    # Labels in the model's class order (a classifier started from keeps its head; a new head is the dataset's).
+    dataset = classifier.check_dataset(dataset)
     start = dict(classifier.metadata)  # provenance of a classifier we start from (empty otherwise)
     model = classifier.model
 
@@ -366,6 +374,8 @@ def train_classifier(
         "architecture": getattr(classifier.model.config, "architecture", None) or classifier.model.config.model_type,
         "dataset": dataset.name,
         "classes": list(dataset.classes),
+        # set when the dataset numbers its classes in another order than the model's head: {its class: model's}
+        "dataset_label_mapping": (dataset.extra or {}).get("label_mapping"),
         "metric": dataset.metric,
         "paired": dataset.paired,
         "strategy": config.strategy,
@@ -390,7 +400,8 @@ def train_classifier(
         "device": str(device),
         "torch_threads": torch.get_num_threads(),
         "precision": config.precision,
-        "runtime": runtime_record(device),  # GPU name, versions, determinism flags
+        # GPU name, versions, determinism flags; and the dtype and attention kernel the training ran with
+        "runtime": {**runtime_record(device), **classifier.runtime},
         "train_seconds": round(time.time() - started, 1),
         "code_version": code_version(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

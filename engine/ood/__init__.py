@@ -41,7 +41,7 @@ def fit_masf(classifier: Classifier, split: str = "validation", limit: int | Non
         raise InvalidInputError(f"model {classifier.id!r} was fine-tuned elsewhere: name the dataset to calibrate its MaSF "
                                 f"on (python -m engine masf --model {classifier.id} --dataset NAME)")
     dataset = get_dataset(name, meta.get("split_seed", 0))
-    classifier.check_dataset(dataset)
+    dataset = classifier.check_dataset(dataset)
     examples = dataset.split(split)[:limit]
     strategy = calibration_strategy(classifier)
     feats = calibration_features(classifier, examples, strategy, seed=1234 + seed, progress=progress)

@@ -25,7 +25,7 @@ from engine.errors import InvalidInputError
 
 TIDY_COLUMNS = ("model", "seed", "dataset", "measure", "strategy", "step", "ratio", "metric", "value", "p_value")
 RECURSIVE_MASKING = "recursive masking"  # the method of cells without retraining (FMM)
-_RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 def schedule_columns(schedule: str, level: float, last_level: float, whole_words: bool = False) -> dict:
@@ -76,7 +76,7 @@ class ResultsStore:
         self.root = Path(root) if root is not None else default_results_dir()
 
     def _cells_dir(self, run: str) -> Path:
-        if not _RUN_NAME.match(run):
+        if not isinstance(run, str) or not _RUN_NAME.fullmatch(run):  # fullmatch: '$' would let a final newline through
             raise InvalidInputError(f"run name {run!r} must be letters, digits, '.', '_' or '-'")
         return self.root / run / "cells"
 

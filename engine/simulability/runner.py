@@ -110,6 +110,7 @@ def run_simulability(teacher: str, student: str = "tiny", dataset: str | None = 
     from engine.data import get_dataset
     from engine.models import load_classifier, resolve_encoder
     from engine.models.checkpoint import weights_sha256
+    from engine.models.loading import check_weights
     from engine.runtime import code_version, configure, seed_everything
     from engine.simulability.learned import should_replace, write_head_weights
     from engine.simulability.plausibility import sentence_auc, sentence_table
@@ -129,8 +130,9 @@ def run_simulability(teacher: str, student: str = "tiny", dataset: str | None = 
     meta = classifier.metadata
     dataset_name = dataset or meta["dataset"]
     data = get_dataset(dataset_name, meta.get("split_seed", 0))
-    classifier.check_dataset(data)
+    data = classifier.check_dataset(data)
     source = resolve_encoder(student)
+    check_weights(source)  # a student folder with pickled weights only is refused now, not after the teacher's work
     check_shared_vocabulary(classifier, source)
     run = run or f"{classifier.id}-{dataset_name}"
     store = simulability_store(results_dir)
@@ -195,6 +197,7 @@ def run_simulability(teacher: str, student: str = "tiny", dataset: str | None = 
                 "n_validation": len(validation), "n_test": len(test), "pool_size": pool_size,
                 "seconds": round(time.time() - cell_started, 1), "torch_threads": torch.get_num_threads(),
                 "machine": f"{platform.machine()} {os.cpu_count()} cpus, {classifier.device}",
+                "model_runtime": classifier.runtime,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **extra}
 
     layers = heads = 0

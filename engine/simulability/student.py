@@ -76,12 +76,15 @@ def new_student(source: str, num_classes: int, seed: int, pretrained: bool = Tru
     random initialisation of the same configuration; the head is seeded with `seed`."""
     from transformers import AutoConfig, AutoModel
 
+    from engine.models.loading import load_pretrained
     from engine.runtime import configure
 
     configure()  # quiet load reports
     torch.manual_seed(seed)
     if pretrained:
-        encoder = AutoModel.from_pretrained(source, attn_implementation="eager", add_pooling_layer=False)
+        # Safetensors only (a folder with a pickled pytorch_model.bin is refused); eager attention, because the
+        # look-ahead step differentiates twice and the fused kernels have no double backward; float32 weights.
+        encoder, _ = load_pretrained(AutoModel, source, dtype="float32", need_weights=True, add_pooling_layer=False)
     else:
         config = AutoConfig.from_pretrained(source, **(config_overrides or {}))
         config._attn_implementation = "eager"
