@@ -115,6 +115,9 @@ class PromptedClassifier(Classifier):
                 parts.append(spec.user_turn(ex["input"], ex.get("input2")) + "\n" + spec.answer_prefix
                              + spec.verbalizer[ex["label"]][0])
             text = "\n\n".join(parts + [turn + "\n" + spec.answer_prefix])
+            # Plain text starts with the BOS token where the tokenizer has one (Llama-style models expect it; the
+            # tokenizer's own special tokens are never added, since some append a separator after the answer slot).
+            text = (self.tokenizer.bos_token or "") + text
         if text.count(_MARK1) != 1 or text.count(_MARK2) != (1 if spec.paired else 0):
             raise InvalidInputError("the chat template dropped or repeated the input slot")
         before, rest = text.split(_MARK1)
@@ -136,22 +139,15 @@ class PromptedClassifier(Classifier):
         start2 = span1[1] + len(between)
         return before + text + between + (text2 or "") + after, span1, (start2, start2 + len(text2 or ""))
 
-    def _add_special(self) -> bool:
-        # A chat template writes its own BOS (as text); plain text gets the tokenizer's usual specials.
-        return self.spec.template == "plain"
-
     def _label_tokens(self) -> list[tuple[int, list[int]]]:
         """(class, tokens) of every label word: the tokens of P(x) + w after those of P(x), checked to be a
         prefix (BPE could merge across the boundary)."""
         prompt, _, _ = self.render("x", "x" if self.spec.paired else None)
-        base = self.tokenizer(prompt, add_special_tokens=self._add_special())["input_ids"]
-        if self._add_special() and base and base[-1] in (self.tokenizer.eos_token_id,) and self.tokenizer.eos_token_id not in (
-                self.tokenizer.bos_token_id,):
-            raise InvalidInputError("the tokenizer appends an end-of-sequence token to the prompt; use template 'chat'")
+        base = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
         out = []
         for k, name in enumerate(self.classes):
             for word in self.spec.verbalizer[name]:
-                full = self.tokenizer(prompt + word, add_special_tokens=self._add_special())["input_ids"]
+                full = self.tokenizer(prompt + word, add_special_tokens=False)["input_ids"]
                 if full[:len(base)] != base or len(full) == len(base):
                     raise InvalidInputError(
                         f"label word {word!r} merges with the end of the prompt when tokenised (the prompt's tokens are not "
@@ -179,7 +175,7 @@ class PromptedClassifier(Classifier):
 
     def _encode(self, text: str, text2: str | None):
         prompt, span1, span2 = self.render(text, text2)
-        enc = self.tokenizer(prompt, add_special_tokens=self._add_special(), return_offsets_mapping=True)
+        enc = self.tokenizer(prompt, add_special_tokens=False, return_offsets_mapping=True)
         special = set(self.tokenizer.all_special_ids)
         segments = []
         for tid, (a, b) in zip(enc["input_ids"], enc["offset_mapping"]):
