@@ -24,7 +24,7 @@ echo "== installing torch (CPU wheel) and the pinned requirements (a few minutes
 # The engine itself, editable: `import engine` and the `faithfulness-engine` script work from anywhere, and
 # edits in the checkout take effect at once. --no-deps: the pinned requirements above are the environment.
 "${PIP[@]}" --no-deps -e . 2>&1 | grep -v "is ignored" || true
-(cd / && "$OLDPWD/.venv/bin/python" -c "import torch, transformers, captum, streamlit, engine, app; assert torch.__version__.startswith('2.13.0'), torch.__version__") \
+(cd / && "$OLDPWD/.venv/bin/python" -c "import torch, transformers, captum, streamlit, gguf, accelerate, engine, app; assert torch.__version__.startswith('2.13.0'), torch.__version__") \
   || { echo "setup failed: see the pip output above"; exit 1; }
 echo "$want" > "$stamp"
 echo "== .venv ready: torch $(.venv/bin/python -c 'import torch; print(torch.__version__)')"

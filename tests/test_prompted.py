@@ -237,7 +237,7 @@ def test_every_applicable_measure_explains_a_prompted_model_on_the_slot_only(ber
              "beam": {"beam_size": 2}, "ig-sign": {"steps": 8}, "ig-abs": {"steps": 8}, "gradient-shap": {"n_samples": 4}}
     for name in names:
         options = {k: v for k, v in small.get(name, {}).items()}
-        imp = get_explainer(name, clf, memo=False, **options).attribute(b)
+        imp = get_explainer(name, clf, **options).attribute(b)  # memo: the gradient, IG and LOO families share passes
         assert torch.isfinite(imp.scores).all(), name
         assert (imp.scores[~imp.maskable] == 0).all(), name
         assert imp.maskable.sum() == 4, name
@@ -327,3 +327,16 @@ def test_smollm2_chat_prompt_masks_only_the_review_and_uses_single_token_labels(
     assert prompt.endswith("<|im_start|>assistant\n") and "Review: " + TEXT in prompt
     b = clf.batch(TEXT)
     assert "".join(clf.maskable_tokens(b)).replace("Ġ", " ").strip() == TEXT
+
+
+def test_smollm2_rt_prompt_is_a_built_in_registered_id(models_cache):
+    """`smollm2-rt-prompt` resolves without a manifest file: the packaged SmolLM2 with the sentiment prompt,
+    converted into the models cache on first load."""
+    from engine.models.llm_package import converted_dir
+    from engine.models.registry import read_manifest
+
+    manifest = read_manifest("smollm2-rt-prompt")
+    assert manifest["packaged_llm"] == "smollm2" and manifest["path"] == str(converted_dir("smollm2"))
+    assert str(models_cache) in manifest["path"]
+    assert PromptSpec.from_dict(manifest["prompt"]).classes == ("negative", "positive")
+    assert read_manifest("not-registered") is None

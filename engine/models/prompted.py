@@ -99,18 +99,20 @@ class PromptedClassifier(Classifier):
             if getattr(self.tokenizer, "chat_template", None) is None:
                 raise InvalidInputError("the tokenizer has no chat template; use template 'plain'")
             messages = [{"role": "system", "content": spec.system}] if spec.system else []
+            lead = spec.instruction + "\n\n" if spec.instruction.strip() else ""  # empty: input_format says it all
             first = True
             for ex in spec.examples:
                 content = spec.user_turn(ex["input"], ex.get("input2"))
-                messages.append({"role": "user", "content": (spec.instruction + "\n\n" if first else "") + content})
+                messages.append({"role": "user", "content": (lead if first else "") + content})
                 messages.append({"role": "assistant", "content": spec.answer_prefix + spec.verbalizer[ex["label"]][0]})
                 first = False
-            messages.append({"role": "user", "content": (spec.instruction + "\n\n" if first else "") + turn})
+            messages.append({"role": "user", "content": (lead if first else "") + turn})
             text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
             text += spec.answer_prefix
         else:
             parts = [spec.system] if spec.system else []
-            parts.append(spec.instruction)
+            if spec.instruction.strip():
+                parts.append(spec.instruction)
             for ex in spec.examples:
                 parts.append(spec.user_turn(ex["input"], ex.get("input2")) + "\n" + spec.answer_prefix
                              + spec.verbalizer[ex["label"]][0])
