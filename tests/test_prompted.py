@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from engine.importance import get_explainer
-from engine.importance.batching import explained
 from engine.models.masking import mask_all_primary
 from engine.models.prompt_spec import PromptSpec
 from engine.models.prompted import PromptedClassifier
@@ -134,6 +133,8 @@ def test_log_odds_are_invariant_to_a_constant_added_to_every_class_score(bert_to
     assert torch.allclose(clf.explained_logits(lp)[:, 1], s[:, 1] - s[:, 0])
     three = torch.log_softmax(torch.tensor([[0.1, 0.4, -2.0]]), -1)
     assert torch.allclose(clf.explained_logits(three)[0, 0], three[0, 0] - torch.log1p(-three[0, 0].exp()), atol=1e-6)
+    from engine.importance.batching import explained
+
     assert torch.equal(explained(make("llama", bert_tokenizer, logit="log-prob"), lp), lp)
 
 
@@ -324,7 +325,7 @@ def test_smollm2_chat_prompt_masks_only_the_review_and_uses_single_token_labels(
     clf = PromptedClassifier(model, smollm2_tokenizer, sentiment_prompt(), max_length=256)
     assert (0, [17728]) in clf._words and (1, [16185]) in clf._words
     prompt = clf.render(TEXT)[0]
-    assert prompt.endswith("<|im_start|>assistant\n") and "Review: " + TEXT in prompt
+    assert prompt.endswith("<|im_start|>assistant\n") and "[REDACTED]" in prompt and TEXT + "<|im_end|>" in prompt
     b = clf.batch(TEXT)
     assert "".join(clf.maskable_tokens(b)).replace("Ġ", " ").strip() == TEXT
 

@@ -125,15 +125,17 @@ class PromptSpec:
 
 
 def sentiment_prompt(replacement: str = "redacted") -> PromptSpec:
-    """The zero-shot sentiment prompt of the registered `smollm2-rt-prompt`: one user turn, one-word answer.
+    """The zero-shot sentiment prompt of the registered `smollm2-rt-prompt`: one user turn, question first, the
+    text alone after it, a one-word answer.
 
-    Single-token label words after SmolLM2's `<|im_start|>assistant\\n` (REFERENCE section 10: positive 16185,
-    negative 17728); the capitalised forms are added because the model often answers with them."""
+    Chosen on 48 rt *validation* sentences among five wordings (docs/llm.md); with "redacted" it carries the
+    notice that redacted words are marked (REFERENCE section 10). Single-token label words after SmolLM2's
+    `<|im_start|>assistant\n` (positive 16185, negative 17728); the capitalised forms are added because the
+    model often answers with them."""
     notice = "Some words may have been redacted and replaced by [REDACTED]. " if replacement == "redacted" else ""
     return PromptSpec(
-        instruction=("What is the sentiment of the following movie review? " + notice
-                     + "Answer with one word: positive or negative."),
-        input_format="Review: {input}",
+        instruction="Is the sentiment of this text positive or negative? " + notice + "Answer with one word.",
+        input_format="{input}",
         verbalizer={"negative": ["negative", "Negative"], "positive": ["positive", "Positive"]},
         replacement=replacement,
         mask_notice=notice.strip() or None,
