@@ -374,7 +374,7 @@ class PromptedClassifier(Classifier):
             for w, (_, toks) in enumerate(self._words):
                 r = b * W + w
                 logp = self._head(hidden[r, n - 1:n - 1 + len(toks)])  # position j predicts token j+1
-                total = logp[torch.arange(len(toks)), torch.tensor(toks, device=logp.device)].sum()
+                total = logp[torch.arange(len(toks), device=logp.device), torch.tensor(toks, device=logp.device)].sum()
                 scores.append(total / len(toks) if self.spec.word_score == "mean" else total)
         return torch.stack(scores).reshape(B, W)
 
