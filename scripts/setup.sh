@@ -10,7 +10,7 @@ stamp=.venv/.requirements-stamp
 want=$(cat requirements.txt requirements-models.txt requirements-dev.txt pyproject.toml | sha256sum | cut -d' ' -f1)
 
 check_environment() {  # $1: the interpreter; run from / so the checkout's folders cannot stand in for packages
-  (cd / && "$1" -c "import torch, transformers, captum, streamlit, engine, app; assert torch.__version__.startswith('2.13.0'), torch.__version__")
+  (cd / && "$1" -c "import torch, transformers, captum, streamlit, gguf, accelerate, engine, app; assert torch.__version__.startswith('2.13.0'), torch.__version__")
 }
 
 if [ "${ENGINE_SMOKE:-}" = 1 ]; then

@@ -42,6 +42,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                      help="the model was fine-tuned with inputs masked by that token, so masked inputs are in distribution")
     add.add_argument("--max-length", type=int, default=None,
                      help="tokens per input (default: the tokenizer's, capped by the model's position embeddings)")
+    # prompted language models (engine.models.prompted)
+    add.add_argument("--prompt", default=None, metavar="SPEC.json",
+                     help="the folder is a causal language model used by a prompt: a prompt spec JSON (instruction, "
+                          "input_format with {input}, template chat|plain, examples, verbalizer {class: [words]}, "
+                          "replacement redacted|special|pad|unk|delete), or 'sentiment' for the project's sentiment prompt. "
+                          "--replacement then names the prompt's replacement")
     add.add_argument("--copy", action="store_true", help="copy the folder's loadable files (never pickles) into the user folder")
     add.add_argument("--overwrite", action="store_true", help="replace a registration with the same id")
     remove = sub.add_parser("remove", help="forget a registered model (its folder is left alone)",
@@ -94,9 +100,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"removed {manifest['id']} (its folder {manifest['path']} was left as it is)" if not manifest.get("copied")
               else f"removed {manifest['id']} and its copy")
         return 0
-    manifest = register_model(args.path, args.id, tokenizer=args.tokenizer, replacement=args.replacement,
+    prompt = None
+    if args.prompt is not None:
+        from engine.models.prompt_spec import PromptSpec, sentiment_prompt
+
+        kind = args.replacement or "redacted"
+        spec = sentiment_prompt(kind) if args.prompt == "sentiment" else PromptSpec.load(args.prompt)
+        if args.replacement and args.prompt != "sentiment":
+            spec = PromptSpec.from_dict(dict(spec.to_dict(), replacement=args.replacement))
+        prompt = spec.to_dict()
+    manifest = register_model(args.path, args.id, tokenizer=args.tokenizer,
+                              replacement=None if prompt else args.replacement,
                               masked_fine_tuned=args.masked_fine_tuned, max_length=args.max_length, copy=args.copy,
-                              overwrite=args.overwrite)
+                              overwrite=args.overwrite, prompt=prompt)
     print(f"registered {manifest['id']}: {manifest['architecture']}, classes {', '.join(manifest['classes'])}, "
           f"max length {manifest['resolved_max_length']}, replacement token {manifest['replacement_token'] or 'none'}"
           f"{'' if manifest['masked_fine_tuned'] else ' (masked inputs out of distribution until masked-fine-tuned)'}")

@@ -45,6 +45,13 @@ def halve_after_oom(rows: int, error: BaseException, device: torch.device) -> in
     return rows // 2
 
 
+def explained(classifier, logits: torch.Tensor) -> torch.Tensor:
+    """The per-class quantity [N, C] measures explain, from logits [N, C]: the logits themselves, unless the
+    classifier defines `explained_logits` (a prompted LLM: the class log-odds, REFERENCE section 10)."""
+    hook = getattr(classifier, "explained_logits", None)
+    return logits if hook is None else hook(logits)
+
+
 class BatchedPasses:
     """Chunked passes for an explainer with `classifier`, `memory_mb`, `max_rows`, `bf16` and `autocast()`."""
 
@@ -98,7 +105,8 @@ class BatchedPasses:
         row `rows[n]`; chunked to the memory budget and trimmed of trailing padding per chunk."""
         def chunk(sl: slice, b: Batch) -> torch.Tensor:
             r = rows[sl]
-            return self.classifier.logits(*_rows_batch(input_ids[sl], b.attention_mask[r], b.token_type_ids[r]))
+            return explained(self.classifier, self.classifier.logits(*_rows_batch(input_ids[sl], b.attention_mask[r],
+                                                                                  b.token_type_ids[r])))
 
         return self._chunked_logits(call, input_ids.shape[0], input_ids.shape[1], chunk, input_ids.device)
 
@@ -109,7 +117,7 @@ class BatchedPasses:
             r = rows[sl]
             L = int(b.attention_mask[r].sum(1).max())
             mini, _ = _rows_batch(None, b.attention_mask[r][:, :L], b.token_type_ids[r][:, :L], trim=False)
-            return self.classifier.logits_from_embeddings(embeds[sl, :L], mini)
+            return explained(self.classifier, self.classifier.logits_from_embeddings(embeds[sl, :L], mini))
 
         return self._chunked_logits(call, embeds.shape[0], embeds.shape[1], chunk, embeds.device)
 
@@ -136,8 +144,8 @@ class BatchedPasses:
             try:
                 e = make_embeds(sl)[:, :L].detach().requires_grad_(True)
                 with torch.enable_grad(), self.autocast():
-                    logits = self.classifier.logits_from_embeddings(
-                        e, _rows_batch(None, b.attention_mask[r][:, :L], b.token_type_ids[r][:, :L], trim=False)[0])
+                    logits = explained(self.classifier, self.classifier.logits_from_embeddings(
+                        e, _rows_batch(None, b.attention_mask[r][:, :L], b.token_type_ids[r][:, :L], trim=False)[0]))
                     logits = logits.float() if self.bf16 else logits
                     picked = logits.gather(1, target[sl, None]).squeeze(1)
                     if weight is not None:

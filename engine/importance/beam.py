@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 
 from engine.errors import InvalidInputError
+from engine.importance.batching import explained
 from engine.importance.explainer import Explainer
 from engine.importance.registry import register
 from engine.importance.types import Call
@@ -52,7 +53,7 @@ class BeamSearch(Explainer):
         if call.logits is None:
             with torch.no_grad():
                 call.logits = self.input_logits(b)
-        f_x = call.logits.gather(1, call.target[:, None]).squeeze(1).double().tolist()
+        f_x = explained(self.classifier, call.logits).gather(1, call.target[:, None]).squeeze(1).double().tolist()
         candidates = b.maskable & (b.input_ids != mask_id)
         positions = [candidates[i].nonzero().flatten().tolist() for i in range(B)]
         n_steps = [len(p) for p in positions]

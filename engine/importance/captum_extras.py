@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from engine.errors import InvalidInputError
+from engine.importance.batching import explained
 from engine.importance.explainer import Explainer
 from engine.importance.random_baseline import row_seed
 from engine.importance.registry import register
@@ -121,8 +122,8 @@ class _CaptumIds(Explainer):
 
             def forward(x, att=att, types=types):
                 with torch.no_grad():
-                    return self.classifier.forward(input_ids=x, attention_mask=att.expand(len(x), -1),
-                                                   token_type_ids=types.expand(len(x), -1)).logits
+                    return explained(self.classifier, self.classifier.forward(
+                        input_ids=x, attention_mask=att.expand(len(x), -1), token_type_ids=types.expand(len(x), -1)).logits)
 
             attr = self._attribute_row(forward, ids, baseline, feature, int(call.target[i]), n)
             out[i, :L] = attr[0].to(torch.float64)
@@ -237,8 +238,8 @@ class _EmbeddingForward(torch.nn.Module):
         self._classifier = (classifier,)
 
     def forward(self, embeds, attention_mask, token_type_ids):
-        return self._classifier[0].forward(inputs_embeds=embeds, attention_mask=attention_mask,
-                                           token_type_ids=token_type_ids).logits
+        return explained(self._classifier[0], self._classifier[0].forward(
+            inputs_embeds=embeds, attention_mask=attention_mask, token_type_ids=token_type_ids).logits)
 
 
 class _CaptumEmbeddings(Explainer):

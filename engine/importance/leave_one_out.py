@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from engine.importance.batching import explained
 from engine.importance.explainer import Explainer
 from engine.importance.registry import register
 from engine.importance.types import Call
@@ -39,7 +40,7 @@ class _LeaveOneOut(Explainer):
             if own:
                 f_x, f_masked = picked[:B], picked[B:]
             else:
-                f_x, f_masked = call.logits.gather(1, call.target[:, None]).squeeze(1).to(torch.float64), picked
+                f_x, f_masked = explained(self.classifier, call.logits).gather(1, call.target[:, None]).squeeze(1).to(torch.float64), picked
             out = torch.zeros(B, T, dtype=torch.float64, device=b.device)
             out[row, pos] = f_x[row] - f_masked
             return out

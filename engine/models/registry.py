@@ -18,7 +18,7 @@ from engine import settings
 from engine.errors import CheckpointError, InvalidInputError
 
 #: files a copy keeps: weights as safetensors, configuration and tokenizer; never a pickle
-_COPIED_SUFFIXES = (".safetensors", ".json", ".txt", ".model", ".tiktoken")
+_COPIED_SUFFIXES = (".safetensors", ".json", ".txt", ".model", ".tiktoken", ".jinja")
 
 
 def registry_dir() -> Path:
@@ -40,7 +40,7 @@ def read_manifest(model_id: str) -> dict | None:
     """The manifest of a registered id, or None when the id is not registered."""
     path = manifest_path(model_id)
     if not path.is_file():
-        return None
+        return builtin_manifest(model_id)
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -49,6 +49,32 @@ def read_manifest(model_id: str) -> dict | None:
     if not isinstance(manifest, dict) or "path" not in manifest:
         raise CheckpointError(f"the registration {path} names no folder; remove it and add the folder again")
     return manifest
+
+
+# -- prompted language models (engine.models.prompted) ------------------------------------------------
+#: ids registered by the project itself: a packaged LLM with a prompt, usable as soon as its package is installed
+BUILTIN_PROMPTED = {"smollm2-rt-prompt": ("smollm2", "sentiment")}
+
+
+def builtin_manifest(model_id: str) -> dict | None:
+    """The manifest of a built-in prompted id (its folder is converted from the package on first load), else None."""
+    if model_id not in BUILTIN_PROMPTED:
+        return None
+    from engine.models.llm_package import converted_dir
+    from engine.models.prompt_spec import sentiment_prompt
+
+    key, _ = BUILTIN_PROMPTED[model_id]
+    return {"id": model_id, "path": str(converted_dir(key)), "packaged_llm": key, "prompt": sentiment_prompt().to_dict(),
+            "builtin": True, "max_length": None}
+
+
+def _load_prompted_manifest(manifest: dict, device: str | None):
+    from engine.models.prompted import load_prompted
+
+    source = manifest.get("packaged_llm") or manifest["path"]
+    return load_prompted(source, manifest["prompt"], model_id=manifest["id"], max_length=manifest.get("max_length"),
+                         device=device, extra={"registered": manifest.get("registered"),
+                                               "artifacts_dir": str(artifacts_dir(manifest["id"]))})
 
 
 def default_id(folder: Path) -> str:
@@ -64,6 +90,8 @@ def load_registered(model_id: str, device: str | None = None, dtype: str | None 
     manifest = read_manifest(model_id)
     if manifest is None:
         raise CheckpointError(f"no registered model {model_id!r}")
+    if manifest.get("prompt") is not None:  # a prompted language model
+        return _load_prompted_manifest(manifest, device)
     folder = Path(manifest["path"])
     if not folder.is_dir():
         raise CheckpointError(f"registered model {model_id!r} points to {folder}, which no longer exists; add it again "
@@ -81,7 +109,7 @@ def load_registered(model_id: str, device: str | None = None, dtype: str | None 
 
 def register_model(path: str | os.PathLike, model_id: str | None = None, *, tokenizer: str | os.PathLike | None = None,
                    replacement: str | None = None, masked_fine_tuned: bool = False, max_length: int | None = None,
-                   copy: bool = False, overwrite: bool = False) -> dict:
+                   copy: bool = False, overwrite: bool = False, prompt: dict | None = None) -> dict:
     """Check that `path` loads as a classifier (weights, config, tokenizer, replacement token) and record it.
 
     Returns the manifest. The id must not name a checkpoint in models_cache (ids are one namespace)."""
@@ -100,8 +128,14 @@ def register_model(path: str | os.PathLike, model_id: str | None = None, *, toke
     target = manifest_path(model_id)
     if target.exists() and not overwrite:
         raise InvalidInputError(f"a model {model_id!r} is already registered ({target}); pass --overwrite or choose another --id")
-    classifier = load_foreign(folder, model_id=model_id, tokenizer_path=tokenizer, replacement=replacement,
-                              masked_fine_tuned=masked_fine_tuned, max_length=max_length, device="cpu")
+    if prompt is not None:  # a causal LM used by a prompt (engine.models.prompted); its replacement is in the prompt
+        from engine.models.prompted import load_prompted
+
+        classifier = load_prompted(folder, prompt, model_id=model_id, max_length=max_length, device="cpu")
+        prompt = classifier.spec.to_dict()
+    else:
+        classifier = load_foreign(folder, model_id=model_id, tokenizer_path=tokenizer, replacement=replacement,
+                                  masked_fine_tuned=masked_fine_tuned, max_length=max_length, device="cpu")
     registry_dir().mkdir(parents=True, exist_ok=True)
     if copy:
         folder = _copy_folder(folder, artifacts_dir(model_id) / "model")
@@ -113,6 +147,8 @@ def register_model(path: str | os.PathLike, model_id: str | None = None, *, toke
         "classes": meta["classes"], "resolved_max_length": meta["max_length"],
         "replacement_token": meta["replacement_token"], "registered": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    if prompt is not None:
+        manifest.update(prompt=prompt, replacement=prompt["replacement"])
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(manifest, indent=2), encoding="utf-8")
     os.replace(tmp, target)
@@ -143,6 +179,8 @@ def unregister_model(model_id: str) -> dict:
     if manifest is None:
         known = ", ".join(m["id"] for m in registered_models()) or "none"
         raise InvalidInputError(f"no registered model {model_id!r}; registered: {known}")
+    if manifest.get("builtin"):
+        raise InvalidInputError(f"{model_id!r} is built in (a packaged language model with its prompt): it cannot be removed")
     shutil.rmtree(artifacts_dir(model_id), ignore_errors=True)
     manifest_path(model_id).unlink()
     return manifest

@@ -1,0 +1,459 @@
+"""`PromptedClassifier`: a causal language model used as a classifier by a prompt and a verbalizer
+(REFERENCE section 10). It is a `Classifier` like any other, so every measure, curve and metric takes it.
+
+    P(x)        the prompt spec rendered around x (chat template or plain text), ending where the answer starts
+    s_k(x)      = log sum_{w in words(k)} exp(sum_j log p_LM(w_j | P(x), w_<j))   (word_score 'mean': mean over j)
+    logits      [B, C] = log p(k|x) = log_softmax_k s_k(x) over the label set only: softmax(logits) is the class
+                distribution, and logits do not change when every s_k moves by the same amount
+    explained   `explained_logits(logits)`: what gradient, IG, LOO, occlusion, SHAP/LIME and beam explain;
+                by default the log-odds l_c = log p(c) - log(1 - p(c)) (spec.logit 'log-odds'), or log p(c)
+
+Only tokens whose characters overlap the input slot are maskable (`Batch.maskable`); for a paired prompt
+the second slot is the auxiliary sequence. Instruction, examples, template, label and special tokens never are.
+
+Masking writes `mask_token_id` into the batch like for any model; what the LM then reads is the spec's
+`replacement` (recorded in `metadata['replacement']`):
+  special   an added special token <|mask|> (positions fixed; its embedding starts as the table's mean)
+  pad, unk  the tokenizer's token (positions fixed)
+  redacted  a sentinel id (one past the vocabulary) in the batch; before the LM runs, every run of
+            consecutive sentinels becomes the tokens of " [REDACTED]" (word level, Madsen et al. 2024)
+  delete    the same sentinel, removed before the LM runs
+For redacted/delete, attentions and hidden states are returned aligned to the batch's positions (each
+position reads the expanded position of its last token; a deleted one, the token before it), and the
+word-embedding path (gradients, IG on a masked input) sees the mean embedding of the replacement tokens
+(redacted) or a zero vector (delete) at a sentinel, since an embedding cannot stand for several tokens.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from engine.errors import CheckpointError, EmptyInputError, InvalidInputError, NotApplicableError
+from engine.models.batch import AUXILIARY, PRIMARY, SPECIAL, Batch
+from engine.models.classifier import Classifier, ForwardOutput
+from engine.models.prompt_spec import PromptSpec
+
+MASK_TOKEN = "<|mask|>"
+_MARK1, _MARK2 = "\ue000", "\ue001"  # private-use characters standing in for the slots while rendering
+
+
+class PromptedClassifier(Classifier):
+    """A causal LM (`*ForCausalLM`, loaded with eager attention) + tokenizer + `PromptSpec`.
+
+    Shapes as for every `Classifier`: batches [B, T], logits [B, C]."""
+
+    def __init__(self, model, tokenizer, spec: PromptSpec, max_length: int = 512, metadata: dict | None = None,
+                 device: torch.device | str = "cpu"):
+        # Not Classifier.__init__: a causal LM has no num_labels to check against the classes.
+        self.spec = spec
+        self.tokenizer = tokenizer
+        self.classes = spec.classes
+        self.max_length = int(max_length)
+        self.device = torch.device(device)
+        self.folder = None
+        self.decoder = True  # the read-out position is the last real token (attention measures, pooled_positions)
+        self._token_types = False
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+        self._sentinel = None
+        self._replacement_ids: list[int] = []
+        kind = spec.replacement
+        if kind == "special":
+            if MASK_TOKEN not in tokenizer.get_vocab():
+                tokenizer.add_tokens([MASK_TOKEN], special_tokens=True)
+            if len(tokenizer) > model.get_input_embeddings().num_embeddings:
+                model.resize_token_embeddings(len(tokenizer), mean_resizing=True)
+            token, token_id = MASK_TOKEN, int(tokenizer.convert_tokens_to_ids(MASK_TOKEN))
+        elif kind in ("pad", "unk"):
+            token = getattr(tokenizer, f"{kind}_token", None)
+            if token is None:
+                raise InvalidInputError(f"the tokenizer has no {kind} token; choose replacement special, redacted or delete")
+            token_id = int(tokenizer.convert_tokens_to_ids(token))
+        else:  # redacted, delete: a sentinel outside the vocabulary, rewritten before the LM runs
+            token_id = self._sentinel = int(model.get_input_embeddings().num_embeddings)
+            token = spec.replacement_text if kind == "redacted" else ""
+            if kind == "redacted":
+                self._replacement_ids = tokenizer(" " + spec.replacement_text, add_special_tokens=False)["input_ids"]
+        self.model = model.to(device).eval()
+        self.metadata = {
+            "id": "unsaved", "source": "prompted", "strategy": "zero-shot", "masked_fine_tuned": False,
+            "classes": list(self.classes), "paired": spec.paired, "max_length": self.max_length,
+            **(metadata or {}),
+            "prompt": spec.to_dict(),
+            "replacement": kind, "replacement_token": token, "replacement_token_id": token_id,
+            "replacement_tokens": self._replacement_ids if kind == "redacted" else None,
+            "replacement_in_distribution": False,
+        }
+        self._render_cache: dict = {}
+        self._words = self._label_tokens()
+
+    # -- the prompt -------------------------------------------------------------------------------
+    def _template(self) -> tuple[str, str, str | None, str]:
+        """The rendered prompt split at the slots: (before, between, after or None when unpaired, after)."""
+        spec = self.spec
+        turn = spec.user_turn(_MARK1, _MARK2 if spec.paired else None)
+        if spec.template == "chat":
+            if getattr(self.tokenizer, "chat_template", None) is None:
+                raise InvalidInputError("the tokenizer has no chat template; use template 'plain'")
+            messages = [{"role": "system", "content": spec.system}] if spec.system else []
+            lead = spec.instruction + "\n\n" if spec.instruction.strip() else ""  # empty: input_format says it all
+            first = True
+            for ex in spec.examples:
+                content = spec.user_turn(ex["input"], ex.get("input2"))
+                messages.append({"role": "user", "content": (lead if first else "") + content})
+                messages.append({"role": "assistant", "content": spec.answer_prefix + spec.verbalizer[ex["label"]][0]})
+                first = False
+            messages.append({"role": "user", "content": (lead if first else "") + turn})
+            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            text += spec.answer_prefix
+        else:
+            parts = [spec.system] if spec.system else []
+            if spec.instruction.strip():
+                parts.append(spec.instruction)
+            for ex in spec.examples:
+                parts.append(spec.user_turn(ex["input"], ex.get("input2")) + "\n" + spec.answer_prefix
+                             + spec.verbalizer[ex["label"]][0])
+            text = "\n\n".join(parts + [turn + "\n" + spec.answer_prefix])
+            # Plain text starts with the BOS token where the tokenizer has one (Llama-style models expect it; the
+            # tokenizer's own special tokens are never added, since some append a separator after the answer slot).
+            text = (self.tokenizer.bos_token or "") + text
+        if text.count(_MARK1) != 1 or text.count(_MARK2) != (1 if spec.paired else 0):
+            raise InvalidInputError("the chat template dropped or repeated the input slot")
+        before, rest = text.split(_MARK1)
+        if spec.paired:
+            if _MARK2 in before:
+                raise InvalidInputError("the second slot {input2} must come after {input} in input_format")
+            between, after = rest.split(_MARK2)
+            return before, between, after, ""
+        return before, rest, None, ""
+
+    def render(self, text: str, text2: str | None = None) -> tuple[str, tuple[int, int], tuple[int, int] | None]:
+        """The exact string the model sees for input `text` (and `text2`), with the character spans of the slots."""
+        if "parts" not in self._render_cache:
+            self._render_cache["parts"] = self._template()
+        before, between, after, _ = self._render_cache["parts"]
+        span1 = (len(before), len(before) + len(text))
+        if after is None:
+            return before + text + between, span1, None
+        start2 = span1[1] + len(between)
+        return before + text + between + (text2 or "") + after, span1, (start2, start2 + len(text2 or ""))
+
+    def _label_tokens(self) -> list[tuple[int, list[int]]]:
+        """(class, tokens) of every label word: the tokens of P(x) + w after those of P(x), checked to be a
+        prefix (BPE could merge across the boundary)."""
+        prompt, _, _ = self.render("x", "x" if self.spec.paired else None)
+        base = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        out = []
+        for k, name in enumerate(self.classes):
+            for word in self.spec.verbalizer[name]:
+                full = self.tokenizer(prompt + word, add_special_tokens=False)["input_ids"]
+                if full[:len(base)] != base or len(full) == len(base):
+                    raise InvalidInputError(
+                        f"label word {word!r} merges with the end of the prompt when tokenised (the prompt's tokens are not "
+                        "a prefix): end the prompt (answer_prefix) with a space or newline, or change the word")
+                out.append((k, full[len(base):]))
+        return out
+
+    @property
+    def single_token_words(self) -> bool:
+        return all(len(t) == 1 for _, t in self._words)
+
+    # -- tokenisation -----------------------------------------------------------------------------
+    def batch(self, primary, auxiliary=None, target=None) -> Batch:
+        if isinstance(primary, str):
+            primary = [primary]
+            auxiliary = [auxiliary] if isinstance(auxiliary, str) or auxiliary is None else auxiliary
+            target = [target] if isinstance(target, int) else target
+        return self._tokenize(list(primary), auxiliary, target).to(self.device)
+
+    def batch_of(self, examples) -> Batch:
+        examples = list(examples)
+        paired = examples[0].auxiliary is not None if examples else False
+        return self._tokenize([e.primary for e in examples], [e.auxiliary for e in examples] if paired else None,
+                              [e.label for e in examples]).to(self.device)
+
+    def _encode(self, text: str, text2: str | None):
+        prompt, span1, span2 = self.render(text, text2)
+        enc = self.tokenizer(prompt, add_special_tokens=False, return_offsets_mapping=True)
+        special = set(self.tokenizer.all_special_ids)
+        segments = []
+        for tid, (a, b) in zip(enc["input_ids"], enc["offset_mapping"]):
+            seg = SPECIAL
+            if tid not in special and b > a:
+                if a < span1[1] and b > span1[0]:
+                    seg = PRIMARY
+                elif span2 is not None and a < span2[1] and b > span2[0]:
+                    seg = AUXILIARY
+            segments.append(seg)
+        offsets = [(max(a - span1[0], 0), min(b, span1[1]) - span1[0]) if s == PRIMARY else (0, 0)
+                   for (a, b), s in zip(enc["offset_mapping"], segments)]
+        return enc["input_ids"], segments, offsets
+
+    def _tokenize(self, primary: list[str], auxiliary, target) -> Batch:
+        if not primary:
+            raise EmptyInputError("no input text given")
+        if auxiliary is not None:
+            auxiliary = list(auxiliary)
+            if len(auxiliary) != len(primary):
+                raise InvalidInputError(f"{len(primary)} primary texts but {len(auxiliary)} auxiliary texts")
+        if self.spec.paired and (auxiliary is None or any(a is None for a in auxiliary)):
+            raise InvalidInputError("this prompt has a second slot {input2}: give every input its auxiliary text")
+        if not self.spec.paired and auxiliary is not None and any(a is not None for a in auxiliary):
+            raise InvalidInputError("this prompt has no second slot {input2}; add one to its input_format for a paired task")
+        rows, truncated = [], []
+        for i, text in enumerate(primary):
+            if not isinstance(text, str) or not text.strip():
+                raise EmptyInputError(f"input {i} is empty: type some text to classify")
+            text2 = auxiliary[i] if auxiliary is not None else None
+            ids, segs, offs = self._encode(text, text2)
+            cut = False
+            for _ in range(8):  # cut the primary text until the prompt fits (BPE may re-merge at the cut)
+                excess = len(ids) - self.max_length
+                if excess <= 0:
+                    break
+                ends = [o[1] for o, s in zip(offs, segs) if s == PRIMARY]
+                keep = len(ends) - excess
+                if keep < 1:
+                    raise InvalidInputError(f"the prompt alone is longer than max_length {self.max_length}: raise it or shorten the prompt")
+                text = text[:ends[keep - 1]]
+                ids, segs, offs = self._encode(text, text2)
+                cut = True
+            if PRIMARY not in segs:
+                raise EmptyInputError(f"input {i} has no tokens left after tokenisation (only spaces or control characters?)")
+            rows.append((ids, segs, offs))
+            truncated.append(cut)
+        B, T = len(rows), max(len(r[0]) for r in rows)
+        input_ids = torch.full((B, T), int(self.tokenizer.pad_token_id), dtype=torch.long)
+        attention = torch.zeros((B, T), dtype=torch.long)
+        segments = torch.zeros((B, T), dtype=torch.long)
+        offsets = []
+        for i, (ids, segs, offs) in enumerate(rows):
+            n = len(ids)
+            input_ids[i, :n] = torch.tensor(ids)
+            attention[i, :n] = 1
+            segments[i, :n] = torch.tensor(segs)
+            offsets.append(list(offs) + [(0, 0)] * (T - n))
+        if target is not None:
+            target = torch.as_tensor(list(target), dtype=torch.long)
+            if target.shape != (B,):
+                raise InvalidInputError(f"{B} inputs but {target.numel()} targets")
+        return Batch(input_ids=input_ids, attention_mask=attention, token_type_ids=torch.zeros_like(input_ids),
+                     segments=segments, maskable=segments == PRIMARY, target=target,
+                     truncated=torch.tensor(truncated, dtype=torch.bool), offsets=offsets)
+
+    def maskable_tokens(self, batch: Batch, row: int = 0) -> list[str]:
+        ids = batch.input_ids[row].cpu()[batch.maskable[row].cpu()].tolist()
+        shown = self.metadata["replacement_token"] or "[deleted]"
+        return [shown if t == self._sentinel else self.tokenizer.convert_ids_to_tokens(t) for t in ids]
+
+    # -- the replacement --------------------------------------------------------------------------
+    def word_embeddings(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """[B, T, H] word embeddings; a sentinel (redacted/delete) reads the mean embedding of the replacement's
+        tokens, or zeros for delete (see the module docstring)."""
+        table = self.model.get_input_embeddings()
+        if self._sentinel is None:
+            return table(input_ids)
+        hit = input_ids == self._sentinel
+        e = table(input_ids.masked_fill(hit, 0))
+        if not hit.any():
+            return e
+        if self._replacement_ids:
+            fill = table.weight[torch.tensor(self._replacement_ids, device=e.device)].mean(0)
+        else:
+            fill = torch.zeros(e.shape[-1], dtype=e.dtype, device=e.device)
+        return torch.where(hit[..., None], fill.to(e.dtype), e)
+
+    def _expand(self, input_ids: torch.Tensor, attention_mask: torch.Tensor):
+        """Rewrite sentinels: (ids [B, T'], mask [B, T'], index [B, T] into T' or None when nothing changed)."""
+        if self._sentinel is None or not bool((input_ids == self._sentinel).any()):
+            return input_ids, attention_mask, None
+        pad = int(self.tokenizer.pad_token_id)
+        rows, index = [], []
+        for ids, mask in zip(input_ids.tolist(), attention_mask.tolist()):
+            out, where, prev_hit = [], [], False
+            for tid, m in zip(ids, mask):
+                if not m:
+                    where.append(max(len(out) - 1, 0))
+                    continue
+                if tid == self._sentinel:
+                    if not prev_hit:
+                        out.extend(self._replacement_ids)
+                    prev_hit = True
+                else:
+                    out.append(tid)
+                    prev_hit = False
+                where.append(max(len(out) - 1, 0))
+            rows.append(out)
+            index.append(where)
+        T2 = max(len(r) for r in rows)
+        ids2 = torch.full((len(rows), T2), pad, dtype=torch.long)
+        mask2 = torch.zeros((len(rows), T2), dtype=torch.long)
+        for i, r in enumerate(rows):
+            ids2[i, :len(r)] = torch.tensor(r, dtype=torch.long)
+            mask2[i, :len(r)] = 1
+        dev = input_ids.device
+        return ids2.to(dev), mask2.to(dev), torch.tensor(index, dtype=torch.long, device=dev)
+
+    # -- forward ----------------------------------------------------------------------------------
+    def _head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Vocabulary log-probabilities [..., V] from final hidden states [..., H] (with Gemma's soft-capping)."""
+        logits = self.model.get_output_embeddings()(hidden).float()
+        cap = getattr(self.model.config, "final_logit_softcapping", None)
+        if cap:
+            logits = torch.tanh(logits / cap) * cap
+        return torch.log_softmax(logits, -1)
+
+    def _class_scores(self, word_scores: torch.Tensor) -> torch.Tensor:
+        """s [B, C]: per class, logsumexp of its words' scores [B, W]."""
+        classes = torch.tensor([k for k, _ in self._words], device=word_scores.device)
+        s = torch.full((word_scores.shape[0], self.num_classes), float("-inf"), device=word_scores.device,
+                       dtype=word_scores.dtype)
+        for k in range(self.num_classes):
+            s[:, k] = torch.logsumexp(word_scores[:, classes == k], dim=1)
+        return s
+
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, inputs_embeds=None,
+                output_attentions: bool = False, output_hidden_states: bool = False) -> ForwardOutput:
+        """Class log-probabilities [B, C] (see the module docstring) from ids [B, T] or word embeddings [B, T, H]."""
+        index = None
+        if input_ids is not None:
+            if attention_mask is None:
+                attention_mask = torch.ones_like(input_ids)
+            input_ids, attention_mask, index = self._expand(input_ids, attention_mask)
+            embeds = self.model.get_input_embeddings()(input_ids)
+        else:
+            embeds = inputs_embeds
+            if attention_mask is None:
+                attention_mask = torch.ones(embeds.shape[:2], dtype=torch.long, device=embeds.device)
+        base = self.model.base_model
+        kwargs = {"attention_mask": attention_mask, "inputs_embeds": embeds}
+        if output_attentions:
+            kwargs["output_attentions"] = True
+        if output_hidden_states:
+            kwargs["output_hidden_states"] = True
+        out = base(**kwargs)
+        B = embeds.shape[0]
+        rows = torch.arange(B, device=embeds.device)
+        last = self.pooled_positions(attention_mask)
+        if self.single_token_words:
+            logp = self._head(out.last_hidden_state[rows, last])  # [B, V]
+            ids = torch.tensor([t[0] for _, t in self._words], device=logp.device)
+            word_scores = logp[:, ids]
+        else:
+            word_scores = self._multi_token_scores(embeds, attention_mask, last)
+        s = self._class_scores(word_scores)
+        logits = torch.log_softmax(s, -1)
+        atts, hidden = getattr(out, "attentions", None), getattr(out, "hidden_states", None)
+        if index is not None:
+            atts = None if atts is None else tuple(_gather2(a, index) for a in atts)
+            hidden = None if hidden is None else tuple(h.gather(1, index[..., None].expand(-1, -1, h.shape[-1])) for h in hidden)
+        return ForwardOutput(logits, atts, hidden)
+
+    def _multi_token_scores(self, embeds: torch.Tensor, attention_mask: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
+        """Word scores [B, W] by teacher forcing: every input extended by every label word, one batched pass."""
+        table = self.model.get_input_embeddings()
+        B, T, H = embeds.shape
+        W = len(self._words)
+        m = max(len(t) for _, t in self._words)
+        ext = embeds.new_zeros(B * W, T + m, H)
+        mask = attention_mask.new_zeros(B * W, T + m)
+        for b in range(B):
+            n = int(last[b]) + 1
+            for w, (_, toks) in enumerate(self._words):
+                r = b * W + w
+                ext[r, :n] = embeds[b, :n]
+                ext[r, n:n + len(toks)] = table(torch.tensor(toks, device=embeds.device))
+                mask[r, :n + len(toks)] = 1
+        hidden = self.model.base_model(inputs_embeds=ext, attention_mask=mask).last_hidden_state
+        scores = []
+        for b in range(B):
+            n = int(last[b]) + 1
+            for w, (_, toks) in enumerate(self._words):
+                r = b * W + w
+                logp = self._head(hidden[r, n - 1:n - 1 + len(toks)])  # position j predicts token j+1
+                total = logp[torch.arange(len(toks), device=logp.device), torch.tensor(toks, device=logp.device)].sum()
+                scores.append(total / len(toks) if self.spec.word_score == "mean" else total)
+        return torch.stack(scores).reshape(B, W)
+
+    def logits_from_embeddings(self, inputs_embeds: torch.Tensor, batch: Batch) -> torch.Tensor:
+        return self.forward(inputs_embeds=inputs_embeds, attention_mask=batch.attention_mask).logits
+
+    def explained_logits(self, logits: torch.Tensor) -> torch.Tensor:
+        """What the measures explain per class [N, C], from `logits` = log p [N, C]: the log-odds
+        l_c = log p(c) - logsumexp_{k != c} log p(k) (exact for any number of classes, finite when p(c) rounds
+        to 1), or log p(c) itself when the spec says logit 'log-prob'."""
+        if self.spec.logit == "log-prob":
+            return logits
+        C = logits.shape[-1]
+        eye = torch.eye(C, dtype=torch.bool, device=logits.device)
+        others = torch.logsumexp(logits[:, None, :].expand(-1, C, -1).masked_fill(eye, float("-inf")), -1)
+        return logits - others
+
+    @property
+    def mask_token_id(self) -> int:
+        return int(self.metadata["replacement_token_id"])
+
+
+def _gather2(a: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """Attention [B, heads, T', T'] read at the original positions `index` [B, T] (queries and keys)."""
+    B, Hh, _, _ = a.shape
+    T = index.shape[1]
+    q = index[:, None, :, None].expand(B, Hh, T, a.shape[-1])
+    a = a.gather(2, q)
+    k = index[:, None, None, :].expand(B, Hh, T, T)
+    return a.gather(3, k)
+
+
+def load_prompted(folder: str | Path, spec: PromptSpec | dict, *, model_id: str | None = None, max_length: int | None = None,
+                  device: str | None = None, extra: dict | None = None) -> PromptedClassifier:
+    """A `PromptedClassifier` from a local causal-LM folder (config.json, safetensors, tokenizer) or a packaged
+    LLM key ('smollm2', converted on first use). Weights are read only from safetensors."""
+    from engine.models.foreign import max_length_for, weight_files, weights_sha256
+    from engine.models.llm_package import PACKAGED_LLMS, resolve_llm
+    from engine.runtime import configure, pick_device
+
+    configure()
+    from safetensors import SafetensorError
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    packaged = str(folder) if str(folder) in PACKAGED_LLMS else None
+    folder = resolve_llm(str(folder))
+    spec = spec if isinstance(spec, PromptSpec) else PromptSpec.from_dict(spec)
+    files = weight_files(folder)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    except (OSError, ValueError, TypeError, KeyError) as err:
+        raise CheckpointError(f"no usable tokenizer in {folder} ({type(err).__name__}: {err})") from None
+    if not getattr(tokenizer, "is_fast", False):
+        raise CheckpointError(f"the tokenizer in {folder} is a slow tokenizer; token offsets need a fast one (tokenizer.json)")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(folder), use_safetensors=True, attn_implementation="eager",
+                                                     dtype=torch.float32)
+    except (OSError, ValueError, SafetensorError, RuntimeError, KeyError, TypeError) as err:
+        raise CheckpointError(f"{folder} could not be loaded as a causal language model ({type(err).__name__}: {err})") from None
+    target = pick_device(device)
+    spec_hash = hashlib.sha256(repr(sorted(spec.to_dict().items())).encode()).hexdigest()[:16]
+    metadata = {
+        "id": model_id or f"{packaged or folder.name}-prompt",
+        "folder": str(folder), "base_model": packaged or str(folder), "base_model_source": str(folder),
+        "weights_files": [p.name for p in files], "weights_sha256": weights_sha256(folder),
+        "architecture": (model.config.architectures or [type(model).__name__])[0], "model_type": model.config.model_type,
+        "decoder": True, "dataset": None, "prompt_sha256": spec_hash, "artifacts_dir": None,
+        "note": "a language model prompted zero-shot; masked inputs are out of distribution until masked-fine-tuned",
+        **(extra or {}),
+    }
+    classifier = PromptedClassifier(model, tokenizer, spec, max_length_for(tokenizer, model, max_length), metadata, target)
+    classifier.folder = folder
+    return classifier
+
+
+def check_not_prompted(classifier, what: str) -> None:
+    """Refuse an operation that needs a sequence-classification head (e.g. plain fine-tuning)."""
+    if isinstance(classifier, PromptedClassifier):
+        raise NotApplicableError(f"{what} is not available for a prompted language model ({classifier.id})")
+
+
+__all__: Sequence[str] = ("PromptedClassifier", "load_prompted", "MASK_TOKEN")
