@@ -346,3 +346,13 @@ def test_smollm2_rt_prompt_is_a_built_in_registered_id(models_cache):
 
     with pytest.raises(InvalidInputError, match="built in"):
         unregister_model("smollm2-rt-prompt")
+
+
+
+def test_a_prompted_classifier_reports_its_runtime_for_provenance(bert_tokenizer):
+    """Provenance reads `Classifier.runtime` of every model: a prompted LM (which does not run Classifier.__init__)
+    must give device, dtype and attention kernel too, and say attention weights are available (eager)."""
+    clf = make("llama", bert_tokenizer)
+    runtime = clf.runtime
+    assert runtime["dtype"] == "float32" and runtime["attn_implementation"] == "eager"
+    assert clf.attention_weights_available() == (True, "")

@@ -26,6 +26,7 @@ word-embedding path (gradients, IG on a masked input) sees the mean embedding of
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -56,6 +57,12 @@ class PromptedClassifier(Classifier):
         self.folder = None
         self.decoder = True  # the read-out position is the last real token (attention measures, pooled_positions)
         self._token_types = False
+        # What Classifier.__init__ sets for `runtime` and the attention measures: a prompted LM is loaded in
+        # float32 with eager attention (its hidden states and attentions are realigned per position).
+        self.load_runtime = {"dtype_reason": "float32: loaded so by load_prompted",
+                             "attn_reason": "eager: attention weights and position realignment need it"}
+        self._attention_default = "eager"
+        self._attention_lock = threading.Lock()
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
         self._sentinel = None
