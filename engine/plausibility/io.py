@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
+from engine.atomic import atomic_file
 from engine.errors import InvalidInputError
 from engine.plausibility.rationales import spans_of
 from engine.plausibility.store import SCHEMA_VERSION, AnnotationStore, normalise_ordering, utc_now
@@ -65,13 +66,11 @@ def export_records(store: AnnotationStore) -> Iterator[dict]:
 def export_jsonl(store: AnnotationStore, path: str | os.PathLike) -> int:
     """Write every annotation to `path` (atomically: a temporary file renamed). Returns lines written."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     n = 0
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_file(path) as f:
         for record in export_records(store):
             f.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
             n += 1
-    os.replace(tmp, path)
     return n
 
 
