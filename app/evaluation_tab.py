@@ -11,6 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from engine.csv_safe import frame_to_csv
 from engine.faithfulness.erasure import METRICS
 from engine.faithfulness.evaluation import (
     AGGREGATES,
@@ -77,7 +78,7 @@ def _erasure_section(data: pd.DataFrame) -> None:
         fig.update_layout(xaxis_title="k or r (fraction of tokens)", yaxis_title=metric.removeprefix("aopc-"), height=380,
                           xaxis_tickformat=".0%")
         st.plotly_chart(fig, width="stretch")
-    st.download_button("Download the evaluation table (CSV)", table.to_csv(index=False).encode(),
+    st.download_button("Download the evaluation table (CSV)", frame_to_csv(table).encode(),
                        file_name=f"evaluation-{dataset}-{model}.csv", mime="text/csv")
 
 

@@ -8,6 +8,7 @@ import streamlit as st
 
 from app.compute_cells import compute_cells_form
 from app.shared import MODEL_KEY, get_classifier, note_if_not_masked_fine_tuned
+from engine.csv_safe import frame_to_csv
 from engine.faithfulness.summary import area_metrics_table, compare_measures, curve_bands, preferred_example_set
 from engine.results import ResultsStore
 from engine.results.published import load_published
@@ -270,7 +271,7 @@ else:
 
     _method_comparison(everything, dataset)
 
-    st.download_button("Download these rows (CSV)", data.to_csv(index=False).encode(), file_name=f"{run}-{dataset}-{model}.csv",
+    st.download_button("Download these rows (CSV)", frame_to_csv(data).encode(), file_name=f"{run}-{dataset}-{model}.csv",
                        mime="text/csv")
 
 with st.expander("Standard evaluation suite: erasure metrics with MaSF shares, sanity checks, cost", expanded=False):

@@ -10,6 +10,7 @@ import streamlit as st
 from app.heatmap import token_heatmap_html
 from app.share import arrived_from_url, publish
 from app.shared import note_if_not_masked_fine_tuned, selected_classifier
+from engine.csv_safe import frame_to_csv
 from engine.data import PACKAGED_DATASETS, dataset_names
 from engine.faithfulness.single import mask_single_input
 from engine.importance import measure_availability
@@ -179,7 +180,7 @@ if result is not None:
                                              f"p({target}) {float(step.probability[0]):.3f}{p}"))
     st.html('<div class="masking-steps">' + "".join(rows) + "</div>")
     # the curve rows with what they came from, so a downloaded file still says which model and code made it
-    curve_csv = result.curve_table().assign(model_id=classifier.id, code_version=code_version()).to_csv(index=False).encode("utf-8")
+    curve_csv = frame_to_csv(result.curve_table().assign(model_id=classifier.id, code_version=code_version())).encode("utf-8")
     st.download_button("Download the curve data (CSV)", curve_csv,
                         file_name=f"masking-{classifier.id}-{result.measure.measure}.csv", mime="text/csv",
                         key="masking_download", on_click="ignore")
