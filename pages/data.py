@@ -60,7 +60,10 @@ if registered:
 
 st.subheader("Register a file")
 prune_uploads()
-uploaded = st.file_uploader("Data file", type=["csv", "tsv", "tab", "jsonl", "ndjson", "json", "parquet", "pq"], key=UPLOAD_KEY)
+uploaded = st.file_uploader("Data file", type=["csv", "tsv", "tab", "jsonl", "ndjson", "json", "parquet", "pq"], key=UPLOAD_KEY,
+                            help="The upload is saved as a copy under the user folder (uploads/), deleted when no "
+                                 "registration uses it. To use a file where it is, register it by path: "
+                                 "python -m engine datasets add.")
 if uploaded is None:
     st.stop()
 try:
