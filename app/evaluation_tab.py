@@ -11,6 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from app.text import md
 from engine.csv_safe import frame_to_csv
 from engine.faithfulness.erasure import METRICS
 from engine.faithfulness.evaluation import (
@@ -113,7 +114,7 @@ def _agreement_section(data: pd.DataFrame) -> None:
                "1 = the two measures agree fully.")
     for strategy, g in part.groupby("strategy"):
         wide = g.pivot_table(index=["measure_a", "measure_b"], columns="metric", values="value").reset_index()
-        st.markdown(f"**{strategy}** ({g['base_model'].iloc[0]}, {int(g['n_examples'].iloc[0])} inputs per seed)")
+        st.markdown(f"**{md(strategy)}** ({md(g['base_model'].iloc[0])}, {int(g['n_examples'].iloc[0])} inputs per seed)")
         st.dataframe(wide.round(3), hide_index=True)
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 import streamlit as st
 
 from app.shared import MODEL_KEY, PENDING_MODEL_KEY, usable_checkpoints
+from app.text import md
 from engine.runtime import configure
 
 ROOT = Path(__file__).resolve().parent.parent  # pages/ are files of the checkout
@@ -28,9 +29,9 @@ with st.sidebar:
         meta = next(m for m in checkpoints if m["id"] == st.session_state[MODEL_KEY])
         test = meta.get("test", {})
         if meta.get("registered"):
-            st.caption(f"{meta['base_model']} · fine-tuned elsewhere · {meta['path']}")
+            st.caption(f"{md(meta['base_model'])} · fine-tuned elsewhere · {md(meta['path'])}")
         else:
-            st.caption(f"{meta['base_model']} · {meta['dataset']} · {meta['strategy']} fine-tuning · "
+            st.caption(f"{md(meta['base_model'])} · {md(meta['dataset'])} · {md(meta['strategy'])} fine-tuning · "
                        f"test {meta.get('metric', 'metric')} {test.get('unmasked', float('nan')):.3f}")
         if not meta.get("masked_fine_tuned", meta["strategy"] in ("masked", "only-masking")):
             st.caption(":warning: Not masked-fine-tuned: inputs with masked tokens may be out of distribution for it. "

@@ -10,6 +10,7 @@ import streamlit as st
 from app.heatmap import token_heatmap_html
 from app.share import arrived_from_url, publish
 from app.shared import note_if_not_masked_fine_tuned, selected_classifier
+from app.text import md
 from engine.csv_safe import frame_to_csv
 from engine.data import PACKAGED_DATASETS, dataset_names
 from engine.faithfulness.single import mask_single_input
@@ -107,7 +108,7 @@ if run or from_url:
         publish("masking", _view())
     except EmptyInputError as err:
         st.session_state.pop("masking_result", None)
-        st.warning(str(err))
+        st.warning(md(err))
 elif st.session_state.get("masking_result") is not None and st.session_state.get("masking_url_applied", {}).get("text") == text:
     publish("masking", _view())  # another level keeps the URL in step with the view
 
@@ -136,7 +137,7 @@ if result is not None:
                   f"{asked} · {int(current.n_masked[0])} of {len(result.tokens)} tokens")
     else:
         m1.metric("Tokens masked", f"{int(current.n_masked[0])} / {len(result.tokens)}", asked)
-    m2.metric(f"p({target})", f"{float(current.probability[0]):.3f}",
+    m2.metric(f"p({md(target)})", f"{float(current.probability[0]):.3f}",
               f"{float(current.probability[0]) - float(steps[0].probability[0]):+.3f}")
     p_value = float(current.p_value[0]) if current.p_value is not None else float("nan")
     m3.metric("MaSF p-value", f"{p_value:.3f}", "in distribution" if p_value >= 0.05 else "out of distribution",
