@@ -4,10 +4,11 @@
 widgets, metrics, expanders and status boxes all render GitHub-flavoured markdown (plus Streamlit's `:red[...]`
 colours, emoji shortcodes, `$...$` LaTeX and bare-URL links). A class name, model id, path, file name or an
 error message that quotes one of them would otherwise render a link (`[x](http://evil)`), fetch a remote image
-(`![i](http://evil/x.png)`) or restyle the page. `md` backslash-escapes every ASCII punctuation character
-(CommonMark lets any of them be escaped, and an escaped one is always shown literally), which breaks every
-markdown construct, including bare `http://` links, while the reader sees the same characters. Raw HTML is
-not rendered by these calls (no `unsafe_allow_html`), and `<`/`>` are escaped too.
+(`![i](http://evil/x.png)`) or restyle the page. `md` backslash-escapes the ASCII punctuation that can open one of these constructs (CommonMark lets any
+punctuation be escaped, and an escaped character is always shown literally), and the few that only matter at
+the start of a line or after `www` where they would; hyphens, dots and the like stay bare, so an id such as
+`toy-app` reads the same in the page source as on screen. Raw HTML is not rendered by these calls (no
+`unsafe_allow_html`), and `<`/`>` are escaped too.
 
     st.caption(f"Explaining class **{md(name)}**")     # the page's own markdown stays markdown
 """
@@ -16,10 +17,16 @@ from __future__ import annotations
 import re
 import string
 
-_PUNCTUATION = re.compile("([" + re.escape(string.punctuation) + "])")
+# every ASCII punctuation character but those that are inert in the middle of a line of inline text
+_INERT = "-.,'\"/?;%="
+_ESCAPED = re.compile("([" + re.escape("".join(c for c in string.punctuation if c not in _INERT)) + "])")
 
 
 def md(value) -> str:
     """`str(value)` with every markdown-significant character backslash-escaped; newlines become spaces (a
     line break would let the next line start a block: a heading, a list, a code fence)."""
-    return _PUNCTUATION.sub(r"\\\1", " ".join(str(value).splitlines()))
+    text = _ESCAPED.sub(r"\\\1", " ".join(str(value).splitlines()))
+    text = re.sub(r"(?i)\b(www)\.", r"\1\\.", text)  # GFM links a bare www.host
+    # a leading "- " or "1. " would start a list where the text opens a block (st.error(md(err)))
+    text = re.sub(r"^(\s*)-", r"\1\\-", text)
+    return re.sub(r"^(\s*\d+)\.", r"\1\\.", text)

@@ -29,19 +29,24 @@ def shown_text(markdown: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", rendered(markdown)))
 
 
-@pytest.mark.parametrize("text", HOSTILE + ["**bold** _it_ `code` # head", "1. list\n- item", "$x^2$ :red[red]",
-                                            "a\\b [ref]: http://evil"])
+@pytest.mark.parametrize("text", HOSTILE + ["**bold** _it_ `code` # head", "1. list\n- item", "- item", "12. item",
+                                            "# head", "> quote", "$x^2$ :red[red]", "a\\b [ref]: http://evil",
+                                            "x &amp; y", "toy-app.v2, 'q' \"d\" 50% a/b?"])
 def test_md_shows_every_character_and_renders_no_link_image_or_html(text):
     out = rendered(md(text))
     assert "<a " not in out and "<img" not in out and "<script" not in out and "<strong" not in out and "<em" not in out
-    assert "<code" not in out and "<h1" not in out and "<ol" not in out and "<ul" not in out
+    assert "<code" not in out and "<h1" not in out and "<ol" not in out and "<ul" not in out and "<blockquote" not in out
     assert shown_text(md(text)).strip() == " ".join(text.splitlines())
 
 
 @pytest.fixture()
 def hostile_cache(models_cache, tmp_path):
-    """A models cache with one tiny (untrained) classifier whose four class names are hostile, built on a
-    registered dataset with those labels (so MaSF can be calibrated on it)."""
+    return build_hostile_model(models_cache, tmp_path)
+
+
+def build_hostile_model(models_cache: Path, tmp_path: Path) -> Path:
+    """Into `models_cache`: one tiny (untrained) classifier whose four class names are hostile, built on a
+    registered dataset with those labels (so MaSF can be calibrated on it). ENGINE_USER_DIR must be set."""
     import pandas as pd
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
