@@ -136,7 +136,7 @@ _RENAME_EXCHANGE = 2
 def _renameat2():
     try:
         return ctypes.CDLL(None, use_errno=True).renameat2
-    except (OSError, AttributeError):  # not glibc >= 2.28 (macOS, Windows, musl builds without it)
+    except (OSError, AttributeError, TypeError):  # not glibc >= 2.28 (macOS, Windows, musl builds without it)
         return None
 
 
