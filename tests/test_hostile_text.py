@@ -12,12 +12,17 @@ import torch
 from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
-from app.text import md
+from app.text import WORD_JOINER, md
 
 MAIN = str(Path(__file__).resolve().parent.parent / "app" / "main.py")
-HOSTILE = ["[x](http://evil.example)", "![img](http://evil.example/x.png)", "<script>alert(1)</script>",
+# each holds a bare address too: GFM (Streamlit's renderer) links those even inside escaped text
+HOSTILE = ["[x](http://evil.example)", "![img](http://evil.example/x.png)", "<script>alert(1)</script> www.evil.example",
            '=HYPERLINK("http://evil.example")']
 RENDER = MarkdownIt("commonmark")
+# The patterns GFM's autolink-literal step (mdast-util-gfm-autolink-literal) finds in text, after escapes are
+# resolved; CommonMark (the renderer above) has no such step.
+GFM_BARE_LINKS = [re.compile(r"(https?://|www(?=\.))([-.\w]+)", re.IGNORECASE),
+                  re.compile(r"([-.\w+]+)@([-\w]+(?:\.[-\w]+)+)")]
 
 
 def rendered(markdown: str) -> str:
@@ -25,15 +30,23 @@ def rendered(markdown: str) -> str:
 
 
 def shown_text(markdown: str) -> str:
-    """What a reader sees: the rendered HTML without its tags, entities decoded."""
-    return html.unescape(re.sub(r"<[^>]+>", "", rendered(markdown)))
+    """What a reader sees: the rendered HTML without its tags, entities decoded, invisible word joiners dropped."""
+    return html.unescape(re.sub(r"<[^>]+>", "", rendered(markdown))).replace(WORD_JOINER, "")
+
+
+def linked(markdown: str) -> bool:
+    """Whether a GFM renderer would turn part of the text into a link (CommonMark links, or bare addresses)."""
+    text = html.unescape(re.sub(r"<[^>]+>", "", rendered(markdown)))
+    return "<a " in rendered(markdown) or any(p.search(text) for p in GFM_BARE_LINKS)
 
 
 @pytest.mark.parametrize("text", HOSTILE + ["**bold** _it_ `code` # head", "1. list\n- item", "- item", "12. item",
                                             "# head", "> quote", "$x^2$ :red[red]", "a\\b [ref]: http://evil",
-                                            "x &amp; y", "toy-app.v2, 'q' \"d\" 50% a/b?"])
+                                            "x &amp; y", "toy-app.v2, 'q' \"d\" 50% a/b?", "see http://evil.example",
+                                            "HTTPS://evil.example/x", "www.evil.example", "mail me@evil.example"])
 def test_md_shows_every_character_and_renders_no_link_image_or_html(text):
     out = rendered(md(text))
+    assert not linked(md(text))
     assert "<a " not in out and "<img" not in out and "<script" not in out and "<strong" not in out and "<em" not in out
     assert "<code" not in out and "<h1" not in out and "<ol" not in out and "<ul" not in out and "<blockquote" not in out
     assert shown_text(md(text)).strip() == " ".join(text.splitlines())
@@ -90,7 +103,7 @@ def test_explain_page_shows_hostile_class_names_as_text(hostile_cache):
     bodies = _markdown_bodies(at)
     for body in bodies:
         out = rendered(body)
-        assert "<a " not in out and "<img" not in out and "<script" not in out, body
+        assert not linked(body) and "<img" not in out and "<script" not in out, body
     seen = " ".join(shown_text(b) for b in bodies)
     name = next(n for n in HOSTILE if n in shown_text(predicted))  # the predicted class, verbatim
     assert shown_text(predicted).strip().startswith(f"Prediction: {name} (")
@@ -106,7 +119,7 @@ def test_masking_page_metric_label_shows_a_hostile_class_name_as_text(hostile_ca
     assert not at.exception
     labels = [m.label for m in at.metric]
     p_label = next(label for label in labels if label.startswith("p"))
-    assert "<a " not in rendered(p_label) and "<img" not in rendered(p_label)
+    assert not linked(p_label) and "<img" not in rendered(p_label)
     assert shown_text(p_label).strip()[2:-1] in HOSTILE
 
 
@@ -126,5 +139,5 @@ def test_sidebar_shows_a_registered_models_path_as_text(models_cache, tmp_path, 
     at = AppTest.from_file(MAIN, default_timeout=180).run()
     captions = [c.value for c in at.sidebar.caption]
     path_caption = next(c for c in captions if "fine-tuned elsewhere" in shown_text(c))
-    assert "<a " not in rendered(path_caption)
+    assert not linked(path_caption)
     assert str(folder) in shown_text(path_caption)
