@@ -13,10 +13,10 @@ from app.shared import note_if_not_masked_fine_tuned, selected_classifier
 from app.text import md
 from engine.csv_safe import frame_to_csv
 from engine.data import PACKAGED_DATASETS, dataset_names
+from engine.errors import EngineError
 from engine.faithfulness.single import mask_single_input
 from engine.importance import measure_availability
 from engine.importance.levels import LEVELS, aggregate
-from engine.models import EmptyInputError
 from engine.ood import load_masf, load_or_fit_masf
 from engine.runtime import code_version
 
@@ -106,7 +106,7 @@ if run or from_url:
             masf=masf_for(classifier.id, calibration), progress=report, target=target, whole_words=whole_words, **levels)
         bar.progress(1.0, text="done")
         publish("masking", _view())
-    except EmptyInputError as err:
+    except EngineError as err:  # an empty input, or a MaSF that cannot be calibrated (too few inputs): a message
         st.session_state.pop("masking_result", None)
         st.warning(md(err))
 elif st.session_state.get("masking_result") is not None and st.session_state.get("masking_url_applied", {}).get("text") == text:

@@ -57,7 +57,7 @@ def hostile_cache(models_cache, tmp_path):
     return build_hostile_model(models_cache, tmp_path)
 
 
-def build_hostile_model(models_cache: Path, tmp_path: Path) -> Path:
+def build_hostile_model(models_cache: Path, tmp_path: Path, rows: int = 400) -> Path:
     """Into `models_cache`: one tiny (untrained) classifier whose four class names are hostile, built on a
     registered dataset with those labels (so MaSF can be calibrated on it). ENGINE_USER_DIR must be set."""
     import pandas as pd
@@ -67,7 +67,7 @@ def build_hostile_model(models_cache: Path, tmp_path: Path) -> Path:
     from engine.models import save_classifier
 
     words = ["good", "bad", "fine", "dull", "great", "poor", "witty", "slow"]
-    rows = [{"text": f"a {words[i % 8]} film number {i}", "label": HOSTILE[i % len(HOSTILE)]} for i in range(400)]
+    rows = [{"text": f"a {words[i % 8]} film number {i}", "label": HOSTILE[i % len(HOSTILE)]} for i in range(rows)]
     pd.DataFrame(rows).to_csv(tmp_path / "hostile.csv", index=False)
     register_dataset("hostile-data", tmp_path / "hostile.csv", "text", "label")
     from engine.models.classifier import Classifier
@@ -141,3 +141,16 @@ def test_sidebar_shows_a_registered_models_path_as_text(models_cache, tmp_path, 
     path_caption = next(c for c in captions if "fine-tuned elsewhere" in shown_text(c))
     assert not linked(path_caption)
     assert str(folder) in shown_text(path_caption)
+
+
+def test_masking_page_says_why_when_masf_cannot_be_calibrated(models_cache, tmp_path):
+    """A dataset too small for MaSF (16 validation inputs; it needs 30) gives the page a message naming the
+    cause, not a traceback."""
+    build_hostile_model(models_cache, tmp_path, rows=160)
+    at = AppTest.from_file(MAIN, default_timeout=300).run()
+    at.switch_page(str(Path(MAIN).parent.parent / "pages" / "masking.py")).run()
+    at.text_area[0].input("a fine film")
+    at.button[0].click()
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert any("MaSF needs at least 30" in shown_text(w.value) for w in at.warning)
