@@ -7,6 +7,7 @@ import re
 
 import streamlit as st
 
+from app.text import md
 from engine.data import dataset_names
 from engine.errors import EngineError
 from engine.faithfulness.benchmark import Cell, run_sweep
@@ -25,7 +26,7 @@ def compute_cells_form(model_id: str | None, classifier) -> None:
     examples (one seed) and opens the page on the run that holds them."""
     if classifier is None:
         return
-    with st.expander(f"Compute cells for {model_id} (your model, your data)"):
+    with st.expander(f"Compute cells for {md(model_id)} (your model, your data)"):
         names = dataset_names()
         own = classifier.metadata.get("dataset")
         available = [m for m, why in measure_availability(classifier).items() if not why and m != "random"]
@@ -60,11 +61,11 @@ def compute_cells_form(model_id: str | None, classifier) -> None:
             report = run_sweep(cells, run=run, workers=1, progress=after_cell, cell_progress=cell_progress,
                                command=f"dashboard Benchmarks page: {len(cells)} cells of {model_id} on {dataset}")
         except EngineError as err:
-            st.error(f"The cells could not be computed: {err}")
+            st.error(f"The cells could not be computed: {md(err)}")
             return
         bar.progress(1.0, text="done")
         for key, error in report.failed:
-            st.error(f"{key['measure']}: {error}")
+            st.error(f"{md(key['measure'])}: {md(error)}")
         if not report.failed:
             st.session_state[RUN_KEY] = run
-            st.success(f"{len(report.done)} cells computed, {len(report.skipped)} already there: run {run!r} below.")
+            st.success(f"{len(report.done)} cells computed, {len(report.skipped)} already there: run {md(repr(run))} below.")

@@ -11,6 +11,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from app.text import md
+from engine.csv_safe import frame_to_csv
 from engine.faithfulness.erasure import METRICS
 from engine.faithfulness.evaluation import (
     AGGREGATES,
@@ -77,7 +79,7 @@ def _erasure_section(data: pd.DataFrame) -> None:
         fig.update_layout(xaxis_title="k or r (fraction of tokens)", yaxis_title=metric.removeprefix("aopc-"), height=380,
                           xaxis_tickformat=".0%")
         st.plotly_chart(fig, width="stretch")
-    st.download_button("Download the evaluation table (CSV)", table.to_csv(index=False).encode(),
+    st.download_button("Download the evaluation table (CSV)", frame_to_csv(table).encode(),
                        file_name=f"evaluation-{dataset}-{model}.csv", mime="text/csv")
 
 
@@ -112,7 +114,7 @@ def _agreement_section(data: pd.DataFrame) -> None:
                "1 = the two measures agree fully.")
     for strategy, g in part.groupby("strategy"):
         wide = g.pivot_table(index=["measure_a", "measure_b"], columns="metric", values="value").reset_index()
-        st.markdown(f"**{strategy}** ({g['base_model'].iloc[0]}, {int(g['n_examples'].iloc[0])} inputs per seed)")
+        st.markdown(f"**{md(strategy)}** ({md(g['base_model'].iloc[0])}, {int(g['n_examples'].iloc[0])} inputs per seed)")
         st.dataframe(wide.round(3), hide_index=True)
 
 

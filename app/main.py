@@ -6,6 +6,7 @@ from pathlib import Path
 import streamlit as st
 
 from app.shared import MODEL_KEY, PENDING_MODEL_KEY, usable_checkpoints
+from app.text import md
 from engine.runtime import configure
 
 ROOT = Path(__file__).resolve().parent.parent  # pages/ are files of the checkout
@@ -28,9 +29,9 @@ with st.sidebar:
         meta = next(m for m in checkpoints if m["id"] == st.session_state[MODEL_KEY])
         test = meta.get("test", {})
         if meta.get("registered"):
-            st.caption(f"{meta['base_model']} · fine-tuned elsewhere · {meta['path']}")
+            st.caption(f"{md(meta['base_model'])} · fine-tuned elsewhere · {md(meta['path'])}")
         else:
-            st.caption(f"{meta['base_model']} · {meta['dataset']} · {meta['strategy']} fine-tuning · "
+            st.caption(f"{md(meta['base_model'])} · {md(meta['dataset'])} · {md(meta['strategy'])} fine-tuning · "
                        f"test {meta.get('metric', 'metric')} {test.get('unmasked', float('nan')):.3f}")
         if not meta.get("masked_fine_tuned", meta["strategy"] in ("masked", "only-masking")):
             st.caption(":warning: Not masked-fine-tuned: inputs with masked tokens may be out of distribution for it. "
@@ -39,8 +40,11 @@ with st.sidebar:
         st.session_state[MODEL_KEY] = None
         st.warning("No model in models_cache yet.")
 
+EXPLAIN = str(ROOT / "pages" / "explain.py")
 pages = [
-    st.Page(str(ROOT / "pages" / "explain.py"), title="Explain", icon=":material/search:", default=True),
+    # The default page answers only at the app's root ("/"); its own url_path is never public, so it is named
+    # apart from the alias below (url paths must be unique).
+    st.Page(EXPLAIN, title="Explain", icon=":material/search:", default=True, url_path="start"),
     st.Page(str(ROOT / "pages" / "masking.py"), title="Step-by-step masking", icon=":material/layers_clear:"),
     st.Page(str(ROOT / "pages" / "benchmarks.py"), title="Benchmarks", icon=":material/monitoring:"),
     st.Page(str(ROOT / "pages" / "annotate.py"), title="Annotate", icon=":material/rate_review:"),
@@ -48,5 +52,8 @@ pages = [
     st.Page(str(ROOT / "pages" / "simulability.py"), title="Simulability", icon=":material/school:"),
     st.Page(str(ROOT / "pages" / "models.py"), title="Models", icon=":material/model_training:"),
     st.Page(str(ROOT / "pages" / "data.py"), title="Your data", icon=":material/dataset:"),
+    # /explain?text=... (the path every other page has the form of: /masking, /models) opens the Explain page
+    # too; without it Streamlit shows "Page not found" and then falls back to the default page.
+    st.Page(EXPLAIN, title="Explain", icon=":material/search:", url_path="explain", visibility="hidden"),
 ]
 st.navigation(pages).run()

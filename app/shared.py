@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app.text import md
 from engine.models import CheckpointError, list_checkpoints, load_classifier
 
 MODEL_KEY = "model_id"
@@ -39,7 +40,7 @@ def selected_classifier():
     try:
         return get_classifier(model_id)
     except CheckpointError as err:
-        st.error(f"Model {model_id!r} cannot be loaded: {err}")
+        st.error(f"Model {md(repr(model_id))} cannot be loaded: {md(err)}")
         return None
 
 
@@ -49,7 +50,7 @@ def note_if_not_masked_fine_tuned(classifier) -> None:
     p-values say how far, and masked fine-tuning from it makes it measurable."""
     if classifier.masked_fine_tuned:
         return
-    st.warning(f"**{classifier.id} was not masked-fine-tuned**: the inputs masking makes are likely out of distribution "
+    st.warning(f"**{md(classifier.id)} was not masked-fine-tuned**: the inputs masking makes are likely out of distribution "
                "for it, so a falling curve may measure that rather than the explanation. The MaSF p-values show how far "
                "out they are. Make it measurable: `python -m engine train --from-classifier "
                f"{classifier.id} --dataset NAME` (or the Models page).", icon=":material/warning:")

@@ -27,6 +27,7 @@ from engine.colours import (
     score_scale,
     text_rgb,
 )
+from engine.csv_safe import safe_row
 from engine.errors import InvalidInputError
 from engine.importance.levels import DEFAULT_AGGREGATION, LEVELS, aggregate, check_aggregation, check_level, unit_index
 
@@ -111,12 +112,13 @@ def to_csv(record: dict) -> str:
                 "code_version": prov["code_version"], "created": prov["created"]}
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["level", "index", "text", "start", "end", "word", *measures, *constant])
+    writer.writerow(safe_row(["level", "index", "text", "start", "end", "word", *measures, *constant]))
     for level in LEVELS:
         for row in record[PLURAL[level]]:
             scores = ["" if row["scores"][m] is None else repr(row["scores"][m]) for m in measures]
-            writer.writerow([level, row["index"], row["text"], row["start"], row["end"], row.get("word", ""), *scores,
-                             *constant.values()])
+            # safe_row: a token such as '=HYPERLINK(...)' must not run as a formula when the CSV is opened
+            writer.writerow(safe_row([level, row["index"], row["text"], row["start"], row["end"], row.get("word", ""),
+                                      *scores, *constant.values()]))
     return out.getvalue()
 
 

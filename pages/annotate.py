@@ -10,6 +10,7 @@ import streamlit as st
 
 from app.heatmap import token_heatmap_html
 from app.shared import selected_classifier
+from app.text import md
 from engine.data import get_dataset
 from engine.errors import EngineError
 from engine.importance import measure_availability
@@ -41,7 +42,7 @@ model_id = classifier.id
 try:
     store = AnnotationStore()
 except AnnotationStoreError as err:
-    st.error(str(err))
+    st.error(md(err))
     st.stop()
 
 name = st.text_input("Your name", key=NAME_KEY, max_chars=MAX_NAME_LENGTH,
@@ -72,7 +73,7 @@ with st.expander("Prepare annotation tasks", expanded=store.task_count(model_id)
                                     progress=lambda done, total: bar.progress(done / total, text=f"Explained {done}/{total}"))
                 added = store.add_tasks(tasks)
             except EngineError as err:  # a user-caused failure is one message; a bug keeps its traceback
-                st.error(f"Tasks could not be prepared: {err}")
+                st.error(f"Tasks could not be prepared: {md(err)}")
             else:
                 st.success(f"{added} new tasks ({len(tasks) - added} were already there).")
 
@@ -89,9 +90,9 @@ def submit(action, flash: str) -> None:
     try:
         action()
     except AnnotationStoreError as err:
-        st.error(str(err))
+        st.error(md(err))
     except ValueError as err:
-        st.warning(str(err))
+        st.warning(md(err))
     else:
         st.session_state[FLASH_KEY] = flash
         st.rerun()
@@ -103,9 +104,9 @@ with rank_tab:
     if not name.strip():
         st.info("Type your name above to start.")
     elif task is None:
-        st.success(f"No ranking task left for model {model_id}: {done} of {total} tasks ranked.")
+        st.success(f"No ranking task left for model {md(model_id)}: {done} of {total} tasks ranked.")
     else:
-        st.caption(f"Task {done + 1} of {total} · explained class: {task.target_name} ({task.target_source or 'unknown'})")
+        st.caption(f"Task {done + 1} of {total} · explained class: {md(task.target_name)} ({task.target_source or 'unknown'})")
         show_input(task)
         as_tables = st.toggle("Show explanations as tables", key="annotate_tables")
         n = len(task.explanations)
@@ -138,10 +139,10 @@ with rationale_tab:
     if not name.strip():
         st.info("Type your name above to start.")
     elif task is None:
-        st.success(f"No rationale task left for model {model_id}: {done} of {total} tasks marked.")
+        st.success(f"No rationale task left for model {md(model_id)}: {done} of {total} tasks marked.")
     else:
         label = task.label_name if task.label_name is not None else task.target_name
-        st.caption(f"Task {done + 1} of {total} · label to justify: {label}")
+        st.caption(f"Task {done + 1} of {total} · label to justify: {md(label)}")
         show_input(task)
         tokens = task.tokens
         selected = st.multiselect("Tokens that justify the label", list(range(len(tokens))),
@@ -169,7 +170,7 @@ with results_tab:
     try:
         data = summary(store, model_id)
     except AnnotationStoreError as err:
-        st.error(str(err))
+        st.error(md(err))
         st.stop()
     c1, c2, c3, c4 = st.columns(4)
     c1.metric("Tasks", data["tasks"])

@@ -7,6 +7,7 @@ import streamlit as st
 
 from app.heatmap import LEGEND_ABSOLUTE, token_heatmap_html
 from app.shared import get_classifier
+from app.text import md
 from engine.attention.results import attention_runs, load_attention_results, wp_table
 from engine.explain import explain_text
 from engine.models import CheckpointError, EmptyInputError
@@ -25,7 +26,7 @@ summary, variance, adversaries = load_attention_results(run, dataset)
 st.subheader("W&P Tables 2-4: this project vs published")
 ours = wp_table(summary)
 c1, c2 = st.columns(2)
-c1.caption(f"Measured here: {summary['base_model']} on {dataset} ({summary['provenance']['code_version']})")
+c1.caption(f"Measured here: {md(summary['base_model'])} on {md(dataset)} ({summary['provenance']['code_version']})")
 c1.dataframe(ours, hide_index=True)
 published, citation = load_published("wiegreffe_pinter")
 c2.caption(f"Published (SST, IMDb; not measured here): {citation}")
@@ -67,7 +68,7 @@ if st.button("Show attention", key="attention_show"):
                                              f"({probs.max():.1%})"))
         st.caption(LEGEND_ABSOLUTE)
     except EmptyInputError as err:
-        st.warning(str(err))
+        st.warning(md(err))
     except CheckpointError as err:
-        st.warning(f"{err}. The shipped results name models that live in models_cache; rebuild them with "
+        st.warning(f"{md(err)}. The shipped results name models that live in models_cache; rebuild them with "
                    f"`python -m engine attention --dataset {dataset}`.")

@@ -8,6 +8,8 @@ import streamlit as st
 
 from app.compute_cells import compute_cells_form
 from app.shared import MODEL_KEY, get_classifier, note_if_not_masked_fine_tuned
+from app.text import md
+from engine.csv_safe import frame_to_csv
 from engine.faithfulness.summary import area_metrics_table, compare_measures, curve_bands, preferred_example_set
 from engine.results import ResultsStore
 from engine.results.published import load_published
@@ -131,13 +133,13 @@ def _paired_comparison(data: pd.DataFrame, measures: list[str]) -> None:
         try:
             res = compare_measures(data, a, b)
         except ValueError as err:
-            st.info(f"No paired comparison: {err}")
+            st.info(f"No paired comparison: {md(err)}")
             return
         if res["n"] == 0:
-            st.info(f"{a} and {b} have no seed with a RACU for both (a flat random curve leaves RACU undefined).")
+            st.info(f"{md(a)} and {md(b)} have no seed with a RACU for both (a flat random curve leaves RACU undefined).")
             return
         m1, m2, m3 = st.columns(3)
-        m1.metric(f"RACU of {a} - {b}", f"{res['mean_difference']:+.1f} points")
+        m1.metric(f"RACU of {md(a)} - {md(b)}", f"{res['mean_difference']:+.1f} points")
         m2.metric("95% BCa CI", "none" if pd.isna(res["ci_low"]) else f"{res['ci_low']:+.1f} to {res['ci_high']:+.1f}")
         m3.metric("sign-flip p-value", "none" if pd.isna(res["p_value"]) else f"{res['p_value']:.3f}")
         st.caption(f"Paired over the {res['n']} seeds both measures have ({', '.join(map(str, res['seeds']))}): each seed's "
@@ -156,7 +158,7 @@ store = ResultsStore()
 data = _load_store(str(store.root), store.fingerprint())
 everything = data
 if data.empty:
-    st.info(f"The results store ({store.root}) has no benchmark runs yet. Produce one with "
+    st.info(f"The results store ({md(store.root)}) has no benchmark runs yet. Produce one with "
             "`python -m engine benchmark --help`.")
 else:
     c1, c2, c3 = st.columns(3)
@@ -166,8 +168,9 @@ else:
     data = data[data["dataset"] == dataset]
     splits = sorted(data["split"].unique())
     if len(splits) > 1:
+        # format_func=md: radio options render markdown, and these values come from the results store
         # A sweep of another split in the same run measures other examples: one split at a time.
-        data = data[data["split"] == st.radio("Split", splits, horizontal=True, key="bench_split")]
+        data = data[data["split"] == st.radio("Split", splits, horizontal=True, key="bench_split", format_func=md)]
     split = data["split"].iloc[0]
     model = c3.selectbox("Model", sorted(data["base_model"].dropna().unique()), key="bench_model")
     data = data[data["base_model"] == model]
@@ -184,11 +187,11 @@ else:
     data = data.assign(strategy=data["strategy"].fillna("unknown"))  # a checkpoint that did not record it
     strategies = sorted(data["strategy"].unique())
     if len(strategies) > 1:
-        data = data[data["strategy"] == st.radio("Fine-tuning", strategies, horizontal=True, key="bench_strategy")]
+        data = data[data["strategy"] == st.radio("Fine-tuning", strategies, horizontal=True, key="bench_strategy", format_func=md)]
     grids = sorted(data["grid"].unique(), key=lambda g: (len(g.split(",")), g))
     if len(grids) > 1:
         # Cells of one run masked on different lists of levels (`--ratios` changed between sweeps): one at a time.
-        data = data[data["grid"] == st.radio("Levels", grids, horizontal=True, key="bench_grid",
+        data = data[data["grid"] == st.radio("Levels", grids, horizontal=True, key="bench_grid", format_func=md,
                                              help="The masking levels of the cells; curves on different levels are not pooled.")]
     counted = is_count_schedule(schedule)
     # Count schedules store k / k_max as `ratio` (the x of ACU); the plots show k itself.
@@ -242,7 +245,7 @@ else:
     try:
         table = area_metrics_table(data)
     except ValueError as err:  # e.g. two checkpoints for one seed in one run: no pairing is meaningful
-        st.error(f"ACU/RACU cannot be computed for this view: {err}")
+        st.error(f"ACU/RACU cannot be computed for this view: {md(err)}")
     else:
         if table.empty:
             st.info("ACU/RACU need the `random` baseline in the same run.")
@@ -270,7 +273,7 @@ else:
 
     _method_comparison(everything, dataset)
 
-    st.download_button("Download these rows (CSV)", data.to_csv(index=False).encode(), file_name=f"{run}-{dataset}-{model}.csv",
+    st.download_button("Download these rows (CSV)", frame_to_csv(data).encode(), file_name=f"{run}-{dataset}-{model}.csv",
                        mime="text/csv")
 
 with st.expander("Standard evaluation suite: erasure metrics with MaSF shares, sanity checks, cost", expanded=False):

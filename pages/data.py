@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from app.text import md
 from engine.data.files import detect_format, list_columns, preview
 from engine.data.user import (
     METRIC_CHOICES,
@@ -60,7 +61,10 @@ if registered:
 
 st.subheader("Register a file")
 prune_uploads()
-uploaded = st.file_uploader("Data file", type=["csv", "tsv", "tab", "jsonl", "ndjson", "json", "parquet", "pq"], key=UPLOAD_KEY)
+uploaded = st.file_uploader("Data file", type=["csv", "tsv", "tab", "jsonl", "ndjson", "json", "parquet", "pq"], key=UPLOAD_KEY,
+                            help="The upload is saved as a copy under the user folder (uploads/), deleted when no "
+                                 "registration uses it. To use a file where it is, register it by path: "
+                                 "python -m engine datasets add.")
 if uploaded is None:
     st.stop()
 try:
@@ -75,7 +79,7 @@ except DataFileError as err:
     refusal(err)
     st.stop()
 
-st.caption(f"First {len(head)} rows of {uploaded.name} ({fmt}; rows are numbered from 1, as in error messages)")
+st.caption(f"First {len(head)} rows of {md(uploaded.name)} ({fmt}; rows are numbered from 1, as in error messages)")
 st.dataframe(head)
 guess = guess_columns(columns)
 
@@ -128,7 +132,7 @@ if submitted:
         st.stop()
     bar.empty()
     sizes = m["split_sizes"]
-    st.success(f"Registered **{m['name']}**: {m['rows']:,} rows, {len(m['classes'])} classes; train {sizes['train']:,} / "
+    st.success(f"Registered **{md(m['name'])}**: {m['rows']:,} rows, {len(m['classes'])} classes; train {sizes['train']:,} / "
                f"validation {sizes['validation']:,} / test {sizes['test']:,}; metric {m['metric']}. Build a model on it "
                "on the Models page, or `python -m engine train --dataset NAME`.".replace("NAME", m["name"]))
     with st.expander("Registration (manifest)"):

@@ -12,6 +12,7 @@ import streamlit as st
 from app.heatmap import LEGEND_ABSOLUTE, LEGEND_SIGNED, token_heatmap_html
 from app.share import arrived_from_url, publish, split_list
 from app.shared import selected_classifier
+from app.text import md
 from engine.data import dataset_names, get_dataset
 from engine.errors import DataFileError
 from engine.explain import LIVE_MEASURES, explain_text
@@ -44,7 +45,7 @@ if source and source != "(none)":
     try:
         examples = get_dataset(source, meta.get("split_seed", 0)).split("test")[:50]
     except DataFileError as err:  # a registered file that moved or changed: typing a text still works
-        st.warning(f"No test examples to pick from: dataset {source!r} cannot be loaded.")
+        st.warning(f"No test examples to pick from: dataset {md(repr(source))} cannot be loaded.")
         st.code(str(err), language=None, wrap_lines=True)
 availability = measure_availability(classifier)
 available = [m for m, why in availability.items() if not why and m != "random"]
@@ -102,7 +103,7 @@ if st.button("Explain", type="primary") or from_url:
         publish("explain", _view())
     except EmptyInputError as err:
         st.session_state.pop("explanation", None)
-        st.warning(str(err))
+        st.warning(md(err))
 elif st.session_state.get("explanation") is not None and st.session_state.get("explain_url_applied", {}).get("text") == text:
     publish("explain", _view())  # a new level or word score keeps the URL in step with the view
 
@@ -110,18 +111,18 @@ result = st.session_state.get("explanation")
 if result is not None:
     probs = result.probabilities
     predicted = int(probs.argmax())
-    st.subheader(f"Prediction: {classifier.classes[predicted]} ({probs[predicted]:.1%})")
+    st.subheader(f"Prediction: {md(classifier.classes[predicted])} ({probs[predicted]:.1%})")
     st.dataframe(pd.DataFrame({"class": classifier.classes, "probability": probs}), hide_index=True)
     units, level_scores = result.level_scores(level, aggregation)
     shown = {"token": "maskable tokens", "word": "words", "sentence": "sentences"}[level]
-    st.caption(f"Explaining class **{classifier.classes[result.target]}** ({result.target_source}); "
+    st.caption(f"Explaining class **{md(classifier.classes[result.target])}** ({result.target_source}); "
                f"{len(units)} {shown}" + (f" from {len(result.tokens)} tokens, each scored by the **{aggregation}** of its "
                                          "tokens' scores" if level != "token" else "")
                + "; scores use the logit of that class. The address bar holds this view: copy it to share it.")
     if result.truncated:
         st.warning(f"The text was truncated to {classifier.max_length} tokens; only the kept part is classified and explained.")
     for measure, why in result.errors.items():
-        st.warning(f"{measure}: {why}")
+        st.warning(f"{md(measure)}: {md(why)}")
     if not result.scores and not result.errors:
         st.text(" ".join(u.text for u in units))  # the units as text when no measure was chosen
     names = list(result.scores)

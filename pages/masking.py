@@ -10,11 +10,13 @@ import streamlit as st
 from app.heatmap import token_heatmap_html
 from app.share import arrived_from_url, publish
 from app.shared import note_if_not_masked_fine_tuned, selected_classifier
+from app.text import md
+from engine.csv_safe import frame_to_csv
 from engine.data import PACKAGED_DATASETS, dataset_names
+from engine.errors import EngineError
 from engine.faithfulness.single import mask_single_input
 from engine.importance import measure_availability
 from engine.importance.levels import LEVELS, aggregate
-from engine.models import EmptyInputError
 from engine.ood import load_masf, load_or_fit_masf
 from engine.runtime import code_version
 
@@ -104,9 +106,9 @@ if run or from_url:
             masf=masf_for(classifier.id, calibration), progress=report, target=target, whole_words=whole_words, **levels)
         bar.progress(1.0, text="done")
         publish("masking", _view())
-    except EmptyInputError as err:
+    except EngineError as err:  # an empty input, or a MaSF that cannot be calibrated (too few inputs): a message
         st.session_state.pop("masking_result", None)
-        st.warning(str(err))
+        st.warning(md(err))
 elif st.session_state.get("masking_result") is not None and st.session_state.get("masking_url_applied", {}).get("text") == text:
     publish("masking", _view())  # another level keeps the URL in step with the view
 
@@ -135,7 +137,7 @@ if result is not None:
                   f"{asked} · {int(current.n_masked[0])} of {len(result.tokens)} tokens")
     else:
         m1.metric("Tokens masked", f"{int(current.n_masked[0])} / {len(result.tokens)}", asked)
-    m2.metric(f"p({target})", f"{float(current.probability[0]):.3f}",
+    m2.metric(f"p({md(target)})", f"{float(current.probability[0]):.3f}",
               f"{float(current.probability[0]) - float(steps[0].probability[0]):+.3f}")
     p_value = float(current.p_value[0]) if current.p_value is not None else float("nan")
     m3.metric("MaSF p-value", f"{p_value:.3f}", "in distribution" if p_value >= 0.05 else "out of distribution",
@@ -179,7 +181,7 @@ if result is not None:
                                              f"p({target}) {float(step.probability[0]):.3f}{p}"))
     st.html('<div class="masking-steps">' + "".join(rows) + "</div>")
     # the curve rows with what they came from, so a downloaded file still says which model and code made it
-    curve_csv = result.curve_table().assign(model_id=classifier.id, code_version=code_version()).to_csv(index=False).encode("utf-8")
+    curve_csv = frame_to_csv(result.curve_table().assign(model_id=classifier.id, code_version=code_version())).encode("utf-8")
     st.download_button("Download the curve data (CSV)", curve_csv,
                         file_name=f"masking-{classifier.id}-{result.measure.measure}.csv", mime="text/csv",
                         key="masking_download", on_click="ignore")

@@ -6,6 +6,7 @@ import plotly.express as px
 import streamlit as st
 
 from app.shared import PENDING_MODEL_KEY, usable_checkpoints
+from app.text import md
 from engine.data import dataset_names
 from engine.errors import EngineError
 from engine.models import PACKAGED_ENCODERS, TrainConfig, default_model_id, list_checkpoints, save_classifier, train_classifier
@@ -66,9 +67,9 @@ if register and path:
         manifest = register_model(path, own_id or None, replacement=None if replacement == "mask" else replacement,
                                   masked_fine_tuned=declared)
     except EngineError as err:
-        st.error(str(err))
+        st.error(md(err))
     else:
-        st.success(f"Registered {manifest['id']} ({manifest['architecture']}, classes {', '.join(manifest['classes'])}). "
+        st.success(f"Registered {md(manifest['id'])} ({md(manifest['architecture'])}, classes {md(', '.join(manifest['classes']))}). "
                    f"Make it measurable: `python -m engine train --from-classifier {manifest['id']} --dataset NAME`.")
         st.session_state[PENDING_MODEL_KEY] = manifest["id"]
         st.button("Use it", key="use_registered")
@@ -97,7 +98,7 @@ if submitted:
                          strategy=strategy, epochs=int(epochs), lr=float(lr), seed=int(seed))
     model_id = default_model_id(config)
     if any(m["id"] == model_id for m in usable_checkpoints()):
-        st.warning(f"{model_id} already exists; choose another seed to build a second one.")
+        st.warning(f"{md(model_id)} already exists; choose another seed to build a second one.")
         st.stop()
     bar = st.progress(0.0, text="starting ...")
 
@@ -108,16 +109,16 @@ if submitted:
         elif event["stage"] == "test":
             bar.progress(1.0, text="evaluating on the test split ...")
 
-    with st.status(f"Building {model_id} ...", expanded=True) as status:
+    with st.status(f"Building {md(model_id)} ...", expanded=True) as status:
         try:
             classifier = train_classifier(config, progress=report, show_progress_bar=False)
         except EngineError as err:  # e.g. the data's label names are not the registered model's
-            status.update(label=f"{model_id} was not built", state="error")
-            st.error(str(err))
+            status.update(label=f"{md(model_id)} was not built", state="error")
+            st.error(md(err))
             st.stop()
         save_classifier(classifier, model_id)
         t = classifier.metadata["test"]
-        status.update(label=f"Built {model_id}: test {classifier.metadata['metric']} {t['unmasked']:.3f} "
+        status.update(label=f"Built {md(model_id)}: test {classifier.metadata['metric']} {t['unmasked']:.3f} "
                       f"(100% masked {t['masked_100']:.3f})", state="complete")
     # The sidebar's selectbox owns MODEL_KEY; hand the choice to the frame, which applies it before
     # drawing that widget on the next run.

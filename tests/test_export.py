@@ -115,3 +115,18 @@ def test_cli_word_level_table_and_json_export(models_cache, toy_classifier, caps
     assert np.allclose([t["scores"]["loo-sign"] for t in record["tokens"]], engine_scores, atol=1e-5)
     assert [w["text"] for w in record["words"]] == ["an", "unredeemable", "mess"]
     assert record["provenance"]["weights_sha256"], "a saved checkpoint's weights are hashed"
+
+
+def test_csv_export_neutralises_formula_tokens_and_keeps_scores_numeric(toy_classifier):
+    """Tokens and words such as '=HYPERLINK(...)', '@SUM' or '-2+3' are written with a leading apostrophe, so a
+    spreadsheet shows them as text; the signed score columns still read back as (negative) numbers."""
+    from engine.csv_safe import FORMULA_STARTS
+
+    result = explain_text(toy_classifier, "=HYPERLINK(1) @SUM -2+3", measures=("ig-sign",))  # within 14 tokens
+    text = to_csv(explanation_record(result, toy_classifier, level="word"))
+    frame = pd.read_csv(io.StringIO(text), keep_default_na=False)
+    for cell in frame.select_dtypes("object").to_numpy().ravel():
+        assert not str(cell).startswith(FORMULA_STARTS), cell
+    words = frame[frame["level"] == "word"]["text"].tolist()
+    assert words == ["'=HYPERLINK(1)", "'@SUM", "'-2+3"]
+    assert frame["ig-sign"].dtype == "float64" and (frame["ig-sign"] < 0).any()  # signed scores stay numbers

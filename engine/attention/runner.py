@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from engine.atomic import atomic_path, write_text
 from engine.attention.diagnostics import (
     attention_and_probs,
     attention_guide,
@@ -69,9 +70,6 @@ def run_attention_diagnostics(dataset_name: str = "rt", seeds: int = 8, lambdas:
         log(f"guided MLP: {name}")
         summary["guided_mlp"][name] = train_guided_mlp(base, dataset, guide, epochs=mlp_epochs)
     out = Path(results_dir or default_results_dir()) / "attention" / run
-    out.mkdir(parents=True, exist_ok=True)
-    variance.to_parquet(out / f"{dataset_name}_seed_variance.parquet", index=False)
-    pd.DataFrame(adversaries).to_parquet(out / f"{dataset_name}_adversaries.parquet", index=False)
     summary["provenance"] = {
         "command": command or "engine.attention.runner.run_attention_diagnostics",
         "code_version": code_version(), "seeds": seeds, "lambdas": list(lambdas), "epochs": epochs,
@@ -79,5 +77,15 @@ def run_attention_diagnostics(dataset_name: str = "rt", seeds: int = 8, lambdas:
         "jsd": "natural log, in [0, ln 2]", "machine": f"{platform.machine()} {os.cpu_count()} cpus",
         "seconds": round(time.time() - started, 1), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    (out / f"{dataset_name}_summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    write_outputs(out, dataset_name, variance, pd.DataFrame(adversaries), summary)
     return out
+
+
+def write_outputs(out: Path, dataset_name: str, variance: pd.DataFrame, adversaries: pd.DataFrame, summary: dict) -> None:
+    """The three files of one dataset's run, each replaced whole (a run killed while writing leaves every
+    file old or new, never truncated); the summary goes last because listings find runs by it."""
+    with atomic_path(out / f"{dataset_name}_seed_variance.parquet") as tmp:
+        variance.to_parquet(tmp, index=False)
+    with atomic_path(out / f"{dataset_name}_adversaries.parquet") as tmp:
+        adversaries.to_parquet(tmp, index=False)
+    write_text(out / f"{dataset_name}_summary.json", json.dumps(summary, indent=2))

@@ -101,8 +101,9 @@ def _export(args) -> int:
     n = export_jsonl(store, args.out)
     print(f"wrote {n} records to {args.out}")
     if args.csv:
-        with open(args.csv, "w", encoding="utf-8", newline="") as f:
-            f.write(rankings_csv(store))
+        from engine.atomic import write_text
+
+        write_text(args.csv, rankings_csv(store))
         print(f"wrote the rankings to {args.csv}")
     return 0
 

@@ -159,7 +159,6 @@ def run(args: argparse.Namespace) -> int:
     if not result.scores:
         return 2
     if args.format != "table":
-        from pathlib import Path
 
         from engine.export import explanation_record, write
 
@@ -167,7 +166,9 @@ def run(args: argparse.Namespace) -> int:
                                     command=getattr(args, "command_line", None))
         text = write(record, args.format)
         if args.output:
-            Path(args.output).write_text(text, encoding="utf-8")
+            from engine.atomic import write_text
+
+            write_text(args.output, text)
             print(f"wrote {args.format} to {args.output}")
         else:
             sys.stdout.write(text)

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.atomic import write_text
 from engine.data import files
 from engine.data.labels import check_labels  # noqa: F401 (re-exported)
 from engine.data.metrics import score
@@ -558,16 +559,7 @@ def _code_version() -> str:
 def _write_atomically(target: Path, manifest: dict) -> None:
     """Write to a temporary file beside the target, then rename: a reader sees the old manifest or the
     new one, never a part."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.stem}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(manifest, f, indent=2, ensure_ascii=False)
-            f.write("\n")
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text(target, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
 
 
 # -- loading ----------------------------------------------------------------------------------------

@@ -10,11 +10,10 @@ import hashlib
 import json
 import os
 import re
-import shutil
-import tempfile
 from pathlib import Path
 
 from engine import settings
+from engine.atomic import recover_folder, replacing_folder
 from engine.errors import CheckpointError, InvalidInputError  # noqa: F401 (re-exported)
 from engine.models.bilstm import ARCHITECTURE, BiLSTMAttentionClassifier
 from engine.models.classifier import Classifier
@@ -48,6 +47,7 @@ def checkpoint_dir(model_id_or_path: str | os.PathLike) -> Path:
     if is_path(model_id_or_path):
         return Path(model_id_or_path)
     folder = models_cache_dir() / check_model_id(str(model_id_or_path))
+    recover_folder(folder)  # where a killed save left the old checkpoint renamed aside (no atomic swap here)
     if not folder.exists():
         from engine.models.registry import read_manifest
 
@@ -175,6 +175,7 @@ def load_classifier(model_id_or_path: str | os.PathLike, device: str | None = No
     configure()
     if not is_path(model_id_or_path):
         model_id = check_model_id(str(model_id_or_path))
+        recover_folder(models_cache_dir() / model_id)  # a save killed mid-swap where no atomic exchange exists
         if not (models_cache_dir() / model_id).exists():
             from engine.models.registry import load_registered, read_manifest, registered_models
 
@@ -224,20 +225,15 @@ def save_classifier(classifier: Classifier, model_id: str, cache_dir: Path | Non
     final = cache_dir / check_model_id(model_id)
     if final.exists() and not overwrite:
         raise FileExistsError(f"{final} exists; pass overwrite=True (CLI: --overwrite) or choose another --id")
-    tmp = Path(tempfile.mkdtemp(prefix=f".{model_id}.", dir=cache_dir))
-    try:
+    # built beside the old checkpoint and swapped in whole: a reader, or a process killed at any point, sees the
+    # old checkpoint or the new one (the old one is never deleted before the new one is in place)
+    with replacing_folder(final) as tmp:
         classifier.model.config.id2label = dict(enumerate(classifier.classes))
         classifier.model.config.label2id = {c: i for i, c in enumerate(classifier.classes)}
         classifier.model.save_pretrained(str(tmp), safe_serialization=True)
         classifier.tokenizer.save_pretrained(str(tmp))
         metadata = dict(classifier.metadata, id=model_id)
         (tmp / "metadata.json").write_text(json.dumps(metadata, indent=2, sort_keys=True), encoding="utf-8")
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     classifier.metadata = metadata
     classifier.folder = final
     return final

@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
 from engine import settings
+from engine.atomic import recover_folder, replacing_folder, write_text
 from engine.errors import CheckpointError, InvalidInputError
 
 #: files a copy keeps: weights as safetensors, configuration and tokenizer; never a pickle
@@ -93,6 +93,8 @@ def load_registered(model_id: str, device: str | None = None, dtype: str | None 
     if manifest.get("prompt") is not None:  # a prompted language model
         return _load_prompted_manifest(manifest, device)
     folder = Path(manifest["path"])
+    if manifest.get("copied"):
+        recover_folder(folder)  # where a killed --copy --overwrite left the old copy renamed aside
     if not folder.is_dir():
         raise CheckpointError(f"registered model {model_id!r} points to {folder}, which no longer exists; add it again "
                               f"(python -m engine models add NEW_PATH --id {model_id} --overwrite) or remove it")
@@ -149,26 +151,17 @@ def register_model(path: str | os.PathLike, model_id: str | None = None, *, toke
     }
     if prompt is not None:
         manifest.update(prompt=prompt, replacement=prompt["replacement"])
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-    os.replace(tmp, target)
+    write_text(target, json.dumps(manifest, indent=2))
     return manifest
 
 
 def _copy_folder(source: Path, destination: Path) -> Path:
     """Copy the loadable files of a model folder (no pickles), atomically."""
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".copy.", dir=destination.parent))
-    try:
+    # swapped in whole: a copy being replaced (--overwrite) stays loadable until the new one is complete
+    with replacing_folder(destination) as tmp:
         for item in source.iterdir():
             if item.is_file() and item.suffix in _COPIED_SUFFIXES:
                 shutil.copy2(item, tmp / item.name)
-        if destination.exists():
-            shutil.rmtree(destination)
-        os.replace(tmp, destination)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return destination
 
 

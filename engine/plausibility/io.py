@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
+from engine.atomic import atomic_file
+from engine.csv_safe import safe_row
 from engine.errors import InvalidInputError
 from engine.plausibility.rationales import spans_of
 from engine.plausibility.store import SCHEMA_VERSION, AnnotationStore, normalise_ordering, utc_now
@@ -65,13 +67,11 @@ def export_records(store: AnnotationStore) -> Iterator[dict]:
 def export_jsonl(store: AnnotationStore, path: str | os.PathLike) -> int:
     """Write every annotation to `path` (atomically: a temporary file renamed). Returns lines written."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     n = 0
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_file(path) as f:
         for record in export_records(store):
             f.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
             n += 1
-    os.replace(tmp, path)
     return n
 
 
@@ -153,14 +153,15 @@ def rankings_csv(store: AnnotationStore, model_id: str | None = None, latest_onl
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(CSV_COLUMNS)
+    # safe_row: annotator names and class names are typed by people; none may run as a spreadsheet formula
     for r in store.rankings(model_id, latest_only=latest_only):
         task = tasks[r.task_id]
         ranks = r.slot_ranks()
         for e in task.explanations:
             rank = ranks.get(e.slot)
-            writer.writerow([r.submission_id, r.task_id, task.model_id, task.dataset or "", task.example_uid or "",
+            writer.writerow(safe_row([r.submission_id, r.task_id, task.model_id, task.dataset or "", task.example_uid or "",
                              r.annotator, e.slot, e.measure, "" if rank is None else rank + 1, int(r.cannot_decide),
-                             r.created_at])
+                             r.created_at]))
     return out.getvalue()
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from engine import settings
+from engine.atomic import atomic_path, write_text
 from engine.errors import InvalidInputError
 
 TIDY_COLUMNS = ("model", "seed", "dataset", "measure", "strategy", "step", "ratio", "metric", "value", "p_value")
@@ -93,11 +94,9 @@ class ResultsStore:
         d = self._cells_dir(run)
         d.mkdir(parents=True, exist_ok=True)
         key = cell_key(cell)
-        tmp = d / f".{key}.{os.getpid()}.tmp"
-        rows.to_parquet(tmp, index=False)
-        os.replace(tmp, d / f"{key}.parquet")
-        tmp.write_text(json.dumps({"cell": cell, "provenance": provenance}, indent=2, default=str), encoding="utf-8")
-        os.replace(tmp, d / f"{key}.json")
+        with atomic_path(d / f"{key}.parquet") as tmp:
+            rows.to_parquet(tmp, index=False)
+        write_text(d / f"{key}.json", json.dumps({"cell": cell, "provenance": provenance}, indent=2, default=str))
         return d / f"{key}.parquet"
 
     def runs(self) -> list[str]:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
+from engine.atomic import write_text
 from engine.errors import CheckpointError, NotApplicableError
 
 HEAD_WEIGHTS_FILE = "smat_head_weights.json"
@@ -46,15 +46,7 @@ def write_head_weights(folder: str | os.PathLike, weights: list[float], phi: lis
         raise NotApplicableError(f"no checkpoint folder {folder} to store learned head weights in")
     record = {"weights": [float(w) for w in weights], "phi": [float(p) for p in phi], "layers": int(layers),
               "heads": int(heads), "provenance": provenance}
-    fd, tmp = tempfile.mkstemp(prefix=".smat.", suffix=".json", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(record, f, indent=2, default=str)
-        os.replace(tmp, head_weights_path(folder))
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return head_weights_path(folder)
+    return write_text(head_weights_path(folder), json.dumps(record, indent=2, default=str))
 
 
 def should_replace(folder: str | os.PathLike, budget: int, seed: int, dataset: str) -> bool:
