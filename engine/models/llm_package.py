@@ -14,11 +14,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
+from engine.atomic import replacing_folder
 from engine.errors import UnknownModelError
 
 #: key -> (distribution, importable folder name, GGUF file, description)
@@ -78,19 +77,12 @@ def convert_gguf(gguf_file: str | os.PathLike, destination: str | os.PathLike, d
         raise UnknownModelError(f"converting {gguf_file} lost weights (missing {missing[:4]}, unexpected {result.unexpected_keys[:4]})")
     plain = plain.to(getattr(torch, dtype))
     destination.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", dir=destination.parent))
-    try:
+    with replacing_folder(destination) as tmp:  # a killed conversion leaves the old folder or none, never half
         plain.save_pretrained(str(tmp), safe_serialization=True)
         tokenizer.save_pretrained(str(tmp))
-        (tmp / "provenance.json").write_text(json.dumps({
+        (Path(tmp) / "provenance.json").write_text(json.dumps({
             "source": str(gguf_file), "source_bytes": gguf_file.stat().st_size, "stored_dtype": dtype,
             "converted": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=2), encoding="utf-8")
-        if destination.exists():
-            shutil.rmtree(destination)
-        os.replace(tmp, destination)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return destination
 
 
