@@ -92,7 +92,9 @@ def seed_row(model_id: str, alpha: float = 0.05, parts_seeds: int = 10) -> dict:
     fits = [MaSF(seed=s).fit(cal) for s in range(parts_seeds)]
     p = fits[0].pvalues(feats)
     groups = {"none": share == 0, "partial": (share > 0) & (share < 1), "all": share >= 1}
+    exact = MaSF(seed=0, rtol=0.0).fit(cal).pvalues(feats)  # ties by float equality, as fit version 1 compared
     return {"model": model_id, "n": len(p), "n3": int(fits[0].level3.shape[0]), "share": float(np.mean(p < alpha)),
+            "share_exact_ties": float(np.mean(exact < alpha)), "epochs": meta.get("config", {}).get("epochs"),
             "ks": float(kstest(p, "uniform").statistic),
             **{f"share_{k}": float(np.mean(p[m] < alpha)) for k, m in groups.items()},
             **{f"n_{k}": int(m.sum()) for k, m in groups.items()},
@@ -104,16 +106,17 @@ def seeds_rows(model_ids: list[str], alpha: float = 0.05) -> list[str]:
     from scipy.stats import t as student
 
     rows = [seed_row(m, alpha) for m in model_ids]
-    out = [f"| model | test inputs | p < {alpha:g} | KS distance to U(0,1) | unmasked | partly masked | all masked | "
-           f"mean over {10} calibration part splits |", "|---|---|---|---|---|---|---|---|"]
+    out = [f"| model | epochs | test inputs | p < {alpha:g} | KS distance to U(0,1) | unmasked | partly masked | all masked | "
+           f"mean over 10 calibration part splits | ties by float equality (fit v1) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        out.append(f"| {r['model']} | {r['n']} | {r['share']:.1%} | {r['ks']:.3f} | {r['share_none']:.1%} (n={r['n_none']}) | "
-                   f"{r['share_partial']:.1%} (n={r['n_partial']}) | {r['share_all']:.1%} (n={r['n_all']}) | "
-                   f"{r['share_parts_mean']:.1%} |")
-    for name in ("share", "share_parts_mean"):
+        out.append(f"| {r['model']} | {r['epochs']} | {r['n']} | {r['share']:.1%} | {r['ks']:.3f} | {r['share_none']:.1%} "
+                   f"(n={r['n_none']}) | {r['share_partial']:.1%} (n={r['n_partial']}) | {r['share_all']:.1%} (n={r['n_all']}) | "
+                   f"{r['share_parts_mean']:.1%} | {r['share_exact_ties']:.1%} |")
+    for name in ("share", "share_parts_mean", "share_exact_ties"):
         x = np.array([r[name] for r in rows])
         half = student.ppf(0.975, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x)) if len(x) > 1 else float("nan")
-        what = "as fitted (parts seed 0)" if name == "share" else "mean over the 10 part splits"
+        what = {"share": "as fitted (parts seed 0)", "share_parts_mean": "mean over the 10 part splits",
+                "share_exact_ties": "ties by float equality (fit v1)"}[name]
         out.append(f"\nshare of test inputs with p < {alpha:g}, {what}: mean over {len(x)} seeds {x.mean():.2%}, "
                    f"95% t-interval [{x.mean() - half:.2%}, {x.mean() + half:.2%}]")
     return out

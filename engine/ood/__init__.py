@@ -132,13 +132,14 @@ def calibration_key(classifier: Classifier, dataset: str | None = None, split: s
                     limit: int | None = None, seed: int = 0) -> CalibrationKey:
     """The key of the fit a look-up for `dataset` (default: the checkpoint's own) asks for.
 
-    A model fine-tuned elsewhere records no dataset: without `dataset` its only stored current fit is meant;
-    with none or several stored, InvalidInputError names them and asks for the dataset."""
+    A model fine-tuned elsewhere records no dataset: without `dataset` its only stored current fit is meant (as
+    stored, whatever `split`, `limit` and `seed` say); with none or several stored, InvalidInputError names them
+    and asks for the dataset."""
     meta = classifier.metadata
     name = dataset or meta.get("dataset")
     if name is None:
         current = [k for k in stored_calibrations(classifier) if k.fit_version == MASF_FIT_VERSION]
-        if len(current) == 1 and split == current[0].split and limit == current[0].limit and seed == current[0].parts_seed:
+        if len(current) == 1:  # the fit the user made for it (`masf --dataset`), whatever its split or limit
             return current[0]
         stored = "; ".join(k.describe() for k in stored_calibrations(classifier)) or "none"
         raise InvalidInputError(f"model {classifier.id!r} was fine-tuned elsewhere: name the dataset to calibrate its MaSF "
