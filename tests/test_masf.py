@@ -315,3 +315,26 @@ def test_point_masses_keep_pvalues_valid_and_stable_under_one_ulp():
     p = masf.pvalues(x)
     assert np.mean(p < 0.05) < 0.065
     assert np.abs(masf.pvalues(_nudged_by_one_ulp(x)) - p).max() <= 1.0 / (masf.level3.shape[0] + 1) + 1e-12
+
+
+def test_the_masking_page_says_which_data_calibrated_its_pvalues(toy_classifier, models_cache):
+    """The step-by-step masking page shows, under its MaSF p-value, the calibration of the fit it used (the model's
+    own dataset), and keeps it with the result (the curve CSV's `masf_calibration` column reads it from there)."""
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    save_classifier(toy_classifier, "toy-page")
+    main = str(Path(__file__).resolve().parent.parent / "app" / "main.py")
+    at = AppTest.from_file(main, default_timeout=300)
+    at.run()
+    at.switch_page(str(Path(main).parent.parent / "pages" / "masking.py"))
+    at.run()
+    at.text_area(key="masking_text").input("the movie was really good")
+    at.selectbox(key="masking_measure").set_value("loo-sign")
+    at.button(key="masking_run").click()
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    shown = " ".join(c.value for c in at.caption)
+    assert "MaSF p-values calibrated on toy validation split" in shown
+    assert "toy validation split" in at.session_state["masking_masf_calibration"]

@@ -231,7 +231,7 @@ def run_sweep(cells: Sequence[Cell], run: str = "default", results_dir: str | No
 
         # Workers share the cores: each takes its part instead of every worker taking all cores.
         settings.set_threads_for_workers(workers)
-        # Fit each checkpoint's MaSF once, here, instead of in every worker that starts a cell of it at once.
+        # Fit each (checkpoint, dataset) MaSF once, here, instead of in every worker that starts a cell of it at once.
         ensure_masf(sorted({(cell.model, cell.dataset) for cell in todo}))
         with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
             futures = {pool.submit(run_cell, cell, str(store.root), run, None, command): cell for cell in todo}
