@@ -12,6 +12,7 @@ separate MaSF pass, for one input and for a batch of 32 test inputs.
     python bench/masf.py --masked tiny-rt-masked-s0 --plain tiny-rt-plain-s0
     python bench/masf.py --observe-only --masked minilm-rt-masked-s0
     python bench/masf.py --seeds 1,2,3,4,5 --prefix tiny-rt-masked-s     # the over-seeds table only
+    python bench/masf.py --ties tiny-rt-masked-s1                        # the ties tables only
 """
 from __future__ import annotations
 
@@ -122,6 +123,70 @@ def seeds_rows(model_ids: list[str], alpha: float = 0.05) -> list[str]:
     return out
 
 
+def _one_by_one(classifier, batch) -> torch.Tensor:
+    """Features [B, L, H] of each row of `batch` computed alone, without padding."""
+    import dataclasses
+
+    rows = []
+    for i in range(len(batch)):
+        n = int(batch.attention_mask[i].sum())
+        # 2-d fields are [B, T]: row i up to its length; 1-d ones (the target) row i; anything else as it is
+        fields = {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)}
+        row = {k: (v[i : i + 1, :n] if isinstance(v, torch.Tensor) and v.ndim == 2 else
+                   v[i : i + 1] if isinstance(v, torch.Tensor) and v.ndim == 1 else v) for k, v in fields.items()}
+        rows.append(hidden_state_features(classifier, type(batch)(**row).to(classifier.device)))
+    return torch.cat(rows)
+
+
+def _nudge(features: torch.Tensor, seed: int = 0) -> torch.Tensor:
+    """Half of the float32 features moved one ulp, up or down at random."""
+    rng = np.random.default_rng(seed)
+    f32 = features.float().numpy()
+    towards = np.where(rng.random(f32.shape) < 0.5, np.inf, -np.inf).astype(np.float32)
+    return torch.from_numpy(np.where(rng.random(f32.shape) < 0.5, np.nextafter(f32, towards), f32)).double()
+
+
+def tie_rows(model_id: str) -> list[str]:
+    """How often features tie, how far padding moves them, and what one ulp does to the p-values with ties by
+    float equality (rtol 0, fit v1) and within the tolerance (docs/masf.md, "Ties")."""
+    from engine.ood.masf import SortedRows
+
+    classifier = load_classifier(model_id)
+    meta = classifier.metadata
+    dataset = get_dataset(meta["dataset"], meta.get("split_seed", 0))
+    cal = calibration_features(classifier, dataset.split("validation"), calibration_strategy(classifier))
+    g = torch.Generator().manual_seed(99)
+    test = dataset.split("test")
+    padded, alone = [], []
+    for start in range(0, len(test), 64):
+        batch = training_transform(classifier.batch_of(test[start : start + 64]).to("cpu"), meta["strategy"],
+                                   classifier.mask_token_id, g)
+        padded.append(hidden_state_features(classifier, batch.to(classifier.device)))
+        alone.append(_one_by_one(classifier, batch))
+    padded, alone = torch.cat(padded), torch.cat(alone)
+    out = ["| layer | features equal, padded vs alone | largest difference / feature's largest value | test features "
+           "equal to a calibration value |", "|---|---|---|---|"]
+    for layer in range(padded.shape[1]):
+        a, b, c = padded[:, layer], alone[:, layer], cal[:, layer]
+        tied = np.mean([(c[:, h][None, :] == a[:, h][:, None]).any(1).double().mean().item() for h in range(c.shape[1])])
+        out.append(f"| {layer} | {(a == b).double().mean():.1%} | {((a - b).abs() / c.abs().amax(0)).max():.1e} | {tied:.1%} |")
+    out += ["", "| rtol | parts seed | p < 0.05 | p-values moved by one ulp | moved more than 2x | largest move |"
+                " level-1 tail counts changed vs rtol 0 |", "|---|---|---|---|---|---|---|"]
+    exact_tails = SortedRows(MaSF(seed=0).fit(cal).level1, 0.0).tail_counts(padded.reshape(len(padded), -1).T.contiguous())
+    for rtol in (0.0, 1e-5, 1e-4):
+        for seed in range(3):
+            masf = MaSF(seed=seed, rtol=rtol).fit(cal)
+            p, q = masf.pvalues(padded), masf.pvalues(_nudge(padded))
+            ratio = np.maximum(p / q, q / p)
+            tails = ""
+            if seed == 0:
+                t = SortedRows(masf.level1, rtol).tail_counts(padded.reshape(len(padded), -1).T.contiguous())
+                tails = f"{(t != exact_tails).double().mean():.2%}"
+            out.append(f"| {rtol:g} | {seed} | {np.mean(p < 0.05):.1%} | {np.mean(p != q):.1%} | {np.mean(ratio > 2):.1%} | "
+                       f"{np.abs(p - q).max():.3f} | {tails} |")
+    return out
+
+
 def speed_rows(shape=(7, 384), n_cal=2000, n_query=1000, repeats=3) -> list[str]:
     rng = np.random.default_rng(0)
     masf = MaSF().fit(rng.normal(size=(n_cal, *shape)))
@@ -183,8 +248,14 @@ def main() -> None:
     ap.add_argument("--seeds", default=None, help="comma-separated seeds: only the over-seeds calibration table of "
                     "checkpoints <prefix><seed>")
     ap.add_argument("--prefix", default="tiny-rt-masked-s", help="checkpoint id before the seed (with --seeds)")
+    ap.add_argument("--ties", default=None, metavar="ID", help="only the ties tables of this checkpoint")
     args = ap.parse_args()
     configure()
+    if args.ties:
+        for row in tie_rows(args.ties):
+            print(row)
+        print(f"\ncode {code_version()}, torch {torch.__version__}, torch threads {torch.get_num_threads()}")
+        return
     if args.seeds:
         for row in seeds_rows([f"{args.prefix}{s}" for s in args.seeds.split(",")]):
             print(row)
