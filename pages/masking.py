@@ -17,7 +17,7 @@ from engine.errors import EngineError
 from engine.faithfulness.single import mask_single_input
 from engine.importance import measure_availability
 from engine.importance.levels import LEVELS, aggregate
-from engine.ood import load_masf, load_or_fit_masf
+from engine.ood import MASF_FIT_VERSION, load_or_fit_masf, stored_calibrations
 from engine.runtime import code_version
 
 LEVEL_LABELS = {"token": "tokens (word pieces)", "word": "words", "sentence": "sentences"}
@@ -67,11 +67,13 @@ level = w1.segmented_control("Show", LEVELS, format_func=LEVEL_LABELS.get, key="
 
 
 note_if_not_masked_fine_tuned(classifier)
-# MaSF is calibrated on the model's validation split; a model fine-tuned elsewhere records none: the user names one.
+# MaSF is calibrated on the model's validation split; a model fine-tuned elsewhere records none: the user names one
+# (every time: a fit stored for one dataset is never used for another).
 calibration = classifier.metadata.get("dataset")
-if calibration is None and load_masf(classifier) is None:
-    # The user's own datasets first: a model fine-tuned elsewhere is most likely paired with them.
-    names = sorted(dataset_names(), key=lambda n: n in PACKAGED_DATASETS)
+if calibration is None:
+    # Datasets with a stored fit first, then the user's own: a model fine-tuned elsewhere is most likely paired with them.
+    fitted = {k.dataset for k in stored_calibrations(classifier) if k.fit_version == MASF_FIT_VERSION}
+    names = sorted(dataset_names(), key=lambda n: (n not in fitted, n in PACKAGED_DATASETS))
     calibration = st.selectbox("Calibrate MaSF on", names, key="masking_calibration",
                                help="This model was fine-tuned elsewhere: MaSF needs in-distribution examples of its "
                                     "task to compare masked inputs with (the validation split of this dataset).")
@@ -101,9 +103,12 @@ if run or from_url:
         else:
             levels = {"ratios": list(np.round(np.arange(0, 1 + 1e-9, size), 4))}
         target = None if target_choice == "predicted" else classifier.classes.index(target_choice)
+        masf = masf_for(classifier.id, calibration)
         st.session_state["masking_result"] = mask_single_input(
             classifier, text, measure, aux if paired else None, random_seeds=range(int(n_seeds)),
-            masf=masf_for(classifier.id, calibration), progress=report, target=target, whole_words=whole_words, **levels)
+            masf=masf, progress=report, target=target, whole_words=whole_words, **levels)
+        # What calibrated these p-values, kept with the result (the selection may change before it is shown again).
+        st.session_state["masking_masf_calibration"] = masf.provenance["calibration"]
         bar.progress(1.0, text="done")
         publish("masking", _view())
     except EngineError as err:  # an empty input, or a MaSF that cannot be calibrated (too few inputs): a message
@@ -142,6 +147,7 @@ if result is not None:
     p_value = float(current.p_value[0]) if current.p_value is not None else float("nan")
     m3.metric("MaSF p-value", f"{p_value:.3f}", "in distribution" if p_value >= 0.05 else "out of distribution",
               delta_color="off")
+    st.caption("MaSF p-values calibrated on " + st.session_state.get("masking_masf_calibration", "?"))
     texts, scores, masked = unit_view(index)
     st.html(token_heatmap_html(texts, scores, signed=False, masked=masked,
                                title=f"step {index}: struck-through {level}s are [MASK]; colour = {result.measure.measure} "
@@ -181,7 +187,9 @@ if result is not None:
                                              f"p({target}) {float(step.probability[0]):.3f}{p}"))
     st.html('<div class="masking-steps">' + "".join(rows) + "</div>")
     # the curve rows with what they came from, so a downloaded file still says which model and code made it
-    curve_csv = frame_to_csv(result.curve_table().assign(model_id=classifier.id, code_version=code_version())).encode("utf-8")
+    curve_csv = frame_to_csv(result.curve_table().assign(model_id=classifier.id, code_version=code_version(),
+                                                         masf_calibration=st.session_state.get("masking_masf_calibration")
+                                                         )).encode("utf-8")
     st.download_button("Download the curve data (CSV)", curve_csv,
                         file_name=f"masking-{classifier.id}-{result.measure.measure}.csv", mime="text/csv",
                         key="masking_download", on_click="ignore")

@@ -206,12 +206,11 @@ def test_masf_then_faithfulness_of_one_text_by_counts_and_of_a_split(models_cach
 
     from engine.data import get_dataset
     from engine.models import save_classifier
-    from engine.ood import MASF_FILE
-
     folder = save_classifier(toy_classifier, "cli-faith")
     assert main(["masf", "--model", "cli-faith"]) == 0
     out = capsys.readouterr().out
-    assert "unmasked" in out and "100% masked" in out and (folder / MASF_FILE).is_file()
+    assert "unmasked" in out and "100% masked" in out and list(folder.glob("masf-*.safetensors"))
+    assert "calibrated on toy validation split" in out
     text = "a good film"
     assert main(["faithfulness", "--model", "cli-faith", "--measure", "loo-sign", "--text", text, "--counts", "3"]) == 0
     out = capsys.readouterr().out

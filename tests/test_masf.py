@@ -66,7 +66,7 @@ def test_simes_per_layer_by_counting_equals_simes_of_the_sorted_conformal_pvalue
     rng = np.random.default_rng(4)
     masf = MaSF(seed=0).fit(rng.normal(size=(120, 3, 32)))
     for x in (torch.as_tensor(rng.normal(size=(25, 3, 32))), masf.level1[:7].reshape(7, 3, 32)):
-        by_sort = simes(conformal_two_sided(masf.level1, x.reshape(len(x), -1)).reshape(len(x), 3, 32), dim=-1)
+        by_sort = simes(conformal_two_sided(masf.level1, x.reshape(len(x), -1), masf.rtol).reshape(len(x), 3, 32), dim=-1)
         assert torch.equal(masf._simes_per_layer(x), by_sort)
 
 
@@ -103,10 +103,13 @@ def test_features_ignore_padding(toy_classifier):
 def test_fit_store_and_reload_on_a_checkpoint(toy_classifier, models_cache):
     save_classifier(toy_classifier, "toy-masf")
     masf = fit_masf(toy_classifier)
-    assert (toy_classifier.folder / "masf.safetensors").is_file() and (toy_classifier.folder / "masf.json").is_file()
+    digest = masf.provenance["digest"]
+    assert (toy_classifier.folder / f"masf-{digest}.safetensors").is_file()
+    assert (toy_classifier.folder / f"masf-{digest}.json").is_file()
     again = load_masf(toy_classifier)
     batch = toy_classifier.batch(["the plot was dull", "this film was great"])
     assert np.array_equal(masf_pvalues(toy_classifier, masf, batch), masf_pvalues(toy_classifier, again, batch))
+    assert again.provenance == masf.provenance
     masked = masf_pvalues(toy_classifier, again, mask_all_primary(batch, toy_classifier.mask_token_id))
     assert ((masked > 0) & (masked <= 1)).all()
 
@@ -118,12 +121,31 @@ def test_a_sweep_fits_each_missing_masf_once_and_leaves_no_partial_files(toy_cla
 
     save_classifier(toy_classifier, "toy-ensure")
     folder = models_cache / "toy-ensure"
-    ensure_masf(["toy-ensure", "no-such-model"])  # a missing checkpoint is left for its cells to report
-    fitted = (folder / "masf.safetensors").stat()
-    assert (folder / "masf.json").is_file() and not list(folder.glob("*.tmp"))
-    ensure_masf(["toy-ensure"])
-    again = (folder / "masf.safetensors").stat()
+    ensure_masf([("toy-ensure", "toy"), ("no-such-model", "toy")])  # a missing checkpoint is left for its cells
+    [stored] = folder.glob("masf-*.safetensors")
+    fitted = stored.stat()
+    assert stored.with_suffix(".json").is_file() and not list(folder.glob("*.tmp"))
+    ensure_masf([("toy-ensure", "toy")])
+    again = stored.stat()
     assert (again.st_ino, again.st_mtime_ns) == (fitted.st_ino, fitted.st_mtime_ns), "a stored fit is not redone"
+
+
+def test_ensure_masf_skips_what_a_cell_reports_but_lets_a_bug_through(toy_classifier, models_cache, monkeypatch):
+    """ensure_masf skips an EngineError (missing checkpoint, unknown dataset, other labels: the cell reports it) and
+    nothing else: an error of the code itself stops the sweep with its traceback instead of being swallowed."""
+    import engine.ood
+    from engine.faithfulness.benchmark import ensure_masf
+
+    save_classifier(toy_classifier, "toy-bug")
+    ensure_masf([("no-such-model", "toy"), ("toy-bug", "no-such-dataset")])
+    assert not list((models_cache / "toy-bug").glob("masf-*"))
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug in the fit")
+
+    monkeypatch.setattr(engine.ood, "fit_masf", broken)
+    with pytest.raises(RuntimeError, match="a bug in the fit"):
+        ensure_masf([("toy-bug", "toy")])
 
 
 def test_one_forward_gives_the_logits_and_pvalues_of_two(toy_classifier):
@@ -152,3 +174,167 @@ def test_one_forward_gives_the_logits_and_pvalues_of_two(toy_classifier):
     assert np.array_equal(p_value, masf.pvalues(own))
     assert np.array_equal(logit, separate.float()[[0, 1], target].cpu().numpy())
     assert np.array_equal(prob, torch.softmax(separate.float(), -1)[[0, 1], target].cpu().numpy())
+
+
+# -- a fit is keyed by what calibrated it (issue 30, item 1) -------------------------------------------------------
+def test_a_lookup_for_another_dataset_fits_anew_and_never_reuses_the_stored_fit(toy_classifier, models_cache):
+    """A checkpoint's MaSF fitted on its own dataset (toy) is not what a look-up for rt gets: that look-up fits on
+    rt's validation split and stores it beside the first; each fit's provenance names its data, and each later
+    look-up gets its own."""
+    from engine.ood import load_or_fit_masf, stored_calibrations
+
+    save_classifier(toy_classifier, "toy-keyed")
+    own = load_or_fit_masf(toy_classifier)
+    other = load_or_fit_masf(toy_classifier, "rt")
+    assert own.provenance["key"]["dataset"] == "toy" and other.provenance["key"]["dataset"] == "rt"
+    assert "rt validation split" in other.provenance["calibration"]
+    assert other.provenance["n_inputs"] == 852 and own.provenance["n_inputs"] == 40
+    assert {k.dataset for k in stored_calibrations(toy_classifier)} == {"toy", "rt"}
+    assert load_masf(toy_classifier, "rt").provenance == other.provenance
+    assert load_masf(toy_classifier).provenance == own.provenance
+    assert load_masf(toy_classifier, "rt", limit=100) is None, "a fit on part of the split is a calibration of its own"
+
+
+def test_every_fit_records_device_dtype_and_library_versions(toy_classifier):
+    import transformers
+
+    masf = fit_masf(toy_classifier, save=False)
+    prov = masf.provenance
+    assert prov["device"] == "cpu" and prov["model_dtype"] == "float32"
+    assert prov["versions"]["torch"] == torch.__version__ and prov["versions"]["transformers"] == transformers.__version__
+    assert {"numpy", "python", "safetensors"} <= set(prov["versions"]) and "torch_threads" in prov
+    assert prov["key"]["fit_version"] == prov["key"]["fit_version"] >= 2 and prov["level1_rtol"] > 0
+
+
+def test_a_stored_file_whose_key_is_not_the_one_asked_for_is_refused_naming_both(toy_classifier, models_cache):
+    from engine.ood import calibration_key, load_or_fit_masf
+
+    save_classifier(toy_classifier, "toy-swapped")
+    folder = models_cache / "toy-swapped"
+    other = fit_masf(toy_classifier, dataset="toy", limit=35)  # another key: the first 35 inputs only
+    wanted = calibration_key(toy_classifier).digest
+    for suffix in (".safetensors", ".json"):  # a fit's files copied under another key's name
+        (folder / f"masf-{other.provenance['digest']}{suffix}").rename(folder / f"masf-{wanted}{suffix}")
+    with pytest.raises(ValueError, match=r"first 35 inputs.*not on.*all inputs"):
+        load_or_fit_masf(toy_classifier)
+
+
+def test_an_unkeyed_fit_of_older_code_is_recognised_but_fitted_again(toy_classifier, models_cache):
+    """A `masf.safetensors` written before fits were keyed counts as calibrated on the checkpoint's own dataset by
+    fitting code version 1: listed, never reused (its levels were computed with exact ties), fitted again."""
+    from safetensors.torch import save_file
+
+    from engine.ood import MASF_FIT_VERSION, load_or_fit_masf, stored_calibrations
+
+    save_classifier(toy_classifier, "toy-legacy")
+    folder = models_cache / "toy-legacy"
+    legacy = MaSF().fit(np.random.default_rng(0).normal(size=(60, 3, 128)))
+    state = {k: v for k, v in legacy.state().items() if k != "rtol"}
+    save_file({k: v.contiguous() for k, v in state.items()}, str(folder / "masf.safetensors"))
+    [key] = stored_calibrations(toy_classifier)
+    assert (key.dataset, key.fit_version) == ("toy", 1)
+    assert load_masf(toy_classifier) is None
+    fresh = load_or_fit_masf(toy_classifier)
+    assert fresh.provenance["key"]["fit_version"] == MASF_FIT_VERSION and fresh.level1.shape[0] != 20
+
+
+def test_a_model_fine_tuned_elsewhere_with_only_an_old_fit_is_refused_with_the_fits_named(toy_classifier, models_cache):
+    """No dataset recorded, none named, and no current fit: the look-up refuses, naming the stored (old) fit and
+    asking for the dataset, instead of guessing."""
+    from engine.ood import load_or_fit_masf
+
+    save_classifier(toy_classifier, "toy-elsewhere")
+    (models_cache / "toy-elsewhere" / "masf.safetensors").write_bytes(b"")  # an old fit whose dataset is unknown
+    elsewhere = toy_classifier
+    saved = dict(elsewhere.metadata)
+    try:
+        elsewhere.metadata.pop("dataset")
+        (models_cache / "toy-elsewhere" / "masf.json").write_text('{"dataset": "rt", "seed": 0}', encoding="utf-8")
+        with pytest.raises(ValueError, match=r"name the dataset.*rt validation split.*fit v1"):
+            load_or_fit_masf(elsewhere)
+        assert load_or_fit_masf(elsewhere, "toy").provenance["key"]["dataset"] == "toy"
+        assert load_or_fit_masf(elsewhere).provenance["key"]["dataset"] == "toy", "its only current fit"
+    finally:
+        elsewhere.metadata.clear()
+        elsewhere.metadata.update(saved)
+
+
+def test_a_sweep_cell_stores_which_data_calibrated_its_pvalues(toy_classifier, models_cache, tmp_path):
+    from engine.faithfulness.benchmark import Cell, run_cell
+    from engine.results import ResultsStore
+
+    save_classifier(toy_classifier, "toy-cell")
+    cell = Cell(model="toy-cell", dataset="toy", measure="random", seed=0, limit=2, ratios=(0.0, 0.5, 1.0))
+    run_cell(cell, results_dir=str(tmp_path / "results"), run="r")
+    [recorded] = ResultsStore(str(tmp_path / "results")).provenance("r")
+    masf = recorded["provenance"]["masf"] if "provenance" in recorded else recorded["masf"]
+    assert masf["key"]["dataset"] == "toy" and "toy validation split" in masf["calibration"]
+    assert masf["versions"]["torch"] == torch.__version__
+
+
+# -- ties: no p-value hangs on one float32 ulp (issue 29, item 4) ---------------------------------------------------
+def _nudged_by_one_ulp(features: torch.Tensor, seed: int = 0) -> torch.Tensor:
+    """Half of the float32 features moved one ulp up or down (what another device or BLAS build can do)."""
+    rng = np.random.default_rng(seed)
+    f32 = features.float().numpy()
+    towards = np.where(rng.random(f32.shape) < 0.5, np.inf, -np.inf).astype(np.float32)
+    return torch.from_numpy(np.where(rng.random(f32.shape) < 0.5, np.nextafter(f32, towards), f32)).double()
+
+
+def test_pvalues_of_a_real_model_do_not_move_when_features_move_by_one_ulp(toy_classifier):
+    """Masked rt inputs through tiny: embedding-layer maxima tie exactly with calibration values. Moving half of the
+    features by one float32 ulp changes no p-value by more than one rank of the last level, 1 / (N3 + 1)."""
+    from engine.data import get_dataset
+    from engine.models import training_transform
+    from engine.ood import calibration_features
+
+    rt = get_dataset("rt", 0)
+    masf = MaSF().fit(calibration_features(toy_classifier, rt.split("validation")[:300], "masked"))
+    g = torch.Generator().manual_seed(99)
+    batch = training_transform(toy_classifier.batch_of(rt.split("test")[:160]).to("cpu"), "masked",
+                               toy_classifier.mask_token_id, g)
+    feats = hidden_state_features(toy_classifier, batch)
+    tied = (feats[:, 0, :].reshape(-1, 1) == masf.level1[:, :128].T.repeat(160, 1)).any(1).double().mean()
+    assert tied > 0.05, "the embedding layer's maxima tie with calibration values (the case this test is about)"
+    p, nudged = masf.pvalues(feats), masf.pvalues(_nudged_by_one_ulp(feats))
+    assert np.abs(nudged - p).max() <= 1.0 / (masf.level3.shape[0] + 1) + 1e-12
+
+
+def test_point_masses_keep_pvalues_valid_and_stable_under_one_ulp():
+    """Features with point masses (each dim is max(c, normal): a run of exact ties at its minimum, as the [CLS]
+    vector makes in the embedding layer): fresh inputs give at most ~5% below 0.05 (ties counted on both sides
+    are conservative), and one ulp moves no p-value by more than one level-3 rank."""
+    rng = np.random.default_rng(7)
+    floor = rng.normal(size=(1, 2, 24)).astype(np.float32)
+
+    def draw(n):
+        return torch.from_numpy(np.maximum(floor, rng.normal(size=(n, 2, 24)).astype(np.float32))).double()
+
+    masf = MaSF().fit(draw(900))
+    x = draw(2000)
+    p = masf.pvalues(x)
+    assert np.mean(p < 0.05) < 0.065
+    assert np.abs(masf.pvalues(_nudged_by_one_ulp(x)) - p).max() <= 1.0 / (masf.level3.shape[0] + 1) + 1e-12
+
+
+def test_the_masking_page_says_which_data_calibrated_its_pvalues(toy_classifier, models_cache):
+    """The step-by-step masking page shows, under its MaSF p-value, the calibration of the fit it used (the model's
+    own dataset), and keeps it with the result (the curve CSV's `masf_calibration` column reads it from there)."""
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    save_classifier(toy_classifier, "toy-page")
+    main = str(Path(__file__).resolve().parent.parent / "app" / "main.py")
+    at = AppTest.from_file(main, default_timeout=300)
+    at.run()
+    at.switch_page(str(Path(main).parent.parent / "pages" / "masking.py"))
+    at.run()
+    at.text_area(key="masking_text").input("the movie was really good")
+    at.selectbox(key="masking_measure").set_value("loo-sign")
+    at.button(key="masking_run").click()
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    shown = " ".join(c.value for c in at.caption)
+    assert "MaSF p-values calibrated on toy validation split" in shown
+    assert "toy validation split" in at.session_state["masking_masf_calibration"]

@@ -367,7 +367,7 @@ def test_masked_fine_tuning_starts_from_the_users_classifier(tmp_path, tokenizer
     assert not original.masked_fine_tuned
     fit_masf(original, dataset="toy", limit=45)
     assert load_masf(load_classifier("mine")) is not None
-    assert (user_dir / "models" / "mine" / "masf.safetensors").is_file() and not (folder / "masf.safetensors").exists()
+    assert list((user_dir / "models" / "mine").glob("masf-*.safetensors")) and not list(folder.glob("masf*"))
 
     head_before = original.model.classifier.weight.detach().clone()
     trained = train_classifier(TrainConfig(base_model="custom", from_classifier="mine", dataset="toy", epochs=1,
@@ -433,8 +433,8 @@ def test_masf_and_faithfulness_commands_take_a_registered_model_and_a_dataset(tm
     assert main(["faithfulness", "--model", "mine", "--measure", "x-grad-abs", "--limit", "4"]) == 2
     assert "--dataset" in capsys.readouterr().err
     assert main(["masf", "--model", "mine", "--dataset", "toy"]) == 0
-    assert (user_dir / "models" / "mine" / "masf.safetensors").is_file()
-    assert not (folder / "masf.safetensors").exists()
+    assert list((user_dir / "models" / "mine").glob("masf-*.safetensors"))
+    assert not list(folder.glob("masf*"))
     assert main(["faithfulness", "--model", "mine", "--dataset", "toy", "--measure", "x-grad-abs", "--limit", "4",
                  "--ratios", "0,0.5,1"]) == 0
     out = capsys.readouterr().out

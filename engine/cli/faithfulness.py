@@ -49,10 +49,12 @@ def run(args: argparse.Namespace) -> int:
     from engine.faithfulness.recursive import dataset_masking_curve
     from engine.importance import get_explainer
     from engine.models import load_classifier
-    from engine.ood import fit_masf, load_masf
+    from engine.ood import load_or_fit_masf
 
     classifier = load_classifier(args.model)
-    masf = load_masf(classifier) or fit_masf(classifier, dataset=args.dataset)
+    # Calibrated on the data the split comes from (or, for a model fine-tuned elsewhere and one text, its only fit).
+    masf = load_or_fit_masf(classifier, args.dataset)
+    print(f"MaSF p-values calibrated on {masf.provenance['calibration']}")
     counts = list(range(0, args.counts + 1)) if args.counts else None
     if args.text is not None:
         from engine.faithfulness.metrics import acu, racu

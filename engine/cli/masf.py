@@ -7,17 +7,19 @@ HELP = "fit the MaSF in-distribution test of a checkpoint and store it beside it
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.description = ("Fit MaSF (docs/methods.md#masf) on the checkpoint's validation split transformed like "
-                       "its training, store it in models_cache/<id>/masf.safetensors, and report the share of p-values "
-                       "below 0.05 on the test split unmasked and 100% masked.\n\n"
-                       "Examples:\n"
-                       "  python -m engine masf --model tiny-rt-masked-s0\n"
-                       "  python -m engine masf --model my-bert --dataset my-reviews --limit 500   # a registered model")
+    parser.description = ("Fit MaSF (docs/masf.md) on the validation split of a dataset transformed like the checkpoint's "
+                          "training, store it beside the checkpoint keyed by what calibrated it (dataset, split seed, "
+                          "masking scheme and token, fitting code version: a look-up for other data fits anew), and "
+                          "report the share of p-values below 0.05 on the test split unmasked and 100% masked.\n\n"
+                          "Examples:\n"
+                          "  python -m engine masf --model tiny-rt-masked-s0\n"
+                          "  python -m engine masf --model my-bert --dataset my-reviews --limit 500   # a registered model")
 
     parser.add_argument("--model", required=True, help="checkpoint id in models_cache, registered id or folder (see `python -m engine models`)")
     parser.add_argument("--dataset", default=None, help="dataset to calibrate on (default: the checkpoint's; required "
                         "for a model fine-tuned elsewhere)")
-    parser.add_argument("--limit", type=int, default=None, help="use only the first N validation inputs")
+    parser.add_argument("--limit", type=int, default=None, help="use only the first N validation inputs (stored as a "
+                        "calibration of its own: other commands look up the fit on the whole split)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -29,8 +31,9 @@ def run(args: argparse.Namespace) -> int:
 
     classifier = load_classifier(args.model)
     masf = fit_masf(classifier, limit=args.limit, dataset=args.dataset)
-    meta = classifier.metadata
-    test = get_dataset(args.dataset or meta["dataset"], meta.get("split_seed", 0)).split("test")[:500]
+    key = masf.provenance["key"]
+    print(f"MaSF calibrated on {masf.provenance['calibration']}")
+    test = get_dataset(key["dataset"], key["split_seed"]).split("test")[:500]
     for label, full in (("unmasked", False), ("100% masked", True)):
         p = []
         for start in range(0, len(test), 64):
@@ -41,5 +44,5 @@ def run(args: argparse.Namespace) -> int:
         p = np.concatenate(p)
         print(f"{label:12} test inputs: {np.mean(p < 0.05):6.1%} with p < 0.05 (n={len(p)})")
     if classifier.artifacts_dir is not None:
-        print(f"stored {classifier.artifacts_dir / 'masf.safetensors'}")
+        print(f"stored {classifier.artifacts_dir / ('masf-' + masf.provenance['digest'] + '.safetensors')}")
     return 0

@@ -103,7 +103,7 @@ def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default",
     started = time.time()
     classifier = load_classifier(cell.model)
     meta = classifier.metadata
-    masf = load_or_fit_masf(classifier, cell.dataset)  # a model fine-tuned elsewhere: calibrated on the cell's data
+    masf = load_or_fit_masf(classifier, cell.dataset)  # calibrated on the cell's data, never another dataset's
     dataset = get_dataset(cell.dataset, meta.get("split_seed", 0))
     options = dict(cell.options)
     explainer = get_explainer(cell.measure, classifier, **({"seed": cell.seed} if cell.measure == "random" else {}), **options)
@@ -137,7 +137,7 @@ def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default",
         "checkpoint_sha256": weights_sha256(classifier.folder), "checkpoint_code_version": meta.get("code_version"),
         "measure_options": options, "target": "gold label", "split": cell.split,
         # A stored MaSF fit is reused across sweeps: record which code fitted it, when, and on what data.
-        "masf": masf_provenance(classifier),
+        "masf": masf_provenance(masf),
         "n_examples": n_examples, "seconds": round(time.time() - started, 1), "cost": cost,
         "machine": f"{platform.machine()} {os.cpu_count()} cpus, {classifier.device}",
         "runtime": runtime_record(classifier.device),  # GPU, versions and determinism flags
@@ -179,19 +179,18 @@ def run_cell_on_ray(cell: Cell, results_dir: str | None = None, run: str = "defa
     return run_cell(cell, results_dir, run, progress, command)
 
 
-def ensure_masf(models: Sequence[str]) -> None:
-    """Fit and store the MaSF of every checkpoint that has none yet (a no-op for those that have one)."""
+def ensure_masf(pairs: Sequence[tuple[str, str | None]]) -> None:
+    """Fit and store the MaSF of every (checkpoint, dataset) pair that has none calibrated on that dataset yet (a
+    no-op for those that have one; dataset None: the checkpoint's own)."""
+    from engine.errors import EngineError
     from engine.models import load_classifier
-    from engine.models.checkpoint import model_folders
-    from engine.ood import MASF_FILE, fit_masf
+    from engine.ood import load_or_fit_masf
 
-    for model in models:
+    for model, dataset in pairs:
         try:
-            _, artifacts = model_folders(model)
-            if artifacts is not None and not (artifacts / MASF_FILE).is_file():
-                fit_masf(load_classifier(model))
-        except Exception:  # a missing or broken checkpoint: its cells fail and are reported one by one
-            continue
+            load_or_fit_masf(load_classifier(model), dataset)
+        except EngineError:  # a missing or broken checkpoint, an unknown dataset, other labels: its cells fail and
+            continue  # are reported one by one; anything else is a bug and stops the sweep with its traceback
 
 
 def _paired_examples(cell: dict) -> tuple:
@@ -289,8 +288,8 @@ def run_sweep(cells: Sequence[Cell], run: str = "default", results_dir: str | No
 
         # Workers share the cores: each takes its part instead of every worker taking all cores.
         settings.set_threads_for_workers(workers)
-        # Fit each checkpoint's MaSF once, here, instead of in every worker that starts a cell of it at once.
-        ensure_masf(sorted({cell.model for cell in todo}))
+        # Fit each (checkpoint, dataset) MaSF once, here, instead of in every worker that starts a cell of it at once.
+        ensure_masf(sorted({(cell.model, cell.dataset) for cell in todo}))
         with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
             futures = {pool.submit(run_cell, cell, str(store.root), run, None, command): cell for cell in todo}
             for i, fut in enumerate(as_completed(futures), 1):

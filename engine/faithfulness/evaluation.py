@@ -93,7 +93,7 @@ class SanityCell:
         return d
 
 
-def _provenance(classifier, command: str, started: float, n_examples: int, extra: dict) -> dict:
+def _provenance(classifier, command: str, started: float, n_examples: int, extra: dict, masf=None) -> dict:
     from engine.models.checkpoint import weights_sha256
     from engine.ood import masf_provenance
     from engine.runtime import runtime_record
@@ -101,7 +101,7 @@ def _provenance(classifier, command: str, started: float, n_examples: int, extra
     meta = classifier.metadata
     return {"command": command, "code_version": code_version(), "checkpoint": classifier.id,
             "checkpoint_sha256": weights_sha256(classifier.folder), "checkpoint_code_version": meta.get("code_version"),
-            "masf": masf_provenance(classifier), "target": "gold label", "n_examples": n_examples,
+            "masf": masf_provenance(masf), "target": "gold label", "n_examples": n_examples,
             "seconds": round(time.time() - started, 1),
             "machine": f"{platform.machine()} {os.cpu_count()} cpus, {classifier.device}",
             "runtime": runtime_record(classifier.device),
@@ -206,7 +206,7 @@ def run_evaluation_cell(cell: EvaluationCell, results_dir: str | os.PathLike | N
         "cost": {**cost, "metric_seconds": round(metrics_s, 2),
                  "metric_forward_rows": metric_rows.forward, "mean_tokens": float(np.mean(lengths)),
                  "max_tokens": int(np.max(lengths))},
-    })
+    }, masf=masf)
     evaluation_store(results_dir).write_cell(run, cell.key(), tidy, provenance)
     return cell.key()
 

@@ -1,21 +1,87 @@
-"""In-distribution tests for masked inputs: MaSF fitted per checkpoint and stored beside it."""
+"""In-distribution tests for masked inputs: MaSF fits stored beside a checkpoint, each keyed by what calibrated it.
+
+A MaSF fit answers "is this input like the calibration inputs?", so a fit is only meaningful for the data it was
+calibrated on. Every stored fit is keyed by a `CalibrationKey` (dataset, split seed, split, number of inputs, the
+masking scheme and replacement token of the calibration inputs, mask seed, and the version of the fitting code);
+a look-up for another key fits anew (`load_or_fit_masf`) or finds nothing (`load_masf`), and a stored file whose
+recorded key is not the one asked for is refused with both named. Every fitted `MaSF` carries its `provenance`
+(the key in words, device, dtype, library versions), which callers store beside the p-values they write.
+"""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import platform
 import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 
 import numpy as np
 from safetensors.torch import load_file, save_file
 
+from engine.atomic import atomic_path, write_text
 from engine.data import get_dataset
+from engine.errors import InvalidInputError
 from engine.models import Batch, Classifier
 from engine.ood.features import calibration_features, hidden_state_features, logits_and_features
-from engine.ood.masf import MaSF, naive_pvalues
+from engine.ood.masf import LEVEL1_RTOL, MaSF, naive_pvalues
 from engine.runtime import code_version
 
-MASF_FILE = "masf.safetensors"
-MASF_META = "masf.json"
+# Version of the fitting code: bumped whenever a fit's stored levels would come out different (2: ties within a
+# tolerance, docs/masf.md). It is part of the key, so a fit by older code is never reused: it is fitted again.
+# The git commit is recorded too (provenance), but is not part of the key: every commit would refit everything.
+MASF_FIT_VERSION = 2
+# Files of the fits made before fits were keyed (one per checkpoint, calibrated on the checkpoint's own dataset).
+LEGACY_MASF_FILE = "masf.safetensors"
+LEGACY_MASF_META = "masf.json"
+MASF_PREFIX = "masf-"
+DEFAULT_MASK_SEED = 1234
+
+
+@dataclass(frozen=True)
+class CalibrationKey:
+    """What a MaSF fit was calibrated on; two fits are interchangeable only when their keys are equal.
+
+    dataset, split_seed, split: the calibration inputs (the `split` of `dataset` split with `split_seed`);
+    limit: only its first `limit` inputs (None: all); strategy: how they were transformed (like the model's
+    training: masked, only-masking or plain); replacement_token_id: the token masking wrote (None for plain: no
+    token is written); mask_seed: the seed of the masking draws; parts_seed: the seed that splits the inputs into
+    the three levels' parts; fit_version: `MASF_FIT_VERSION` of the code that fitted it."""
+
+    dataset: str
+    split_seed: int = 0
+    split: str = "validation"
+    limit: int | None = None
+    strategy: str = "masked"
+    replacement_token_id: int | None = None
+    mask_seed: int = DEFAULT_MASK_SEED
+    parts_seed: int = 0
+    fit_version: int = MASF_FIT_VERSION
+
+    @property
+    def digest(self) -> str:
+        """16 hex digits naming the key's files (sha256 of the key as sorted JSON)."""
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode("utf-8")).hexdigest()[:16]
+
+    def describe(self) -> str:
+        """The key in words, as shown beside every p-value."""
+        inputs = "all inputs" if self.limit is None else f"first {self.limit} inputs"
+        if self.strategy == "plain":
+            how = "unmasked (plain training)"
+        else:
+            how = f"masked like {self.strategy} training with token id {self.replacement_token_id}, mask seed {self.mask_seed}"
+        return (f"{self.dataset} {self.split} split (split seed {self.split_seed}, {inputs}), {how}; "
+                f"parts seed {self.parts_seed}, MaSF fit v{self.fit_version}")
+
+    def differences(self, other: CalibrationKey) -> str:
+        """'field: this vs other' for every field that differs."""
+        return ", ".join(f"{f.name}: {getattr(self, f.name)!r} vs {getattr(other, f.name)!r}" for f in fields(self)
+                         if getattr(self, f.name) != getattr(other, f.name))
+
+    @classmethod
+    def from_dict(cls, d: dict) -> CalibrationKey:
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
 
 
 def calibration_strategy(classifier: Classifier) -> str:
@@ -27,66 +93,147 @@ def calibration_strategy(classifier: Classifier) -> str:
     return strategy
 
 
-def fit_masf(classifier: Classifier, split: str = "validation", limit: int | None = None, seed: int = 0,
-             save: bool = True, progress=None, dataset: str | None = None) -> MaSF:
-    """Fit MaSF on the checkpoint's validation split transformed like its training; store it beside the
-    checkpoint (safetensors + JSON provenance) when it has a folder for that (`Classifier.artifacts_dir`).
+def _legacy_key(classifier: Classifier) -> CalibrationKey | None:
+    """The key of a fit stored before fits were keyed (`masf.safetensors`): it was calibrated on the dataset its
+    JSON names, else the checkpoint's own training dataset, by fitting code version 1; None when neither is known."""
+    folder = classifier.artifacts_dir
+    if folder is None or not (folder / LEGACY_MASF_FILE).is_file():
+        return None
+    meta = {}
+    if (folder / LEGACY_MASF_META).is_file():
+        try:
+            meta = json.loads((folder / LEGACY_MASF_META).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            meta = {}
+    name = meta.get("dataset") or classifier.metadata.get("dataset")
+    if name is None:
+        return None
+    strategy = calibration_strategy(classifier)
+    seed = int(meta.get("seed", 0))
+    return CalibrationKey(dataset=name, split_seed=int(classifier.metadata.get("split_seed", 0)), strategy=strategy,
+                          replacement_token_id=None if strategy == "plain" else classifier.replacement_token_id,
+                          mask_seed=DEFAULT_MASK_SEED + seed, parts_seed=seed, fit_version=1)
 
-    dataset: the dataset to calibrate on; needed for a model fine-tuned elsewhere (it has none recorded)."""
-    from engine.errors import InvalidInputError
 
+def stored_calibrations(classifier: Classifier) -> list[CalibrationKey]:
+    """The keys of every MaSF fit stored for `classifier` (a legacy unkeyed fit included, as version 1)."""
+    folder = classifier.artifacts_dir
+    keys = []
+    if folder is not None and folder.is_dir():
+        for meta in sorted(folder.glob(f"{MASF_PREFIX}*.json")):
+            try:
+                keys.append(CalibrationKey.from_dict(json.loads(meta.read_text(encoding="utf-8"))["key"]))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # a file that is not a fit's provenance: not a fit
+    legacy = _legacy_key(classifier)
+    return keys + ([legacy] if legacy is not None else [])
+
+
+def calibration_key(classifier: Classifier, dataset: str | None = None, split: str = "validation",
+                    limit: int | None = None, seed: int = 0) -> CalibrationKey:
+    """The key of the fit a look-up for `dataset` (default: the checkpoint's own) asks for.
+
+    A model fine-tuned elsewhere records no dataset: without `dataset` its only stored current fit is meant (as
+    stored, whatever `split`, `limit` and `seed` say); with none or several stored, InvalidInputError names them
+    and asks for the dataset."""
     meta = classifier.metadata
     name = dataset or meta.get("dataset")
     if name is None:
+        current = [k for k in stored_calibrations(classifier) if k.fit_version == MASF_FIT_VERSION]
+        if len(current) == 1:  # the fit the user made for it (`masf --dataset`), whatever its split or limit
+            return current[0]
+        stored = "; ".join(k.describe() for k in stored_calibrations(classifier)) or "none"
         raise InvalidInputError(f"model {classifier.id!r} was fine-tuned elsewhere: name the dataset to calibrate its MaSF "
-                                f"on (python -m engine masf --model {classifier.id} --dataset NAME)")
-    dataset = get_dataset(name, meta.get("split_seed", 0))
-    dataset = classifier.check_dataset(dataset)
-    examples = dataset.split(split)[:limit]
+                                f"on (python -m engine masf --model {classifier.id} --dataset NAME); stored fits: {stored}")
     strategy = calibration_strategy(classifier)
-    feats = calibration_features(classifier, examples, strategy, seed=1234 + seed, progress=progress)
+    return CalibrationKey(dataset=name, split_seed=int(meta.get("split_seed", 0)), split=split, limit=limit,
+                          strategy=strategy, replacement_token_id=None if strategy == "plain" else classifier.mask_token_id,
+                          mask_seed=DEFAULT_MASK_SEED + seed, parts_seed=seed)
+
+
+def _fit_environment(classifier: Classifier) -> dict:
+    """Where and with what the features were computed: p-values are robust to last-bit differences (docs/masf.md),
+    but a fit is still traceable to its device, dtype, thread count and library versions."""
+    import safetensors
+    import torch
+    import transformers
+
+    dtype = next(iter(classifier.model.parameters()), torch.empty(0)).dtype
+    return {"device": str(classifier.device),
+            "device_name": torch.cuda.get_device_name(classifier.device) if classifier.device.type == "cuda" else platform.processor() or platform.machine(),
+            "model_dtype": str(dtype).removeprefix("torch."), "feature_dtype": "float64 (max-pooled hidden states, cast)",
+            "torch_threads": torch.get_num_threads(),
+            "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+            "versions": {"python": platform.python_version(), "torch": torch.__version__,
+                         "transformers": transformers.__version__, "numpy": np.__version__,
+                         "safetensors": safetensors.__version__}}
+
+
+def fit_masf(classifier: Classifier, split: str = "validation", limit: int | None = None, seed: int = 0,
+             save: bool = True, progress=None, dataset: str | None = None) -> MaSF:
+    """Fit MaSF on `split` of `dataset` (default: the checkpoint's own) transformed like the model's training,
+    and store it beside the checkpoint under its calibration key (safetensors + JSON provenance) when the model
+    has a folder for that (`Classifier.artifacts_dir`). The returned MaSF's `provenance` says what calibrated it."""
+    key = calibration_key(classifier, dataset, split=split, limit=limit, seed=seed)
+    data = get_dataset(key.dataset, key.split_seed)
+    data = classifier.check_dataset(data)  # labels in the model's class order
+    examples = data.split(split)[:limit]
+    feats = calibration_features(classifier, examples, key.strategy, seed=key.mask_seed, progress=progress)
     masf = MaSF(seed=seed).fit(feats)
+    masf.provenance = {
+        "calibration": key.describe(), "key": asdict(key), "digest": key.digest, "checkpoint": classifier.id,
+        "n_inputs": len(examples), "parts": [int(masf.level1.shape[0]), int(masf.level2.shape[0]), int(masf.level3.shape[0])],
+        "feature_shape": list(masf.shape), "level1_rtol": masf.rtol, **_fit_environment(classifier),
+        "code_version": code_version(), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     folder = classifier.artifacts_dir
     if save and folder is not None:
-        # Written under a temporary name and renamed: parallel sweep workers that fit the same checkpoint at
-        # once (the fit is deterministic) must never read another's half-written file.
+        # Each file through the one atomic writer: parallel sweep workers that fit the same key at once (the fit
+        # is deterministic) must never read another's half-written file. The JSON first: a reader that finds the
+        # safetensors (what load_masf looks for) finds its provenance too.
         folder.mkdir(parents=True, exist_ok=True)
-        tag = f".{os.getpid()}.tmp"
-        save_file({k: v.contiguous() for k, v in masf.state().items()}, str(folder / (MASF_FILE + tag)))
-        (folder / (MASF_META + tag)).write_text(json.dumps({
-            "calibration": f"{dataset.name} {split} split ({len(examples)} inputs) transformed like "
-                           f"{strategy} training, mask seed {1234 + seed}", "dataset": dataset.name,
-            "parts": [int(masf.level1.shape[0]), int(masf.level2.shape[0]), int(masf.level3.shape[0])],
-            "feature_shape": list(masf.shape), "seed": seed, "code_version": code_version(),
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }, indent=2), encoding="utf-8")
-        # The JSON first: a reader that finds the safetensors (what load_masf looks for) finds its provenance too.
-        os.replace(folder / (MASF_META + tag), folder / MASF_META)
-        os.replace(folder / (MASF_FILE + tag), folder / MASF_FILE)
+        weights, meta = _files(folder, key)
+        write_text(meta, json.dumps(masf.provenance, indent=2))
+        with atomic_path(weights) as tmp:
+            save_file({k: v.contiguous() for k, v in masf.state().items()}, str(tmp))
     return masf
 
 
-def load_masf(classifier: Classifier) -> MaSF | None:
-    """The stored MaSF of a checkpoint, or None when it has not been fitted yet."""
+def _files(folder: Path, key: CalibrationKey) -> tuple[Path, Path]:
+    return folder / f"{MASF_PREFIX}{key.digest}.safetensors", folder / f"{MASF_PREFIX}{key.digest}.json"
+
+
+def load_masf(classifier: Classifier, dataset: str | None = None, split: str = "validation", limit: int | None = None,
+              seed: int = 0) -> MaSF | None:
+    """The stored MaSF calibrated on `dataset` (default: the checkpoint's own) as `calibration_key` describes, or
+    None when no fit with that key is stored (a fit on other data, or by older fitting code, is not returned).
+    A stored file whose recorded key differs from the one asked for raises InvalidInputError naming both."""
     folder = classifier.artifacts_dir
-    if folder is None or not (folder / MASF_FILE).is_file():
+    if folder is None:
         return None
-    return MaSF.from_state(load_file(str(folder / MASF_FILE)))
-
-
-def load_or_fit_masf(classifier: Classifier, dataset: str | None = None) -> MaSF:
-    """The stored MaSF of `classifier`, else one fitted (and stored) now: on the validation split of the model's own
-    dataset, or, for a model fine-tuned elsewhere (it records none), of `dataset`."""
-    own = classifier.metadata.get("dataset")
-    return load_masf(classifier) or fit_masf(classifier, dataset=None if own else dataset)
-
-
-def masf_provenance(classifier: Classifier) -> dict | None:
-    """The JSON stored beside a checkpoint's MaSF fit (calibration data, parts, code version), or None."""
-    folder = classifier.artifacts_dir
-    if folder is None or not (folder / MASF_META).is_file():
+    key = calibration_key(classifier, dataset, split=split, limit=limit, seed=seed)
+    weights, meta = _files(folder, key)
+    if not weights.is_file() or not meta.is_file():
         return None
-    return json.loads((folder / MASF_META).read_text(encoding="utf-8"))
+    provenance = json.loads(meta.read_text(encoding="utf-8"))
+    found = CalibrationKey.from_dict(provenance.get("key", {}))
+    if found != key:
+        raise InvalidInputError(f"the MaSF stored in {weights} was calibrated on {found.describe()}, not on "
+                                f"{key.describe()} ({found.differences(key)}): delete it to fit it again")
+    masf = MaSF.from_state(load_file(str(weights)), seed=key.parts_seed)
+    masf.provenance = provenance
+    return masf
+
+
+def load_or_fit_masf(classifier: Classifier, dataset: str | None = None, progress=None) -> MaSF:
+    """The stored MaSF calibrated on the validation split of `dataset` (default: the model's own), else one
+    fitted (and stored) now. A fit on other data is never reused for `dataset`."""
+    return load_masf(classifier, dataset) or fit_masf(classifier, dataset=dataset, progress=progress)
+
+
+def masf_provenance(masf: MaSF | None) -> dict | None:
+    """What calibrated `masf` (the JSON stored beside its fit: key, data in words, device, versions), or None."""
+    return None if masf is None else getattr(masf, "provenance", None)
 
 
 def masf_pvalues(classifier: Classifier, masf: MaSF, batch: Batch) -> np.ndarray:
@@ -94,5 +241,6 @@ def masf_pvalues(classifier: Classifier, masf: MaSF, batch: Batch) -> np.ndarray
     return masf.pvalues(hidden_state_features(classifier, batch))
 
 
-__all__ = ["MaSF", "calibration_strategy", "fit_masf", "load_masf", "masf_provenance", "masf_pvalues", "hidden_state_features", "logits_and_features",
-           "calibration_features", "naive_pvalues"]
+__all__ = ["MaSF", "CalibrationKey", "LEVEL1_RTOL", "MASF_FIT_VERSION", "calibration_key", "calibration_strategy",
+           "fit_masf", "load_masf", "load_or_fit_masf", "masf_provenance", "masf_pvalues", "stored_calibrations",
+           "hidden_state_features", "logits_and_features", "calibration_features", "naive_pvalues"]
