@@ -21,6 +21,7 @@ import time
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from _smoke import SMOKE_HELP, smoke_checkpoint, use_scratch_folders
 from scipy.stats import kstest  # noqa: E402
 
 from engine.data import get_dataset  # noqa: E402
@@ -249,8 +250,17 @@ def main() -> None:
                     "checkpoints <prefix><seed>")
     ap.add_argument("--prefix", default="tiny-rt-masked-s", help="checkpoint id before the seed (with --seeds)")
     ap.add_argument("--ties", default=None, metavar="ID", help="only the ties tables of this checkpoint")
+    ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = ap.parse_args()
     configure()
+    if args.smoke:  # CI: every table's code on toy checkpoints trained for one epoch; the numbers mean nothing
+        use_scratch_folders()
+        masked, plain = smoke_checkpoint("toy", "masked"), smoke_checkpoint("toy", "plain")
+        for row in [*seeds_rows([masked]), *tie_rows(masked), *observation_rows(masked, repeats=1),
+                    *calibration_rows(masked, ["like-training", "100%"]), *calibration_rows(plain, ["30%"]),
+                    *speed_rows((3, 16), n_cal=200, n_query=50, repeats=1)]:
+            print(row)
+        return
     if args.ties:
         for row in tie_rows(args.ties):
             print(row)

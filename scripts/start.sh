@@ -3,9 +3,28 @@
 # none (tiny masked-fine-tuned on Rotten Tomatoes, about 2 minutes on 2 cores, with a progress bar),
 # then serve the app on 127.0.0.1 only (.streamlit/config.toml; the dashboard has no log-in). Extra arguments
 # go to `streamlit run` (e.g. --server.port 8600); docs/configuration.md says how to serve it to others.
+# ENGINE_SMOKE=1 (CI's smoke run of every script): setup's smoke check, then the app served headless on a free
+# localhost port until its health endpoint answers, then stopped; no model is built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+if [ "${ENGINE_SMOKE:-}" = 1 ]; then
+  PY=${PYTHON:-.venv/bin/python}
+  port=$("$PY" -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+  "$PY" -m streamlit run app/main.py --server.address 127.0.0.1 --server.port "$port" --server.headless true \
+    --browser.gatherUsageStats false >/dev/null 2>&1 &
+  app=$!
+  trap 'kill $app 2>/dev/null || true' EXIT
+  for _ in $(seq 1 120); do
+    if "$PY" -c "import urllib.request, sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:$port/_stcore/health', timeout=2).read() == b'ok' else 1)" 2>/dev/null; then
+      echo "== smoke: the dashboard answered on 127.0.0.1:$port"
+      exit 0
+    fi
+    sleep 1
+  done
+  echo "start smoke: the dashboard did not answer on 127.0.0.1:$port within 120 s"
+  exit 1
+fi
 if ! .venv/bin/python -c "
 from engine.models import list_checkpoints
 import sys; sys.exit(0 if any('error' not in m for m in list_checkpoints()) else 1)"; then
