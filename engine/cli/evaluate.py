@@ -35,7 +35,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="checkpoint id in models_cache; '{seed}' in it is replaced by each seed "
                              "(e.g. tiny-rt-masked-s{seed})")
     parser.add_argument("--dataset", required=True, help="dataset the checkpoint was trained on (e.g. rt, babi-1)")
-    parser.add_argument("--measures", nargs="+", required=True, help="importance measures (e.g. random grad-l2 ig-sign)")
+    parser.add_argument("--measures", nargs="+", default=[], help="importance measures (e.g. random grad-l2 ig-sign)")
+    parser.add_argument("--scores", nargs="+", default=[], metavar="FILE",
+                        help="explanations computed elsewhere (CSV, JSON, JSONL; ferret, captum, inseq outputs), "
+                             "aligned to the model's tokens by character offsets and evaluated as measures "
+                             "'imported:<name>' beside --measures (docs/own-explanations.md). The file must score "
+                             "every evaluated example (the first --limit of --split); a row that cannot be matched "
+                             "or aligned refuses the file, naming the row")
+    parser.add_argument("--scores-name", default=None,
+                        help="name of the imported measure (default: the file's measure/explainer field or its stem)")
     parser.add_argument("--metrics", nargs="+", default=list(FAMILIES), choices=FAMILIES,
                         help="metric families. Default: all")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0],
@@ -75,6 +83,15 @@ def run(args: argparse.Namespace) -> int:
     from engine.importance import MEASURES
     from engine.models import checkpoint
 
+    measures = list(args.measures)
+    options: dict[str, tuple] = {}
+    for path in getattr(args, "scores", None) or []:
+        for mid, digest in _import(args, path).items():
+            measures.append(mid)
+            options[mid] = (("file_sha256", digest),)
+    if not measures:
+        raise InvalidInputError("nothing to evaluate: give --measures and/or --scores FILE")
+    args.measures = measures
     unknown = [m for m in args.measures if m not in MEASURES]
     if unknown:
         raise InvalidInputError(f"unknown measure(s) {', '.join(unknown)}; known: {', '.join(MEASURES)}")
@@ -89,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
                                         split=args.split, limit=args.limit, removal=args.removal,
                                         whole_words=args.whole_words,
                                         naopc=getattr(args, "naopc", False),
-                                        metrics=tuple(args.metrics), soft_draws=args.soft_draws))
+                                        metrics=tuple(args.metrics), soft_draws=args.soft_draws,
+                                        options=options.get(measure, ())))
         if args.agreement and len(args.measures) > 1:
             cells.append(AgreementCell(model=model_id, dataset=args.dataset, measures=tuple(args.measures), seed=seed,
                                        split=args.split, limit=args.limit))
@@ -117,3 +135,26 @@ def run(args: argparse.Namespace) -> int:
         for measure, row in wide.iterrows():
             print(f"  {measure:<14}" + "  ".join(f"{m} {row[m]:.3f} [{share.loc[measure, m]:.0%}]" for m in wide.columns))
     return 1 if report.failed else 0
+
+
+def _import(args: argparse.Namespace, path: str) -> dict[str, str]:
+    """Read, match and align a scores file against the first seed's checkpoint and the evaluated examples (every
+    row checked before any work); returns {measure id: file digest}."""
+    from engine.data import get_dataset
+    from engine.errors import InvalidInputError
+    from engine.importance.imported import import_scores
+    from engine.models import load_classifier
+
+    classifier = load_classifier(args.model.format(seed=args.seeds[0]))
+    dataset = get_dataset(args.dataset, classifier.metadata.get("split_seed", 0))
+    examples = dataset.split(args.split)
+    registered = import_scores(path, examples, classifier, name=args.scores_name, split=args.split)
+    from engine.importance import MEASURES
+
+    for mid in registered:
+        scored = {ex.primary for _row, ex, _spans in MEASURES[mid].pairs}  # duplicates of a text share its scores
+        missing = [e.uid for e in examples[: args.limit] if e.primary not in scored]
+        if missing:
+            raise InvalidInputError(f"{path}: {mid} does not score {len(missing)} of the {len(examples[: args.limit])} "
+                                    f"evaluated examples (first: {', '.join(missing[:3])}); score them or pass --limit")
+    return registered
