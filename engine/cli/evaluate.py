@@ -8,6 +8,7 @@ import textwrap
 HELP = "erasure metrics (comprehensiveness, sufficiency, AOPC, deletion/insertion, flips, soft) with MaSF shares"
 
 FAMILIES = ("comprehensiveness", "sufficiency", "deletion", "insertion", "decision-flip", "soft")
+CHOICES = (*FAMILIES, "f-fidelity")  # F-Fidelity (1 + 2 x draws x 5 forwards per input) only when asked for
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -21,6 +22,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
           insertion          curve from the fully masked input and its area                     (higher = better)
           decision-flip      fraction of tokens to the first flip (lower), top-1 flip rate (higher)
           soft               soft comprehensiveness / sufficiency (Zhao & Aletras 2023), Bernoulli per dimension
+          f-fidelity         FFid+ (higher) / FFid- (lower) (Zheng et al. 2025): tokens of the top / bottom s%
+                             removed each with probability alpha, D draws, on the masked-fine-tuned model (not default)
         Removal replaces a token by [MASK] (default) or deletes it (--removal delete, ERASER's way; labelled).
         One cell per (model, measure, seed) in <results>/evaluation/<run>/, with provenance, wall time per
         explanation and the rows used; cells already there are skipped, so an interrupted run resumes.""")
@@ -44,8 +47,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "or aligned refuses the file, naming the row")
     parser.add_argument("--scores-name", default=None,
                         help="name of the imported measure (default: the file's measure/explainer field or its stem)")
-    parser.add_argument("--metrics", nargs="+", default=list(FAMILIES), choices=FAMILIES,
-                        help="metric families. Default: all")
+    parser.add_argument("--metrics", nargs="+", default=list(FAMILIES), choices=CHOICES,
+                        help="metric families. Default: all but f-fidelity")
+    parser.add_argument("--ffid-alpha", type=float, default=0.5,
+                        help="F-Fidelity: removal probability of each token of the set (capped by beta). Default: 0.5")
+    parser.add_argument("--ffid-beta", type=float, default=1.0,
+                        help="F-Fidelity: removal ratio the model was fine-tuned with; 1 for this project's masked "
+                             "fine-tuning (random ratios up to 100%%), 0.1 for the paper's preset. Default: 1")
+    parser.add_argument("--ffid-draws", type=int, default=50, help="F-Fidelity: draws per level. Default: 50")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0],
                         help="seeds: of the checkpoint when --model has '{seed}', of `random` and of the soft draws. "
                              "Default: 0")
@@ -107,7 +116,10 @@ def run(args: argparse.Namespace) -> int:
                                         whole_words=args.whole_words,
                                         naopc=getattr(args, "naopc", False),
                                         metrics=tuple(args.metrics), soft_draws=args.soft_draws,
-                                        options=options.get(measure, ())))
+                                        options=options.get(measure, ()),
+                                        ffidelity=(("alpha", args.ffid_alpha), ("beta", args.ffid_beta),
+                                                   ("draws", args.ffid_draws)) if "f-fidelity" in args.metrics
+                                        else ()))
         if args.agreement and len(args.measures) > 1:
             cells.append(AgreementCell(model=model_id, dataset=args.dataset, measures=tuple(args.measures), seed=seed,
                                        split=args.split, limit=args.limit))
