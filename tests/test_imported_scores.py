@@ -10,6 +10,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 LIMIT = 6
 FAMILIES = ["comprehensiveness", "sufficiency", "deletion", "insertion", "decision-flip", "soft"]
@@ -148,6 +149,21 @@ def test_misaligned_offsets_refuse_the_file_naming_the_row(saved_toy, loo_rows, 
     assert not (evaluation_store().root / "bad").exists()
 
 
+def test_a_row_explaining_another_class_than_the_gold_label_is_refused(saved_toy, loo_rows, tmp_path):
+    """evaluate explains the gold label; a ferret record whose target is the other class refuses the file."""
+    from engine.errors import InvalidInputError
+
+    _ferret_json(tmp_path / "ferret.json", loo_rows)
+    records = json.loads((tmp_path / "ferret.json").read_text())
+    records[3]["target"] = 1 - records[3]["target"]
+    (tmp_path / "ferret.json").write_text(json.dumps(records))
+    argv = ["--model", saved_toy, "--dataset", "toy", "--limit", str(LIMIT), "--scores", str(tmp_path / "ferret.json"),
+            "--metrics", "comprehensiveness"]
+    with pytest.raises(InvalidInputError, match=r"ferret\.json, record 3: it explains class '\w+' but evaluate "
+                                                r"explains the gold label"):
+        _run(argv)
+
+
 def test_rows_that_name_no_example_or_carry_bad_numbers_are_refused_naming_the_row(toy_classifier, loo_rows,
                                                                                    tmp_path):
     """A text of no example, an id of no example, a NaN score and an offset past the text each refuse the file."""
@@ -179,3 +195,26 @@ def test_a_word_scored_as_one_unit_gives_each_of_its_pieces_its_score():
     finer = ImportedRow("record 3", "x", None, text, ((0, 12), (13, 14), (14, 16)), None, (2.0, 0.5, 0.25))
     with pytest.raises(ScoresFileError, match=r"f\.json, record 3, unit 1: unit \(13, 14\) 'f' cuts the model's token 'fun'"):
         align("f.json", finer, finer.spans, offsets, maskable, False, text)
+
+
+def test_recursive_masking_takes_an_imported_measure_and_ranks_once_by_the_file(toy_classifier, loo_rows, tmp_path):
+    """Recursive masking explains an imported measure once, on the unmasked input (the file scores no other input):
+    every step masks the top floor(r N) tokens of the file's ranking."""
+    from engine.faithfulness.erasure import ranking_positions
+    from engine.faithfulness.recursive import recursive_masking
+    from engine.importance import get_explainer
+    from engine.importance.imported import import_scores
+
+    _our_csv(tmp_path / "mine.csv", loo_rows)
+    examples = [r[0] for r in loo_rows]
+    (mid,) = import_scores(tmp_path / "mine.csv", examples, toy_classifier)
+    batch = toy_classifier.batch_of(examples)
+    explainer = get_explainer(mid, toy_classifier)
+    loo = get_explainer("loo-sign", toy_classifier, memo=False).attribute(batch, batch.target).scores
+    result = recursive_masking(toy_classifier, explainer, batch, target=batch.target)
+    rank = ranking_positions(loo, batch.maskable)
+    n = batch.maskable.sum(1)
+    for step in result.steps:
+        k = torch.floor(n.double() * step.ratio + 1e-9).long()
+        expected = torch.where(rank < k[:, None], toy_classifier.mask_token_id, batch.input_ids)
+        assert torch.equal(step.input_ids, expected.cpu())

@@ -154,7 +154,7 @@ def _import(args: argparse.Namespace, path: str) -> dict[str, str]:
     row checked before any work); returns {measure id: file digest}."""
     from engine.data import get_dataset
     from engine.errors import InvalidInputError
-    from engine.importance.imported import import_scores
+    from engine.importance.imported import import_scores, target_index
     from engine.models import load_classifier
 
     classifier = load_classifier(args.model.format(seed=args.seeds[0]))
@@ -164,6 +164,11 @@ def _import(args: argparse.Namespace, path: str) -> dict[str, str]:
     from engine.importance import MEASURES
 
     for mid in registered:
+        for row, ex, _spans in MEASURES[mid].pairs:  # evaluate explains the gold label: so must the file
+            wanted = target_index(row.target, classifier.classes)
+            if wanted is not None and wanted != ex.label:
+                raise InvalidInputError(f"{path}, {row.where}: it explains class {classifier.classes[wanted]!r} but "
+                                        f"evaluate explains the gold label {classifier.classes[ex.label]!r}")
         scored = {ex.primary for _row, ex, _spans in MEASURES[mid].pairs}  # duplicates of a text share its scores
         missing = [e.uid for e in examples[: args.limit] if e.primary not in scored]
         if missing:

@@ -374,7 +374,8 @@ def align(path, row: ImportedRow, spans, offsets: Sequence[tuple[int, int]], mas
     return out
 
 
-def _target_index(value, classes: Sequence[str]) -> int | None:
+def target_index(value, classes: Sequence[str]) -> int | None:
+    """The class index a row's `target` names (an index or a class name); None when it gives none."""
     if value is None or value == "":
         return None
     if isinstance(value, str) and value in classes:
@@ -399,7 +400,7 @@ class ImportedExplainer(Explainer):
         if getattr(self, "_aligned", None) is None:
             table = {}
             for row, example, spans in self.pairs:
-                _target_index(row.target, self.classifier.classes)  # an unknown class refuses the file now
+                target_index(row.target, self.classifier.classes)  # an unknown class refuses the file now
                 batch = self.classifier.batch_of([example])
                 n = int(batch.attention_mask[0].sum())
                 scores = align(self.source, row, spans, batch.offsets[0][:n], batch.maskable[0][:n].tolist(),
@@ -423,7 +424,7 @@ class ImportedExplainer(Explainer):
                 raise InvalidInputError(f"input {i} of the batch has no scores in {Path(self.source).name} "
                                         f"({self.name} scores {len(table)} unmasked inputs of the dataset)")
             row, scores = hit
-            want = _target_index(row.target, self.classifier.classes)
+            want = target_index(row.target, self.classifier.classes)
             if want is not None and want != int(call.target[i]):
                 raise InvalidInputError(f"{Path(self.source).name}, {row.where}: it explains class "
                                         f"{self.classifier.classes[want]!r} but class "
