@@ -144,8 +144,9 @@ def run(args: argparse.Namespace) -> int:
         share = aggregates.pivot_table(index="measure", columns="metric", values="p_below_005")
         print("mean over seeds (MaSF share p<0.05 in brackets); better: " + ", ".join(
             f"{m} {aggregates[aggregates.metric == m]['better'].iloc[0]}" for m in wide.columns))
+        width = max(14, *(len(str(m)) + 1 for m in wide.index))  # imported measures have long names
         for measure, row in wide.iterrows():
-            print(f"  {measure:<14}" + "  ".join(f"{m} {row[m]:.3f} [{share.loc[measure, m]:.0%}]" for m in wide.columns))
+            print(f"  {measure:<{width}}" + "  ".join(f"{m} {row[m]:.3f} [{share.loc[measure, m]:.0%}]" for m in wide.columns))
     return 1 if report.failed else 0
 
 
