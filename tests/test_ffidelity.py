@@ -119,3 +119,31 @@ def test_evaluate_f_fidelity_stores_values_with_their_masf_shares(toy_classifier
     assert means.loc["ffid-plus", "value"] > means.loc["ffid-minus", "value"]
     prov = evaluation_store().provenance("ff")[0]["provenance"]
     assert prov["ffidelity"]["draws"] == 4 and prov["ffidelity"]["beta"] == 1.0
+
+
+def test_f_fidelity_is_refused_before_any_work_off_its_regime(toy_classifier, models_cache, tmp_path, monkeypatch):
+    """F-Fidelity needs [MASK] removal of single tokens on a masked-fine-tuned model: --removal delete and a model whose
+    strategy is not 'masked' are refused before any cell is computed."""
+    import json
+    import shutil
+
+    from engine.cli import evaluate
+    from engine.errors import InvalidInputError
+    from engine.models import save_classifier
+
+    monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
+    save_classifier(toy_classifier, "toy-masked-s0", overwrite=True)
+    plain = models_cache / "toy-plain-s0"
+    shutil.copytree(models_cache / "toy-masked-s0", plain)
+    meta = json.loads((plain / "metadata.json").read_text())
+    meta["strategy"] = "plain"
+    (plain / "metadata.json").write_text(json.dumps(meta))
+    for model, extra, why in (("toy-masked-s0", ["--removal", "delete"], "drop --removal delete"),
+                              ("toy-plain-s0", [], "has strategy 'plain'")):
+        parser = argparse.ArgumentParser()
+        evaluate.configure(parser)
+        args = parser.parse_args(["--model", model, "--dataset", "toy", "--measures", "random", "--limit", "2",
+                                  "--metrics", "f-fidelity", "--run", "no", *extra])
+        with pytest.raises(InvalidInputError, match=why):
+            evaluate.run(args)
+    assert not (tmp_path / "results" / "evaluation" / "no").exists()

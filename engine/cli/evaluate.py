@@ -106,10 +106,15 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidInputError(f"unknown measure(s) {', '.join(unknown)}; known: {', '.join(MEASURES)}")
     if args.soft_draws < 1:
         raise InvalidInputError(f"--soft-draws must be >= 1, got {args.soft_draws}")
+    ffid = "f-fidelity" in args.metrics
+    if ffid and (args.removal != "mask" or args.whole_words):
+        raise InvalidInputError("f-fidelity removes single tokens by [MASK]: drop --removal delete / --whole-words")
     cells = []
     for seed in args.seeds:
         model_id = args.model.format(seed=seed)
         checkpoint.validate_model(model_id)  # fail before any work
+        if ffid:
+            _check_masked(model_id)
         for measure in args.measures:
             cells.append(EvaluationCell(model=model_id, dataset=args.dataset, measure=measure, seed=seed,
                                         split=args.split, limit=args.limit, removal=args.removal,
@@ -176,3 +181,16 @@ def _import(args: argparse.Namespace, path: str) -> dict[str, str]:
             raise InvalidInputError(f"{path}: {mid} does not score {len(missing)} of the {len(examples[: args.limit])} "
                                     f"evaluated examples (first: {', '.join(missing[:3])}); score them or pass --limit")
     return registered
+
+
+def _check_masked(model_id: str) -> None:
+    """F-Fidelity needs a model fine-tuned with random removal: this project's masked fine-tuning (strategy
+    'masked' in its metadata); refuse others before any work."""
+    from engine.errors import InvalidInputError
+    from engine.models import checkpoint
+
+    folder, _ = checkpoint.model_folders(model_id)
+    meta = checkpoint.read_metadata(folder) if (folder / "metadata.json").is_file() else {}
+    if meta.get("strategy") != "masked":
+        raise InvalidInputError(f"f-fidelity needs a model fine-tuned with random removal (masked fine-tuning); "
+                                f"{model_id!r} has strategy {meta.get('strategy')!r}: evaluate a '-masked-' checkpoint")
