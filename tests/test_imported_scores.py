@@ -72,6 +72,12 @@ def _ferret_json(path, rows):
     path.write_text(json.dumps(records))
 
 
+def _captum_jsonl(path, rows):
+    """captum's LLMAttributionResult fields (input_tokens, seq_attr) with the example's text, one record per line."""
+    path.write_text("".join(json.dumps({"text": ex.primary, "input_tokens": tokens, "seq_attr": scores}) + "\n"
+                            for ex, tokens, _offsets, _maskable, scores in rows))
+
+
 def _inseq_json(path, rows):
     """inseq's FeatureAttributionOutput.save() layout (use_primitives=False: classes wrapped in __instance_type__,
     attributions as base64 safetensors of shape [source_len, target_len])."""
@@ -95,26 +101,28 @@ def _inseq_json(path, rows):
     path.write_text(json.dumps(out))
 
 
-def test_imported_files_in_three_formats_evaluate_exactly_as_the_measure_they_were_written_from(
+def test_imported_files_in_four_formats_evaluate_exactly_as_the_measure_they_were_written_from(
         saved_toy, loo_rows, tmp_path):
-    """Our CSV, ferret's JSON and inseq's JSON, written from loo-sign, give every erasure metric (MaSF share
-    included) equal to loo-sign's own, side by side in one run."""
+    """Our CSV, ferret's JSON, inseq's JSON and captum's fields in JSONL, written from loo-sign, give every erasure
+    metric and curve point (MaSF share included) equal to loo-sign's own, side by side in one run."""
     from engine.faithfulness.evaluation import evaluation_store
 
     _our_csv(tmp_path / "mine.csv", loo_rows)
     _ferret_json(tmp_path / "ferret.json", loo_rows)
     _inseq_json(tmp_path / "inseq.json", loo_rows)
+    _captum_jsonl(tmp_path / "captum.jsonl", loo_rows)
     argv = ["--model", saved_toy, "--dataset", "toy", "--measures", "loo-sign", "--limit", str(LIMIT),
             "--scores", str(tmp_path / "mine.csv"), str(tmp_path / "ferret.json"), str(tmp_path / "inseq.json"),
-            "--run", "own", "--soft-draws", "2", "--metrics", *FAMILIES]
+            str(tmp_path / "captum.jsonl"), "--run", "own", "--soft-draws", "2", "--metrics", *FAMILIES]
     assert _run(argv) == 0
     data = evaluation_store().load("own")
     data = data[data.method == "erasure"]
-    assert set(data.measure) == {"loo-sign", "imported:mine", "imported:loo-by-ferret", "imported:loo-by-inseq"}
+    imported_names = ("imported:mine", "imported:loo-by-ferret", "imported:loo-by-inseq", "imported:captum")
+    assert set(data.measure) == {"loo-sign", *imported_names}
     key = ["metric", "level"]
     builtin = data[data.measure == "loo-sign"].sort_values(key).reset_index(drop=True)
     assert len(builtin) > 30
-    for name in ("imported:mine", "imported:loo-by-ferret", "imported:loo-by-inseq"):
+    for name in imported_names:
         imported = data[data.measure == name].sort_values(key).reset_index(drop=True)
         assert imported[key].equals(builtin[key])
         np.testing.assert_array_equal(imported["value"].to_numpy(), builtin["value"].to_numpy())
