@@ -226,3 +226,27 @@ def test_recursive_masking_takes_an_imported_measure_and_ranks_once_by_the_file(
         k = torch.floor(n.double() * step.ratio + 1e-9).long()
         expected = torch.where(rank < k[:, None], toy_classifier.mask_token_id, batch.input_ids)
         assert torch.equal(step.input_ids, expected.cpu())
+
+
+def test_inseq_primitives_of_a_decoder_only_model_read_the_prompt_column_of_the_first_generated_token(tmp_path):
+    """inseq saved with use_primitives=True (plain dicts and lists), decoder-only: the units are the prompt's tokens
+    (target[:attr_pos_start]) and their scores the column of the first generated token; 3-D attributions are refused."""
+    from engine.data.types import Example
+    from engine.importance.imported import ScoresFileError, read_scores_file, resolve
+
+    text = "a fine film"
+    tokens = ["<s>", "\u2581a", "\u2581fine", "\u2581film", "\u2581positive"]
+    matrix = [[0.0], [0.1], [0.7], [0.2], [float("nan")]]  # [target_len, generated]; the label has no score
+    seq = {"source": None, "target": [{"token": t, "id": i} for i, t in enumerate(tokens)], "attr_pos_start": 4,
+           "source_attributions": None, "target_attributions": matrix}
+    path = tmp_path / "out.json"
+    path.write_text(json.dumps({"sequence_attributions": [seq], "info": {"attribution_method": "saliency",
+                                                                          "input_texts": [text]}}))
+    (row,) = read_scores_file(path)["saliency"]
+    assert row.tokens == tuple(tokens[:4]) and row.scores == (0.0, 0.1, 0.7, 0.2)
+    ((_, _, spans),) = resolve(path, [row], [Example(primary=text, label=1, uid="x-0")])
+    assert spans == (None, (0, 1), (2, 6), (7, 11))
+    seq["target_attributions"] = [[[0.0, 1.0]]] * 5
+    path.write_text(json.dumps({"sequence_attributions": [seq], "info": {"input_texts": [text]}}))
+    with pytest.raises(ScoresFileError, match=r"out\.json, sequence 0: granular attributions"):
+        read_scores_file(path)
