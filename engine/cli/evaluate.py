@@ -8,6 +8,7 @@ import textwrap
 HELP = "erasure metrics (comprehensiveness, sufficiency, AOPC, deletion/insertion, flips, soft) with MaSF shares"
 
 FAMILIES = ("comprehensiveness", "sufficiency", "deletion", "insertion", "decision-flip", "soft")
+CHOICES = (*FAMILIES, "f-fidelity")  # F-Fidelity (1 + 2 x draws x 5 forwards per input) only when asked for
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -21,6 +22,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
           insertion          curve from the fully masked input and its area                     (higher = better)
           decision-flip      fraction of tokens to the first flip (lower), top-1 flip rate (higher)
           soft               soft comprehensiveness / sufficiency (Zhao & Aletras 2023), Bernoulli per dimension
+          f-fidelity         FFid+ (higher) / FFid- (lower) (Zheng et al. 2025): tokens of the top / bottom s%
+                             removed each with probability alpha, D draws, on the masked-fine-tuned model (not default)
         Removal replaces a token by [MASK] (default) or deletes it (--removal delete, ERASER's way; labelled).
         One cell per (model, measure, seed) in <results>/evaluation/<run>/, with provenance, wall time per
         explanation and the rows used; cells already there are skipped, so an interrupted run resumes.""")
@@ -35,9 +38,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="checkpoint id in models_cache; '{seed}' in it is replaced by each seed "
                              "(e.g. tiny-rt-masked-s{seed})")
     parser.add_argument("--dataset", required=True, help="dataset the checkpoint was trained on (e.g. rt, babi-1)")
-    parser.add_argument("--measures", nargs="+", required=True, help="importance measures (e.g. random grad-l2 ig-sign)")
-    parser.add_argument("--metrics", nargs="+", default=list(FAMILIES), choices=FAMILIES,
-                        help="metric families. Default: all")
+    parser.add_argument("--measures", nargs="+", default=[], help="importance measures (e.g. random grad-l2 ig-sign)")
+    parser.add_argument("--scores", nargs="+", default=[], metavar="FILE",
+                        help="explanations computed elsewhere (CSV, JSON, JSONL; ferret, captum, inseq outputs), "
+                             "aligned to the model's tokens by character offsets and evaluated as measures "
+                             "'imported:<name>' beside --measures (docs/own-explanations.md). The file must score "
+                             "every evaluated example (the first --limit of --split); a row that cannot be matched "
+                             "or aligned refuses the file, naming the row")
+    parser.add_argument("--scores-name", default=None,
+                        help="name of the imported measure (default: the file's measure/explainer field or its stem)")
+    parser.add_argument("--metrics", nargs="+", default=list(FAMILIES), choices=CHOICES,
+                        help="metric families. Default: all but f-fidelity")
+    parser.add_argument("--ffid-alpha", type=float, default=0.5,
+                        help="F-Fidelity: removal probability of each token of the set (capped by beta). Default: 0.5")
+    parser.add_argument("--ffid-beta", type=float, default=1.0,
+                        help="F-Fidelity: removal ratio the model was fine-tuned with; 1 for this project's masked "
+                             "fine-tuning (random ratios up to 100%%), 0.1 for the paper's preset. Default: 1")
+    parser.add_argument("--ffid-draws", type=int, default=50, help="F-Fidelity: draws per level. Default: 50")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0],
                         help="seeds: of the checkpoint when --model has '{seed}', of `random` and of the soft draws. "
                              "Default: 0")
@@ -75,21 +92,39 @@ def run(args: argparse.Namespace) -> int:
     from engine.importance import MEASURES
     from engine.models import checkpoint
 
+    measures = list(args.measures)
+    options: dict[str, tuple] = {}
+    for path in getattr(args, "scores", None) or []:
+        for mid, digest in _import(args, path).items():
+            measures.append(mid)
+            options[mid] = (("file_sha256", digest),)
+    if not measures:
+        raise InvalidInputError("nothing to evaluate: give --measures and/or --scores FILE")
+    args.measures = measures
     unknown = [m for m in args.measures if m not in MEASURES]
     if unknown:
         raise InvalidInputError(f"unknown measure(s) {', '.join(unknown)}; known: {', '.join(MEASURES)}")
     if args.soft_draws < 1:
         raise InvalidInputError(f"--soft-draws must be >= 1, got {args.soft_draws}")
+    ffid = "f-fidelity" in args.metrics
+    if ffid and (args.removal != "mask" or args.whole_words):
+        raise InvalidInputError("f-fidelity removes single tokens by [MASK]: drop --removal delete / --whole-words")
     cells = []
     for seed in args.seeds:
         model_id = args.model.format(seed=seed)
         checkpoint.validate_model(model_id)  # fail before any work
+        if ffid:
+            _check_masked(model_id)
         for measure in args.measures:
             cells.append(EvaluationCell(model=model_id, dataset=args.dataset, measure=measure, seed=seed,
                                         split=args.split, limit=args.limit, removal=args.removal,
                                         whole_words=args.whole_words,
                                         naopc=getattr(args, "naopc", False),
-                                        metrics=tuple(args.metrics), soft_draws=args.soft_draws))
+                                        metrics=tuple(args.metrics), soft_draws=args.soft_draws,
+                                        options=options.get(measure, ()),
+                                        ffidelity=(("alpha", args.ffid_alpha), ("beta", args.ffid_beta),
+                                                   ("draws", args.ffid_draws)) if "f-fidelity" in args.metrics
+                                        else ()))
         if args.agreement and len(args.measures) > 1:
             cells.append(AgreementCell(model=model_id, dataset=args.dataset, measures=tuple(args.measures), seed=seed,
                                        split=args.split, limit=args.limit))
@@ -114,6 +149,48 @@ def run(args: argparse.Namespace) -> int:
         share = aggregates.pivot_table(index="measure", columns="metric", values="p_below_005")
         print("mean over seeds (MaSF share p<0.05 in brackets); better: " + ", ".join(
             f"{m} {aggregates[aggregates.metric == m]['better'].iloc[0]}" for m in wide.columns))
+        width = max(14, *(len(str(m)) + 1 for m in wide.index))  # imported measures have long names
         for measure, row in wide.iterrows():
-            print(f"  {measure:<14}" + "  ".join(f"{m} {row[m]:.3f} [{share.loc[measure, m]:.0%}]" for m in wide.columns))
+            print(f"  {measure:<{width}}" + "  ".join(f"{m} {row[m]:.3f} [{share.loc[measure, m]:.0%}]" for m in wide.columns))
     return 1 if report.failed else 0
+
+
+def _import(args: argparse.Namespace, path: str) -> dict[str, str]:
+    """Read, match and align a scores file against the first seed's checkpoint and the evaluated examples (every
+    row checked before any work); returns {measure id: file digest}."""
+    from engine.data import get_dataset
+    from engine.errors import InvalidInputError
+    from engine.importance.imported import import_scores, target_index
+    from engine.models import load_classifier
+
+    classifier = load_classifier(args.model.format(seed=args.seeds[0]))
+    dataset = get_dataset(args.dataset, classifier.metadata.get("split_seed", 0))
+    examples = dataset.split(args.split)
+    registered = import_scores(path, examples, classifier, name=args.scores_name, split=args.split)
+    from engine.importance import MEASURES
+
+    for mid in registered:
+        for row, ex, _spans in MEASURES[mid].pairs:  # evaluate explains the gold label: so must the file
+            wanted = target_index(row.target, classifier.classes)
+            if wanted is not None and wanted != ex.label:
+                raise InvalidInputError(f"{path}, {row.where}: it explains class {classifier.classes[wanted]!r} but "
+                                        f"evaluate explains the gold label {classifier.classes[ex.label]!r}")
+        scored = {ex.primary for _row, ex, _spans in MEASURES[mid].pairs}  # duplicates of a text share its scores
+        missing = [e.uid for e in examples[: args.limit] if e.primary not in scored]
+        if missing:
+            raise InvalidInputError(f"{path}: {mid} does not score {len(missing)} of the {len(examples[: args.limit])} "
+                                    f"evaluated examples (first: {', '.join(missing[:3])}); score them or pass --limit")
+    return registered
+
+
+def _check_masked(model_id: str) -> None:
+    """F-Fidelity needs a model fine-tuned with random removal: this project's masked fine-tuning (strategy
+    'masked' in its metadata); refuse others before any work."""
+    from engine.errors import InvalidInputError
+    from engine.models import checkpoint
+
+    folder, _ = checkpoint.model_folders(model_id)
+    meta = checkpoint.read_metadata(folder) if (folder / "metadata.json").is_file() else {}
+    if meta.get("strategy") != "masked":
+        raise InvalidInputError(f"f-fidelity needs a model fine-tuned with random removal (masked fine-tuning); "
+                                f"{model_id!r} has strategy {meta.get('strategy')!r}: evaluate a '-masked-' checkpoint")

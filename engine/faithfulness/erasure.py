@@ -77,6 +77,11 @@ METRICS: dict[str, tuple[str, str]] = {
     "aopc-sufficiency": ("lower", "mean sufficiency over k in {1, 5, 10, 20, 50}%"),
     "naopc-comprehensiveness": ("higher", "aopc-comprehensiveness normalised per input by its worst and best attainable "
                                 "AOPC, (AOPC - L) / (U - L) (Edin et al. 2025; engine/faithfulness/naopc.py)"),
+    "ffid-plus": ("higher", "F-Fidelity+ (Zheng et al. 2025): p_c(x) - p_c(x with each top-ceil(sN) token removed with "
+                  "prob. rho), mean over draws and levels s (engine/faithfulness/ffidelity.py)"),
+    "ffid-minus": ("lower", "F-Fidelity-: as ffid-plus with the removals drawn over the bottom-ceil(sN) tokens"),
+    "ffid-plus-acc": ("higher", "F-Fidelity+, accuracy version: 1(pred(x) = c) - share of draws still predicting c"),
+    "ffid-minus-acc": ("lower", "F-Fidelity-, accuracy version (removals over the bottom tokens)"),
     "deletion": ("lower", "p_c after removing the top r of the tokens (one point of the deletion curve)"),
     "insertion": ("higher", "p_c after revealing the top r of the tokens in a fully removed input"),
     "deletion-area": ("lower", "area under the deletion curve (trapezoid over r = 0..1)"),

@@ -30,6 +30,7 @@ from engine.results.store import WHOLE_WORDS
 from engine.runtime import code_version
 
 ERASURE = "erasure"
+FFIDELITY = "f-fidelity"  # the metric family computed by engine/faithfulness/ffidelity.py beside the erasure families
 SANITY_MODEL = "sanity: cascading model randomisation"
 SANITY_LABELS = "sanity: label randomisation"
 SANITY_CHECKS = {"model": SANITY_MODEL, "labels": SANITY_LABELS}
@@ -56,6 +57,7 @@ class EvaluationCell:
     options: tuple[tuple[str, object], ...] = ()
     whole_words: bool = False  # units are whole words (k%, ratios and flips count words); soft metrics stay per token
     naopc: bool = False  # also naopc-comprehensiveness: AOPC normalised by per-input bounds (engine/faithfulness/naopc.py)
+    ffidelity: tuple[tuple[str, object], ...] = ()  # F-Fidelity's alpha, beta, draws when 'f-fidelity' is in metrics
 
     def key(self) -> dict:
         d = asdict(self)
@@ -66,6 +68,10 @@ class EvaluationCell:
             del d["whole_words"]  # token-level cells keep the keys they had before whole-word units existed
         if not self.naopc:
             del d["naopc"]  # likewise for cells without NAOPC
+        if self.ffidelity:
+            d["ffidelity"] = dict(self.ffidelity)
+        else:
+            del d["ffidelity"]  # and for cells without F-Fidelity
         return d
 
     @property
@@ -141,8 +147,16 @@ def run_evaluation_cell(cell: EvaluationCell, results_dir: str | os.PathLike | N
                                 "'mask', no whole words, and the comprehensiveness metrics")
     started = time.time()
     classifier, examples = _cell_inputs(cell)
-    masf = load_or_fit_masf(classifier, cell.dataset)
     meta = classifier.metadata
+    ffid = FFIDELITY in cell.metrics
+    if ffid and (cell.whole_words or cell.removal != "mask" or meta.get("strategy") != "masked"):
+        from engine.errors import InvalidInputError
+
+        raise InvalidInputError(f"F-Fidelity removes tokens by [MASK] on a model fine-tuned with random removal: use "
+                                f"removal 'mask', no whole words and a masked-fine-tuned model ({cell.model!r} is "
+                                f"{meta.get('strategy')!r})")
+    erasure_families = [m for m in cell.metrics if m != FFIDELITY]
+    masf = load_or_fit_masf(classifier, cell.dataset)
     options = dict(cell.options)
     explainer = get_explainer(cell.measure, classifier, memo=False,
                               **({"seed": cell.seed} if cell.measure == "random" else {}), **options)
@@ -162,13 +176,18 @@ def run_evaluation_cell(cell: EvaluationCell, results_dir: str | os.PathLike | N
         with counting_rows(classifier.model) as rows:
             t = time.perf_counter()
             parts.append(erasure_metrics(classifier, batch, importance.scores, target=batch.target,
-                                         metrics=cell.metrics, masf=masf, removal=cell.removal,
+                                         metrics=erasure_families, masf=masf, removal=cell.removal,
                                          soft_draws=cell.soft_draws, seed=cell.seed, should_stop=should_stop,
                                          word_ids=word_ids, word_aggregation=getattr(explainer, "word_aggregation", "sum")))
             if cell.naopc:
                 from engine.faithfulness.naopc import add_naopc
 
                 add_naopc(parts[-1], classifier, batch, importance.scores, target=batch.target, should_stop=should_stop)
+            if ffid:
+                from engine.faithfulness.ffidelity import add_ffidelity
+
+                add_ffidelity(parts[-1], classifier, batch, importance.scores, target=batch.target, masf=masf,
+                              should_stop=should_stop, **dict(cell.ffidelity))
             metrics_s += time.perf_counter() - t
         metric_rows.forward += rows.forward
         if progress is not None:
@@ -203,6 +222,7 @@ def run_evaluation_cell(cell: EvaluationCell, results_dir: str | os.PathLike | N
         "soft_draws": cell.soft_draws, "soft_seed": cell.seed, "bins": parts[0].options["bins"],
         "curve_ratios": parts[0].options["ratios"],
         **({"naopc": [p.options["naopc"] for p in parts]} if cell.naopc else {}),
+        **({"ffidelity": parts[0].options["ffidelity"]} if ffid else {}),
         "cost": {**cost, "metric_seconds": round(metrics_s, 2),
                  "metric_forward_rows": metric_rows.forward, "mean_tokens": float(np.mean(lengths)),
                  "max_tokens": int(np.max(lengths))},
