@@ -1,4 +1,4 @@
-"""Prompted language-model classifiers (engine.models.prompted, REFERENCE section 10), on random-weight tiny
+"""Prompted language-model classifiers (engine.models.prompted, docs/methods.md#prompted-language-models), on random-weight tiny
 causal LMs of several families built here (2 layers, hidden 32) with the packaged `tiny` BERT tokenizer
 (plain-text prompts), and on SmolLM2's own tokenizer and chat template where its package is installed."""
 from __future__ import annotations
@@ -312,7 +312,7 @@ def smollm2_tokenizer():
 
 
 def test_smollm2_chat_prompt_masks_only_the_review_and_uses_single_token_labels(smollm2_tokenizer):
-    """With SmolLM2's chat template: label words are the single tokens of REFERENCE section 10 (negative
+    """With SmolLM2's chat template: label words are the single tokens of docs/methods.md#prompted-language-models (negative
     17728, positive 16185), and only the review's tokens are maskable."""
     import transformers
 

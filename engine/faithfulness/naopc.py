@@ -1,4 +1,4 @@
-"""Per-input AOPC bounds and normalised AOPC (NAOPC; Edin et al., ACL 2025; REFERENCE section 12).
+"""Per-input AOPC bounds and normalised AOPC (NAOPC; Edin et al., ACL 2025; docs/methods.md#naopc-and-aopc-bounds).
 
 AOPC's attainable range differs between inputs and models, so raw values do not compare across them. For each
 input, the upper bound U is the AOPC of the most comprehensive masking order and the lower bound L that of the

@@ -1,4 +1,4 @@
-"""Faithfulness-optimised explanations under a forward-pass budget (REFERENCE sections 12 and 14).
+"""Faithfulness-optimised explanations under a forward-pass budget (docs/methods.md#naopc-and-aopc-bounds, docs/methods.md#optimal-explanations-within-a-budget).
 
 An explanation here is a *masking order* pi of an input's N maskable tokens, scored by the AOPC objective
 

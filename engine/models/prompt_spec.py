@@ -1,4 +1,4 @@
-"""`PromptSpec`: how a causal LM is asked to classify (REFERENCE section 10): the instruction, optional
+"""`PromptSpec`: how a causal LM is asked to classify (docs/methods.md#prompted-language-models): the instruction, optional
 few-shot examples, chat template or plain text, the slot(s) where the input goes, and the verbalizer.
 
 A spec is plain JSON (`models add FOLDER --prompt SPEC.json`):
@@ -129,7 +129,7 @@ def sentiment_prompt(replacement: str = "redacted") -> PromptSpec:
     text alone after it, a one-word answer.
 
     Chosen on 48 rt *validation* sentences among five wordings (docs/llm.md); with "redacted" it carries the
-    notice that redacted words are marked (REFERENCE section 10). Single-token label words after SmolLM2's
+    notice that redacted words are marked (docs/methods.md#prompted-language-models). Single-token label words after SmolLM2's
     `<|im_start|>assistant\n` (positive 16185, negative 17728); the capitalised forms are added because the
     model often answers with them."""
     notice = "Some words may have been redacted and replaced by [REDACTED]. " if replacement == "redacted" else ""

@@ -1,5 +1,5 @@
 """`PromptedClassifier`: a causal language model used as a classifier by a prompt and a verbalizer
-(REFERENCE section 10). It is a `Classifier` like any other, so every measure, curve and metric takes it.
+(docs/methods.md#prompted-language-models). It is a `Classifier` like any other, so every measure, curve and metric takes it.
 
     P(x)        the prompt spec rendered around x (chat template or plain text), ending where the answer starts
     s_k(x)      = log sum_{w in words(k)} exp(sum_j log p_LM(w_j | P(x), w_<j))   (word_score 'mean': mean over j)
