@@ -17,7 +17,7 @@ from engine.errors import EngineError
 from engine.faithfulness.single import mask_single_input
 from engine.importance import measure_availability
 from engine.importance.levels import LEVELS, aggregate
-from engine.ood import MASF_FIT_VERSION, load_or_fit_masf, stored_calibrations
+from engine.ood import MASF_FIT_VERSION, calibration_key, load_or_fit_masf, stored_calibrations
 from engine.runtime import code_version
 
 LEVEL_LABELS = {"token": "tokens (word pieces)", "word": "words", "sentence": "sentences"}
@@ -79,9 +79,16 @@ if calibration is None:
                                     "task to compare masked inputs with (the validation split of this dataset).")
 
 
-@st.cache_resource(show_spinner="Fitting MaSF on the validation split (once per model) ...")
-def masf_for(model_id: str, calibration: str | None):
+@st.cache_resource(show_spinner="Fitting MaSF on the validation split (once per model and calibration data) ...")
+def _masf_for_key(model_id: str, folder: str, key_digest: str, calibration: str | None):
     return load_or_fit_masf(classifier, calibration)
+
+
+def masf_for(model_id: str, calibration: str | None):
+    """The model's MaSF for `calibration`, kept for the process under what calibrates it (the key's digest covers
+    the calibration rows themselves) and the model's folder: a name alone is not the data."""
+    key = calibration_key(classifier, calibration)
+    return _masf_for_key(model_id, str(classifier.artifacts_dir), key.digest, calibration)
 
 
 def _view() -> dict:

@@ -338,3 +338,24 @@ def test_the_masking_page_says_which_data_calibrated_its_pvalues(toy_classifier,
     shown = " ".join(c.value for c in at.caption)
     assert "MaSF p-values calibrated on toy validation split" in shown
     assert "toy validation split" in at.session_state["masking_masf_calibration"]
+
+
+def test_a_dataset_name_given_to_other_rows_is_other_calibration_data(toy_classifier, models_cache, tmp_path):
+    """A fit on registered dataset `calib` is not reused after `calib` is registered again for a file with other
+    rows: the key holds a digest of the calibration rows themselves, so the look-up fits anew."""
+    import pandas as pd
+
+    from engine.data.user import register_dataset
+    from engine.ood import calibration_key, load_or_fit_masf
+
+    save_classifier(toy_classifier, "toy-rows")
+    for version, word in (("a", "good"), ("b", "dull")):
+        rows = [{"text": f"a {word} film number {i}", "label": ["negative", "positive"][i % 2]} for i in range(300)]
+        pd.DataFrame(rows).to_csv(tmp_path / f"{version}.csv", index=False)
+    register_dataset("calib", tmp_path / "a.csv", "text", "label")
+    first = load_or_fit_masf(toy_classifier, "calib")
+    register_dataset("calib", tmp_path / "b.csv", "text", "label", overwrite=True)
+    assert calibration_key(toy_classifier, "calib").data_sha256 != first.provenance["key"]["data_sha256"]
+    assert load_masf(toy_classifier, "calib") is None, "the stored fit was calibrated on the old rows"
+    second = load_or_fit_masf(toy_classifier, "calib")
+    assert second.provenance["digest"] != first.provenance["digest"]

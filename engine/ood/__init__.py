@@ -47,7 +47,9 @@ class CalibrationKey:
     limit: only its first `limit` inputs (None: all); strategy: how they were transformed (like the model's
     training: masked, only-masking or plain); replacement_token_id: the token masking wrote (None for plain: no
     token is written); mask_seed: the seed of the masking draws; parts_seed: the seed that splits the inputs into
-    the three levels' parts; fit_version: `MASF_FIT_VERSION` of the code that fitted it."""
+    the three levels' parts; fit_version: `MASF_FIT_VERSION` of the code that fitted it; data_sha256: 16 hex
+    digits of the calibration inputs themselves (texts and label names), so a dataset registered again under the
+    same name with other rows is other data (None in keys stored before it was recorded)."""
 
     dataset: str
     split_seed: int = 0
@@ -58,6 +60,7 @@ class CalibrationKey:
     mask_seed: int = DEFAULT_MASK_SEED
     parts_seed: int = 0
     fit_version: int = MASF_FIT_VERSION
+    data_sha256: str | None = None
 
     @property
     def digest(self) -> str:
@@ -146,9 +149,21 @@ def calibration_key(classifier: Classifier, dataset: str | None = None, split: s
         raise InvalidInputError(f"model {classifier.id!r} was fine-tuned elsewhere: name the dataset to calibrate its MaSF "
                                 f"on (python -m engine masf --model {classifier.id} --dataset NAME); stored fits: {stored}")
     strategy = calibration_strategy(classifier)
-    return CalibrationKey(dataset=name, split_seed=int(meta.get("split_seed", 0)), split=split, limit=limit,
+    split_seed = int(meta.get("split_seed", 0))
+    return CalibrationKey(dataset=name, split_seed=split_seed, split=split, limit=limit,
                           strategy=strategy, replacement_token_id=None if strategy == "plain" else classifier.mask_token_id,
-                          mask_seed=DEFAULT_MASK_SEED + seed, parts_seed=seed)
+                          mask_seed=DEFAULT_MASK_SEED + seed, parts_seed=seed,
+                          data_sha256=calibration_data_sha256(name, split_seed, split, limit))
+
+
+def calibration_data_sha256(dataset: str, split_seed: int, split: str, limit: int | None) -> str:
+    """16 hex digits of the calibration inputs: each example's texts and label name, in order. A dataset name alone
+    does not say what calibrated a fit (a registered name can be given to another file)."""
+    data = get_dataset(dataset, split_seed)
+    digest = hashlib.sha256()
+    for example in data.split(split)[:limit]:
+        digest.update(json.dumps([example.primary, example.auxiliary, data.classes[example.label]]).encode("utf-8"))
+    return digest.hexdigest()[:16]
 
 
 def _fit_environment(classifier: Classifier) -> dict:
