@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Generations a test makes (self-explanations) are cached outside the checkout, one file per test session.
+os.environ.setdefault("ENGINE_GENERATIONS_DB", os.path.join(tempfile.mkdtemp(prefix="engine-test-"), "generations.sqlite3"))
 
 
 @pytest.fixture(scope="session")

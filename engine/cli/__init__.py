@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "engine.cli.roar",
     "engine.cli.attention",
     "engine.cli.annotations",
+    "engine.cli.self_explain",
 )
 
 DESCRIPTION = """\
@@ -38,7 +39,7 @@ environment variables listed in docs/configuration.md. Run `python -m engine COM
 
 
 def command_name(module_path: str) -> str:
-    return module_path.rsplit(".", 1)[-1]
+    return module_path.rsplit(".", 1)[-1].replace("_", "-")  # engine.cli.self_explain -> self-explain
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:

@@ -62,6 +62,7 @@ class SelfExplanation:
     edited_text: str | None = None      # the text classified the second time
     reclassification: str | None = None
     reprobabilities: dict[str, float] = field(default_factory=dict)
+    unchanged: bool | None = None       # the text classified again equals the input up to case, spaces, punctuation
     cached: bool = False
 
     def to_dict(self) -> dict:
@@ -93,6 +94,10 @@ def check_prompted(classifier) -> None:
                                  f"e.g. smollm2-rt-prompt); {classifier.id!r} is a sequence classifier")
     if classifier.spec.paired:
         raise NotApplicableError("self-explanations are implemented for single-text tasks; this prompt has a second slot")
+
+
+def _letters(text: str) -> str:
+    return "".join(ch for ch in text.lower() if ch.isalnum())
 
 
 def classify(judge, text: str) -> tuple[str, dict[str, float]]:
@@ -131,15 +136,15 @@ def explain_one(classifier, generator: Generator, kind: str, text: str, *, label
     correct = None if label is None else prediction == label
     record = SelfExplanation(index=index, kind=kind, text=text, label=label, prediction=prediction, probabilities=probs,
                              correct=correct, verdict=SKIPPED)
-    if only_correct and correct is False:
-        record.reason = "misclassified: only correctly classified inputs are explained"
-        return record
-    if kind == "counterfactual":
+    if kind == "counterfactual":  # the class opposite the gold label (the prediction when there is none)
         basis = label if label is not None else prediction
         if basis not in classifier.classes:
             record.reason = f"the prediction {prediction!r} is an abstention: no opposite class"
             return record
         record.target = counterfactual_target(classifier.classes, basis)
+    if only_correct and correct is False:
+        record.reason = "misclassified: only correctly classified inputs are explained"
+        return record
     record.request = explanation_request(kind, text, target=record.target, mask=mask)
     record.prompt = generator.chat_prompt(record.request)
     record.answer = generator.generate(record.prompt, on_text=on_text, should_stop=should_stop)
@@ -158,6 +163,7 @@ def explain_one(classifier, generator: Generator, kind: str, text: str, *, label
         record.verdict, record.reason = "not parsable", why
         return record
     record.edited_text = edited
+    record.unchanged = _letters(edited) == _letters(text)
     record.reclassification, record.reprobabilities = classify(judge, edited)
     record.verdict = verdict(kind, prediction, record.reclassification, record.target, abstain)
     return record
@@ -213,6 +219,7 @@ def summarise(records: Sequence[SelfExplanation]) -> dict:
         out[v] = counts[v] / m if m else float("nan")
         out[v + "_ci"] = wilson(counts[v], m)
     parsed = counts["faithful"] + counts["unfaithful"]
+    out["faithful_unchanged"] = sum(r.verdict == "faithful" and bool(r.unchanged) for r in explained)
     out["faithfulness"] = counts["faithful"] / parsed if parsed else float("nan")
     out["faithfulness_ci"] = wilson(counts["faithful"], parsed)
     return out
@@ -232,4 +239,6 @@ def format_table(summary: dict, kind: str | None = None) -> str:
     lo, hi = summary["accuracy_ci"]
     head = (f"{kind or 'self-explanation'}: {summary['n']} inputs, accuracy {pct(summary['accuracy']).strip()}% "
             f"({pct(lo).strip()}-{pct(hi).strip()}), {summary['n_explained']} explained")
+    rows.append(f"(faithful although the text classified again is the input up to case, spacing and punctuation: "
+                f"{summary['faithful_unchanged']})")
     return head + "\n" + "\n".join(rows)

@@ -128,7 +128,8 @@ class Generator:
     def __init__(self, classifier, settings: DecodingSettings | None = None, cache: GenerationCache | None | bool = True):
         self.classifier = classifier
         self.settings = settings or DecodingSettings()
-        self.cache = GenerationCache() if cache is True else (cache or None)
+        # (not `cache or None`: an empty cache has len 0 and would read as False)
+        self.cache = GenerationCache() if cache is True else None if cache is None or cache is False else cache
         self.model_key = model_fingerprint(classifier)
         self.generated = 0
         self.last_cached = False

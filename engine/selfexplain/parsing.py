@@ -5,7 +5,8 @@ Every parser returns `(value, reason)`: value None means "not parsable" and `rea
 
     counterfactual   the edited text: the answer with preambles ("Here is the edited text:"), HTML, markdown
                      and surrounding quotes stripped; a refusal or an empty answer is not parsable
-    attribution      the important words: numbered or bulleted lines, else a comma/semicolon/newline list;
+    attribution      the important words: numbered or bulleted lines, else quoted words in a sentence, else
+                     a comma/semicolon/newline list;
                      quotes, markup and trailing explanations ("funny - shows ...") stripped; only words
                      that occur in the input (whole word, case-insensitive) are kept; none left: not parsable
     redaction        the rewritten text as for counterfactual, variants of the mask token ("[redacted]",
@@ -114,6 +115,7 @@ def parse_redaction(answer: str, mask: str = "[REDACTED]") -> tuple[str | None, 
     return text, ""
 
 
+_QUOTED = re.compile(r'"([^"\n]{1,60})"|“([^”\n]{1,60})”|(?<!\w)\'([^\'\n]{1,60})\'(?!\w)')
 _ITEM_LINE = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.):]|\(\d{1,3}\))\s+(.+)$")
 
 
@@ -134,8 +136,11 @@ def parse_attribution(answer: str, text: str | None = None) -> tuple[list[str] |
         return None, "the model refused"
     lines = [line for line in cleaned.split("\n") if line.strip()]
     listed = [m.group(1) for m in (_ITEM_LINE.match(line) for line in lines) if m]
+    quoted = [a or b or c for a, b, c in _QUOTED.findall(cleaned)]
     if listed:
         items = listed
+    elif quoted:  # 'The most important words are "dull" and "long".'
+        items = quoted
     else:
         lines = [line for line in lines if not _PREAMBLE_LINE.match(line.strip())]
         items = [part for line in lines for part in re.split(r"[,;]", line)]
@@ -162,9 +167,8 @@ def _word_pattern(word: str) -> re.Pattern:
 def redact_words(text: str, words: list[str], mask: str = "[REDACTED]") -> str:
     """Every occurrence of every word (whole word, case-insensitive) replaced by `mask`. Mask tokens already in
     the text are left alone, so redacting twice changes nothing (idempotent)."""
-    parts = text.split(mask)
-    inner = mask.strip("[]() ").lower()
-    for word in sorted({w for w in words if w.strip() and w.lower() != inner}, key=len, reverse=True):
+    parts = text.split(mask)  # the pieces between existing masks: a named word "redacted" never hits a mask
+    for word in sorted({w for w in words if w.strip()}, key=len, reverse=True):
         pattern = _word_pattern(word)
         parts = [pattern.sub(mask, p) for p in parts]
     return mask.join(parts)
