@@ -40,6 +40,7 @@ TEXT = "a gripping , funny and moving film"
     ("Here is the rewritten text:\n\nA dull and tedious film.", "A dull and tedious film."),
     ('Sure! "A dull and tedious film."', None),  # "Sure! ..." on one line is a preamble line: nothing left
     ('Rewritten text: "A dull and tedious film."', "A dull and tedious film."),
+    ('Reply: "A dull and tedious film."', "A dull and tedious film."),  # SmolLM2 echoes the request's "Reply"
     ("**A dull and tedious film.**<br />\n\nNote: I changed two words.", "A dull and tedious film."),
     ("“A dull film.”", "A dull film."),
     ("I'm sorry, I cannot rewrite this text.", None),

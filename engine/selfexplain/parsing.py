@@ -51,7 +51,7 @@ _REFUSAL = re.compile(r"^\W*(i'?m sorry|i am sorry|sorry\b|i cannot|i can'?t|i c
 _PREAMBLE_LINE = re.compile(r"^\W*(here\s+is|here'?s|sure|certainly|of course|okay|ok)\b.*$|^[^\n]{0,80}:\s*$",
                             re.IGNORECASE)
 _LABEL_PREFIX = re.compile(r"^\W{0,3}(?:the\s+)?(?:rewritten|edited|redacted|new|modified|revised|counterfactual)?\s*"
-                           r"(?:text|paragraph|review|version|sentence|answer)\s*:\s*", re.IGNORECASE)
+                           r"(?:text|paragraph|review|version|sentence|answer|reply|response|output)\s*:\s*", re.IGNORECASE)
 _QUOTES = {'"': '"', "'": "'", "“": "”", "‘": "’", "«": "»", "`": "`"}
 
 
