@@ -57,6 +57,8 @@ def test_counterfactual_answers_give_the_edited_text_without_preamble_markup_or_
     ("funny, gripping, moving", ["funny", "gripping", "moving"]),
     ('The most important words are "funny" and \'gripping\' here.', ["funny", "gripping"]),
     ("The words “and moving” matter; it's the film's tone.", ["and moving"]),  # phrases; apostrophes are no quotes
+    ('The words for the sentiment of "gripping , funny" are "funny" and "film".', ["funny", "film"]),  # not the subject
+    ("A gripping and funny and moving film indeed.", None),  # a sentence echoed back is not a list of words
     ("funny\nGripping\nfunny", ["funny", "Gripping"]),                  # duplicates dropped, case kept
     ("1. funny\n2. hilarious", ["funny"]),                               # words not in the text are dropped
     ("1. hilarious\n2. thrilling", None),                                # none in the text: not parsable
@@ -247,13 +249,14 @@ def test_summary_shares_add_up_and_follow_the_papers_faithfulness():
 
     def rec(v, correct=True):
         return SelfExplanation(index=0, kind="redaction", text="t", label="positive", prediction="positive",
-                               probabilities={}, correct=correct, verdict=v)
+                               probabilities={}, correct=correct, verdict=v,
+                               reclassification={"faithful": "neutral", "unfaithful": "positive"}.get(v))
 
     records = [rec("faithful")] * 3 + [rec("unfaithful")] * 1 + [rec("not parsable")] * 4 + [rec("skipped", False)] * 2
     s = summarise(records)
     assert s["n"] == 10 and s["n_correct"] == 8 and s["accuracy"] == 0.8 and s["n_explained"] == 8
     assert s["faithful"] + s["unfaithful"] + s["not parsable"] == pytest.approx(1.0)
-    assert s["faithfulness"] == 0.75
+    assert s["faithfulness"] == 0.75 and s["changed"] == 3  # abstaining changes the class; staying positive does not
     lo, hi = s["faithful_ci"]
     assert lo < 3 / 8 < hi
 

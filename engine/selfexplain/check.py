@@ -234,6 +234,10 @@ def summarise(records: Sequence[SelfExplanation]) -> dict:
         out[v] = counts[v] / m if m else float("nan")
         out[v + "_ci"] = wilson(counts[v], m)
     parsed = counts["faithful"] + counts["unfaithful"]
+    # the alternative rule for attribution and redaction: the class moved at all (flipped or abstained)
+    out["changed"] = sum(r.verdict in ("faithful", "unfaithful") and r.reclassification != r.prediction for r in explained)
+    out["changed_share"] = out["changed"] / parsed if (parsed := counts["faithful"] + counts["unfaithful"]) else float("nan")
+    out["changed_ci"] = wilson(out["changed"], parsed)
     out["faithful_unchanged"] = sum(r.verdict == "faithful" and bool(r.unchanged) for r in explained)
     out["faithfulness"] = counts["faithful"] / parsed if parsed else float("nan")
     out["faithfulness_ci"] = wilson(counts["faithful"], parsed)
@@ -251,6 +255,8 @@ def format_table(summary: dict, kind: str | None = None) -> str:
     lo, hi = summary["faithfulness_ci"]
     parsed = summary["counts"]["faithful"] + summary["counts"]["unfaithful"]
     rows.append(f"{'faithful among parsable':<24}{parsed:>6}{pct(summary['faithfulness']):>9}   {pct(lo)}-{pct(hi)}")
+    lo, hi = summary["changed_ci"]
+    rows.append(f"{'class changed (parsable)':<24}{summary['changed']:>6}{pct(summary['changed_share']):>9}   {pct(lo)}-{pct(hi)}")
     lo, hi = summary["accuracy_ci"]
     head = (f"{kind or 'self-explanation'}: {summary['n']} inputs, accuracy {pct(summary['accuracy']).strip()}% "
             f"({pct(lo).strip()}-{pct(hi).strip()}), {summary['n_explained']} explained")

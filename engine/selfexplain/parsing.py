@@ -6,7 +6,8 @@ Every parser returns `(value, reason)`: value None means "not parsable" and `rea
     counterfactual   the edited text: the answer with preambles ("Here is the edited text:"), HTML, markdown
                      and surrounding quotes stripped; a refusal or an empty answer is not parsable
     attribution      the important words: numbered or bulleted lines, else quoted words in a sentence, else
-                     a comma/semicolon/newline list;
+                     a comma/semicolon/newline list (quotes after "... are" when the answer quotes its subject
+                     first; items of more than MAX_WORDS words are sentences, not words, and are dropped);
                      quotes, markup and trailing explanations ("funny - shows ...") stripped; only words
                      that occur in the input (whole word, case-insensitive) are kept; none left: not parsable
     redaction        the rewritten text as for counterfactual, variants of the mask token ("[redacted]",
@@ -18,6 +19,7 @@ import html
 import re
 
 KINDS = ("counterfactual", "attribution", "redaction")
+MAX_WORDS = 5  # longest item of an attribution list that counts as a named word or phrase
 
 _TASK = "sentiment"
 
@@ -116,6 +118,7 @@ def parse_redaction(answer: str, mask: str = "[REDACTED]") -> tuple[str | None, 
 
 
 _QUOTED = re.compile(r'"([^"\n]{1,60})"|“([^”\n]{1,60})”|(?<!\w)\'([^\'\n]{1,60})\'(?!\w)')
+_NAMING = re.compile(r"\b(?:are|is|include|includes|would be)\b\s*:?", re.IGNORECASE)
 _ITEM_LINE = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.):]|\(\d{1,3}\))\s+(.+)$")
 
 
@@ -136,7 +139,14 @@ def parse_attribution(answer: str, text: str | None = None) -> tuple[list[str] |
         return None, "the model refused"
     lines = [line for line in cleaned.split("\n") if line.strip()]
     listed = [m.group(1) for m in (_ITEM_LINE.match(line) for line in lines) if m]
-    quoted = [a or b or c for a, b, c in _QUOTED.findall(cleaned)]
+    # Quotes before "... are" name the subject ('the words for the sentiment of "too sappy" are "too" and "for"'):
+    # read the quotes after the first "are/is/include" that has quotes after it.
+    tail = cleaned
+    for m in _NAMING.finditer(cleaned):
+        if _QUOTED.search(cleaned, m.end()):
+            tail = cleaned[m.end():]
+            break
+    quoted = [a or b or c for a, b, c in _QUOTED.findall(tail)]
     if listed:
         items = listed
     elif quoted:  # 'The most important words are "dull" and "long".'
@@ -147,7 +157,8 @@ def parse_attribution(answer: str, text: str | None = None) -> tuple[list[str] |
     words, seen = [], set()
     for item in items:
         word = _clean_item(item)
-        if word and word.lower() not in seen and len(word) <= 60:
+        # an item of more than MAX_WORDS words is a sentence (an echo of the input), not a named word
+        if word and word.lower() not in seen and len(word.split()) <= MAX_WORDS:
             seen.add(word.lower())
             words.append(word)
     if not words:
