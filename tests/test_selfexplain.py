@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import pytest
 import torch
 
@@ -139,14 +140,16 @@ def prompted(tokenizer, model=None) -> PromptedClassifier:
     return PromptedClassifier(model if model is not None else tiny_llama(tok), tok, spec, max_length=96)
 
 
-def always_says(tokenizer, word: str) -> PromptedClassifier:
+def always_says(tokenizer, word: str, noise: float = 0.0) -> PromptedClassifier:
     """A tiny Llama whose LM head always prefers `word` (zero weights, a bias): greedy generation writes it again
     and again, through the real `generate` path; among the label words "good" comes first, so it always
-    classifies as positive."""
+    classifies as positive. noise: std of random head weights, small enough to keep the answer, large enough to
+    make class probabilities depend on the input."""
     clf = prompted(tokenizer)
     head = torch.nn.Linear(32, len(clf.tokenizer), bias=True)
     with torch.no_grad():
-        head.weight.zero_()
+        torch.manual_seed(0)
+        head.weight.normal_(0.0, noise) if noise else head.weight.zero_()
         head.bias.zero_()
         head.bias[clf.tokenizer.convert_tokens_to_ids(word)] = 5.0
         head.bias[clf.tokenizer.convert_tokens_to_ids("good")] = 4.0
@@ -369,3 +372,26 @@ def test_real_smollm2_counterfactual_on_one_sentence_and_a_rerun_from_the_cache(
     again = Generator(clf, DecodingSettings(max_new_tokens=16), cache=GenerationCache(cache.path))
     r2 = explain_one(clf, again, "counterfactual", text, only_correct=False, label="positive")
     assert again.generated == 0 and r2.answer == r.answer and r2.verdict == r.verdict
+
+
+def test_self_attribution_scores_feed_the_erasure_metrics_on_the_same_inputs(bert_tokenizer, cache):
+    """The erasure metrics take the LM's named words like any measure's scores, on a prompted LM (class scores
+    from the verbalizer, [REDACTED] written where a token is removed): removing the named word "funny" (the top
+    20%) is what comprehensiveness@0.2 measures, p(c) of the input minus p(c) with [REDACTED] in its place."""
+    from engine.faithfulness.erasure import erasure_metrics
+
+    clf = always_says(bert_tokenizer, "funny", noise=0.1)
+    batch = clf.batch([TEXT, "dull , funny and long"])
+    imp = get_explainer("self-attribution", clf, max_new_tokens=1).attribute(batch)
+    assert imp.extras["words"] == [["funny"], ["funny"]]
+    result = erasure_metrics(clf, batch, imp.scores, metrics=["comprehensiveness", "sufficiency"], bins=(0.2,))
+    assert set(result.values) >= {"comprehensiveness@0.2", "sufficiency@0.2"}
+    assert all(np.isfinite(v).all() for v in result.values.values())
+    with torch.no_grad():
+        p = clf.logits(batch).softmax(-1)
+        redacted = clf.batch([TEXT.replace("funny", "[REDACTED]"), "dull , [REDACTED] and long"])
+        p_red = clf.logits(redacted).softmax(-1)
+    c = p.argmax(-1)
+    expected = (p[[0, 1], c] - p_red[[0, 1], c]).numpy()
+    assert np.abs(expected).min() > 1e-4  # the redaction moves p(c): the check below is not 0 == 0
+    assert np.allclose(result.values["comprehensiveness@0.2"], expected, atol=1e-5)
