@@ -395,3 +395,38 @@ def test_self_attribution_scores_feed_the_erasure_metrics_on_the_same_inputs(ber
     expected = (p[[0, 1], c] - p_red[[0, 1], c]).numpy()
     assert np.abs(expected).min() > 1e-4  # the redaction moves p(c): the check below is not 0 == 0
     assert np.allclose(result.values["comprehensiveness@0.2"], expected, atol=1e-5)
+
+
+def test_cli_self_explain_prints_the_table_and_writes_its_own_store(bert_tokenizer, models_cache, tmp_path, monkeypatch,
+                                                                    capsys):
+    """`python -m engine self-explain` on a registered tiny prompted LM: the verdict table with intervals, and one
+    cell with every record and its provenance under results/selfexplain/<run>/ (not a top-level curve run, which
+    the Benchmarks page would read); a rerun generates nothing."""
+    import json
+
+    from engine.cli import main
+    from engine.results.store import ResultsStore
+
+    folder = tmp_path / "tiny-lm"
+    tiny_llama(bert_tokenizer).save_pretrained(folder, safe_serialization=True)
+    bert_tokenizer.save_pretrained(folder)
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"instruction": "is the review positive or negative ?", "input_format": "review : {input}",
+                                "template": "plain", "answer_prefix": "answer :",
+                                "verbalizer": {"negative": ["bad"], "positive": ["good"]}}))
+    monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
+    monkeypatch.setenv("ENGINE_GENERATIONS_DB", str(tmp_path / "generations.sqlite3"))
+    assert main(["models", "add", str(folder), "--prompt", str(spec), "--id", "tiny-lm"]) == 0
+    argv = ["self-explain", "--model", "tiny-lm", "--dataset", "toy", "--kind", "attribution", "--limit", "4",
+            "--max-new-tokens", "4", "--all-inputs", "--run", "t"]
+    capsys.readouterr()
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "attribution: 4 inputs" in out and "not parsable" in out and "95% CI" in out and "4 generated" in out
+    assert ResultsStore(tmp_path / "results").runs() == []
+    store = ResultsStore(tmp_path / "results" / "selfexplain")
+    (recorded,) = store.provenance("t")
+    assert recorded["provenance"]["command"].startswith("python -m engine self-explain")
+    assert len(recorded["provenance"]["records"]) == 4 and all(r["answer"] is not None for r in recorded["provenance"]["records"])
+    assert set(store.load("t")["metric"]) >= {"faithful", "unfaithful", "not parsable", "accuracy"}
+    assert main(argv) == 0 and "0 generated" in capsys.readouterr().out
