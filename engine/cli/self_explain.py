@@ -109,9 +109,9 @@ def write_results(args, classifier, kind, records, summary, settings, started, g
     import pandas as pd
 
     from engine.results.store import ResultsStore
-    from engine.settings import results_dir
     from engine.runtime import code_version
     from engine.selfexplain.parsing import ATTRIBUTION_PROMPT, COUNTERFACTUAL_PROMPT, REDACTION_PROMPT
+    from engine.settings import results_dir
 
     seed = -1 if args.seed is None else args.seed
     base = {"model": classifier.id, "seed": seed, "dataset": args.dataset, "split": args.split,
