@@ -341,3 +341,8 @@ def test_smollm2_rt_prompt_is_a_built_in_registered_id(models_cache):
     assert str(models_cache) in manifest["path"]
     assert PromptSpec.from_dict(manifest["prompt"]).classes == ("negative", "positive")
     assert read_manifest("not-registered") is None
+    from engine.errors import InvalidInputError
+    from engine.models.registry import unregister_model
+
+    with pytest.raises(InvalidInputError, match="built in"):
+        unregister_model("smollm2-rt-prompt")

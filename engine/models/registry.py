@@ -179,6 +179,8 @@ def unregister_model(model_id: str) -> dict:
     if manifest is None:
         known = ", ".join(m["id"] for m in registered_models()) or "none"
         raise InvalidInputError(f"no registered model {model_id!r}; registered: {known}")
+    if manifest.get("builtin"):
+        raise InvalidInputError(f"{model_id!r} is built in (a packaged language model with its prompt): it cannot be removed")
     shutil.rmtree(artifacts_dir(model_id), ignore_errors=True)
     manifest_path(model_id).unlink()
     return manifest
