@@ -354,7 +354,7 @@ def test_chat_template_request_and_byte_level_word_spans_with_smollm2s_tokenizer
 
 
 def test_real_smollm2_counterfactual_on_one_sentence_and_a_rerun_from_the_cache(cache):
-    """SmolLM2-135M-Instruct itself (only where it was converted into the models cache already; about 15 s):
+    """SmolLM2-135M-Instruct itself (only where it was converted into the models cache already; about 5 s on an idle machine):
     a counterfactual of one rt-style sentence goes through, keeps its texts, and a rerun generates nothing."""
     from engine.models.llm_package import converted_dir
 
