@@ -430,3 +430,18 @@ def test_cli_self_explain_prints_the_table_and_writes_its_own_store(bert_tokeniz
     assert len(recorded["provenance"]["records"]) == 4 and all(r["answer"] is not None for r in recorded["provenance"]["records"])
     assert set(store.load("t")["metric"]) >= {"faithful", "unfaithful", "not parsable", "accuracy"}
     assert main(argv) == 0 and "0 generated" in capsys.readouterr().out
+
+
+def test_published_sampling_is_seeded_and_cached_apart_from_greedy(bert_tokenizer, cache):
+    """--decoding published (temperature 0.1, top-p 0.95, top-k 50, repetition penalty 1.2, seed 0): the same
+    seed gives the same text, and it is cached under its own key, never served for a greedy request."""
+    clf = prompted(bert_tokenizer)
+    published = DecodingSettings.published(max_new_tokens=8)
+    a = Generator(clf, published, cache=False).generate("a prompt")
+    b = Generator(clf, published, cache=False).generate("a prompt")
+    assert a == b
+    Generator(clf, published, cache=cache).generate("a prompt")
+    greedy = Generator(clf, DecodingSettings(max_new_tokens=8), cache=cache)
+    greedy.generate("a prompt")
+    assert greedy.generated == 1 and len(cache) == 2
+    assert GenerationCache.key("m", "p", published) != GenerationCache.key("m", "p", DecodingSettings(max_new_tokens=8))
