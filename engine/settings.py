@@ -17,6 +17,7 @@ SETTINGS = {
     "ENGINE_MODELS_CACHE": ("<project>/models_cache", "where trained checkpoints are written and looked up"),
     "ENGINE_RESULTS_DIR": ("<project>/results", "the results store the benchmark commands write and the pages read"),
     "ENGINE_ANNOTATIONS_DB": ("<project>/annotations/annotations.sqlite3", "the plausibility annotation database"),
+    "ENGINE_GENERATIONS_DB": ("<project>/generations/generations.sqlite3", "the cache of language-model generations (self-explanations)"),
     "ENGINE_USER_DIR": ("<project>/user", "manifests of registered models and datasets (by reference, git-ignored)"),
     "ENGINE_DEVICE": ("auto", "auto (CUDA when available), cpu or cuda[:N]"),
     "ENGINE_DETERMINISTIC": ("1", "1: deterministic CUDA algorithms (bit-identical reruns); 0: the fastest kernels"),
@@ -46,6 +47,11 @@ def results_dir() -> Path:
 def annotations_db_path() -> Path:
     """The annotation SQLite file (`ENGINE_ANNOTATIONS_DB`)."""
     return _path("ENGINE_ANNOTATIONS_DB", PROJECT_ROOT / "annotations" / "annotations.sqlite3")
+
+
+def generations_db_path() -> Path:
+    """The SQLite cache of generated text (`ENGINE_GENERATIONS_DB`)."""
+    return _path("ENGINE_GENERATIONS_DB", PROJECT_ROOT / "generations" / "generations.sqlite3")
 
 
 def user_dir() -> Path:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Generations a test makes (self-explanations) are cached outside the checkout, one file per test session.
+os.environ.setdefault("ENGINE_GENERATIONS_DB", os.path.join(tempfile.mkdtemp(prefix="engine-test-"), "generations.sqlite3"))
 # The one setting that picks the tests' device: ENGINE_TEST_DEVICE (cpu by default, so a machine with a GPU
 # runs the same numbers as CI unless asked: ENGINE_TEST_DEVICE=cuda runs the suite on the GPU). Every model the
 # tests train or load goes where ENGINE_DEVICE says.

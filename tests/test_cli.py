@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main
+from engine.cli import command_name, main
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,10 +29,10 @@ def test_top_level_help_imports_no_torch_and_lists_every_command():
             "assert 'torch' not in sys.modules, 'torch was imported for --help'\n")
     out = subprocess.run([sys.executable, "-c", code], cwd="/", capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    from engine.cli import COMMAND_MODULES
+    from engine.cli import COMMAND_MODULES, command_name
 
     for module in COMMAND_MODULES:
-        assert module.rsplit(".", 1)[-1] in out.stdout
+        assert command_name(module) in out.stdout
 
 
 @pytest.mark.parametrize("module", __import__("engine.cli", fromlist=["COMMAND_MODULES"]).COMMAND_MODULES)
@@ -46,7 +46,7 @@ def test_every_command_module_has_the_one_interface_and_a_help_with_examples(mod
     from engine.cli import build_parser
 
     mod = importlib.import_module(module)
-    name = module.rsplit(".", 1)[-1]
+    name = command_name(module)
     assert isinstance(mod.HELP, str) and callable(mod.configure) and callable(mod.run)
     with pytest.raises(SystemExit) as exit_:
         main([name, "--help"])

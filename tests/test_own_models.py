@@ -41,8 +41,8 @@ FAMILIES = {
                   intermediate_size=64, max_position_embeddings=64),
 }
 DECODERS = ("gpt2", "llama")
-# measures that explain only another kind of model (the BiLSTM's own additive attention)
-NOT_FOR_TRANSFORMERS = {"attention"}
+# measures that explain only another kind of model (the BiLSTM's own additive attention; the words a prompted LM names)
+NOT_FOR_TRANSFORMERS = {"attention", "self-attribution"}
 
 
 @pytest.fixture(scope="module", autouse=True)

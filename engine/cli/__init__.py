@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "engine.cli.attention",
     "engine.cli.annotations",
     "engine.cli.report",
+    "engine.cli.self_explain",
 )
 
 DESCRIPTION = """\
@@ -39,7 +40,7 @@ environment variables listed in docs/configuration.md. Run `python -m engine COM
 
 
 def command_name(module_path: str) -> str:
-    return module_path.rsplit(".", 1)[-1]
+    return module_path.rsplit(".", 1)[-1].replace("_", "-")  # engine.cli.self_explain -> self-explain
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:

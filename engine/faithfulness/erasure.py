@@ -249,7 +249,11 @@ def _hidden_forward(classifier: Classifier, attention: torch.Tensor, types: torc
         kwargs["inputs_embeds"] = embeds[:, :L]
     else:
         kwargs["input_ids"] = ids[:, :L]
-    out = classifier.model(**kwargs, output_hidden_states=features)
+    if getattr(classifier, "spec", None) is not None:  # a prompted LM: class scores come from its verbalizer
+        kwargs.pop("token_type_ids")
+        out = classifier.forward(**kwargs, output_hidden_states=features)
+    else:
+        out = classifier.model(**kwargs, output_hidden_states=features)
     if not features:
         return out.logits, None
     return out.logits, pool_hidden_states(out.hidden_states, attention[:, :L]).cpu()

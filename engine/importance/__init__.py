@@ -17,6 +17,7 @@ from engine.importance import (  # noqa: E402,F401  (registration)
     integrated_gradients,
     leave_one_out,
     random_baseline,
+    self_attribution,
     smat,
 )
 from engine.importance.explainer import Explainer

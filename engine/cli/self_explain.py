@@ -1,0 +1,139 @@
+"""`python -m engine self-explain`: are a prompted language model's explanations of itself faithful?"""
+from __future__ import annotations
+
+import argparse
+import textwrap
+
+SUBSTORE = "selfexplain"  # results/selfexplain/<run>/cells/
+HELP = "self-explanations of a prompted LLM (counterfactual, attribution, redaction): faithful, unfaithful, not parsable"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = textwrap.dedent("""\
+            Ask a prompted language model to explain its own classification, apply the explanation and classify
+            again (Madsen, Chandar & Reddy 2024; docs/llm.md "Self-explanations"):
+              counterfactual  edit the text so its sentiment becomes the opposite: faithful if the class follows
+              attribution     name the important words; they are replaced by [REDACTED]: faithful if the model
+                              then abstains (neutral/unknown)
+              redaction       rewrite the text with the important words [REDACTED]: faithful if it then abstains
+            Only correctly classified inputs are explained (as in the paper). Prints the shares of faithful,
+            unfaithful and not parsable explanations with 95% Wilson intervals. Generation is greedy, uses the
+            KV cache and is cached on disk (ENGINE_GENERATIONS_DB): a rerun generates nothing.
+
+            Example (100 seeded rt test sentences, every kind, into results/selfexplain/<run>/):
+              python -m engine self-explain --model smollm2-rt-prompt --dataset rt --kind all --limit 100 --seed 0 \\
+                  --run smollm2-rt-selfexplain
+            """)
+    parser.add_argument("--model", required=True, help="a prompted language model id, e.g. smollm2-rt-prompt")
+    parser.add_argument("--dataset", default="rt", help="dataset (see `python -m engine datasets`). Default: rt")
+    parser.add_argument("--split", default="test", help="split. Default: test")
+    parser.add_argument("--kind", nargs="+", default=["all"],
+                        choices=["counterfactual", "attribution", "redaction", "all"], help="kind(s). Default: all")
+    parser.add_argument("--limit", type=int, default=None, help="only N inputs of the split (the first N, or a seeded sample with --seed)")
+    parser.add_argument("--seed", type=int, default=None, help="draw the --limit inputs at random with this seed")
+    parser.add_argument("--max-new-tokens", type=int, default=256, help="longest answer, in tokens. Default: 256")
+    parser.add_argument("--decoding", choices=["greedy", "published"], default="greedy",
+                        help="greedy (default) or the paper's sampling (temperature 0.1, top-p 0.95, top-k 50, "
+                             "repetition penalty 1.2, seed 0)")
+    parser.add_argument("--abstain", nargs="*", default=["neutral", "unknown"],
+                        help="abstention words scored beside the classes (default: neutral unknown); none: an attribution "
+                             "or redaction is faithful when the class changes at all")
+    parser.add_argument("--all-inputs", action="store_true", help="explain misclassified inputs too")
+    parser.add_argument("--no-cache", action="store_true", help="do not read or write the generation cache")
+    parser.add_argument("--show", type=int, default=0, help="print the first N inputs with the model's answers")
+    parser.add_argument("--run", default=None,
+                        help="write the table and every answer to results/selfexplain/<run>/ with provenance")
+    parser.add_argument("--device", default=None, help="cpu, cuda[:N] (default: ENGINE_DEVICE)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import sys
+    import time
+
+    import numpy as np
+
+    from engine.data import get_dataset
+    from engine.errors import InvalidInputError
+    from engine.models import load_classifier
+    from engine.selfexplain import KINDS, DecodingSettings, Generator, format_table, self_explain, summarise
+    from engine.selfexplain.check import check_prompted
+
+    if args.limit is not None and args.limit < 1:
+        raise InvalidInputError(f"--limit must be >= 1, got {args.limit}")
+    kinds = list(KINDS) if "all" in args.kind else list(dict.fromkeys(args.kind))
+    classifier = load_classifier(args.model, device=args.device)
+    check_prompted(classifier)
+    dataset = get_dataset(args.dataset, classifier.metadata.get("split_seed", 0))
+    classifier.check_dataset(dataset)
+    examples = dataset.split(args.split)
+    if args.limit is not None and args.limit < len(examples):
+        if args.seed is None:
+            examples = examples[: args.limit]
+        else:
+            pick = np.random.default_rng(args.seed).choice(len(examples), size=args.limit, replace=False)
+            examples = [examples[i] for i in sorted(pick)]
+    settings = (DecodingSettings.published(args.max_new_tokens) if args.decoding == "published"
+                else DecodingSettings(max_new_tokens=args.max_new_tokens))
+    generator = Generator(classifier, settings, cache=not args.no_cache)
+    for kind in kinds:
+        started = time.time()
+        generated_before = generator.generated
+
+        def progress(done, total, kind=kind):
+            print(f"\r{kind}: {done}/{total}", end="", file=sys.stderr, flush=True)
+
+        records = self_explain(classifier, examples, kind, generator=generator, abstain=tuple(args.abstain),
+                               only_correct=not args.all_inputs, progress=progress)
+        print(file=sys.stderr)
+        summary = summarise(records)
+        print(format_table(summary, kind))
+        print(f"  ({generator.generated - generated_before} generated, the rest from the cache; "
+              f"{time.time() - started:.0f} s)\n")
+        for r in records[: args.show]:
+            print(f"  [{r.verdict}] {r.text!r}\n    predicted {r.prediction}; answer: {r.answer!r}\n"
+                  f"    classified again: {r.edited_text!r} -> {r.reclassification} {r.reason}")
+        if args.run:
+            path = write_results(args, classifier, kind, records, summary, settings, started,
+                                 generator.generated - generated_before)
+            print(f"  written to {path}")
+    return 0
+
+
+def write_results(args, classifier, kind, records, summary, settings, started, generated) -> str:
+    """One cell of the results store: tidy rows (metric = each verdict's share, the paper's faithfulness, the
+    accuracy; ci_low/ci_high), provenance with every record (prompt, answer, intermediate texts)."""
+    import os
+    import platform
+    import time
+
+    import pandas as pd
+
+    from engine.results.store import ResultsStore
+    from engine.runtime import code_version
+    from engine.selfexplain.parsing import ATTRIBUTION_PROMPT, COUNTERFACTUAL_PROMPT, REDACTION_PROMPT
+    from engine.settings import results_dir
+
+    seed = -1 if args.seed is None else args.seed
+    base = {"model": classifier.id, "seed": seed, "dataset": args.dataset, "split": args.split,
+            "measure": f"self-explanation {kind}", "strategy": classifier.metadata.get("strategy", "zero-shot"),
+            "method": "self-explanation", "step": 0, "ratio": float("nan"), "p_value": float("nan")}
+    rows = []
+    for metric in ("faithful", "unfaithful", "not parsable", "faithfulness", "accuracy"):
+        lo, hi = summary[metric + "_ci"]
+        n = summary["n"] if metric == "accuracy" else summary["n_explained"]
+        rows.append({**base, "metric": metric, "value": summary[metric], "ci_low": lo, "ci_high": hi, "n_examples": n})
+    cell = {k: base[k] for k in ("model", "seed", "dataset", "split", "measure", "method")}
+    cell.update(limit=args.limit, decoding=settings.key(), abstain=list(args.abstain), all_inputs=args.all_inputs)
+    meta = classifier.metadata
+    provenance = {
+        "command": args.command_line, "code_version": code_version(), "checkpoint": classifier.id,
+        "weights_sha256": meta.get("weights_sha256"), "prompt": meta.get("prompt"), "decoding": settings.key(),
+        "requests": {"counterfactual": COUNTERFACTUAL_PROMPT, "attribution": ATTRIBUTION_PROMPT, "redaction": REDACTION_PROMPT},
+        "summary": summary, "generated": generated, "n_examples": len(records),
+        "seconds": round(time.time() - started, 1), "machine": f"{platform.machine()} {os.cpu_count()} cpus, {classifier.device}",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "records": [r.to_dict() for r in records],
+    }
+    # A store of its own (results/selfexplain/<run>/), like results/evaluation/: these are not masking curves,
+    # and the Benchmarks page and its checks read only the curve runs at the top level.
+    return str(ResultsStore(results_dir() / SUBSTORE).write_cell(args.run, cell, pd.DataFrame(rows), provenance))
