@@ -19,6 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
+# The smoke helpers live with the benches (bench/_smoke.py).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from _smoke import SMOKE_HELP, use_scratch_folders  # noqa: E402
+
 
 def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
     """The Wilson score interval of a binomial proportion k/n (95% by default)."""
@@ -41,7 +45,11 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--out", default=None, help="write the result as JSON here")
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = parser.parse_args(argv)
+    if args.smoke:  # CI: the packaged SmolLM2 converted into a scratch cache, 4 sentences; the numbers mean nothing
+        use_scratch_folders()
+        args.n, args.batch_size, args.out = 4, 4, None
 
     import torch
 
@@ -59,7 +67,7 @@ def main(argv=None) -> int:
 
         classifier = load_classifier(args.model)
     dataset = load_dataset(args.dataset)
-    classifier.check_dataset(dataset)
+    dataset = classifier.check_dataset(dataset)  # labels in the classifier's class order
     examples = dataset.split(args.split)
     if args.n and args.n < len(examples):
         pick = np.random.default_rng(args.seed).choice(len(examples), size=args.n, replace=False)

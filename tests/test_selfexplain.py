@@ -1,4 +1,4 @@
-"""Self-explanations of prompted language models (engine.selfexplain, REFERENCE section 11): the answer parsers,
+"""Self-explanations of prompted language models (engine.selfexplain, docs/methods.md#self-explanations): the answer parsers,
 the verdicts, generation (KV cache, streaming, cancellation, the on-disk cache) and the whole path on random-weight
 tiny Llama models built here with the packaged `tiny` BERT tokenizer (plain-text prompts)."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`self-attribution`: the words a prompted language model names as important for its own answer (the
-attribution self-explanation of Madsen et al. 2024, REFERENCE section 11), as a token-importance measure, so that
+attribution self-explanation of Madsen et al. 2024, docs/methods.md#self-explanations), as a token-importance measure, so that
 recursive masking and the erasure metrics hold it to the same yardstick as the other measures.
 
 Only prompted classifiers can be asked (`supports`). For each input the model is asked, in a chat turn of its

@@ -1,4 +1,4 @@
-"""Self-explanations of prompted language models, and whether they are faithful (REFERENCE section 11).
+"""Self-explanations of prompted language models, and whether they are faithful (docs/methods.md#self-explanations).
 
     from engine.selfexplain import Generator, self_explain, summarise
     records = self_explain(classifier, examples, "counterfactual")   # classifier: a PromptedClassifier

@@ -1,4 +1,4 @@
-"""Is a prompted classifier's explanation of itself faithful? (REFERENCE section 11; Madsen, Chandar & Reddy,
+"""Is a prompted classifier's explanation of itself faithful? (docs/methods.md#self-explanations; Madsen, Chandar & Reddy,
 Findings of ACL 2024.) For each input: classify, ask the model for its explanation, apply it, classify again.
 
     counterfactual  "edit the text so that its sentiment becomes <target>" (target = the class opposite the gold

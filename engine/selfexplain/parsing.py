@@ -1,4 +1,4 @@
-"""The self-explanation prompts and the parsing of the model's answers (REFERENCE section 11, after Madsen,
+"""The self-explanation prompts and the parsing of the model's answers (docs/methods.md#self-explanations, after Madsen,
 Chandar & Reddy 2024; the wording here is this project's own).
 
 Every parser returns `(value, reason)`: value None means "not parsable" and `reason` says why.
