@@ -151,3 +151,25 @@ def test_lora_refuses_a_classifier_that_is_not_a_prompted_lm(toy_classifier):
 
     with pytest.raises(NotApplicableError, match="without --lora"):
         train_lora(config(dataset="toy"), classifier=toy_classifier, show_progress_bar=False)
+
+
+def test_cli_train_lora_saves_a_merged_folder_and_an_adapter(tmp_path, models_cache, bert_tokenizer, capsys):
+    """`train --from-classifier ID --dataset rt --lora` on a registered prompted tiny Llama writes models_cache/<id>/
+    (merged model + adapter/) and prints the test accuracy with its interval; the id then loads as masked-fine-tuned."""
+    from engine.cli import main
+    from engine.models import load_classifier
+    from engine.models.registry import register_model
+
+    clf = make(bert_tokenizer, "redacted")
+    folder = tmp_path / "tiny-llama"
+    clf.model.save_pretrained(folder)
+    clf.tokenizer.save_pretrained(folder)
+    register_model(folder, "tiny-llama-prompt", prompt=rt_spec("redacted").to_dict())
+    assert main(["train", "--from-classifier", "tiny-llama-prompt", "--dataset", "rt", "--lora", "--lora-r", "2",
+                 "--train-limit", "8", "--eval-limit", "4", "--test-sample", "4", "--quiet", "--id", "tiny-rt-lora"]) == 0
+    out = capsys.readouterr().out
+    assert "adapter (LoRA r=2" in out and "100% masked" in out
+    assert (models_cache / "tiny-rt-lora" / "adapter" / "adapter_model.safetensors").is_file()
+    loaded = load_classifier("tiny-rt-lora")
+    assert loaded.masked_fine_tuned and loaded.metadata["replacement"] == "redacted"
+    assert loaded.metadata["lora"]["r"] == 2 and loaded.metadata["config"]["epochs"] == 1
