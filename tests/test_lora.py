@@ -125,7 +125,6 @@ def test_saved_adapter_and_merged_folder_reload_to_identical_logits_without_pick
     texts = ["a gripping , funny film", "dull , tedious and far too long"]
     with torch.no_grad():
         expected = clf.logits(clf.batch(texts))
-        full = clf.logits(clf.batch(["a gripping , funny film"]), )
     folder = save_lora_classifier(clf, peft_model, "tiny-lora", cache_dir=models_cache)
     files = [p for p in folder.rglob("*") if p.is_file()]
     assert not [p for p in files if p.suffix in (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")]
