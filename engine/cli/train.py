@@ -80,9 +80,9 @@ def run(args: argparse.Namespace) -> int:
         return _run_lora(args)
     config = TrainConfig(
         base_model="custom" if from_classifier else args.model, from_classifier=from_classifier, dataset=args.dataset,
-        strategy=args.strategy, epochs=args.epochs or 4,
+        strategy=args.strategy, epochs=args.epochs if args.epochs is not None else 4,
         lr=args.lr if args.lr is not None else default_learning_rate("from-classifier" if from_classifier else args.model),
-        batch_size=args.batch_size or 32, max_length=args.max_length, seed=args.seed, split_seed=args.split_seed,
+        batch_size=args.batch_size if args.batch_size is not None else 32, max_length=args.max_length, seed=args.seed, split_seed=args.split_seed,
         train_limit=args.train_limit, eval_limit=args.eval_limit, device=args.device,
     )
     model_id = checkpoint.check_model_id(args.id or default_model_id(config))
