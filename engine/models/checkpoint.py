@@ -102,7 +102,7 @@ def validate_checkpoint(folder: Path) -> dict:
     except Exception as err:  # safetensors raises its own error types for bad headers
         raise CheckpointError(f"{folder}/model.safetensors is corrupt ({type(err).__name__}: {err})") from None
     n_labels = len(config.get("id2label", {})) or config.get("num_labels")
-    if n_labels != len(metadata["classes"]):
+    if n_labels != len(metadata["classes"]) and metadata.get("prompt") is None:  # a prompted LM has no label head
         raise CheckpointError(
             f"checkpoint {folder}: config.json has {n_labels} labels but metadata.json names "
             f"{len(metadata['classes'])} classes {metadata['classes']}"
@@ -199,6 +199,10 @@ def _load_checkpoint(folder: Path, device: str | None, dtype: str | None = None,
     from engine.models.loading import load_pretrained
 
     metadata = validate_checkpoint(folder)
+    if metadata.get("prompt") is not None:  # a prompted LM fine-tuned with LoRA, merged (engine.models.lora_training)
+        from engine.models.lora_training import load_lora_folder
+
+        return load_lora_folder(folder, device)
     target = pick_device(device)
     runtime = None
     try:

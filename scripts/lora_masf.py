@@ -1,0 +1,78 @@
+"""MaSF share of p < 0.05 on randomly masked test inputs of a (prompted) classifier, for docs/llm.md's
+"Masked LoRA fine-tuning" section: MaSF is fitted on the first N validation inputs transformed like the model's
+training (zero-shot: unmasked; masked fine-tuning: FMM's half-batch masking), then a seeded sample of test inputs
+is masked at each ratio (`mask_random_fraction`: floor(ratio * n) slot tokens) and tested.
+
+    ENGINE_THREADS=1 python scripts/lora_masf.py --model smollm2-rt-prompt --calibration 120 --test-sample 100 \
+        --out results/llm/masf-smollm2-rt-zero-shot.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", required=True, help="model id or folder")
+    parser.add_argument("--dataset", default="rt")
+    parser.add_argument("--calibration", type=int, default=120, help="first N validation inputs to fit MaSF on")
+    parser.add_argument("--test-sample", type=int, default=100, help="seeded sample of N test inputs")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the test sample and of the masking")
+    parser.add_argument("--ratios", type=float, nargs="+", default=[0.3, 0.6])
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+
+    import torch
+
+    from engine.data import get_dataset
+    from engine.models import load_classifier
+    from engine.models.masking import STRATEGIES, mask_random_fraction
+    from engine.ood import MaSF, calibration_features, calibration_strategy, hidden_state_features
+
+    start = time.time()
+    classifier = load_classifier(args.model)
+    dataset = get_dataset(args.dataset, classifier.metadata.get("split_seed", 0))
+    classifier.check_dataset(dataset)
+    strategy = calibration_strategy(classifier)
+    strategy = strategy if strategy in STRATEGIES else "plain"  # a zero-shot LM saw unmasked text only
+    calibration = dataset.split("validation")[: args.calibration]
+    feats = calibration_features(classifier, calibration, strategy, seed=1234, batch_size=args.batch_size)
+    masf = MaSF(seed=0).fit(feats)
+    test = dataset.split("test")
+    pick = np.random.default_rng(args.seed).choice(len(test), size=min(args.test_sample, len(test)), replace=False)
+    test = [test[i] for i in sorted(pick)]
+    shares = {}
+    for ratio in args.ratios:
+        generator = torch.Generator().manual_seed(args.seed)
+        p = []
+        for s in range(0, len(test), args.batch_size):
+            batch = classifier.batch_of(test[s:s + args.batch_size]).to("cpu")
+            batch = mask_random_fraction(batch, ratio, classifier.mask_token_id, generator).to(classifier.device)
+            with torch.no_grad():
+                p.append(masf.pvalues(hidden_state_features(classifier, batch)))
+        p = np.concatenate(p)
+        shares[str(ratio)] = {"share_p_below_0.05": float(np.mean(p < 0.05)), "n": len(p),
+                              "median_p": float(np.median(p))}
+        print(f"masked {ratio:.0%}: {np.mean(p < 0.05):.1%} with p < 0.05 (n={len(p)})", file=sys.stderr)
+    result = {"model": classifier.id, "weights_sha256": classifier.metadata.get("weights_sha256"),
+              "replacement": classifier.metadata.get("replacement"), "calibration_strategy": strategy,
+              "calibration": f"{args.dataset} validation, first {len(calibration)}", "test_sample": len(test),
+              "seed": args.seed, "shares": shares, "threads": torch.get_num_threads(),
+              "seconds": round(time.time() - start, 1),
+              "command": "python scripts/lora_masf.py " + " ".join(argv if argv is not None else sys.argv[1:])}
+    print(json.dumps(result, indent=2))
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
