@@ -285,6 +285,12 @@ def test_models_add_with_a_prompt_registers_a_causal_lm_folder(tmp_path, models_
     reference = PromptedClassifier(clf.model, bert_tokenizer, spec(replacement="redacted"), max_length=96)
     with torch.no_grad():
         assert torch.allclose(loaded.logits(loaded.batch(TEXTS)), reference.logits(reference.batch(TEXTS)), atol=1e-5)
+    # explain names the replacement the LM reads when its masked inputs are out of distribution (not a vocabulary
+    # look-up of the out-of-vocabulary sentinel, which printed "None")
+    assert main(["explain", "--model", "gpt2-prompt", "--text", TEXTS[0], "--measure", "loo-sign"]) == 0
+    captured = capsys.readouterr()
+    shown = captured.out + captured.err
+    assert "not masked-fine-tuned with [REDACTED]" in shown and "with None" not in shown
 
 
 def test_prompt_spec_errors_name_the_valid_choices():
