@@ -257,6 +257,25 @@ def test_masf_features_come_from_the_llm_hidden_states(bert_tokenizer):
     assert masked.shape == feats.shape and not torch.allclose(masked, feats)
 
 
+def test_masf_features_pool_only_the_input_slot_and_after(bert_tokenizer):
+    """In a causal LM the instruction before the slot never sees the input, so its hidden states are the same for
+    every input: MaSF's features are the maxima over the slot's first token and every later real position, equal
+    to pooling those positions of the hidden states by hand, and no pre-slot position can set a maximum."""
+    from engine.ood.features import hidden_state_features
+
+    clf = make("llama", bert_tokenizer, replacement="special")
+    b = clf.batch(TEXTS)
+    with torch.no_grad():
+        states = torch.stack(clf.forward(input_ids=b.input_ids, attention_mask=b.attention_mask,
+                                         output_hidden_states=True).hidden_states, dim=1)  # [B, L+1, T, H]
+    feats = hidden_state_features(clf, b)
+    for i in range(len(TEXTS)):
+        first = int(b.maskable[i].nonzero()[0])
+        real = b.attention_mask[i].bool().nonzero().flatten()
+        keep = real[real >= first]
+        assert first > 0 and torch.equal(feats[i], states[i][:, keep].amax(1).double().cpu())
+
+
 def test_predict_examples_gives_class_probabilities(bert_tokenizer):
     from engine.data import Example
 

@@ -29,9 +29,9 @@ from engine.ood.masf import LEVEL1_RTOL, MaSF, naive_pvalues
 from engine.runtime import code_version
 
 # Version of the fitting code: bumped whenever a fit's stored levels would come out different (2: ties within a
-# tolerance, docs/masf.md). It is part of the key, so a fit by older code is never reused: it is fitted again.
+# tolerance, docs/masf.md; 3: prompted LMs pooled from the slot on). It is part of the key, so a fit by older code is never reused: it is fitted again.
 # The git commit is recorded too (provenance), but is not part of the key: every commit would refit everything.
-MASF_FIT_VERSION = 2
+MASF_FIT_VERSION = 3  # 3: a prompted LM's features pooled from its input slot on (engine/ood/features.py)
 # Files of the fits made before fits were keyed (one per checkpoint, calibrated on the checkpoint's own dataset).
 LEGACY_MASF_FILE = "masf.safetensors"
 LEGACY_MASF_META = "masf.json"

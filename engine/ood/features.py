@@ -1,4 +1,5 @@
-"""The features MaSF looks at: every hidden state, max-pooled over real (non-PAD) tokens."""
+"""The features MaSF looks at: every hidden state, max-pooled over real (non-PAD) tokens; for a prompted language
+model only over the input slot and what follows it (docs/methods.md#prompted-language-models)."""
 from __future__ import annotations
 
 import numpy as np
@@ -19,8 +20,23 @@ def logits_and_features(classifier: Classifier, batch: Batch) -> tuple[torch.Ten
     out = classifier.forward(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
                              token_type_ids=batch.token_type_ids, output_hidden_states=True)
     states = torch.stack(out.hidden_states, dim=1)  # [B, L+1, T, H]
-    pad = (batch.attention_mask == 0)[:, None, :, None]
+    pad = ~pooled_positions(classifier, batch)[:, None, :, None]
     return out.logits, states.masked_fill(pad, float("-inf")).amax(dim=2).double().cpu()
+
+
+def pooled_positions(classifier: Classifier, batch: Batch) -> torch.Tensor:
+    """[B, T] bool: the positions whose hidden states are max-pooled. Every real token, except for a prompted
+    causal LM: there the instruction before the input slot cannot attend to the input, so its hidden states are
+    the same for every input and would dominate the maxima (measured: half of SmolLM2's pooled features were
+    constant across inputs, and MaSF flagged nothing); only the slot's first token and what follows it count."""
+    real = batch.attention_mask.bool()
+    if getattr(classifier, "spec", None) is None:  # not a PromptedClassifier
+        return real
+    maskable = batch.maskable.bool()
+    has_slot = maskable.any(1, keepdim=True)
+    first = maskable.float().argmax(1, keepdim=True)  # index of the first maskable (slot) token
+    after = torch.arange(real.shape[1], device=real.device)[None, :] >= first
+    return real & torch.where(has_slot, after, torch.ones_like(after))
 
 
 def hidden_state_features(classifier: Classifier, batch: Batch) -> torch.Tensor:
