@@ -16,6 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+# The smoke helpers live with the benches (bench/_smoke.py).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from _smoke import SMOKE_HELP, use_scratch_folders  # noqa: E402
+
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -27,7 +31,11 @@ def main(argv=None) -> int:
     parser.add_argument("--ratios", type=float, nargs="+", default=[0.3, 0.6])
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = parser.parse_args(argv)
+    if args.smoke:  # CI: the packaged SmolLM2 in a scratch cache, MaSF on 36 inputs, 4 test inputs; numbers mean nothing
+        use_scratch_folders()
+        args.model, args.calibration, args.test_sample, args.ratios, args.out = "smollm2-rt-prompt", 36, 4, [0.5], None
 
     import torch
 
@@ -39,7 +47,7 @@ def main(argv=None) -> int:
     start = time.time()
     classifier = load_classifier(args.model)
     dataset = get_dataset(args.dataset, classifier.metadata.get("split_seed", 0))
-    classifier.check_dataset(dataset)
+    dataset = classifier.check_dataset(dataset)  # labels in the classifier's class order
     strategy = calibration_strategy(classifier)
     strategy = strategy if strategy in STRATEGIES else "plain"  # a zero-shot LM saw unmasked text only
     calibration = dataset.split("validation")[: args.calibration]

@@ -141,3 +141,21 @@ def test_two_labels_landing_on_one_class_are_refused():
     data = Dataset("cased", ("Pos", "pos"), "accuracy", {"train": rows, "validation": rows, "test": rows}, 0)
     with pytest.raises(LabelMismatchError, match="'Pos', 'pos' that all match the model's class 'pos'"):
         check_labels(data, ("neg", "pos"))
+
+
+def test_every_caller_uses_the_dataset_that_check_dataset_returns():
+    """`Classifier.check_dataset` returns the dataset relabelled in the model's class order; a caller that drops the
+    result goes on with labels matched by position. Every call in the engine and scripts is an assignment or a
+    return (one deliberate check-only call is marked `# refuses`)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    dropped = []
+    for path in [*root.glob("engine/**/*.py"), *root.glob("scripts/*.py"), *root.glob("bench/*.py"), *root.glob("pages/*.py")]:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            code = line.split("#")[0]
+            if re.search(r"\.check_dataset\(", code) and not re.search(r"(=|return)\s*\S*\.check_dataset\(", code) \
+                    and "def check_dataset" not in code and "# refuses" not in line:
+                dropped.append(f"{path.relative_to(root)}:{number}: {line.strip()}")
+    assert dropped == []

@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     classifier = load_classifier(args.model, device=args.device)
     check_prompted(classifier)
     dataset = get_dataset(args.dataset, classifier.metadata.get("split_seed", 0))
-    classifier.check_dataset(dataset)
+    dataset = classifier.check_dataset(dataset)  # labels in the model's class order
     examples = dataset.split(args.split)
     if args.limit is not None and args.limit < len(examples):
         if args.seed is None:

@@ -185,7 +185,7 @@ def train_lora(config: LoraTrainConfig, classifier=None, progress: Callable[[dic
     if not isinstance(classifier, PromptedClassifier):
         raise NotApplicableError(f"--lora fine-tunes a prompted language model; {classifier.id!r} is a "
                                  f"{type(classifier).__name__} (use the encoder path without --lora)")
-    classifier.check_dataset(dataset)
+    dataset = classifier.check_dataset(dataset)  # labels in the model's class order
     if config.max_length:
         classifier.max_length = min(config.max_length, classifier.max_length)
     start = copy.deepcopy(classifier.metadata)
