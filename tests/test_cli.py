@@ -268,3 +268,13 @@ def test_no_help_text_shows_a_doubled_percent_sign(command, capsys):
         main([*([command] if command else []), "--help"])
     out = capsys.readouterr().out
     assert "%%" not in out, [line for line in out.splitlines() if "%%" in line]
+
+
+def test_train_records_the_precision_asked_for(models_cache):
+    """`train --precision bf16` trains under bfloat16 autocast and the checkpoint's metadata says so (the default,
+    fp32, is what every shipped checkpoint used)."""
+    from engine.models import load_classifier
+
+    assert main(["train", "--model", "tiny", "--dataset", "toy", "--epochs", "1", "--train-limit", "32", "--eval-limit",
+                 "16", "--quiet", "--id", "cli-bf16", "--precision", "bf16"]) == 0
+    assert load_classifier("cli-bf16").metadata["precision"] == "bf16"

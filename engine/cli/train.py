@@ -53,6 +53,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--train-limit", type=int, default=None, help="use only the first N training examples (quick trials)")
     parser.add_argument("--eval-limit", type=int, default=None, help="use only the first N validation and test examples (quick trials)")
     parser.add_argument("--device", default="auto", help="auto (cuda when available), cpu or cuda. Default: auto")
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16"],
+                        help="matmul precision of training on a GPU: fp32, tf32 (tensor cores, float32 storage) or bf16 "
+                             "autocast; recorded in the checkpoint's metadata. Default: fp32 (bit-identical reruns)")
     parser.add_argument("--id", default=None, help="checkpoint id (folder name in models_cache). Default: <model>-<dataset>-<strategy>-s<seed>")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing checkpoint with the same id")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -84,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         strategy=args.strategy, epochs=args.epochs if args.epochs is not None else 4,
         lr=args.lr if args.lr is not None else default_learning_rate("from-classifier" if from_classifier else args.model),
         batch_size=args.batch_size if args.batch_size is not None else 32, max_length=args.max_length, seed=args.seed, split_seed=args.split_seed,
-        train_limit=args.train_limit, eval_limit=args.eval_limit, device=args.device,
+        train_limit=args.train_limit, eval_limit=args.eval_limit, device=args.device, precision=args.precision,
     )
     model_id = checkpoint.check_model_id(args.id or default_model_id(config))
     target = checkpoint.models_cache_dir() / model_id
