@@ -26,9 +26,10 @@ def test_engine_keeps_its_layer_and_no_dashboard_import_contracts():
     assert "0 broken" in result.stdout
 
 
-def test_lint_imports_reports_an_upward_import_and_a_streamlit_import(tmp_path):
-    """A copy of the tree where a bottom module (engine.errors) imports the CLI, and engine.data imports
-    streamlit, breaks both contracts, and the report names each offending import."""
+def test_lint_imports_reports_an_upward_import_a_streamlit_import_and_a_cycle(tmp_path):
+    """A copy of the tree where a bottom module (engine.errors) imports the CLI, engine.data imports
+    streamlit, and engine.models.ids imports engine.models.checkpoint (which imports ids) breaks all three
+    contracts, and the report names each offending import."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for package in ("engine", "app"):
         shutil.copytree(ROOT / package, tmp_path / package, ignore=ignore)
@@ -38,9 +39,13 @@ def test_lint_imports_reports_an_upward_import_and_a_streamlit_import(tmp_path):
     with open(tmp_path / "engine" / "data" / "types.py", "a", encoding="utf-8") as f:
         f.write("\n\nimport streamlit  # noqa: E402,F401  (deliberate break)\n")
 
+    with open(tmp_path / "engine" / "models" / "ids.py", "a", encoding="utf-8") as f:
+        f.write("\n\ndef _cycle():\n    from engine.models.checkpoint import models_cache_dir  # noqa: F401  (deliberate)\n")
+
     result = _lint(tmp_path)
     out = result.stdout
     assert result.returncode != 0, out
-    assert "2 broken" in out, out
+    assert "3 broken" in out, out
     assert "engine.errors -> engine.cli" in out
     assert "engine.data.types -> streamlit" in out
+    assert "No cycles are allowed in engine.models" in out
