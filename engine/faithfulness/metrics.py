@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
 
 from engine.errors import InvalidInputError
+from engine.stats import bootstrap_ci, paired_comparison  # noqa: F401  (moved to engine.stats; re-exported)
 
 
 def _trapezoid(x: np.ndarray, y: np.ndarray) -> float:
@@ -45,51 +45,3 @@ def racu(ratios: Sequence[float], measure: Sequence[float], random: Sequence[flo
         return float("nan")
     value = _trapezoid(x, b - p) / norm
     return float(np.clip(value, -1.0, 1.0)) if clip else value
-
-
-def bootstrap_ci(values: Sequence[float], confidence: float = 0.95, n_resamples: int = 9999, seed: int = 0,
-                 method: str = "BCa", with_method: bool = False) -> tuple:
-    """(mean, low, high): the mean over seeds with a BCa bootstrap CI (scipy.stats.bootstrap).
-
-    One value has no interval: the bounds are NaN (a zero-width interval would look exact). Values that
-    are all equal give the degenerate interval [mean, mean]. Where BCa is undefined on a small sample it
-    falls back to the percentile interval. with_method=True appends which interval was computed
-    ("BCa", "percentile", "degenerate: all equal", "none: 1 value"), so a table can say so.
-    """
-    v = np.asarray(values, dtype=float)
-    v = v[~np.isnan(v)]
-    nan = float("nan")
-    if v.size == 0:
-        return (nan, nan, nan, "none: no value") if with_method else (nan, nan, nan)
-    mean = float(v.mean())
-    if v.size < 2:
-        return (mean, nan, nan, "none: 1 value") if with_method else (mean, nan, nan)
-    if np.ptp(v) == 0:
-        return (mean, mean, mean, "degenerate: all equal") if with_method else (mean, mean, mean)
-    used = method
-    res = stats.bootstrap((v,), np.mean, confidence_level=confidence, n_resamples=n_resamples, method=method,
-                          random_state=np.random.default_rng(seed))
-    low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    if np.isnan(low) or np.isnan(high):  # BCa can fail on tiny degenerate samples: fall back to percentile
-        used = "percentile"
-        res = stats.bootstrap((v,), np.mean, confidence_level=confidence, n_resamples=n_resamples,
-                              method="percentile", random_state=np.random.default_rng(seed))
-        low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    return (mean, low, high, used) if with_method else (mean, low, high)
-
-
-def paired_comparison(a: Sequence[float], b: Sequence[float], seed: int = 0) -> dict:
-    """Compare two measures evaluated on the same seeds: mean of a - b with a bootstrap CI and an exact
-    paired sign-flip permutation p-value (two-sided)."""
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if a.shape != b.shape or a.ndim != 1:
-        raise InvalidInputError("a paired comparison needs two 1-D arrays over the same seeds")
-    diff = a - b
-    mean, low, high = bootstrap_ci(diff, seed=seed)
-    if diff.size >= 2 and np.ptp(diff) > 0:
-        res = stats.permutation_test((diff,), np.mean, permutation_type="samples", alternative="two-sided",
-                                     n_resamples=np.inf if diff.size <= 12 else 9999, random_state=np.random.default_rng(seed))
-        p = float(res.pvalue)
-    else:
-        p = float("nan") if diff.size < 2 else (1.0 if mean == 0 else 2.0 / 2 ** diff.size)
-    return {"mean_difference": mean, "ci_low": low, "ci_high": high, "p_value": p, "n": int(diff.size)}

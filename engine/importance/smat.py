@@ -3,7 +3,7 @@
     score_t = softmax over non-pad tokens of sum_h lambda_h s^h_t
 
 s^h_t: head h's pre-softmax attention logits to token t averaged over the non-pad queries (all layers' heads,
-layer-major; engine.simulability.head_scores); lambda: the sparse head weights learned by
+layer-major; engine.importance.head_scores); lambda: the sparse head weights learned by
 `python -m engine simulability ... --explainers smat`, read from `smat_head_weights.json` beside the
 checkpoint. Unit: probability ([CLS], [SEP] and a bAbI question share the mass, so scores on the maskable
 tokens sum to less than 1); unsigned; target-independent (the target is still recorded).
@@ -37,13 +37,13 @@ class SmatLearned(Explainer):
             self.options["head_weights_sha256"] = hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def _record(self) -> dict | None:
-        from engine.simulability.learned import read_head_weights
+        from engine.importance.head_weights import read_head_weights
 
         return read_head_weights(getattr(self.classifier, "folder", None))
 
     def supports(self) -> tuple[bool, str]:
         from engine.errors import NotApplicableError
-        from engine.simulability.head_scores import head_count
+        from engine.importance.head_scores import head_count
 
         try:
             layers, heads = head_count(self.classifier.model)
@@ -59,8 +59,7 @@ class SmatLearned(Explainer):
         return True, ""
 
     def _scores(self, call: Call):
-        from engine.simulability.explainers import head_weighted
-        from engine.simulability.head_scores import model_head_scores
+        from engine.importance.head_scores import head_weighted, model_head_scores
 
         record = self._record()
         b = call.batch

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from pathlib import Path
 
 from engine import settings
@@ -17,22 +16,15 @@ from engine.atomic import recover_folder, replacing_folder
 from engine.errors import CheckpointError, InvalidInputError  # noqa: F401 (re-exported)
 from engine.models.bilstm import ARCHITECTURE, BiLSTMAttentionClassifier
 from engine.models.classifier import Classifier
+from engine.models.ids import check_model_id  # noqa: F401 (moved there; re-exported)
 from engine.runtime import configure, pick_device
 
 REQUIRED_FILES = ("config.json", "model.safetensors", "metadata.json", "tokenizer_config.json")
 REQUIRED_METADATA = ("id", "base_model", "dataset", "classes", "strategy", "max_length")
-_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 def models_cache_dir() -> Path:
     return settings.models_cache_dir()
-
-
-def check_model_id(model_id: str) -> str:
-    # fullmatch: `re.match` with '$' lets a trailing newline through ('$' matches before a final '\n').
-    if not isinstance(model_id, str) or not _ID_PATTERN.fullmatch(model_id):
-        raise InvalidInputError(f"model id {model_id!r} must be 1-128 letters, digits, '.', '_' or '-' (no slashes)")
-    return model_id
 
 
 def is_path(model_id_or_path: str | os.PathLike) -> bool:

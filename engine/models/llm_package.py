@@ -44,9 +44,9 @@ def gguf_source(key: str) -> Path:
 
 
 def converted_dir(key: str) -> Path:
-    from engine.models.checkpoint import models_cache_dir
+    from engine import settings
 
-    return models_cache_dir() / CONVERTED_DIR / key
+    return settings.models_cache_dir() / CONVERTED_DIR / key
 
 
 def convert_gguf(gguf_file: str | os.PathLike, destination: str | os.PathLike, dtype: str = "bfloat16") -> Path:

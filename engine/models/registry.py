@@ -26,7 +26,7 @@ def registry_dir() -> Path:
 
 
 def manifest_path(model_id: str) -> Path:
-    from engine.models.checkpoint import check_model_id
+    from engine.models.ids import check_model_id
 
     return registry_dir() / f"{check_model_id(model_id)}.json"
 
@@ -115,8 +115,8 @@ def register_model(path: str | os.PathLike, model_id: str | None = None, *, toke
     """Check that `path` loads as a classifier (weights, config, tokenizer, replacement token) and record it.
 
     Returns the manifest. The id must not name a checkpoint in models_cache (ids are one namespace)."""
-    from engine.models.checkpoint import check_model_id, models_cache_dir
     from engine.models.foreign import load_foreign
+    from engine.models.ids import check_model_id
 
     folder = Path(path).expanduser().resolve()
     if not folder.is_dir():
@@ -125,8 +125,8 @@ def register_model(path: str | os.PathLike, model_id: str | None = None, *, toke
         raise InvalidInputError(f"{folder} is a checkpoint of this project (it has metadata.json): use it by its path, "
                                 "or copy it into models_cache; registration is for models fine-tuned elsewhere")
     model_id = check_model_id(model_id or default_id(folder))
-    if (models_cache_dir() / model_id).exists():
-        raise InvalidInputError(f"{model_id!r} is already a checkpoint in {models_cache_dir()}; choose another --id")
+    if (settings.models_cache_dir() / model_id).exists():
+        raise InvalidInputError(f"{model_id!r} is already a checkpoint in {settings.models_cache_dir()}; choose another --id")
     target = manifest_path(model_id)
     if target.exists() and not overwrite:
         raise InvalidInputError(f"a model {model_id!r} is already registered ({target}); pass --overwrite or choose another --id")

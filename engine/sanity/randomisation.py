@@ -149,7 +149,7 @@ def cascading_randomisation(
 def sanity_summary(rows: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     """Per measure and stage: the mean Spearman (and of |scores|) over inputs; at the last stage (every weight
     random) with a 95% BCa bootstrap CI over inputs and whether the measure passes (see PASS_THRESHOLD)."""
-    from engine.faithfulness.metrics import bootstrap_ci
+    from engine.stats import bootstrap_ci
 
     out = []
     last = rows["stage_index"].max()

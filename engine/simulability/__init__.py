@@ -2,7 +2,7 @@
 scaffolded by the teacher's explanations, and head-weighted attention explainers learned to scaffold best.
 See docs/simulability.md for the method, its differences from the paper and measured runs; modules:
 
-  head_scores   per-head pre-softmax attention scores, recomputed differentiably from hidden states
+  head_scores   (moved to engine.importance.head_scores) per-head pre-softmax attention scores
   explainers    sparsemax head weights, the head-weighted explainer, static explainers, the KL regulariser
   data          SimSplit: the student's examples with the frozen teacher's predictions, head scores, explanations
   teacher       the teacher's contribution, computed once (predictions, head scores, static explanations)
@@ -11,6 +11,6 @@ See docs/simulability.md for the method, its differences from the paper and meas
   training      the training loop with early stopping on validation simulability
   plausibility  sentence-level AUC of explanations against bAbI supporting facts
   runner        cells in the results store: teacher x dataset x explainer x budget x seed
-  learned       learned head weights stored beside a teacher checkpoint (JSON)
+  learned       (moved to engine.importance.head_weights) learned head weights beside a checkpoint (JSON)
   results       reading runs back: Table-1-shaped summaries, head-weight snapshots, plausibility
 """

@@ -19,6 +19,7 @@ from entmax import sparsemax
 from torch import nn
 
 from engine.errors import InvalidInputError
+from engine.importance.head_scores import head_weighted, masked_softmax  # noqa: F401  (moved there; re-exported)
 
 CLIP = 1e-7  # probabilities are clipped to [CLIP, 1 - CLIP] inside the KL (SMaT)
 
@@ -41,19 +42,6 @@ def check_explainer(name: str) -> str:
     if name not in EXPLAINERS:
         raise InvalidInputError(f"unknown teacher explainer {name!r}; use one of {', '.join(EXPLAINERS)}")
     return name
-
-
-def masked_softmax(scores: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-    """Softmax over the last axis restricted to `keep` (bool, same shape); 0 elsewhere."""
-    return torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=-1).masked_fill(~keep, 0.0)
-
-
-def head_weighted(scores: torch.Tensor, weights: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """e [B, T] = softmax over non-pad tokens of sum_h weights[h] * scores[b, h, t].
-
-    scores [B, H, T] (pad keys hold a large negative number), weights [H] (on the simplex), attention_mask [B, T]."""
-    mixed = torch.einsum("h,bht->bt", weights.to(scores.dtype), scores)
-    return masked_softmax(mixed, attention_mask.bool())
 
 
 def uniform_weights(n_heads: int, heads: slice | None = None, dtype=torch.float32) -> torch.Tensor:
