@@ -192,9 +192,9 @@ def _load_checkpoint(folder: Path, device: str | None, dtype: str | None = None,
 
     metadata = validate_checkpoint(folder)
     if metadata.get("prompt") is not None:  # a prompted LM fine-tuned with LoRA, merged (engine.models.lora_training)
-        from engine.models.lora_training import load_lora_folder
+        from engine.models.prompted import load_prompted_checkpoint
 
-        return load_lora_folder(folder, device)
+        return load_prompted_checkpoint(folder, metadata, device)
     target = pick_device(device)
     runtime = None
     try:

@@ -343,15 +343,9 @@ def load_lora_folder(folder: str | os.PathLike, device: str | None = None):
     """The merged prompted classifier of a folder written by `save_lora_classifier` (or any causal-LM folder
     with `metadata.json` holding `prompt`)."""
     from engine.models.checkpoint import read_metadata
-    from engine.models.prompted import load_prompted
+    from engine.models.prompted import load_prompted_checkpoint
 
-    folder = Path(folder)
-    metadata = read_metadata(folder)
-    keep = {k: v for k, v in metadata.items() if k not in ("folder", "weights_files", "weights_sha256", "base_model_source",
-                                                           "prompt", "replacement", "replacement_token",
-                                                           "replacement_token_id", "replacement_tokens")}
-    return load_prompted(folder, metadata["prompt"], model_id=metadata["id"], max_length=metadata.get("max_length"),
-                         device=device, extra=keep)
+    return load_prompted_checkpoint(Path(folder), read_metadata(Path(folder)), device)
 
 
 def load_adapter(base, folder: str | os.PathLike):

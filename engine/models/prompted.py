@@ -457,6 +457,17 @@ def load_prompted(folder: str | Path, spec: PromptSpec | dict, *, model_id: str 
     return classifier
 
 
+def load_prompted_checkpoint(folder: Path, metadata: dict, device: str | None = None) -> PromptedClassifier:
+    """A saved prompted classifier (a causal-LM folder whose `metadata.json` holds `prompt`, e.g. a merged LoRA
+    fine-tuning), given its metadata: here rather than in checkpoint.py's caller so that checkpoint loading needs
+    no import of the training code (engine/models stays free of import cycles)."""
+    keep = {k: v for k, v in metadata.items() if k not in ("folder", "weights_files", "weights_sha256", "base_model_source",
+                                                           "prompt", "replacement", "replacement_token",
+                                                           "replacement_token_id", "replacement_tokens")}
+    return load_prompted(folder, metadata["prompt"], model_id=metadata["id"], max_length=metadata.get("max_length"),
+                         device=device, extra=keep)
+
+
 def check_not_prompted(classifier, what: str) -> None:
     """Refuse an operation that needs a sequence-classification head (e.g. plain fine-tuning)."""
     if isinstance(classifier, PromptedClassifier):
