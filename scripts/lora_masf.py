@@ -23,7 +23,7 @@ from _smoke import SMOKE_HELP, use_scratch_folders  # noqa: E402
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", required=True, help="model id or folder")
+    parser.add_argument("--model", default="smollm2-rt-prompt", help="model id or folder. Default: smollm2-rt-prompt")
     parser.add_argument("--dataset", default="rt")
     parser.add_argument("--calibration", type=int, default=120, help="first N validation inputs to fit MaSF on")
     parser.add_argument("--test-sample", type=int, default=100, help="seeded sample of N test inputs")

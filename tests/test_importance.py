@@ -12,6 +12,7 @@ from engine.importance import (
     MEASURES,
     ExplanationCancelled,
     NoMaskableTokenError,
+    builtin_measures,
     clear_memo,
     get_explainer,
 )
@@ -243,7 +244,7 @@ def test_no_measure_scores_special_padding_or_auxiliary_tokens(babi_classifier):
         ["Mary moved to the bathroom. John went to the hallway.", "Daniel went back to the garden."],
         ["Where is Mary?", "Where is Daniel?"])
     assert (batch.segments == 2).any() and (batch.attention_mask == 0).any()  # paired and padded
-    for name in MEASURES:
+    for name in builtin_measures():
         explainer = get_explainer(name, babi_classifier, **CHEAP.get(name, {}))
         if not explainer.supports()[0]:
             continue

@@ -250,3 +250,20 @@ def test_inseq_primitives_of_a_decoder_only_model_read_the_prompt_column_of_the_
     path.write_text(json.dumps({"sequence_attributions": [seq], "info": {"input_texts": [text]}}))
     with pytest.raises(ScoresFileError, match=r"out\.json, sequence 0: granular attributions"):
         read_scores_file(path)
+
+
+def test_an_imported_measure_is_not_offered_for_other_inputs(toy_classifier, tmp_path):
+    """A measure read from a file explains only the inputs the file scores: after an import it is not among the
+    measures offered for a model (pages, `explain --measure all`, every-measure loops), while it stays usable by
+    name. (Before, one import made every later every-measure loop in the process fail on it.)"""
+    from engine.importance import MEASURES, applicable_measures, builtin_measures, measure_availability
+    from engine.importance.imported import register_imported
+
+    (tmp_path / "x.csv").write_text("x", encoding="utf-8")
+    mid = register_imported(tmp_path / "x.csv", "offered-check", [])
+    try:
+        assert mid in MEASURES
+        assert mid not in measure_availability(toy_classifier) and mid not in applicable_measures(toy_classifier)
+        assert mid not in builtin_measures()
+    finally:
+        del MEASURES[mid]

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from engine.errors import CheckpointError, InvalidInputError, LabelMismatchError, NotApplicableError
-from engine.importance import MEASURES, get_explainer
+from engine.importance import builtin_measures, get_explainer
 from engine.models import load_classifier
 
 TEXTS = ["the movie was really good and fun", "this film was so dull"]
@@ -114,7 +114,7 @@ def test_every_applicable_measure_explains_the_family_and_scores_only_maskable_t
     classifier = classifier_of(family, family_folders)
     batch = classifier.batch(TEXTS, ["is it good?", "was it?"])
     assert batch.truncated.sum() == 0 and (batch.segments == 2).any()
-    for name in MEASURES:
+    for name in builtin_measures():
         explainer = get_explainer(name, classifier, **CHEAP.get(name, {}))
         ok, why = explainer.supports()
         if name == "smat":  # needs head weights learned for this model (engine simulability): none here
@@ -187,7 +187,7 @@ def test_decoder_without_replacement_token_offers_gradient_ig_and_attention_only
     classifier = load_classifier(str(family_folders[family]))
     assert classifier.decoder and classifier.replacement_token_id is None
     batch = classifier.batch(TEXTS)
-    offered = {n for n in MEASURES if get_explainer(n, classifier, **CHEAP.get(n, {})).supports()[0]}
+    offered = {n for n in builtin_measures() if get_explainer(n, classifier, **CHEAP.get(n, {})).supports()[0]}
     assert offered == {"random", "grad-l2", "grad-l1", "x-grad-sign", "x-grad-abs", "ig-sign", "ig-abs",
                        "attention-cls-last", "attention-mean", "attention-rollout"}
     for name in offered:

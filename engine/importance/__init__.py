@@ -25,6 +25,7 @@ from engine.importance.memo import clear_memo
 from engine.importance.registry import (
     MEASURES,
     applicable_measures,
+    builtin_measures,
     describe,
     get_explainer,
     measure_availability,
@@ -32,5 +33,5 @@ from engine.importance.registry import (
 )
 from engine.importance.types import Importance
 
-__all__ = ["applicable_measures", "measure_availability", "MEASURES", "Explainer", "ExplanationCancelled", "Importance", "NoMaskableTokenError",
+__all__ = ["applicable_measures", "builtin_measures", "measure_availability", "MEASURES", "Explainer", "ExplanationCancelled", "Importance", "NoMaskableTokenError",
            "clear_memo", "describe", "get_explainer", "register"]

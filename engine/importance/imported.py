@@ -391,6 +391,9 @@ class ImportedExplainer(Explainer):
 
     signed = True
     computed_once = True  # the file scores the unmasked input only: recursive masking ranks once
+    # It explains only the inputs its file scores: named by `evaluate --scores`, never offered among the measures
+    # that can explain a model (measure_availability skips it), so an import does not leak into pages or `all`.
+    file_bound = True
     defaults: ClassVar[dict] = {"file_sha256": ""}
     source: ClassVar[str] = ""
     pairs: ClassVar[tuple] = ()  # (row, example, spans)

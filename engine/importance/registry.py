@@ -46,9 +46,17 @@ def measure_availability(classifier: Classifier) -> dict[str, str]:
     show on hover and the CLI prints). Each measure declares this in `Explainer.supports()`."""
     out = {}
     for name, cls in MEASURES.items():
+        if getattr(cls, "file_bound", False):  # scores read from a file: used by name on the inputs it scores, not offered
+            continue
         ok, why = cls(classifier, memo=False).supports()
         out[name] = "" if ok else why
     return out
+
+
+def builtin_measures() -> list[str]:
+    """Every registered measure but those read from a file (`evaluate --scores`), which explain only the inputs
+    their file scores."""
+    return [name for name, cls in MEASURES.items() if not getattr(cls, "file_bound", False)]
 
 
 def applicable_measures(classifier: Classifier) -> list[str]:
