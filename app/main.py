@@ -15,30 +15,41 @@ configure()
 st.set_page_config(page_title="Faithfulness dashboard", page_icon=":material/search:", layout="wide")
 
 checkpoints = usable_checkpoints()
+# a built-in prompted LM is offered but never chosen by default: opening the app must not convert and load an LLM
+own = [m for m in checkpoints if not m.get("builtin")]
 with st.sidebar:
     st.markdown("### Model")
+    if not own:
+        st.warning("No model in models_cache yet.")
     if checkpoints:
         ids = [m["id"] for m in checkpoints]
         # prefer a masked-fine-tuned model: its masked inputs stay in distribution
-        default = next((i for i, m in enumerate(checkpoints) if m["strategy"] == "masked"), 0)
+        default = next((i for i, m in enumerate(checkpoints) if m["strategy"] == "masked"), 0) if own else None
         if st.session_state.get(PENDING_MODEL_KEY) in ids:
             st.session_state[MODEL_KEY] = st.session_state.pop(PENDING_MODEL_KEY)
         if st.session_state.get(MODEL_KEY) not in ids:
-            st.session_state[MODEL_KEY] = ids[default]
-        st.selectbox("Checkpoint", ids, key=MODEL_KEY, help="models_cache/<id>: build more on the Models page")
-        meta = next(m for m in checkpoints if m["id"] == st.session_state[MODEL_KEY])
-        test = meta.get("test", {})
-        if meta.get("registered"):
-            st.caption(f"{md(meta['base_model'])} · fine-tuned elsewhere · {md(meta['path'])}")
+            st.session_state[MODEL_KEY] = ids[default] if default is not None else None
+        st.selectbox("Checkpoint", ids, key=MODEL_KEY, placeholder="choose a model",
+                     help="models_cache/<id>, your registered models, and the built-in prompted language models "
+                          "(converted from their package on first use): build more on the Models page")
+        meta = next((m for m in checkpoints if m["id"] == st.session_state[MODEL_KEY]), None)
+        if meta is None:
+            pass
+        elif meta.get("builtin"):
+            st.caption(f"{md(meta['base_model'])} · prompted LM, zero-shot · masking writes "
+                       f"{md(meta['replacement_token'])}" + ("" if meta["converted"] else " · converted on first use"))
+        elif meta.get("registered"):
+            kind = "prompted LM" if meta["strategy"] == "prompted" else "fine-tuned elsewhere"
+            st.caption(f"{md(meta['base_model'])} · {kind} · {md(meta['path'])}")
         else:
+            test = meta.get("test", {})
             st.caption(f"{md(meta['base_model'])} · {md(meta['dataset'])} · {md(meta['strategy'])} fine-tuning · "
                        f"test {meta.get('metric', 'metric')} {test.get('unmasked', float('nan')):.3f}")
-        if not meta.get("masked_fine_tuned", meta["strategy"] in ("masked", "only-masking")):
+        if meta is not None and not meta.get("masked_fine_tuned", meta["strategy"] in ("masked", "only-masking")):
             st.caption(":warning: Not masked-fine-tuned: inputs with masked tokens may be out of distribution for it. "
                        "Make it measurable on the Models page.")
     else:
         st.session_state[MODEL_KEY] = None
-        st.warning("No model in models_cache yet.")
 
 EXPLAIN = str(ROOT / "pages" / "explain.py")
 pages = [

@@ -20,15 +20,22 @@ def get_classifier(model_id: str):
 
 
 def usable_checkpoints() -> list[dict]:
-    """Checkpoints trained here, then the user's registered models (fine-tuned elsewhere), as sidebar entries:
-    a registered one has strategy 'elsewhere', its architecture as base_model, no dataset, and
-    `masked_fine_tuned` as declared at registration (pages show a note when it is False)."""
-    from engine.models.registry import registered_models
+    """Checkpoints trained here, then the user's registered models (fine-tuned elsewhere), then the built-in
+    prompted language models whose package is installed, as sidebar entries: a registered one has strategy
+    'elsewhere' ('prompted' for a causal LM used by a prompt), its architecture as base_model, no dataset, and
+    `masked_fine_tuned` as declared at registration (pages show a note when it is False); a built-in one has
+    strategy 'prompted' and `builtin` True. Nothing is loaded or converted to list them."""
+    from engine.models.registry import builtin_prompted, registered_models
 
-    own = [{"id": m["id"], "base_model": m.get("architecture"), "dataset": None, "strategy": "elsewhere",
+    own = [{"id": m["id"], "base_model": m.get("architecture"), "dataset": None,
+            "strategy": "prompted" if m.get("prompt") else "elsewhere",
             "masked_fine_tuned": bool(m.get("masked_fine_tuned")), "registered": True, "path": m["path"]}
            for m in registered_models() if "error" not in m]
-    return [m for m in list_checkpoints() if "error" not in m] + own
+    builtin = [{"id": m["id"], "base_model": m["description"].split(",")[0], "dataset": None, "strategy": "prompted",
+                "masked_fine_tuned": False, "registered": False, "builtin": True, "path": m["path"],
+                "replacement_token": m["replacement_token"], "converted": m["converted"]}
+               for m in builtin_prompted() if m["installed"]]
+    return [m for m in list_checkpoints() if "error" not in m] + own + builtin
 
 
 def selected_classifier():

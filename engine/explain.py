@@ -18,6 +18,27 @@ from engine.models import Batch, Classifier
 # page's default and the CLI's `--measure live`.
 LIVE_MEASURES = ("grad-l2", "x-grad-sign", "ig-sign", "loo-sign")
 
+# What one explanation costs, as a tier (lower is cheaper), for streaming the cheapest first. The measures
+# declare no cost, so this is a fixed order by the model passes each needs on an input of N tokens:
+# 0 one forward (attention weights); 1 one forward+backward (gradients); 2 tens of forward+backward passes
+# (IG's steps, GradientSHAP's samples); 3 one forward per token (LOO, occlusion); 4 hundreds of sampled
+# forwards (KernelSHAP, LIME, Shapley sampling); 5 a search or generation (beam, budgeted search, SMAT,
+# self-attribution). A measure not named here is placed with the sampling ones.
+COST_TIERS = {
+    "attention": 0, "attention-mean": 0, "attention-cls-last": 0, "attention-rollout": 0, "random": 0,
+    "grad-l2": 1, "grad-l1": 1, "x-grad-sign": 1, "x-grad-abs": 1, "deeplift": 1,
+    "ig-sign": 2, "ig-abs": 2, "gradient-shap": 2,
+    "loo-sign": 3, "loo-abs": 3, "occlusion": 3,
+    "kernel-shap": 4, "lime": 4, "shapley-sampling": 4,
+    "beam": 5, "greedy-loo": 5, "beam-budget": 5, "anytime-aopc": 5, "smat": 5, "self-attribution": 5,
+}
+UNKNOWN_COST_TIER = 4
+
+
+def by_cost(measures: Sequence[str]) -> list[str]:
+    """`measures` cheapest first (COST_TIERS); measures of one tier keep their given order."""
+    return sorted(measures, key=lambda m: COST_TIERS.get(m, UNKNOWN_COST_TIER))
+
 
 @dataclass
 class Explanation:
@@ -65,9 +86,14 @@ class Explanation:
 def explain_text(classifier: Classifier, text: str, auxiliary: str | None = None, measures: Sequence[str] = LIVE_MEASURES,
                  target: int | None = None, options: dict[str, dict] | None = None,
                  progress: Callable[[str, int, int], None] | None = None,
-                 should_stop: Callable[[], bool] | None = None) -> Explanation:
-    """Predict and explain one input with each measure. A measure that fails (e.g. attention on a model
-    without it) is reported in `errors` instead of stopping the others."""
+                 should_stop: Callable[[], bool] | None = None,
+                 on_measure: Callable[[str, Explanation], None] | None = None) -> Explanation:
+    """Predict and explain one input with each measure, in the order given. A measure that fails (e.g.
+    attention on a model without it) is reported in `errors` instead of stopping the others.
+
+    on_measure(measure, result): called as soon as each measure is done (its scores, or its error, are in
+    `result`, which then holds every measure so far) so that a caller can show it at once (the Explain page
+    streams its heatmaps so)."""
     from engine.importance import get_explainer
 
     batch = classifier.batch([text], [auxiliary] if auxiliary is not None else None)
@@ -90,9 +116,11 @@ def explain_text(classifier: Classifier, text: str, auxiliary: str | None = None
             imp = explainer.attribute(batch, [target], progress=stream, should_stop=should_stop)
         except EngineError as err:  # e.g. a measure this model cannot support; a bug still raises
             result.errors[measure] = str(err)
-            continue
-        result.scores[measure] = imp.token_scores(0).numpy()
-        result.signed[measure] = bool(imp.signed)
-        result.options[measure] = dict(imp.options)
-        result.extras[measure] = {k: (v.tolist() if isinstance(v, torch.Tensor) else v) for k, v in imp.extras.items()}
+        else:
+            result.scores[measure] = imp.token_scores(0).numpy()
+            result.signed[measure] = bool(imp.signed)
+            result.options[measure] = dict(imp.options)
+            result.extras[measure] = {k: (v.tolist() if isinstance(v, torch.Tensor) else v) for k, v in imp.extras.items()}
+        if on_measure is not None:
+            on_measure(measure, result)
     return result

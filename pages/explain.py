@@ -15,7 +15,7 @@ from app.shared import selected_classifier
 from app.text import md
 from engine.data import dataset_names, get_dataset
 from engine.errors import DataFileError
-from engine.explain import LIVE_MEASURES, explain_text
+from engine.explain import LIVE_MEASURES, by_cost, explain_text
 from engine.export import FORMATS, MIME, SUFFIX, explanation_record, write
 from engine.faithfulness.measure_agreement import agreement_matrix
 from engine.importance import describe, measure_availability
@@ -95,14 +95,52 @@ def _view() -> dict:
             "target": target_choice, "level": level, "agg": aggregation}
 
 
+def _heatmap(col, result, measure: str, units, level_scores) -> None:
+    """One measure's heatmap with its legend (and IG's completeness gap) in `col`."""
+    col.html(token_heatmap_html([u.text for u in units], level_scores[measure], result.signed[measure],
+                                title=describe(measure)))
+    col.caption(LEGEND_SIGNED if result.signed[measure] else LEGEND_ABSOLUTE)
+    gap = result.extras.get(measure, {}).get("completeness_gap")
+    if gap is not None:
+        col.caption(f"IG completeness gap: {gap[0]:+.4f} (sum of attributions minus f(x) - f(baseline))")
+
+
 if st.button("Explain", type="primary") or from_url:
     target = None if target_choice == "predicted" else classifier.classes.index(target_choice)
+    order = by_cost(measures)  # cheapest first, so the first heatmap shows as soon as possible
+    st.session_state.pop("explanation", None)
+    st.session_state["explanation_stopped"] = None
+    cancel = st.empty()
+    cancel.button("Cancel", key="explain_cancel", help="Stops the computation; the measures done so far stay shown.")
+    # any click (Cancel or any other widget) reruns the page, which stops the running computation
+    bar = st.progress(0.0, text=f"explaining with {', '.join(order)} ..." if order else "predicting ...")
+    streamed = st.empty()
+
+    def show(measure: str, partial) -> None:
+        done = len(partial.scores) + len(partial.errors)
+        # kept at once: a cancel reruns the page, which then shows what was computed until then
+        st.session_state["explanation"] = partial
+        st.session_state["explanation_stopped"] = (done, len(order)) if done < len(order) else None
+        bar.progress(done / max(len(order), 1), text=f"{measure} done ({done}/{len(order)})"
+                     + (f"; computing {order[done]} ..." if done < len(order) else ""))
+        units, level_scores = partial.level_scores(level, aggregation)
+        with streamed.container():
+            for name in partial.scores:
+                _heatmap(st, partial, name, units, level_scores)
+
     try:
-        with st.spinner("Explaining ..."):
-            st.session_state["explanation"] = explain_text(classifier, text, aux if paired else None, measures, target)
+        result_ = explain_text(classifier, text, aux if paired else None, order, target, on_measure=show)
+        st.session_state["explanation"] = result_
+        st.session_state["explanation_stopped"] = None
+        streamed.empty()  # the full view below takes over (same order)
+        bar.empty()
+        cancel.empty()
         publish("explain", _view())
     except EmptyInputError as err:
         st.session_state.pop("explanation", None)
+        streamed.empty()
+        bar.empty()
+        cancel.empty()
         st.warning(md(err))
 elif st.session_state.get("explanation") is not None and st.session_state.get("explain_url_applied", {}).get("text") == text:
     publish("explain", _view())  # a new level or word score keeps the URL in step with the view
@@ -125,17 +163,15 @@ if result is not None:
         st.warning(f"{md(measure)}: {md(why)}")
     if not result.scores and not result.errors:
         st.text(" ".join(u.text for u in units))  # the units as text when no measure was chosen
+    stopped = st.session_state.get("explanation_stopped")
+    if stopped:
+        st.info(f"Stopped after {stopped[0]} of {stopped[1]} measures; press Explain to compute them all.")
     names = list(result.scores)
     for row in range(0, len(names), 2):
         cols = st.columns(2)
         for col, measure in zip(cols, names[row : row + 2]):
             with col:
-                col.html(token_heatmap_html([u.text for u in units], level_scores[measure], result.signed[measure],
-                                            title=describe(measure)))
-                col.caption(LEGEND_SIGNED if result.signed[measure] else LEGEND_ABSOLUTE)
-                gap = result.extras.get(measure, {}).get("completeness_gap")
-                if gap is not None:
-                    col.caption(f"IG completeness gap: {gap[0]:+.4f} (sum of attributions minus f(x) - f(baseline))")
+                _heatmap(col, result, measure, units, level_scores)
     if names:
         st.subheader("Take it away")
         record = explanation_record(result, classifier, level=level, aggregation=aggregation,

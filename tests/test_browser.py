@@ -111,7 +111,7 @@ def _explain(driver, text, expect):
     driver.find_element(By.TAG_NAME, "h1").click()
     time.sleep(0.5)
     deadline = time.time() + 30
-    while not (buttons := [b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.strip() == "Explain"]):
+    while not (buttons := _buttons(driver, "Explain")):
         assert time.time() < deadline, "no Explain button on the page"
         time.sleep(0.2)
     button = buttons[0]
@@ -125,7 +125,28 @@ def _explain(driver, text, expect):
         from selenium.webdriver.common.by import By as _By
         print("HEATMAPS:", [e.get_attribute("textContent")[:200] for e in driver.find_elements(_By.CSS_SELECTOR, ".token-heatmap")])
         raise
-    return time.perf_counter() - start
+    first = time.perf_counter() - start
+    # heatmaps stream in as each measure is done: the run is over when its Cancel button is gone
+    deadline = time.time() + 120
+    while _buttons(driver, "Cancel"):
+        assert time.time() < deadline, "the explanation never finished"
+        time.sleep(0.2)
+    return first
+
+
+def _buttons(driver, label):
+    """The buttons labelled `label`; one that a rerun removed while being read is skipped (pages stream)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    out = []
+    for b in driver.find_elements(By.TAG_NAME, "button"):
+        try:
+            if b.text.strip() == label:
+                out.append(b)
+        except StaleElementReferenceException:
+            continue
+    return out
 
 
 def test_type_a_review_and_see_the_explanation(app_url, browser):
@@ -140,7 +161,7 @@ def test_type_a_review_and_see_the_explanation(app_url, browser):
     heatmaps = browser.find_elements(By.CSS_SELECTOR, ".token-heatmap")
     assert len(heatmaps) == 4, "one heatmap per default measure"
     # timing is reported, not asserted: the machines are shared (bench/ and the README hold the figures)
-    print(f"explain answered in {elapsed:.2f} s after the first load")
+    print(f"explain showed its first heatmap in {elapsed:.2f} s after the first load")
     SHOTS.mkdir(exist_ok=True)
     browser.save_screenshot(str(SHOTS / "explain.png"))
 

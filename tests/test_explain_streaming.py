@@ -1,0 +1,145 @@
+"""The Explain page streams its measures cheapest first (engine.explain.by_cost, explain_text's on_measure), and
+the built-in prompted language models are listed (CLI `models`, the dashboard's sidebar) without loading them."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from engine.models import save_classifier
+
+MAIN = str(Path(__file__).resolve().parent.parent / "app" / "main.py")
+TEXT = "the acting was truly bad and the story poor"
+GIVEN = ["loo-sign", "ig-sign", "x-grad-sign", "grad-l2"]  # dearest first: the page must not keep this order
+
+
+def _run(at: AppTest) -> AppTest:
+    at.run(timeout=120)
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+@pytest.fixture()
+def no_llm_loading(monkeypatch):
+    """Converting or loading the packaged LLM fails the test; its package counts as installed wherever it runs."""
+    from engine.models import llm_package, prompted
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("the packaged LLM was converted or loaded just to list it")
+
+    monkeypatch.setattr(llm_package, "gguf_source", lambda key: Path("/nowhere") / f"{key}.gguf")
+    monkeypatch.setattr(llm_package, "convert_gguf", refuse)
+    monkeypatch.setattr(llm_package, "packaged_llm_folder", refuse)
+    real_load = prompted.load_prompted
+
+    def load_only_folders(source, *args, **kwargs):  # a registered folder loads; the packaged LLM does not
+        if str(source) in llm_package.PACKAGED_LLMS:
+            refuse()
+        return real_load(source, *args, **kwargs)
+
+    monkeypatch.setattr(prompted, "load_prompted", load_only_folders)
+
+
+def test_by_cost_puts_gradients_before_ig_before_loo_before_sampling_and_keeps_ties_in_order():
+    from engine.explain import by_cost
+
+    assert by_cost(["lime", "loo-sign", "ig-sign", "x-grad-sign", "grad-l2", "occlusion", "attention-mean"]) == [
+        "attention-mean", "x-grad-sign", "grad-l2", "ig-sign", "loo-sign", "occlusion", "lime"]
+
+
+def test_on_measure_is_called_after_each_measure_with_its_scores_and_changes_nothing(toy_classifier):
+    """explain_text(on_measure=...) reports each measure as soon as it is done, with every measure so far in the
+    result; the result is the one computed without the callback."""
+    from engine.explain import explain_text
+
+    seen = []
+    with_cb = explain_text(toy_classifier, TEXT, measures=GIVEN,
+                           on_measure=lambda m, r: seen.append((m, list(r.scores), r.scores[m].copy())))
+    assert [s[0] for s in seen] == GIVEN
+    assert [s[1] for s in seen] == [GIVEN[: i + 1] for i in range(len(GIVEN))]
+    plain = explain_text(toy_classifier, TEXT, measures=GIVEN)
+    assert list(plain.scores) == GIVEN
+    for measure, _, scores in seen:
+        np.testing.assert_allclose(scores, plain.scores[measure], atol=1e-5)
+        np.testing.assert_allclose(with_cb.scores[measure], plain.scores[measure], atol=1e-5)
+
+
+def test_explain_page_shows_one_heatmap_per_measure_cheapest_first(models_cache, toy_classifier):
+    """Measures chosen dearest first are computed and shown cheapest first: gradients, then IG, then LOO; the
+    agreement table and the Cancel button's removal after the run leave the rest of the page as it was."""
+    import html
+
+    from engine.importance import describe
+
+    save_classifier(toy_classifier, "toy-app")
+    at = _run(AppTest.from_file(MAIN, default_timeout=120))
+    at.multiselect(key="explain_measures").set_value(GIVEN)
+    at.text_area(key="explain_text").input(TEXT)
+    at.button[0].click()
+    _run(at)
+    heatmaps = [h.proto.body for h in at.get("html")]
+    assert len(heatmaps) == len(GIVEN), "one heatmap per measure"
+    expected = ["x-grad-sign", "grad-l2", "ig-sign", "loo-sign"]
+    titles = [html.escape(describe(m), quote=True) for m in expected]
+    assert len(set(titles)) == len(titles)
+    shown = [next(m for m, t in zip(expected, titles) if t in h) for h in heatmaps]
+    assert shown == expected, shown
+    assert any("feature_agreement" in d.value.columns for d in at.dataframe), "the agreement table is still shown"
+    assert not [b for b in at.button if b.key == "explain_cancel"], "no Cancel button once the computation is done"
+
+
+def test_sidebar_lists_registered_and_built_in_prompted_lms_without_loading_them(models_cache, toy_classifier, tmp_path,
+                                                                              no_llm_loading, capsys):
+    """A prompted LM registered with `models add --prompt` and the built-in `smollm2-rt-prompt` are in the
+    sidebar's model list; the built-in is not chosen by default (nor converted or loaded); the registered
+    one, chosen, is explained on the Explain page."""
+    import copy
+
+    from test_prompted import spec, tiny_lm
+    from transformers import AutoTokenizer
+
+    from engine.cli import main
+    from engine.models.encoders import resolve_encoder
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_encoder("tiny"))
+    folder = tmp_path / "tiny-gpt2"
+    tiny_lm("gpt2", copy.deepcopy(tokenizer)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    (tmp_path / "prompt.json").write_text(json.dumps(spec(replacement="redacted").to_dict()))
+    assert main(["models", "add", str(folder), "--prompt", str(tmp_path / "prompt.json"), "--id", "tiny-prompt"]) == 0
+    save_classifier(toy_classifier, "toy-app")
+
+    at = _run(AppTest.from_file(MAIN, default_timeout=120))
+    box = at.sidebar.selectbox(key="model_id")
+    assert {"toy-app", "tiny-prompt", "smollm2-rt-prompt"} <= set(box.options), box.options
+    assert box.value == "toy-app", "a built-in LLM is never the default"
+    box.set_value("smollm2-rt-prompt")
+    at.run(timeout=120)  # selecting it only shows its caption here; loading it is refused by the fixture
+    assert any("prompted LM, zero-shot" in c.value for c in at.sidebar.caption)
+    at.sidebar.selectbox(key="model_id").set_value("tiny-prompt")
+    at.session_state["explain_measures"] = ["loo-sign", "grad-l2"]
+    _run(at)
+    assert any("prompted LM" in c.value for c in at.sidebar.caption)
+    at.text_area(key="explain_text").input("a gripping , funny and moving film")
+    at.button[0].click()
+    _run(at)
+    assert at.subheader[0].value.startswith("Prediction: ")
+    assert len(at.get("html")) == 2
+
+
+def test_models_cli_lists_the_built_in_prompted_lm_without_loading_it(models_cache, no_llm_loading, capsys):
+    """`python -m engine models` names the built-in prompted id as a zero-shot prompted LM with the replacement
+    masking writes, without converting or loading it (the fixture fails the test if it does), also as JSON."""
+    from engine.cli import main
+
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if line.startswith("smollm2-rt-prompt"))
+    assert "prompted LM, zero-shot" in line and "replacement [REDACTED]" in line and "converted on first load" in line
+    assert main(["models", "--json"]) == 0
+    listing = json.loads(capsys.readouterr().out)
+    assert [m["id"] for m in listing["builtin"]] == ["smollm2-rt-prompt"]
+    assert listing["builtin"][0]["masked_fine_tuned"] is False
