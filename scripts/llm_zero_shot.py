@@ -102,8 +102,10 @@ def main(argv=None) -> int:
     }
     print(json.dumps(result, indent=2))
     if args.out:
+        from engine.atomic import write_text
+
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        write_text(args.out, json.dumps(result, indent=2) + "\n")  # never a half-written result file
     return 0
 
 

@@ -155,6 +155,20 @@ class ErasureResult:
         return rows
 
 
+def checked_inputs(classifier: Classifier, batch: Batch, scores) -> tuple[Batch, torch.Tensor, list[int]]:
+    """The batch and scores [B, T] on the classifier's device, and each input's count of maskable tokens; refuses
+    scores of another shape and an input with nothing to remove (what every erasure family needs first)."""
+    batch = batch.to(classifier.device)
+    B, T = batch.input_ids.shape
+    scores = torch.as_tensor(scores).to(classifier.device)
+    if scores.shape != (B, T):
+        raise InvalidInputError(f"scores of shape {tuple(scores.shape)} do not match the batch ({B}, {T})")
+    n_tokens = batch.maskable.sum(1).tolist()
+    if min(n_tokens) == 0:
+        raise InvalidInputError("an input has no maskable token")
+    return batch, scores, n_tokens
+
+
 def ranking_positions(scores: torch.Tensor, maskable: torch.Tensor) -> torch.Tensor:
     """rank [B, T] long: 0 for the highest-scoring maskable token, 1 for the next ...; T + position for the
     tokens that are not maskable (never removed). Ties are broken by position (stable), NaN counts as 0."""
@@ -386,15 +400,9 @@ def erasure_metrics(
     if "soft" in families and soft_draws < 1:
         raise InvalidInputError(f"soft_draws must be >= 1, got {soft_draws}")
     device = classifier.device
-    batch = batch.to(device)
+    batch, scores, n_tokens = checked_inputs(classifier, batch, scores)
     B, T = batch.input_ids.shape
-    scores = torch.as_tensor(scores).to(device)
-    if scores.shape != (B, T):
-        raise InvalidInputError(f"scores of shape {tuple(scores.shape)} do not match the batch ({B}, {T})")
     maskable = batch.maskable
-    n_tokens = maskable.sum(1).tolist()
-    if min(n_tokens) == 0:
-        raise InvalidInputError("an input has no maskable token")
     if word_ids is None:
         rank = ranking_positions(scores, maskable)
     else:

@@ -37,6 +37,7 @@ from engine.faithfulness.erasure import (
     ErasureResult,
     _hidden_forward,
     _PendingPvalues,
+    checked_inputs,
     ranking_positions,
     rows_per_pass,
 )
@@ -87,15 +88,9 @@ def ffidelity(classifier: Classifier, batch: Batch, scores: torch.Tensor, target
     if not levels or any(not 0 < s <= 1 for s in levels):
         raise InvalidInputError(f"levels must be fractions in (0, 1], got {levels}")
     device = classifier.device
-    batch = batch.to(device)
+    batch, scores, n_tokens = checked_inputs(classifier, batch, scores)
     B, T = batch.input_ids.shape
-    scores = torch.as_tensor(scores).to(device)
-    if scores.shape != (B, T):
-        raise InvalidInputError(f"scores of shape {tuple(scores.shape)} do not match the batch ({B}, {T})")
     maskable = batch.maskable
-    n_tokens = maskable.sum(1).tolist()
-    if min(n_tokens) == 0:
-        raise InvalidInputError("an input has no maskable token")
     rank = ranking_positions(scores, maskable).cpu()
     target = classifier.targets_for(batch, target)
     L = len(levels)
