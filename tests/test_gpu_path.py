@@ -352,3 +352,39 @@ def test_a_checkpoint_trained_before_the_precision_option_is_still_reused(models
     found = load_or_train(config, "toy-before-precision", log=said.append)
     assert said == ["toy-before-precision: loaded from models_cache (same training configuration)"]
     assert "precision" not in found.metadata["config"]
+
+
+def test_erasure_halves_its_pass_after_out_of_memory_and_gives_the_same_metrics(toy_classifier, monkeypatch):
+    """Erasure's forward passes of perturbed inputs: a pass that raises torch.cuda.OutOfMemoryError (simulated:
+    more than 5 rows) is retried with half the rows, and every metric, count and MaSF p-value equals a run that
+    used 5 rows a pass from the start; one row that does not fit raises the error."""
+    import numpy as np
+
+    import engine.faithfulness.erasure as erasure
+    from engine.data import get_dataset
+    from engine.importance import get_explainer
+    from engine.ood import fit_masf
+
+    batch = toy_classifier.batch_of(get_dataset("toy").split("test")[:3])
+    scores = get_explainer("loo-sign", toy_classifier, memo=False).attribute(batch).scores
+    masf = fit_masf(toy_classifier, save=False)
+    families = ["comprehensiveness", "sufficiency", "deletion"]
+    real_forward = erasure._hidden_forward
+
+    def forward(classifier, attention, *args, limit=5, **kwargs):
+        if attention.shape[0] > limit:
+            raise torch.cuda.OutOfMemoryError("simulated: CUDA out of memory")
+        return real_forward(classifier, attention, *args, **kwargs)
+
+    monkeypatch.setattr(erasure, "rows_per_pass", lambda *a, **k: 5)
+    direct = erasure.erasure_metrics(toy_classifier, batch, scores, metrics=families, masf=masf)
+    monkeypatch.setattr(erasure, "rows_per_pass", lambda *a, **k: 20)
+    monkeypatch.setattr(erasure, "_hidden_forward", forward)
+    retried = erasure.erasure_metrics(toy_classifier, batch, scores, metrics=families, masf=masf)
+    assert direct.values.keys() == retried.values.keys()
+    for name in direct.values:
+        assert np.array_equal(direct.values[name], retried.values[name], equal_nan=True), name
+        assert np.array_equal(direct.p_values[name], retried.p_values[name], equal_nan=True), name
+    monkeypatch.setattr(erasure, "_hidden_forward", lambda *a, **k: forward(*a, limit=0, **k))
+    with pytest.raises(torch.cuda.OutOfMemoryError):
+        erasure.erasure_metrics(toy_classifier, batch, scores, metrics=families, masf=masf)

@@ -61,6 +61,7 @@ import numpy as np
 import torch
 
 from engine.errors import InvalidInputError, MaskingCancelled
+from engine.importance.batching import halve_after_oom
 from engine.models import Batch, Classifier
 
 ERASER_BINS = (0.01, 0.05, 0.10, 0.20, 0.50)
@@ -448,19 +449,25 @@ def erasure_metrics(
     step = rows_per_pass(T, device, classifier=classifier)
     pad_id = classifier.tokenizer.pad_token_id if classifier.tokenizer.pad_token_id is not None else 0
     pending = _PendingPvalues(masf, pval)
-    for start in range(0, R, step):
+    start = 0
+    while start < R:
         if should_stop is not None and should_stop():
             raise MaskingCancelled("the erasure metrics were cancelled")
-        sl = slice(start, start + step)
+        sl = slice(start, min(start + step, R))
         r = rows_t[sl]
-        removed = removed_positions(rank[r], maskable[r], kinds_t[sl], js_t[sl])
-        ids, attention, types = perturbed_rows(batch, r, removed, classifier.mask_token_id, pad_id, removal)
-        logits, feats = _hidden_forward(classifier, attention, types, ids=ids, features=masf is not None)
+        try:
+            removed = removed_positions(rank[r], maskable[r], kinds_t[sl], js_t[sl])
+            ids, attention, types = perturbed_rows(batch, r, removed, classifier.mask_token_id, pad_id, removal)
+            logits, feats = _hidden_forward(classifier, attention, types, ids=ids, features=masf is not None)
+        except torch.cuda.OutOfMemoryError as error:  # nothing of this pass was kept yet: retry it with half the rows
+            step = halve_after_oom(step, error, device)
+            continue
         probs = torch.softmax(logits.double(), -1)
         prob[sl] = probs[torch.arange(len(r), device=device), target[r]].cpu().numpy()
         pred[sl] = logits.argmax(-1).cpu().numpy()
         if feats is not None:
             pending.add(start, feats)
+        start = sl.stop
     pending.flush()
 
     def lookup(b: int, kind: int, j: int) -> int:
