@@ -105,3 +105,15 @@ def known_classifier():
         return classifier, batch_of
 
     return make
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One intra-op torch thread while a module runs (`pytestmark = pytest.mark.usefixtures("one_thread")`): its
+    models are tiny, and on a shared 2-core machine two threads stall each other."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

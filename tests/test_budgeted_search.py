@@ -22,13 +22,7 @@ from engine.importance.budgeted_search import (
     order_value,
 )
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one torch thread (tests/conftest.py)
 
 
 # -- brute force, written independently of the module: every subset through the model, every order enumerated --

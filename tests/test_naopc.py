@@ -21,12 +21,7 @@ from engine.importance.budgeted_search import SetScores, beam_search, curve_weig
 REFERENCE = json.loads((Path(__file__).parent / "data" / "naopc_reference.json").read_text())
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one torch thread (tests/conftest.py)
 
 
 def _table_scores(entry):

@@ -45,13 +45,7 @@ DECODERS = ("gpt2", "llama")
 NOT_FOR_TRANSFORMERS = {"attention", "self-attribution"}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    """These models are tiny: one intra-op thread avoids two threads stalling each other on a shared machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one torch thread (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")
