@@ -120,14 +120,18 @@ def _choose(driver, label: str, option: str) -> None:
 
 
 def _click(driver, text: str, timeout: float = 60) -> None:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
     deadline = time.time() + timeout
     while True:
-        buttons = [b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.strip() == text and b.is_enabled()]
-        if buttons:
-            buttons[0].click()
-            return
+        try:
+            buttons = [b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.strip() == text and b.is_enabled()]
+            if buttons:
+                buttons[0].click()
+                return
+        except StaleElementReferenceException:  # a rerun replaced the button while it was read (Explain streams)
+            pass
         assert time.time() < deadline, f"no button {text!r}"
         time.sleep(0.3)
 
