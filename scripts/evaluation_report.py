@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.results.evaluation_tables import evaluation_report  # noqa: E402
+from engine.reports.evaluation_tables import evaluation_report  # noqa: E402
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from engine.cli import main
-from engine.results.report import TABLES, build, sync
+from engine.reports.report import TABLES, build, sync
 
 ROOT = Path(__file__).resolve().parent.parent
 CHEAP = ["racu-minilm-babi1", "attention"]  # two tables that build in about a second

@@ -35,7 +35,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.results.report import TABLES, build, sync
+    from engine.reports.report import TABLES, build, sync
 
     if args.list:
         for table in TABLES:

@@ -6,7 +6,6 @@ leaves a half-written checkpoint behind.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -17,6 +16,8 @@ from engine.errors import CheckpointError, InvalidInputError  # noqa: F401 (re-e
 from engine.models.bilstm import ARCHITECTURE, BiLSTMAttentionClassifier
 from engine.models.classifier import Classifier
 from engine.models.ids import check_model_id  # noqa: F401 (moved there; re-exported)
+from engine.models.weights import conversion_hint, weight_files
+from engine.models.weights import weights_sha256 as files_sha256
 from engine.runtime import configure, pick_device
 
 REQUIRED_FILES = ("config.json", "model.safetensors", "metadata.json", "tokenizer_config.json")
@@ -72,8 +73,6 @@ def validate_checkpoint(folder: Path) -> dict:
     missing = [f for f in REQUIRED_FILES if not (folder / f).is_file()]
     if missing:
         pickled = "model.safetensors" in missing and (folder / "pytorch_model.bin").is_file()
-        from engine.models.foreign import conversion_hint
-
         raise CheckpointError(f"checkpoint {folder} is incomplete: missing {', '.join(missing)}"
                               + (f"; its pytorch_model.bin is a pickle and is never loaded: {conversion_hint(folder)}"
                                  if pickled else ""))
@@ -110,15 +109,7 @@ def weights_sha256(folder: str | os.PathLike | None) -> str | None:
     About 0.2 s for MiniLM's 90 MB."""
     if folder is None:
         return None
-    if not (Path(folder) / "model.safetensors").is_file():  # a sharded folder fine-tuned elsewhere
-        from engine.models.foreign import weights_sha256 as sharded_sha256
-
-        return sharded_sha256(folder)
-    digest = hashlib.sha256()
-    with open(Path(folder) / "model.safetensors", "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return files_sha256(folder)  # model.safetensors, or a sharded folder's shards
 
 
 def model_folders(model_id_or_path: str | os.PathLike) -> tuple[Path, Path | None]:
@@ -149,7 +140,7 @@ def validate_model(model_id_or_path: str | os.PathLike) -> None:
     if (folder / "metadata.json").is_file() or not folder.is_dir():
         validate_checkpoint(folder)
         return
-    from engine.models.foreign import read_config, weight_files
+    from engine.models.foreign import read_config
 
     read_config(folder)
     weight_files(folder)

@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from engine.errors import CheckpointError, InvalidInputError
+from engine.models.weights import weight_files
 
 HALF_DTYPES = (torch.float16, torch.bfloat16)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -89,8 +90,6 @@ def check_weights(source: str | os.PathLike) -> list[Path] | None:
     """The safetensors files of a local model folder; raises CheckpointError for a folder whose weights are only
     pickled (with the conversion command) or missing. None for a hub id (transformers, told
     use_safetensors=True, refuses a repository without safetensors)."""
-    from engine.models.foreign import weight_files
-
     path = Path(source).expanduser()
     if not path.is_dir():
         return None

@@ -220,7 +220,7 @@ def roar_table(root: Path) -> str:
 def evaluation_tables(run: str, racu_run: str) -> Callable[[Path], str]:
     def build(root: Path) -> str:
         from engine.faithfulness.evaluation import ERASURE, evaluation_store, evaluation_table
-        from engine.results.evaluation_tables import ci_tables, metric_tables, ranking_tables
+        from engine.reports.evaluation_tables import ci_tables, metric_tables, ranking_tables
 
         data = evaluation_store(root / "evaluation").load(run)
         table = evaluation_table(data[data["method"] == ERASURE])
@@ -300,7 +300,7 @@ def sanity_verdicts(root: Path) -> str:
 
 def sanity_curves(run: str) -> Callable[[Path], str]:
     def build(root: Path) -> str:
-        from engine.results.evaluation_tables import sanity_tables
+        from engine.reports.evaluation_tables import sanity_tables
 
         return sanity_tables(run, root).strip("\n")
 
