@@ -11,8 +11,8 @@ engine module and says whether lifting it to the top of its file would close a c
 
 Kinds: `external` (a third-party or standard-library module), `engine-deferred` (an engine module imported
 inside a function in a module that must stay light: the CLI, whose `run()` loads what the command needs; or
-one whose module-level imports reach torch, imported from a module that does not), `engine-cycle` (lifting it
-would close a cycle: the ones to remove), `engine-other` (neither: free to lift).
+one whose module-level imports reach torch, imported from a module that does not), `engine-cycle` (the imported module
+imports the importing one back, directly or not, counting function-level imports too: the ones to remove), `engine-other` (neither: free to lift).
 """
 from __future__ import annotations
 
@@ -73,6 +73,10 @@ def _in_type_checking(node: ast.If) -> bool:
 def scan(root: Path = ROOT, package: str = "engine") -> tuple[dict[str, set[str]], list[LocalImport]]:
     """(module-level engine imports of each engine module, every function-level import).
 
+    An edge goes to the module named (a package's `__init__` only when the package itself is imported from):
+    Python runs a parent's `__init__` first, but a cycle through it is one the package layout makes, not the
+    module's code.
+
     Args:
         root: the checkout (holds `package/`).
         package: the top package to scan.
@@ -104,12 +108,8 @@ def scan(root: Path = ROOT, package: str = "engine") -> tuple[dict[str, set[str]
                 visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
 
         visit(tree, False)
-    # importing a.b.c runs a/__init__ and a/b/__init__ first
-    for module in list(graph):
-        for target in list(graph[module]):
-            parts = target.split(".")
-            graph[module].update(".".join(parts[:i]) for i in range(1, len(parts)) if ".".join(parts[:i]) in graph)
-    return graph, local
+    # one entry per (module, line, target): `from a import b, c` names a once
+    return graph, list(dict.fromkeys(local))
 
 
 def _reaches(graph: dict[str, set[str]], start: str, goal: str) -> bool:
@@ -155,6 +155,12 @@ def classify(root: Path = ROOT, package: str = "engine") -> list[LocalImport]:
         One LocalImport per imported module, in file and line order.
     """
     graph, local = scan(root, package)
+    # every import counts for a cycle (as for the import contract): two function-level imports that point at
+    # each other are a cycle that neither, lifted alone, would reveal
+    full = {m: set(targets) for m, targets in graph.items()}
+    for item in local:
+        if item.target in graph:
+            full[item.module].add(item.target)
     heavy: dict[str, bool] = {}
     out = []
     for item in local:
@@ -162,7 +168,7 @@ def classify(root: Path = ROOT, package: str = "engine") -> list[LocalImport]:
             kind = "external"
         elif item.target not in graph and item.target.rsplit(".", 1)[0] not in graph:
             kind = "external"
-        elif _reaches(graph, item.target, item.module):
+        elif item.target != item.module and _reaches(full, item.target, item.module):
             kind = "engine-cycle"
         elif item.module.startswith(f"{package}.cli") or item.module == package or (
                 _imports_heavy(graph, root, item.target, heavy) and not _imports_heavy(graph, root, item.module, heavy)):
@@ -176,9 +182,10 @@ def classify(root: Path = ROOT, package: str = "engine") -> list[LocalImport]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--smoke", action="store_true", help="exit 1 if a function-level engine import dodges a cycle")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to scan (default: this one)")
     parser.add_argument("--all", action="store_true", help="also list the external and deferred ones")
     args = parser.parse_args(argv)
-    found = classify()
+    found = classify(args.root)
     counts = Counter(i.kind for i in found)
     external = Counter(i.target.split(".")[0] for i in found if i.kind == "external")
     print(f"{len(found)} function-level imports in engine/: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))

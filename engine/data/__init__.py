@@ -2,33 +2,25 @@
 babi-1..3, toy) and for the user's registered files (`engine.data.user`; `python -m engine datasets add`)."""
 from __future__ import annotations
 
-from functools import lru_cache, partial
+from functools import lru_cache
 
-from engine.data.babi import load_babi
 from engine.data.metrics import METRICS, score
-from engine.data.sentiment import load_imdb, load_rt
-from engine.data.toy import load_toy
+from engine.data.packaged import LOADERS as _LOADERS
+from engine.data.packaged import PACKAGED_DATASETS
 from engine.data.types import SPLITS, Dataset, Example
+from engine.data.user_registry import get_user_dataset, load_user_dataset, user_dataset_names
 from engine.errors import UnknownDatasetError  # noqa: F401 (re-exported)
 
-_LOADERS = {
-    "rt": load_rt,
-    "imdb": load_imdb,
-    "babi-1": partial(load_babi, 1),
-    "babi-2": partial(load_babi, 2),
-    "babi-3": partial(load_babi, 3),
-    "toy": load_toy,
-}
-#: the datasets that ship with the project; `dataset_names()` adds the user's registered ones
-PACKAGED_DATASETS = tuple(_LOADERS)
 DATASET_NAMES = PACKAGED_DATASETS  # the packaged names only, kept for callers that list those
 
 
 def dataset_names() -> tuple[str, ...]:
     """Every name `get_dataset` resolves: the packaged datasets, then the registered ones (alphabetical).
-    Read each time: a registration made in another process shows up."""
-    from engine.data.user import user_dataset_names
+    Read each time: a registration made in another process shows up.
 
+    Returns:
+        The names, packaged first.
+    """
     return PACKAGED_DATASETS + tuple(user_dataset_names())
 
 
@@ -41,8 +33,6 @@ def load_dataset(name: str, split_seed: int = 0) -> Dataset:
     """`get_dataset` without its cache (a fresh load every call)."""
     if name in _LOADERS:
         return _LOADERS[name](split_seed=split_seed)
-    from engine.data.user import load_user_dataset
-
     return load_user_dataset(name, split_seed)
 
 
@@ -50,11 +40,17 @@ def get_dataset(name: str, split_seed: int = 0) -> Dataset:
     """Load a dataset by name with seeded splits; the same (name, split_seed) gives the same splits.
     Cached: packaged ones per process, registered ones while their manifest and file are unchanged (a file
     that changed since its registration raises DataFileError). Unknown names raise UnknownDatasetError
-    listing the known ones."""
+    listing the known ones.
+
+    Args:
+        name: a packaged dataset (rt, imdb, babi-1..3, toy) or one registered with `python -m engine datasets add`.
+        split_seed: seeds the train/validation/test split (recorded in checkpoints as `split_seed`).
+
+    Returns:
+        The Dataset, its splits as lists of Examples.
+    """
     if name in _LOADERS:
         return _packaged_dataset(name, split_seed)
-    from engine.data.user import get_user_dataset
-
     return get_user_dataset(name, split_seed)
 
 
