@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("function_imports", ROOT / "scripts" / "function_imports.py")
 function_imports = importlib.util.module_from_spec(_spec)
+sys.modules["function_imports"] = function_imports  # dataclasses look their module up there
 _spec.loader.exec_module(function_imports)
 
 
