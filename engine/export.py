@@ -73,8 +73,8 @@ def explanation_record(explanation, classifier, level: str = "word", aggregation
         "provenance": {
             "model_id": classifier.id,
             "weights_sha256": weights_sha256(classifier.folder) if classifier.folder is not None else None,
-            "base_model": classifier.metadata.get("base_model"),
-            "dataset": classifier.metadata.get("dataset"),
+            "base_model": classifier.meta.base_model,
+            "dataset": classifier.meta.dataset,
             "code_version": code_version(),
             "command": command,
             "created": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -75,7 +75,7 @@ def seed_variance(base: Classifier, others: Sequence[Classifier], examples) -> l
     for other in others:
         a, p, _ = attention_and_probs(other, examples)
         for i, (j, t) in enumerate(zip(jsd(a, a0), tvd(p, p0))):
-            rows.append({"instance": i, "seed": other.metadata.get("seed"), "jsd": float(j), "tvd": float(t),
+            rows.append({"instance": i, "seed": other.meta.seed, "jsd": float(j), "tvd": float(t),
                          "max_attention": float(a0[i].max()), "predicted": int(p0[i].argmax()), "label": examples[i].label})
     return rows
 

@@ -168,8 +168,8 @@ def _supporting_facts(args) -> int:
         classifier = load_classifier(args.model)
     except CheckpointError as err:
         raise InvalidInputError(str(err)) from None
-    meta = classifier.metadata
-    dataset = get_dataset(meta["dataset"], meta.get("split_seed", 0))
+    meta = classifier.meta
+    dataset = get_dataset(meta.dataset, meta.split_seed)
     rows = supporting_fact_metrics(classifier, dataset, args.measures, split=args.split, limit=args.limit, k=args.k)
     if args.json:
         print(json.dumps(rows, indent=2))

@@ -154,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
     if any(MEASURES[m].uses_replacement for m in result.scores) and not classifier.masked_fine_tuned:
         # A prompted LM records what masking writes (its sentinel ids are outside the vocabulary); an encoder's
         # replacement is a token of its vocabulary.
-        token = (classifier.metadata.get("replacement_token") or "[deleted]") if "replacement" in classifier.metadata \
+        token = (classifier.meta.replacement_token or "[deleted]") if "replacement" in classifier.metadata \
             else classifier.tokenizer.convert_ids_to_tokens(classifier.mask_token_id)
         print(f"note: {classifier.id} was not masked-fine-tuned with {token}: the inputs that masking-based measures "
               f"make are likely out of distribution (make it measurable: python -m engine train --from-classifier "

@@ -84,10 +84,10 @@ def run(args: argparse.Namespace) -> int:
               f"(positive: the measure's tokens lower p(target) faster than random ones{'; x = k / k_max' if counts else ''})")
         return 0
     explainer = get_explainer(args.measure, classifier, **({"seed": args.seed} if args.measure == "random" else {}))
-    meta = classifier.metadata
-    if (args.dataset or meta.get("dataset")) is None:
+    meta = classifier.meta
+    if (args.dataset or meta.dataset) is None:
         raise InvalidInputError(f"model {classifier.id!r} was fine-tuned elsewhere: name the dataset with --dataset")
-    dataset = get_dataset(args.dataset or meta["dataset"], meta.get("split_seed", 0))
+    dataset = get_dataset(args.dataset or meta.dataset, meta.split_seed)
     n = len(dataset.split(args.split)[: args.limit])
     with tqdm(total=n, desc=f"{args.measure} on {dataset.name}/{args.split}", unit="input") as bar:
         rows = dataset_masking_curve(classifier, explainer, dataset, split=args.split, ratios=None if counts else args.ratios,

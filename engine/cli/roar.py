@@ -5,6 +5,7 @@ import argparse
 import textwrap
 
 from engine.cli.arguments import print_area_table, ratios
+from engine.models.metadata import STRATEGIES
 
 HELP = "ROAR / Recursive ROAR with retraining: one curve per measure, seed and method (resumable)"
 
@@ -26,7 +27,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--model", default="bilstm", help="encoder: bilstm (default), tiny, minilm or a local folder")
     parser.add_argument("--dataset", default="rt", help="dataset (see `python -m engine datasets`). Default: rt")
-    parser.add_argument("--strategy", default="plain", choices=["masked", "plain", "only-masking"],
+    parser.add_argument("--strategy", default="plain", choices=STRATEGIES,
                    help="fine-tuning strategy of every model. Default: plain (as in R-ROAR)")
     parser.add_argument("--measures", nargs="+", required=True, help="importance measures; include random")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="seeds (one level-0 model each). Default: 0")

@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     kinds = list(KINDS) if "all" in args.kind else list(dict.fromkeys(args.kind))
     classifier = load_classifier(args.model, device=args.device)
     check_prompted(classifier)
-    dataset = get_dataset(args.dataset, classifier.metadata.get("split_seed", 0))
+    dataset = get_dataset(args.dataset, classifier.meta.split_seed)
     dataset = classifier.check_dataset(dataset)  # labels in the model's class order
     examples = dataset.split(args.split)
     if args.limit is not None and args.limit < len(examples):
@@ -115,7 +115,7 @@ def write_results(args, classifier, kind, records, summary, settings, started, g
 
     seed = -1 if args.seed is None else args.seed
     base = {"model": classifier.id, "seed": seed, "dataset": args.dataset, "split": args.split,
-            "measure": f"self-explanation {kind}", "strategy": classifier.metadata.get("strategy", "zero-shot"),
+            "measure": f"self-explanation {kind}", "strategy": classifier.meta.strategy or "zero-shot",
             "method": "self-explanation", "step": 0, "ratio": float("nan"), "p_value": float("nan")}
     rows = []
     for metric in ("faithful", "unfaithful", "not parsable", "faithfulness", "accuracy"):
@@ -124,10 +124,10 @@ def write_results(args, classifier, kind, records, summary, settings, started, g
         rows.append({**base, "metric": metric, "value": summary[metric], "ci_low": lo, "ci_high": hi, "n_examples": n})
     cell = {k: base[k] for k in ("model", "seed", "dataset", "split", "measure", "method")}
     cell.update(limit=args.limit, decoding=settings.key(), abstain=list(args.abstain), all_inputs=args.all_inputs)
-    meta = classifier.metadata
+    meta = classifier.meta
     provenance = {
         "command": args.command_line, "code_version": code_version(), "checkpoint": classifier.id,
-        "weights_sha256": meta.get("weights_sha256"), "prompt": meta.get("prompt"), "decoding": settings.key(),
+        "weights_sha256": meta.weights_sha256, "prompt": meta.prompt, "decoding": settings.key(),
         "requests": {"counterfactual": COUNTERFACTUAL_PROMPT, "attribution": ATTRIBUTION_PROMPT, "redaction": REDACTION_PROMPT},
         "summary": summary, "generated": generated, "n_examples": len(records),
         "seconds": round(time.time() - started, 1), "machine": f"{platform.machine()} {os.cpu_count()} cpus, {classifier.device}",

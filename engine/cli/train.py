@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import textwrap
 
+from engine.models.metadata import STRATEGIES
+
 HELP = "fine-tune a classifier (masked fine-tuning by default) and save it to models_cache"
 
 
@@ -41,7 +43,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="fine-tune this classifier (registered id, folder or checkpoint) instead of a new head on --model; "
                              "its label names must be the dataset's")
     parser.add_argument("--dataset", default="rt", help="a packaged dataset (rt, imdb, babi-1, babi-2, babi-3, toy) or one you registered with `python -m engine datasets add` (see `python -m engine datasets`). Default: rt")
-    parser.add_argument("--strategy", default="masked", choices=["masked", "plain", "only-masking"], help="fine-tuning strategy (see above). Default: masked")
+    parser.add_argument("--strategy", default="masked", choices=STRATEGIES, help="fine-tuning strategy (see above). Default: masked")
     parser.add_argument("--epochs", type=int, default=None, help="training epochs; the best on validation is kept. Default: 4 (1 with --lora)")
     parser.add_argument("--lr", type=float, default=None, help="peak learning rate of AdamW (linear decay, 6%% warm-up). "
                    "Default: 1e-4 (suits tiny; use 2e-5..5e-5 for larger transformers), 1e-3 for bilstm, 2e-5 with --from-classifier")
@@ -99,12 +101,13 @@ def run(args: argparse.Namespace) -> int:
         check_weights(resolve_encoder(args.model))  # a folder with pickled weights only is refused here
     classifier = train_classifier(config, show_progress_bar=not args.quiet)
     folder = save_classifier(classifier, model_id, overwrite=args.overwrite)
-    t = classifier.metadata["test"]
+    meta = classifier.meta
+    t = meta.test
     print(f"saved {folder}")
-    print(f"test {classifier.metadata['metric']}: unmasked {t['unmasked']:.4f}, 100% masked {t['masked_100']:.4f} "
+    print(f"test {meta.metric}: unmasked {t['unmasked']:.4f}, 100% masked {t['masked_100']:.4f} "
           f"(accuracy {t['masked_100_accuracy']:.4f}, 95% CI {t['masked_100_accuracy_ci95'][0]:.4f}-"
           f"{t['masked_100_accuracy_ci95'][1]:.4f}), class-majority baseline {t['majority_baseline']:.4f}; "
-          f"best epoch {classifier.metadata['best_epoch']}, {classifier.metadata['train_seconds']:.0f} s")
+          f"best epoch {meta.extra['best_epoch']}, {meta.extra['train_seconds']:.0f} s")
     return 0
 
 
@@ -130,11 +133,12 @@ def _run_lora(args: argparse.Namespace) -> int:
     get_dataset(args.dataset, args.split_seed)
     classifier, peft_model = train_lora(config, show_progress_bar=not args.quiet)
     folder = save_lora_classifier(classifier, peft_model, model_id, overwrite=args.overwrite)
-    t, lora = classifier.metadata["test"], classifier.metadata["lora"]
+    meta = classifier.meta
+    t, lora = meta.test, meta.extra["lora"]
     print(f"saved {folder} (merged model) and {folder / 'adapter'} (LoRA r={lora['r']}, "
           f"{lora['trainable_parameters']:,} trained parameters of {lora['total_parameters']:,})")
     print(f"test accuracy on {t['n']}: unmasked {t['unmasked_accuracy']:.4f} (95% CI {t['unmasked_accuracy_ci95_wilson'][0]:.4f}-"
           f"{t['unmasked_accuracy_ci95_wilson'][1]:.4f}), 100% masked {t['masked_100_accuracy']:.4f} (95% CI "
           f"{t['masked_100_accuracy_ci95_wilson'][0]:.4f}-{t['masked_100_accuracy_ci95_wilson'][1]:.4f}); "
-          f"{classifier.metadata['train_seconds']:.0f} s")
+          f"{meta.extra['train_seconds']:.0f} s")
     return 0

@@ -47,7 +47,7 @@ class SelfAttribution(Explainer):
         the replacement word."""
         tok = self.classifier.tokenizer
         vocab = len(tok)
-        shown = " " + (self.classifier.metadata.get("replacement_token") or "")
+        shown = " " + (self.classifier.meta.replacement_token or "")
         pieces: list = []  # runs of token ids (decoded together) and replacement words
 
         def render() -> str:

@@ -16,12 +16,14 @@ from engine.errors import CheckpointError, InvalidInputError  # noqa: F401 (re-e
 from engine.models.bilstm import ARCHITECTURE, BiLSTMAttentionClassifier
 from engine.models.classifier import Classifier
 from engine.models.ids import check_model_id  # noqa: F401 (moved there; re-exported)
+from engine.models.metadata import REQUIRED_KEYS, CheckpointMeta, write_metadata
+from engine.models.metadata import read_metadata as read_meta
 from engine.models.weights import conversion_hint, weight_files
 from engine.models.weights import weights_sha256 as files_sha256
 from engine.runtime import configure, pick_device
 
 REQUIRED_FILES = ("config.json", "model.safetensors", "metadata.json", "tokenizer_config.json")
-REQUIRED_METADATA = ("id", "base_model", "dataset", "classes", "strategy", "max_length")
+REQUIRED_METADATA = REQUIRED_KEYS
 
 
 def models_cache_dir() -> Path:
@@ -51,19 +53,9 @@ def checkpoint_dir(model_id_or_path: str | os.PathLike) -> Path:
 
 
 def read_metadata(folder: Path) -> dict:
-    path = folder / "metadata.json"
-    try:
-        metadata = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CheckpointError(f"{folder} has no metadata.json: not a checkpoint of this project") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{path} is corrupt (not valid JSON: {err})") from None
-    if not isinstance(metadata, dict):
-        raise CheckpointError(f"{path} is corrupt (expected a JSON object)")
-    missing = [k for k in REQUIRED_METADATA if k not in metadata]
-    if missing:
-        raise CheckpointError(f"{path} lacks the fields {missing}")
-    return metadata
+    """A checkpoint's metadata.json as a dict (`engine.models.metadata.read_metadata` reads and checks it; this
+    dict form is for the readers not yet moved to `CheckpointMeta`)."""
+    return read_meta(folder).to_dict()
 
 
 def validate_checkpoint(folder: Path) -> dict:
@@ -76,7 +68,8 @@ def validate_checkpoint(folder: Path) -> dict:
         raise CheckpointError(f"checkpoint {folder} is incomplete: missing {', '.join(missing)}"
                               + (f"; its pytorch_model.bin is a pickle and is never loaded: {conversion_hint(folder)}"
                                  if pickled else ""))
-    metadata = read_metadata(folder)
+    meta = read_meta(folder)
+    metadata = meta.to_dict()
     try:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -93,10 +86,10 @@ def validate_checkpoint(folder: Path) -> dict:
     except Exception as err:  # safetensors raises its own error types for bad headers
         raise CheckpointError(f"{folder}/model.safetensors is corrupt ({type(err).__name__}: {err})") from None
     n_labels = len(config.get("id2label", {})) or config.get("num_labels")
-    if n_labels != len(metadata["classes"]) and metadata.get("prompt") is None:  # a prompted LM has no label head
+    if n_labels != len(meta.classes) and meta.prompt is None:  # a prompted LM has no label head
         raise CheckpointError(
             f"checkpoint {folder}: config.json has {n_labels} labels but metadata.json names "
-            f"{len(metadata['classes'])} classes {metadata['classes']}"
+            f"{len(meta.classes)} classes {list(meta.classes)}"
         )
     return metadata
 
@@ -182,7 +175,8 @@ def _load_checkpoint(folder: Path, device: str | None, dtype: str | None = None,
     from engine.models.loading import load_pretrained
 
     metadata = validate_checkpoint(folder)
-    if metadata.get("prompt") is not None:  # a prompted LM fine-tuned with LoRA, merged (engine.models.lora_training)
+    meta = CheckpointMeta.from_dict(metadata)
+    if meta.prompt is not None:  # a prompted LM fine-tuned with LoRA, merged (engine.models.lora_training)
         from engine.models.prompted import load_prompted_checkpoint
 
         return load_prompted_checkpoint(folder, metadata, device)
@@ -199,7 +193,7 @@ def _load_checkpoint(folder: Path, device: str | None, dtype: str | None = None,
         raise
     except (OSError, ValueError, SafetensorError, RuntimeError, KeyError, TypeError) as err:
         raise CheckpointError(f"checkpoint {folder} could not be loaded ({type(err).__name__}: {err})") from None
-    classifier = Classifier(model, tokenizer, metadata["classes"], metadata["max_length"], metadata, target)
+    classifier = Classifier(model, tokenizer, list(meta.classes), meta.max_length, metadata, target)
     classifier.folder = folder
     classifier.load_runtime = runtime
     return classifier
@@ -219,8 +213,7 @@ def save_classifier(classifier: Classifier, model_id: str, cache_dir: Path | Non
         classifier.model.config.label2id = {c: i for i, c in enumerate(classifier.classes)}
         classifier.model.save_pretrained(str(tmp), safe_serialization=True)
         classifier.tokenizer.save_pretrained(str(tmp))
-        metadata = dict(classifier.metadata, id=model_id)
-        (tmp / "metadata.json").write_text(json.dumps(metadata, indent=2, sort_keys=True), encoding="utf-8")
+        metadata = write_metadata(tmp, dict(classifier.metadata, id=model_id))
     classifier.metadata = metadata
     classifier.folder = final
     return final

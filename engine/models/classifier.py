@@ -17,6 +17,7 @@ from engine.errors import InvalidInputError, LabelMismatchError, NotApplicableEr
 from engine.models.batch import Batch, collate_examples, tokenize
 from engine.models.loading import dtype_name
 from engine.models.masking import apply_token_masks, mask_all_primary
+from engine.models.metadata import CheckpointMeta
 
 
 @dataclass
@@ -108,13 +109,18 @@ class Classifier:
         self._attention_lock = threading.Lock()
 
     @property
+    def meta(self) -> CheckpointMeta:
+        """The metadata, typed (`engine.models.metadata.CheckpointMeta`): a snapshot of `metadata` as it is now."""
+        return CheckpointMeta.from_dict(self.metadata)
+
+    @property
     def id(self) -> str:
-        return self.metadata.get("id", "unsaved")
+        return self.metadata.get("id", "unsaved")  # read by every result and page: no typed copy needed
 
     @property
     def replacement_token_id(self) -> int | None:
         """The token masking writes: metadata's `replacement_token_id`, else the tokenizer's mask token, else None."""
-        chosen = self.metadata.get("replacement_token_id")
+        chosen = self.meta.replacement_token_id
         if chosen is not None:
             return int(chosen)
         return None if self.tokenizer.mask_token_id is None else int(self.tokenizer.mask_token_id)
@@ -133,10 +139,8 @@ class Classifier:
     @property
     def masked_fine_tuned(self) -> bool:
         """Whether the model was trained on inputs with the replacement token (so masked inputs are in
-        distribution): masked fine-tuning here, or declared at registration."""
-        if "masked_fine_tuned" in self.metadata:
-            return bool(self.metadata["masked_fine_tuned"])
-        return self.metadata.get("strategy") in ("masked", "only-masking")
+        distribution): masked fine-tuning here, or declared at registration (`CheckpointMeta.masked_fine_tuned`)."""
+        return self.meta.masked_fine_tuned
 
     @property
     def artifacts_dir(self):

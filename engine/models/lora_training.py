@@ -40,6 +40,7 @@ from tqdm.auto import tqdm
 from engine.data import get_dataset, score
 from engine.errors import CheckpointError, InvalidInputError, NotApplicableError, TrainingCancelled
 from engine.models.masking import training_transform
+from engine.models.metadata import CheckpointMeta, trains_on_masks, write_metadata
 from engine.models.training import TrainConfig
 from engine.runtime import code_version, configure, pick_device, seed_everything
 
@@ -263,7 +264,7 @@ def train_lora(config: LoraTrainConfig, classifier=None, progress: Callable[[dic
         "id": default_lora_id(config),
         "source": "lora",
         "strategy": config.strategy,
-        "masked_fine_tuned": config.strategy in ("masked", "only-masking"),
+        "masked_fine_tuned": trains_on_masks(config.strategy),
         "from_classifier": source,
         "base_model": start.get("base_model"),
         "dataset": dataset.name, "classes": list(dataset.classes), "metric": dataset.metric, "paired": dataset.paired,
@@ -308,25 +309,24 @@ def save_lora_classifier(classifier, peft_model, model_id: str, cache_dir: Path 
     tmp = Path(tempfile.mkdtemp(prefix=f".{model_id}.", dir=cache_dir))
     try:
         metadata = dict(classifier.metadata, id=model_id)
-        prompt = metadata["prompt"]
+        meta = CheckpointMeta.from_dict(metadata)
+        prompt, source = dict(meta.prompt), meta.extra["from_classifier"]
         adapter = tmp / ADAPTER_DIR
         # save_embedding_layers=False: peft's "auto" may look the base config up on a hub; an added <|mask|> row
         # is re-created identically from the base (the table's mean) when the adapter is applied to it.
         peft_model.save_pretrained(str(adapter), safe_serialization=True, save_embedding_layers=False)
         (adapter / PROMPT_FILE).write_text(json.dumps(prompt, indent=2), encoding="utf-8")
         (adapter / "provenance.json").write_text(json.dumps({
-            "base_model": metadata["from_classifier"].get("base_model"),
-            "base_folder": metadata["from_classifier"].get("folder"),
-            "base_weights_sha256": metadata["from_classifier"].get("weights_sha256"),
-            "from_classifier": metadata["from_classifier"].get("id"), "replacement": metadata.get("replacement"),
-            "lora": metadata.get("lora"), "dataset": metadata.get("dataset"), "strategy": metadata.get("strategy"),
-            "code_version": metadata.get("code_version"), "created": metadata.get("created")}, indent=2), encoding="utf-8")
+            "base_model": source.get("base_model"), "base_folder": source.get("folder"),
+            "base_weights_sha256": source.get("weights_sha256"), "from_classifier": source.get("id"),
+            "replacement": meta.replacement, "lora": meta.extra.get("lora"), "dataset": meta.dataset,
+            "strategy": meta.strategy, "code_version": meta.code_version, "created": meta.created}, indent=2), encoding="utf-8")
         merged = peft_model.merge_and_unload()
         merged.save_pretrained(str(tmp), safe_serialization=True)
         classifier.tokenizer.save_pretrained(str(tmp))
         (tmp / PROMPT_FILE).write_text(json.dumps(prompt, indent=2), encoding="utf-8")
-        metadata.update(folder=str(final), weights_sha256=weights_sha256(tmp), adapter=ADAPTER_DIR)
-        (tmp / "metadata.json").write_text(json.dumps(metadata, indent=2, sort_keys=True), encoding="utf-8")
+        metadata = write_metadata(tmp, {**metadata, "folder": str(final), "weights_sha256": weights_sha256(tmp),
+                                        "adapter": ADAPTER_DIR})
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)

@@ -5,8 +5,7 @@ import torch
 
 from engine.errors import InvalidInputError
 from engine.models.batch import SPECIAL, Batch
-
-STRATEGIES = ("masked", "plain", "only-masking")
+from engine.models.metadata import STRATEGIES  # noqa: F401 (defined there, with the metadata that records it)
 
 
 def mask_with_ratio(

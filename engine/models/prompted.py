@@ -35,6 +35,7 @@ import torch
 from engine.errors import CheckpointError, EmptyInputError, InvalidInputError, NotApplicableError
 from engine.models.batch import AUXILIARY, PRIMARY, SPECIAL, Batch
 from engine.models.classifier import Classifier, ForwardOutput
+from engine.models.metadata import CheckpointMeta
 from engine.models.prompt_spec import PromptSpec
 
 MASK_TOKEN = "<|mask|>"
@@ -253,7 +254,7 @@ class PromptedClassifier(Classifier):
 
     def maskable_tokens(self, batch: Batch, row: int = 0) -> list[str]:
         ids = batch.input_ids[row].cpu()[batch.maskable[row].cpu()].tolist()
-        shown = self.metadata["replacement_token"] or "[deleted]"
+        shown = self.meta.replacement_token or "[deleted]"
         return [shown if t == self._sentinel else self.tokenizer.convert_ids_to_tokens(t) for t in ids]
 
     # -- the replacement --------------------------------------------------------------------------
@@ -401,7 +402,7 @@ class PromptedClassifier(Classifier):
 
     @property
     def mask_token_id(self) -> int:
-        return int(self.metadata["replacement_token_id"])
+        return self.meta.replacement_token_id
 
 
 def _gather2(a: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
@@ -464,7 +465,8 @@ def load_prompted_checkpoint(folder: Path, metadata: dict, device: str | None = 
     keep = {k: v for k, v in metadata.items() if k not in ("folder", "weights_files", "weights_sha256", "base_model_source",
                                                            "prompt", "replacement", "replacement_token",
                                                            "replacement_token_id", "replacement_tokens")}
-    return load_prompted(folder, metadata["prompt"], model_id=metadata["id"], max_length=metadata.get("max_length"),
+    meta = CheckpointMeta.from_dict(metadata)
+    return load_prompted(folder, meta.prompt, model_id=meta.id, max_length=meta.max_length,
                          device=device, extra=keep)
 
 

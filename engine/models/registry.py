@@ -128,7 +128,7 @@ def load_registered(model_id: str, device: str | None = None, dtype: str | None 
                               max_length=manifest.get("max_length"), artifacts_dir=artifacts_dir(model_id), device=device,
                               extra={"registered": manifest.get("registered")}, dtype=dtype, attention=attention)
     registered_hash = manifest.get("weights_sha256")
-    if registered_hash and registered_hash != classifier.metadata["weights_sha256"]:
+    if registered_hash and registered_hash != classifier.meta.weights_sha256:
         # Not an error: the user may have retrained in place. Results record the hash they were made with.
         classifier.metadata["weights_changed_since_registration"] = True
     return classifier
@@ -166,13 +166,13 @@ def register_model(path: str | os.PathLike, model_id: str | None = None, *, toke
     registry_dir().mkdir(parents=True, exist_ok=True)
     if copy:
         folder = _copy_folder(folder, artifacts_dir(model_id) / "model")
-    meta = classifier.metadata
+    meta = classifier.meta
     manifest = {
         "id": model_id, "path": str(folder), "tokenizer": str(Path(tokenizer).expanduser().resolve()) if tokenizer else None,
         "replacement": replacement, "masked_fine_tuned": bool(masked_fine_tuned), "max_length": max_length,
-        "copied": bool(copy), "weights_sha256": meta["weights_sha256"], "architecture": meta["architecture"],
-        "classes": meta["classes"], "resolved_max_length": meta["max_length"],
-        "replacement_token": meta["replacement_token"], "registered": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "copied": bool(copy), "weights_sha256": meta.weights_sha256, "architecture": meta.architecture,
+        "classes": list(meta.classes), "resolved_max_length": meta.max_length,
+        "replacement_token": meta.replacement_token, "registered": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     if prompt is not None:
         manifest.update(prompt=prompt, replacement=prompt["replacement"])

@@ -22,8 +22,8 @@ def load_or_train(config: TrainConfig, model_id: str, log: Callable[[str], None]
         except CheckpointError:
             break  # nothing there: train under this id
         # A field added to TrainConfig after a checkpoint was trained (precision) counts at its default value.
-        recorded = {**asdict(TrainConfig()), **(found.metadata.get("config") or {})}
-        if found.metadata.get("config") is not None and recorded == asdict(config):
+        recorded = {**asdict(TrainConfig()), **(found.meta.config or {})}
+        if found.meta.config is not None and recorded == asdict(config):
             log(f"{candidate}: loaded from models_cache (same training configuration)")
             return found
         log(f"{candidate}: models_cache has one trained with another configuration; it is left as it is")

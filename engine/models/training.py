@@ -26,7 +26,8 @@ from engine.models.batch import Batch, collate_examples
 from engine.models.classifier import Classifier
 from engine.models.encoders import resolve_encoder
 from engine.models.loading import load_pretrained
-from engine.models.masking import STRATEGIES, apply_token_masks, training_transform
+from engine.models.masking import apply_token_masks, training_transform
+from engine.models.metadata import STRATEGIES, trains_on_masks
 from engine.runtime import code_version, configure, pick_device, runtime_record, seed_everything
 
 PRECISIONS = ("fp32", "tf32", "bf16")
@@ -370,7 +371,7 @@ def train_classifier(
         "id": default_model_id(config),
         "base_model": config.from_classifier or config.base_model,
         "base_model_source": start["from_classifier"]["folder"] if config.from_classifier else resolve_encoder(config.base_model),
-        "masked_fine_tuned": config.strategy in ("masked", "only-masking"),
+        "masked_fine_tuned": trains_on_masks(config.strategy),
         "architecture": getattr(classifier.model.config, "architecture", None) or classifier.model.config.model_type,
         "dataset": dataset.name,
         "classes": list(dataset.classes),

@@ -90,7 +90,7 @@ class CalibrationKey:
 def calibration_strategy(classifier: Classifier) -> str:
     """How calibration inputs are transformed: like the model's training. A model fine-tuned elsewhere saw
     unmasked text only (plain), unless it was declared masked-fine-tuned with its replacement token."""
-    strategy = classifier.metadata.get("strategy", "masked")
+    strategy = classifier.meta.strategy or "masked"
     if strategy == "elsewhere":
         return "masked" if classifier.masked_fine_tuned else "plain"
     return strategy
@@ -108,12 +108,12 @@ def _legacy_key(classifier: Classifier) -> CalibrationKey | None:
             meta = json.loads((folder / LEGACY_MASF_META).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             meta = {}
-    name = meta.get("dataset") or classifier.metadata.get("dataset")
+    name = meta.get("dataset") or classifier.meta.dataset
     if name is None:
         return None
     strategy = calibration_strategy(classifier)
     seed = int(meta.get("seed", 0))
-    return CalibrationKey(dataset=name, split_seed=int(classifier.metadata.get("split_seed", 0)), strategy=strategy,
+    return CalibrationKey(dataset=name, split_seed=classifier.meta.split_seed, strategy=strategy,
                           replacement_token_id=None if strategy == "plain" else classifier.replacement_token_id,
                           mask_seed=DEFAULT_MASK_SEED + seed, parts_seed=seed, fit_version=1)
 
@@ -139,8 +139,8 @@ def calibration_key(classifier: Classifier, dataset: str | None = None, split: s
     A model fine-tuned elsewhere records no dataset: without `dataset` its only stored current fit is meant (as
     stored, whatever `split`, `limit` and `seed` say); with none or several stored, InvalidInputError names them
     and asks for the dataset."""
-    meta = classifier.metadata
-    name = dataset or meta.get("dataset")
+    meta = classifier.meta
+    name = dataset or meta.dataset
     if name is None:
         current = [k for k in stored_calibrations(classifier) if k.fit_version == MASF_FIT_VERSION]
         if len(current) == 1:  # the fit the user made for it (`masf --dataset`), whatever its split or limit
@@ -149,7 +149,7 @@ def calibration_key(classifier: Classifier, dataset: str | None = None, split: s
         raise InvalidInputError(f"model {classifier.id!r} was fine-tuned elsewhere: name the dataset to calibrate its MaSF "
                                 f"on (python -m engine masf --model {classifier.id} --dataset NAME); stored fits: {stored}")
     strategy = calibration_strategy(classifier)
-    split_seed = int(meta.get("split_seed", 0))
+    split_seed = meta.split_seed
     return CalibrationKey(dataset=name, split_seed=split_seed, split=split, limit=limit,
                           strategy=strategy, replacement_token_id=None if strategy == "plain" else classifier.mask_token_id,
                           mask_seed=DEFAULT_MASK_SEED + seed, parts_seed=seed,

@@ -124,7 +124,7 @@ def build_tasks(classifier, examples: Sequence, measures: Sequence[str], options
 
     options = {m: dict((options or {}).get(m, {})) for m in measures}
     version = code_version()
-    meta = classifier.metadata
+    meta = classifier.meta
     explainers = {m: get_explainer(m, classifier, **options[m]) for m in measures}
     tasks: list[Task] = []
     for start in range(0, len(examples), batch_size):
@@ -147,7 +147,7 @@ def build_tasks(classifier, examples: Sequence, measures: Sequence[str], options
                 classifier.id, example.primary, tokens, {m: per_measure[m][0][i][keep].tolist() for m in measures},
                 options={m: per_measure[m][1] for m in measures}, auxiliary=example.auxiliary, target=target,
                 target_name=classifier.classes[target], target_source="predicted", label=int(example.label),
-                label_name=classifier.classes[int(example.label)], dataset=meta.get("dataset"),
+                label_name=classifier.classes[int(example.label)], dataset=meta.dataset,
                 example_uid=example.uid or None, gold_rationale=gold, code_version=version))
         if progress is not None:
             progress(min(start + batch_size, len(examples)), len(examples))

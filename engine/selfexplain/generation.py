@@ -105,8 +105,8 @@ class GenerationCache:
 def model_fingerprint(classifier) -> str:
     """'<id>@<weights sha256>': the model part of the cache key. A model built in memory (no weights file) is
     hashed from its parameters, so two random initialisations never share cached text."""
-    meta = classifier.metadata
-    digest = meta.get("weights_sha256")
+    meta = classifier.meta
+    digest = meta.weights_sha256
     if not digest:
         digest = getattr(classifier, "_selfexplain_weights_digest", None)
         if digest is None:
@@ -116,7 +116,7 @@ def model_fingerprint(classifier) -> str:
                 h.update(tensor.detach().to(torch.float32).cpu().contiguous().numpy().tobytes())
             digest = h.hexdigest()
             classifier._selfexplain_weights_digest = digest
-    return f"{meta.get('id', 'unsaved')}@{digest}"
+    return f"{meta.id}@{digest}"
 
 
 class Generator:
