@@ -349,3 +349,47 @@ def test_on_tiny_bert_comprehensiveness_equals_an_independent_masked_forward_and
     # 'delete' is labelled in the result and gives other perturbed inputs (positions shift).
     deleted = erasure_metrics(clf, batch, imp.scores, target=batch.target, removal="delete", metrics=["deletion"])
     assert deleted.removal == "delete" and not np.allclose(deleted.values["deletion@0.5"], res.values["deletion@0.5"])
+
+
+def _pinned_case(known_classifier, **options) -> dict:
+    """Every output of erasure_metrics on two inputs of different lengths (every family, a stand-in MaSF whose
+    p-values fall on both sides of 0.05, three soft draws), rounded as tests/data/erasure_pinned.json keeps them."""
+    class StandInMasf:
+        def pvalues(self, feats):  # feats [R, 1, 1]: max word-embedding weight over the real tokens
+            return 0.2 / (1 + np.exp(-3 * (feats[:, 0, 0].double().cpu().numpy() - 0.6)))
+
+    classifier, batch_of = known_classifier([2.0, -1.5, 0.5, 1.0, -0.25, 0.75])
+    batch = batch_of([[4, 5, 6, 7, 8, 9], [9, 7, 5, 4]])
+    s = torch.zeros(batch.input_ids.shape, dtype=torch.float32)
+    s[0, 1:7] = torch.tensor([0.3, -2.0, 1.0, 1.0, 0.1, 0.5])  # a tie (1.0, 1.0): broken by position
+    s[1, 1:5] = torch.tensor([1.0, -1.0, 0.5, 2.0])
+    res = erasure_metrics(classifier, batch, s, masf=StandInMasf(), soft_draws=3, seed=1, **options)
+    return {"values": {k: [round(float(x), 10) for x in v] for k, v in sorted(res.values.items())},
+            "n_ood": {k: [float(x) for x in v] for k, v in sorted(res.n_ood.items())},
+            "n_perturbed": {k: [float(x) for x in v] for k, v in sorted(res.n_perturbed.items())},
+            "p_sum": {k: round(float(np.sum(v)), 10) for k, v in sorted(res.p_values.items())},
+            "forward_rows": res.forward_rows, "soft_rows": res.soft_rows,
+            "probability": [round(float(x), 10) for x in res.probability],
+            "p_value_input": [round(float(x), 10) for x in res.p_value_input]}
+
+
+def test_every_output_on_a_two_input_case_equals_the_values_pinned_before_the_split_into_named_steps(known_classifier):
+    """tests/data/erasure_pinned.json holds erasure_metrics' outputs as the single-function implementation (with
+    closures) computed them, by tokens and by whole words; the implementation split into named steps gives the
+    same values (to 1e-9), the same out-of-distribution counts and the same number of forward rows."""
+    import json
+    from pathlib import Path
+
+    pinned = json.loads((Path(__file__).parent / "data" / "erasure_pinned.json").read_text(encoding="utf-8"))
+    words = torch.tensor([[-1, 0, 1, 1, 2, 3, 3, -1], [-1, 0, 1, 1, 2, -1, -1, -1]])
+    for name, options in (("tokens", {}), ("words", {"word_ids": words})):
+        now, then = _pinned_case(known_classifier, **options), pinned[name]
+        assert now.keys() == then.keys()
+        for key in ("n_ood", "n_perturbed", "forward_rows", "soft_rows"):
+            assert now[key] == then[key], (name, key)
+        assert now["values"].keys() == then["values"].keys()
+        for metric, values in then["values"].items():
+            assert now["values"][metric] == pytest.approx(values, abs=1e-9), (name, metric)
+        assert now["p_sum"] == pytest.approx(then["p_sum"], abs=1e-9)
+        assert now["probability"] == pytest.approx(then["probability"], abs=1e-9)
+        assert now["p_value_input"] == pytest.approx(then["p_value_input"], abs=1e-9)

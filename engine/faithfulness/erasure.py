@@ -362,6 +362,192 @@ def _select_families(metrics: Sequence[str] | None) -> tuple[str, ...]:
     return tuple(chosen)
 
 
+def _checked_options(metrics: Sequence[str] | None, removal: str, bins: Sequence[float], ratios: Sequence[float],
+                     soft_draws: int) -> tuple[tuple[str, ...], list[float], list[float]]:
+    """(families, bins, ratios) as erasure_metrics uses them; InvalidInputError for anything out of range."""
+    if removal not in REMOVALS:
+        raise InvalidInputError(f"unknown removal {removal!r}; use 'mask' (replace by [MASK]) or 'delete' (drop the token)")
+    families = _select_families(metrics)
+    bins = [float(k) for k in bins]
+    ratios = [float(r) for r in ratios]
+    if any(not 0 < k <= 1 for k in bins):
+        raise InvalidInputError(f"bins must be fractions in (0, 1], got {bins}")
+    if len(ratios) < 2 or ratios[0] != 0.0 or ratios[-1] != 1.0 or any(b <= a for a, b in zip(ratios, ratios[1:])):
+        raise InvalidInputError("curve ratios must start at 0, increase and end at 1")
+    if "soft" in families and soft_draws < 1:
+        raise InvalidInputError(f"soft_draws must be >= 1, got {soft_draws}")
+    return families, bins, ratios
+
+
+def _ranking(batch: Batch, scores: torch.Tensor, n_tokens: list[int], word_ids: torch.Tensor | None,
+             word_aggregation: str, device: torch.device) -> tuple[torch.Tensor, list[int]]:
+    """(rank [B, T], units per input): by token, or by whole word when `word_ids` are given."""
+    if word_ids is None:
+        return ranking_positions(scores, batch.maskable), n_tokens
+    B, T = batch.input_ids.shape
+    word_ids = torch.as_tensor(word_ids, dtype=torch.long).to(device)
+    if word_ids.shape != (B, T):
+        raise InvalidInputError(f"word_ids of shape {tuple(word_ids.shape)} do not match the batch ({B}, {T})")
+    return word_ranking_positions(scores, batch.maskable, word_ids, word_aggregation)
+
+
+def perturbations_needed(families: Sequence[str], n_tokens: Sequence[int], bins: Sequence[float],
+                         ratios: Sequence[float]) -> list[tuple[int, int, int]]:
+    """Every perturbed input the families need, as sorted unique (row, kind, j) in canonical form: metrics that
+    share an input (deletion at 10% and comprehensiveness at 10% of a 10-token input) read one forward pass. The
+    unperturbed input (REMOVE, 0) of every row is always included.
+
+    Args:
+        families: the metric families chosen (FAMILIES or a subset).
+        n_tokens: units (tokens or words) per input.
+        bins: ERASER's k fractions; ratios: the curves' r levels.
+
+    Returns:
+        The (row, kind, j) keys, sorted.
+    """
+    wanted: set[tuple[int, int, int]] = set()
+    for b, n in enumerate(n_tokens):
+        keys = [(REMOVE, 0)]
+        for k in bins:
+            if "comprehensiveness" in families:
+                keys.append((REMOVE, bin_count(k, n)))
+            if "sufficiency" in families:
+                keys.append((KEEP, bin_count(k, n)))
+        for r in ratios:
+            if "deletion" in families:
+                keys.append((REMOVE, curve_count(r, n)))
+            if "insertion" in families:
+                keys.append((KEEP, curve_count(r, n)))
+        if "decision-flip" in families:
+            keys.extend((REMOVE, j) for j in range(1, n + 1))
+        wanted.update((b, *_canonical(kind, j, n)) for kind, j in keys)
+    return sorted(wanted)
+
+
+@dataclass
+class _Forwarded:
+    """The forward passes over the perturbed inputs: per input key, p_c, the predicted class and the MaSF
+    p-value (NaN without MaSF)."""
+
+    index: dict[tuple[int, int, int], int]
+    n_tokens: list[int]
+    prob: np.ndarray  # [R]
+    pred: np.ndarray  # [R] int
+    pval: np.ndarray  # [R]
+
+    def lookup(self, b: int, kind: int, j: int) -> int:
+        return self.index[(b, *_canonical(kind, j, self.n_tokens[b]))]
+
+    def rest_on(self, used: list[list[int]]) -> list[np.ndarray]:
+        """The p-values of the perturbed inputs each row's metric rests on."""
+        return [self.pval[u] for u in used]
+
+
+def _forward_perturbed(classifier: Classifier, batch: Batch, rank: torch.Tensor, unique: list[tuple[int, int, int]],
+                       n_tokens: list[int], target: torch.Tensor, masf, removal: str,
+                       should_stop: Callable[[], bool] | None) -> _Forwarded:
+    """One forward pass per perturbed input (batched, halving the rows after a CUDA out-of-memory error), with the
+    MaSF features from the same pass."""
+    device = classifier.device
+    T = batch.input_ids.shape[1]
+    R = len(unique)
+    rows_t = torch.tensor([u[0] for u in unique], device=device)
+    kinds_t = torch.tensor([u[1] for u in unique], device=device)
+    js_t = torch.tensor([u[2] for u in unique], device=device)
+    prob = np.empty(R)
+    pred = np.empty(R, dtype=np.int64)
+    pval = np.full(R, np.nan)
+    step = rows_per_pass(T, device, classifier=classifier)
+    pad_id = classifier.tokenizer.pad_token_id if classifier.tokenizer.pad_token_id is not None else 0
+    pending = _PendingPvalues(masf, pval)
+    start = 0
+    while start < R:
+        if should_stop is not None and should_stop():
+            raise MaskingCancelled("the erasure metrics were cancelled")
+        sl = slice(start, min(start + step, R))
+        r = rows_t[sl]
+        try:
+            removed = removed_positions(rank[r], batch.maskable[r], kinds_t[sl], js_t[sl])
+            ids, attention, types = perturbed_rows(batch, r, removed, classifier.mask_token_id, pad_id, removal)
+            logits, feats = _hidden_forward(classifier, attention, types, ids=ids, features=masf is not None)
+        except torch.cuda.OutOfMemoryError as error:  # nothing of this pass was kept yet: retry it with half the rows
+            step = halve_after_oom(step, error, device)
+            continue
+        probs = torch.softmax(logits.double(), -1)
+        prob[sl] = probs[torch.arange(len(r), device=device), target[r]].cpu().numpy()
+        pred[sl] = logits.argmax(-1).cpu().numpy()
+        if feats is not None:
+            pending.add(start, feats)
+        start = sl.stop
+    pending.flush()
+    return _Forwarded({key: i for i, key in enumerate(unique)}, list(n_tokens), prob, pred, pval)
+
+
+class _Recorder:
+    """Collects each metric's per-input values and the p-values of the perturbed inputs it rests on."""
+
+    def __init__(self, n_inputs: int, with_masf: bool):
+        self.B, self.with_masf = n_inputs, with_masf
+        self.values: dict[str, np.ndarray] = {}
+        self.n_perturbed: dict[str, np.ndarray] = {}
+        self.n_ood: dict[str, np.ndarray] = {}
+        self.p_values: dict[str, np.ndarray] = {}
+
+    def record(self, name: str, value: np.ndarray, used: list) -> None:
+        """A metric's per-input values and, per input, the p-values [n] of the perturbed inputs it rests on
+        (NaN without MaSF)."""
+        self.values[name] = np.asarray(value, dtype=float)
+        self.n_perturbed[name] = np.array([len(u) for u in used], dtype=float)
+        if not self.with_masf:
+            self.n_ood[name] = np.full(self.B, np.nan)
+            self.p_values[name] = np.zeros(0)
+        else:
+            self.n_ood[name] = np.array([float(np.sum(np.asarray(u) < OOD_LEVEL)) for u in used])
+            self.p_values[name] = np.concatenate([np.asarray(u, dtype=float) for u in used]) if used else np.zeros(0)
+
+
+def _curve_metrics(out: _Recorder, fwd: _Forwarded, p_x: np.ndarray, prefix: str, kind: int,
+                   counts: Callable[[float, int], int], levels: list[float], difference: bool, area: str | None) -> None:
+    """One family read at several levels: `prefix@level` (p_x - p when `difference`, else p) for each level, then
+    the area under the curve of p (trapezoid) as `area`, or without one the AOPC (mean of p_x - p) as
+    `aopc-prefix`; each resting on the distinct perturbed inputs it read."""
+    B = len(p_x)
+    curves = np.empty((B, len(levels)))
+    used_all: list[list[int]] = [[] for _ in range(B)]
+    for li, level in enumerate(levels):
+        used = [[fwd.lookup(b, kind, counts(level, fwd.n_tokens[b]))] for b in range(B)]
+        p = np.array([fwd.prob[u[0]] for u in used])
+        curves[:, li] = p
+        out.record(f"{prefix}@{level:g}", p_x - p if difference else p, fwd.rest_on(used))
+        for b in range(B):
+            used_all[b].extend(used[b])
+    distinct = fwd.rest_on([sorted(set(u)) for u in used_all])
+    if area is not None:
+        x = np.asarray(levels)
+        out.record(area, np.sum(0.5 * np.diff(x) * (curves[:, :-1] + curves[:, 1:]), axis=1), distinct)
+    else:
+        out.record(f"aopc-{prefix}", np.mean(p_x[:, None] - curves, axis=1), distinct)
+
+
+def _flip_metrics(out: _Recorder, fwd: _Forwarded, pred_x: np.ndarray) -> None:
+    """flip-fraction, never-flipped and top1-flip: tokens removed in ranking order until the prediction changes."""
+    B = len(pred_x)
+    fraction, never, top1, used = np.ones(B), np.zeros(B), np.zeros(B), []
+    for b, n in enumerate(fwd.n_tokens):
+        seq = [fwd.lookup(b, REMOVE, j) for j in range(1, n + 1)]
+        flips = [j for j, i in enumerate(seq, 1) if fwd.pred[i] != pred_x[b]]
+        if flips:
+            fraction[b] = flips[0] / n
+            used.append(seq[: flips[0]])
+        else:
+            never[b] = 1.0
+            used.append(seq)
+        top1[b] = float(fwd.pred[seq[0]] != pred_x[b])
+    out.record("flip-fraction", fraction, fwd.rest_on(used))
+    out.record("never-flipped", never, fwd.rest_on(used))
+    out.record("top1-flip", top1, fwd.rest_on([[u[0]] for u in used]))
+
+
 @torch.no_grad()
 def erasure_metrics(
     classifier: Classifier,
@@ -381,170 +567,56 @@ def erasure_metrics(
 ) -> ErasureResult:
     """Erasure metrics of the ranking given by `scores` [B, T] (e.g. `Importance.scores`) on `batch`.
 
-    target: the class c whose probability is tracked (default: the predicted class of the unperturbed input).
-    metrics: families to compute (default all: comprehensiveness, sufficiency, deletion, insertion,
-    decision-flip, soft). masf: a fitted MaSF; every perturbed input then gets a p-value.
-    removal: 'mask' (replace by [MASK], default) or 'delete' (drop the token). See the module docstring.
-    word_ids [B, T]: whole-word units (engine.importance.levels.word_ids_of): k%, ratios and flips count words,
-    a word's pieces are removed together and it ranks by `word_aggregation` of its pieces' scores. The soft metrics
-    stay per token (they weigh each token's embedding by its own score).
+    Args:
+        classifier: the model; batch: B inputs of T tokens; scores: [B, T] importance (higher = removed first).
+        target: the class c whose probability is tracked (default: the predicted class of the unperturbed input).
+        metrics: families to compute (default all: comprehensiveness, sufficiency, deletion, insertion,
+            decision-flip, soft), or metric names (METRICS) that pick their family.
+        masf: a fitted MaSF; every perturbed input then gets a p-value.
+        removal: 'mask' (replace by [MASK], default) or 'delete' (drop the token). See the module docstring.
+        bins: ERASER's k fractions in (0, 1]; ratios: the deletion/insertion curves' levels, 0 to 1 increasing.
+        soft_draws: draws per input of the soft metrics; seed: seeds them (per input, from its token ids).
+        should_stop: polled between forward passes; True raises MaskingCancelled.
+        word_ids: [B, T] whole-word units (engine.importance.levels.word_ids_of): k%, ratios and flips count words,
+            a word's pieces are removed together and it ranks by `word_aggregation` of its pieces' scores. The soft
+            metrics stay per token (they weigh each token's embedding by its own score).
+
+    Returns:
+        An ErasureResult: per metric name ('comprehensiveness@0.1', 'deletion-area', ...) a [B] array of values,
+        the number of perturbed inputs each rests on and how many of them MaSF calls out of distribution.
+
+    Steps: the options checked, the ranking (by token or word), the perturbed inputs the families need
+    (`perturbations_needed`, deduplicated), one forward pass over them (`_forward_perturbed`), then each family
+    read off those passes (`_curve_metrics`, `_flip_metrics`; the soft metrics run passes of their own).
     """
-    if removal not in REMOVALS:
-        raise InvalidInputError(f"unknown removal {removal!r}; use 'mask' (replace by [MASK]) or 'delete' (drop the token)")
-    families = _select_families(metrics)
-    bins = [float(k) for k in bins]
-    ratios = [float(r) for r in ratios]
-    if any(not 0 < k <= 1 for k in bins):
-        raise InvalidInputError(f"bins must be fractions in (0, 1], got {bins}")
-    if len(ratios) < 2 or ratios[0] != 0.0 or ratios[-1] != 1.0 or any(b <= a for a, b in zip(ratios, ratios[1:])):
-        raise InvalidInputError("curve ratios must start at 0, increase and end at 1")
-    if "soft" in families and soft_draws < 1:
-        raise InvalidInputError(f"soft_draws must be >= 1, got {soft_draws}")
-    device = classifier.device
+    families, bins, ratios = _checked_options(metrics, removal, bins, ratios, soft_draws)
     batch, scores, n_tokens = checked_inputs(classifier, batch, scores)
-    B, T = batch.input_ids.shape
-    maskable = batch.maskable
-    if word_ids is None:
-        rank = ranking_positions(scores, maskable)
-    else:
-        word_ids = torch.as_tensor(word_ids, dtype=torch.long).to(device)
-        if word_ids.shape != (B, T):
-            raise InvalidInputError(f"word_ids of shape {tuple(word_ids.shape)} do not match the batch ({B}, {T})")
-        rank, n_tokens = word_ranking_positions(scores, maskable, word_ids, word_aggregation)
-
-    # 1. Every perturbed input the chosen metrics need, named (row, kind, j) and deduplicated: metrics that share an
-    # input (deletion at 10% and comprehensiveness at 10% of a 10-token input) read one forward pass.
-    wanted: set[tuple[int, int, int]] = set()
-
-    def need(_name: str, b: int, kind: int, j: int) -> None:
-        wanted.add((b, *_canonical(kind, j, n_tokens[b])))
-
-    for b, n in enumerate(n_tokens):
-        for k in bins:
-            if "comprehensiveness" in families:
-                need(f"comprehensiveness@{k:g}", b, REMOVE, bin_count(k, n))
-            if "sufficiency" in families:
-                need(f"sufficiency@{k:g}", b, KEEP, bin_count(k, n))
-        for r in ratios:
-            if "deletion" in families:
-                need(f"deletion@{r:g}", b, REMOVE, curve_count(r, n))
-            if "insertion" in families:
-                need(f"insertion@{r:g}", b, KEEP, curve_count(r, n))
-        if "decision-flip" in families:
-            for j in range(1, n + 1):
-                need("flip", b, REMOVE, j)
-        need("input", b, REMOVE, 0)
-    unique = sorted(wanted)
-    index = {key: i for i, key in enumerate(unique)}
-
-    # 2. One forward pass per perturbed input (batched), with the MaSF features from the same pass.
-    R = len(unique)
-    rows_t = torch.tensor([u[0] for u in unique], device=device)
-    kinds_t = torch.tensor([u[1] for u in unique], device=device)
-    js_t = torch.tensor([u[2] for u in unique], device=device)
+    B = batch.input_ids.shape[0]
+    rank, n_tokens = _ranking(batch, scores, n_tokens, word_ids, word_aggregation, classifier.device)
+    unique = perturbations_needed(families, n_tokens, bins, ratios)
     target = classifier.targets_for(batch, target)
-    prob = np.empty(R)
-    pred = np.empty(R, dtype=np.int64)
-    pval = np.full(R, np.nan)
-    step = rows_per_pass(T, device, classifier=classifier)
-    pad_id = classifier.tokenizer.pad_token_id if classifier.tokenizer.pad_token_id is not None else 0
-    pending = _PendingPvalues(masf, pval)
-    start = 0
-    while start < R:
-        if should_stop is not None and should_stop():
-            raise MaskingCancelled("the erasure metrics were cancelled")
-        sl = slice(start, min(start + step, R))
-        r = rows_t[sl]
-        try:
-            removed = removed_positions(rank[r], maskable[r], kinds_t[sl], js_t[sl])
-            ids, attention, types = perturbed_rows(batch, r, removed, classifier.mask_token_id, pad_id, removal)
-            logits, feats = _hidden_forward(classifier, attention, types, ids=ids, features=masf is not None)
-        except torch.cuda.OutOfMemoryError as error:  # nothing of this pass was kept yet: retry it with half the rows
-            step = halve_after_oom(step, error, device)
-            continue
-        probs = torch.softmax(logits.double(), -1)
-        prob[sl] = probs[torch.arange(len(r), device=device), target[r]].cpu().numpy()
-        pred[sl] = logits.argmax(-1).cpu().numpy()
-        if feats is not None:
-            pending.add(start, feats)
-        start = sl.stop
-    pending.flush()
+    fwd = _forward_perturbed(classifier, batch, rank, unique, n_tokens, target, masf, removal, should_stop)
 
-    def lookup(b: int, kind: int, j: int) -> int:
-        return index[(b, *_canonical(kind, j, n_tokens[b]))]
-
-    p_x = np.array([prob[lookup(b, REMOVE, 0)] for b in range(B)])
-    pred_x = np.array([pred[lookup(b, REMOVE, 0)] for b in range(B)])
-    values: dict[str, np.ndarray] = {}
-    n_pert: dict[str, np.ndarray] = {}
-    n_ood: dict[str, np.ndarray] = {}
-    p_all: dict[str, np.ndarray] = {}
-
-    def record(name: str, value: np.ndarray, used: list) -> None:
-        """A metric's per-input values and, per input, the p-values [n] of the perturbed inputs it rests on
-        (NaN without MaSF)."""
-        values[name] = np.asarray(value, dtype=float)
-        n_pert[name] = np.array([len(u) for u in used], dtype=float)
-        if masf is None:
-            n_ood[name] = np.full(B, np.nan)
-            p_all[name] = np.zeros(0)
-        else:
-            n_ood[name] = np.array([float(np.sum(np.asarray(u) < OOD_LEVEL)) for u in used])
-            p_all[name] = np.concatenate([np.asarray(u, dtype=float) for u in used]) if used else np.zeros(0)
-
-    def rest_on(used: list[list[int]]) -> list[np.ndarray]:
-        return [pval[u] for u in used]
-
-    def single(prefix: str, kind: int, counts: Callable[[float, int], int], levels: list[float], sign: float,
-               area: str | None) -> None:
-        curves = np.empty((B, len(levels)))
-        used_all: list[list[int]] = [[] for _ in range(B)]
-        for li, level in enumerate(levels):
-            used = [[lookup(b, kind, counts(level, n_tokens[b]))] for b in range(B)]
-            p = np.array([prob[u[0]] for u in used])
-            curves[:, li] = p
-            value = p_x - p if sign else p
-            record(f"{prefix}@{level:g}", value, rest_on(used))
-            for b in range(B):
-                used_all[b].extend(used[b])
-        if area is not None:
-            x = np.asarray(levels)
-            areas = np.sum(0.5 * np.diff(x) * (curves[:, :-1] + curves[:, 1:]), axis=1)
-            record(area, areas, rest_on([sorted(set(u)) for u in used_all]))
-        else:
-            aopc = np.mean(p_x[:, None] - curves, axis=1)
-            record(f"aopc-{prefix}", aopc, rest_on([sorted(set(u)) for u in used_all]))
-
+    p_x = np.array([fwd.prob[fwd.lookup(b, REMOVE, 0)] for b in range(B)])
+    pred_x = np.array([fwd.pred[fwd.lookup(b, REMOVE, 0)] for b in range(B)])
+    out = _Recorder(B, masf is not None)
     if "comprehensiveness" in families:
-        single("comprehensiveness", REMOVE, bin_count, bins, 1.0, None)
+        _curve_metrics(out, fwd, p_x, "comprehensiveness", REMOVE, bin_count, bins, True, None)
     if "sufficiency" in families:
-        single("sufficiency", KEEP, bin_count, bins, 1.0, None)
+        _curve_metrics(out, fwd, p_x, "sufficiency", KEEP, bin_count, bins, True, None)
     if "deletion" in families:
-        single("deletion", REMOVE, curve_count, ratios, 0.0, "deletion-area")
+        _curve_metrics(out, fwd, p_x, "deletion", REMOVE, curve_count, ratios, False, "deletion-area")
     if "insertion" in families:
-        single("insertion", KEEP, curve_count, ratios, 0.0, "insertion-area")
+        _curve_metrics(out, fwd, p_x, "insertion", KEEP, curve_count, ratios, False, "insertion-area")
     if "decision-flip" in families:
-        fraction, never, top1, used = np.ones(B), np.zeros(B), np.zeros(B), []
-        for b, n in enumerate(n_tokens):
-            seq = [lookup(b, REMOVE, j) for j in range(1, n + 1)]
-            flips = [j for j, i in enumerate(seq, 1) if pred[i] != pred_x[b]]
-            if flips:
-                fraction[b] = flips[0] / n
-                used.append(seq[: flips[0]])
-            else:
-                never[b] = 1.0
-                used.append(seq)
-            top1[b] = float(pred[seq[0]] != pred_x[b])
-        record("flip-fraction", fraction, rest_on(used))
-        record("never-flipped", never, rest_on(used))
-        record("top1-flip", top1, rest_on([[u[0]] for u in used]))
+        _flip_metrics(out, fwd, pred_x)
     soft_rows = 0
     if "soft" in families:
-        soft_rows = _soft_metrics(classifier, batch, scores, target, masf, soft_draws, seed, p_x, record, should_stop)
-    p_input = None if masf is None else np.array([pval[lookup(b, REMOVE, 0)] for b in range(B)])
-    return ErasureResult(values=values, n_perturbed=n_pert, n_ood=n_ood, p_values=p_all, probability=p_x,
-                         p_value_input=p_input, target=target.cpu().numpy(), removal=removal, forward_rows=R,
-                         soft_rows=soft_rows, seed=int(seed),
+        soft_rows = _soft_metrics(classifier, batch, scores, target, masf, soft_draws, seed, p_x, out.record, should_stop)
+    p_input = None if masf is None else np.array([fwd.pval[fwd.lookup(b, REMOVE, 0)] for b in range(B)])
+    return ErasureResult(values=out.values, n_perturbed=out.n_perturbed, n_ood=out.n_ood, p_values=out.p_values,
+                         probability=p_x, p_value_input=p_input, target=target.cpu().numpy(), removal=removal,
+                         forward_rows=len(unique), soft_rows=soft_rows, seed=int(seed),
                          options={"bins": bins, "ratios": ratios, "soft_draws": int(soft_draws), "removal": removal,
                                   "families": list(families)})
 
