@@ -8,10 +8,8 @@ import re
 import streamlit as st
 
 from app.text import md
-from engine.data import dataset_names
-from engine.errors import EngineError
+from engine import EngineError, dataset_names, measure_availability
 from engine.faithfulness.benchmark import Cell, run_sweep
-from engine.importance import measure_availability
 
 RUN_KEY = "bench_run"  # the Benchmarks page's run selector: set to the new run so it opens there
 

@@ -12,8 +12,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.text import md
+from engine import ERASURE_METRICS as METRICS
 from engine.csv_safe import frame_to_csv
-from engine.faithfulness.erasure import METRICS
 from engine.faithfulness.evaluation import (
     AGGREGATES,
     AGREEMENT,
@@ -26,7 +26,7 @@ from engine.faithfulness.evaluation import (
 
 @st.cache_data(show_spinner="Reading the evaluation store ...", max_entries=2)
 def _load(root: str, fingerprint: tuple) -> pd.DataFrame:
-    from engine.results import ResultsStore
+    from engine import ResultsStore
 
     return ResultsStore(root).load()
 
@@ -119,8 +119,8 @@ def _agreement_section(data: pd.DataFrame) -> None:
 
 
 def _cost_section() -> None:
+    from engine import ResultsStore
     from engine.faithfulness.summary import area_metrics_table
-    from engine.results import ResultsStore
 
     store = ResultsStore()
     data = store.load()

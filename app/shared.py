@@ -7,7 +7,8 @@ from __future__ import annotations
 import streamlit as st
 
 from app.text import md
-from engine.models import CheckpointError, list_checkpoints, load_classifier
+from engine import list_checkpoints, load_classifier
+from engine.models import CheckpointError
 
 MODEL_KEY = "model_id"
 PENDING_MODEL_KEY = "model_id_pending"  # set by a page that built a model; applied by the frame

@@ -1,4 +1,98 @@
 """Faithfulness engine: models that support masking, importance measures, and the measurements
-that say whether an explanation is true to the model. Never imports streamlit."""
+that say whether an explanation is true to the model. Never imports streamlit.
+
+What a notebook needs is importable from here (`from engine import load_classifier, explain_text`):
+
+    classifier = load_classifier("tiny-rt-masked-s0")          # a checkpoint id, a registered id or a folder
+    result = explain_text(classifier, "a gripping, funny film")   # scores of several measures, their agreement
+    curve = recursive_masking(classifier, batch, get_explainer("loo-sign", classifier))
+    erasure = erasure_metrics(classifier, batch, scores)          # comprehensiveness, sufficiency, ...
+    data = get_dataset("rt", split_seed=0)
+    store = ResultsStore()                                        # the shipped and your own results
+
+The names load on first use (PEP 562), so `import engine` stays as fast as before (no torch until a
+name that needs it is used). Everything else stays importable from its module (`engine.faithfulness.erasure`
+and so on); the names here are the ones kept stable.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+#: public name -> the module that defines it
+_EXPORTS = {
+    # models
+    "load_classifier": "engine.models.checkpoint",
+    "list_checkpoints": "engine.models.checkpoint",
+    "save_classifier": "engine.models.checkpoint",
+    "Classifier": "engine.models.classifier",
+    "CheckpointMeta": "engine.models.metadata",
+    "STRATEGIES": "engine.models.metadata",
+    "TrainConfig": "engine.models.training",
+    "train_classifier": "engine.models.training",
+    # explaining one input
+    "explain_text": "engine.explain",
+    "Explanation": "engine.explain",
+    "get_explainer": "engine.importance.registry",
+    "measure_availability": "engine.importance.registry",
+    "MEASURES": "engine.importance.registry",
+    "explanation_record": "engine.export",
+    # recursive masking
+    "recursive_masking": "engine.faithfulness.recursive",
+    "dataset_masking_curve": "engine.faithfulness.recursive",
+    "MaskingResult": "engine.faithfulness.recursive",
+    "mask_single_input": "engine.faithfulness.single",
+    "acu": "engine.faithfulness.metrics",
+    "racu": "engine.faithfulness.metrics",
+    "load_or_fit_masf": "engine.ood",
+    # erasure metrics
+    "erasure_metrics": "engine.faithfulness.erasure",
+    "ErasureResult": "engine.faithfulness.erasure",
+    "ERASURE_METRICS": "engine.faithfulness.erasure",
+    # data
+    "get_dataset": "engine.data",
+    "dataset_names": "engine.data",
+    "Dataset": "engine.data",
+    "PACKAGED_DATASETS": "engine.data",
+    # results
+    "ResultsStore": "engine.results.store",
+    # errors
+    "EngineError": "engine.errors",
+}
+#: names exported under another name than their module's
+_RENAMED = {"ERASURE_METRICS": "METRICS"}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), _RENAMED.get(name, name))
+        globals()[name] = value  # later look-ups skip this function
+        return value
+    raise AttributeError(f"module 'engine' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+if TYPE_CHECKING:  # for type checkers and editors: the same names, eagerly
+    from engine.data import PACKAGED_DATASETS, Dataset, dataset_names, get_dataset
+    from engine.errors import EngineError
+    from engine.explain import Explanation, explain_text
+    from engine.export import explanation_record
+    from engine.faithfulness.erasure import METRICS as ERASURE_METRICS
+    from engine.faithfulness.erasure import ErasureResult, erasure_metrics
+    from engine.faithfulness.metrics import acu, racu
+    from engine.faithfulness.recursive import MaskingResult, dataset_masking_curve, recursive_masking
+    from engine.faithfulness.single import mask_single_input
+    from engine.importance.registry import MEASURES, get_explainer, measure_availability
+    from engine.models.checkpoint import list_checkpoints, load_classifier, save_classifier
+    from engine.models.classifier import Classifier
+    from engine.models.metadata import STRATEGIES, CheckpointMeta
+    from engine.models.training import TrainConfig, train_classifier
+    from engine.ood import load_or_fit_masf
+    from engine.results.store import ResultsStore

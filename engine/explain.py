@@ -91,9 +91,21 @@ def explain_text(classifier: Classifier, text: str, auxiliary: str | None = None
     """Predict and explain one input with each measure, in the order given. A measure that fails (e.g.
     attention on a model without it) is reported in `errors` instead of stopping the others.
 
-    on_measure(measure, result): called as soon as each measure is done (its scores, or its error, are in
-    `result`, which then holds every measure so far) so that a caller can show it at once (the Explain page
-    streams its heatmaps so)."""
+    Args:
+        classifier: the model (`engine.load_classifier`).
+        text: the input; auxiliary: the second text of a paired task (never explained or masked).
+        measures: importance measure ids (`engine.MEASURES`), run cheapest first.
+        target: the class explained (default: the predicted one).
+        options: per measure, options for its explainer (e.g. {'ig-sign': {'steps': 50}}).
+        progress(measure, done, total), should_stop(): for UIs.
+        on_measure(measure, result): called as soon as each measure is done (its scores, or its error, are in
+            `result`, which then holds every measure so far) so that a caller can show it at once (the Explain
+            page streams its heatmaps so).
+
+    Returns:
+        An Explanation: the maskable tokens [N], the probabilities [C], the target, per measure the scores [N]
+        and whether they are signed, and the errors of the measures that could not run.
+    """
     from engine.importance import get_explainer
 
     batch = classifier.batch([text], [auxiliary] if auxiliary is not None else None)

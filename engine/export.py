@@ -49,7 +49,16 @@ def explanation_record(explanation, classifier, level: str = "word", aggregation
 
     tokens / words / sentences: one entry per unit with its text, character span [start, end) in `text`, the
     tokens it covers (or, for a token, the word it belongs to) and each measure's score (aggregated by
-    `aggregation` for words and sentences); `level` is the view the HTML and LaTeX writers draw."""
+    `aggregation` for words and sentences); `level` is the view the HTML and LaTeX writers draw.
+
+    Args:
+        explanation: an Explanation (`engine.explain_text`); classifier: the model that made it.
+        level: 'token', 'word' or 'sentence'; aggregation: how pieces' scores combine ('sum', 'mean', 'max-abs').
+        command: the command line that made it, for the provenance.
+
+    Returns:
+        A dict (format 'engine.explanation/1') for `to_json`, `to_csv`, `to_html` or `to_latex`.
+    """
     from engine.models.checkpoint import weights_sha256
     from engine.runtime import code_version
 

@@ -11,9 +11,7 @@ import streamlit as st
 from app.heatmap import token_heatmap_html
 from app.shared import selected_classifier
 from app.text import md
-from engine.data import get_dataset
-from engine.errors import EngineError
-from engine.importance import measure_availability
+from engine import EngineError, get_dataset, measure_availability
 from engine.plausibility import (
     MAX_NAME_LENGTH,
     AnnotationStore,

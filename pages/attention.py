@@ -8,8 +8,8 @@ import streamlit as st
 from app.heatmap import LEGEND_ABSOLUTE, token_heatmap_html
 from app.shared import get_classifier
 from app.text import md
+from engine import explain_text
 from engine.attention.results import attention_runs, load_attention_results, wp_table
-from engine.explain import explain_text
 from engine.models import CheckpointError, EmptyInputError
 from engine.results.published import load_published
 

@@ -11,13 +11,10 @@ from app.heatmap import token_heatmap_html
 from app.share import arrived_from_url, publish
 from app.shared import note_if_not_masked_fine_tuned, selected_classifier
 from app.text import md
+from engine import PACKAGED_DATASETS, EngineError, dataset_names, load_or_fit_masf, mask_single_input, measure_availability
 from engine.csv_safe import frame_to_csv
-from engine.data import PACKAGED_DATASETS, dataset_names
-from engine.errors import EngineError
-from engine.faithfulness.single import mask_single_input
-from engine.importance import measure_availability
 from engine.importance.levels import LEVELS, aggregate
-from engine.ood import MASF_FIT_VERSION, calibration_key, load_or_fit_masf, stored_calibrations
+from engine.ood import MASF_FIT_VERSION, calibration_key, stored_calibrations
 from engine.runtime import code_version
 
 LEVEL_LABELS = {"token": "tokens (word pieces)", "word": "words", "sentence": "sentences"}

@@ -32,13 +32,30 @@ def _check(ratios, measure, random) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def acu(ratios: Sequence[float], measure: Sequence[float], random: Sequence[float]) -> float:
-    """ACU = sum_i 1/2 dx_i (dp_i + dp_{i+1}), dp_i = b_i - p_i (area of random above measure)."""
+    """ACU = sum_i 1/2 dx_i (dp_i + dp_{i+1}), dp_i = b_i - p_i (area of random above measure).
+
+    Args:
+        ratios: the masking levels x_i, increasing (fractions 0..1, or k / k_max for count schedules).
+        measure: p_i, the tracked probability (or metric) after masking by the measure, one per level.
+        random: b_i, the same under random masking.
+
+    Returns:
+        The area, in units of probability x level (positive: the measure's tokens lower p faster than random).
+    """
     x, p, b = _check(ratios, measure, random)
     return _trapezoid(x, b - p)
 
 
 def racu(ratios: Sequence[float], measure: Sequence[float], random: Sequence[float], clip: bool = False) -> float:
-    """RACU = ACU / sum_i 1/2 dx_i (db_i + db_{i+1}), db_i = b_i - b_I. NaN when the random curve is flat."""
+    """RACU = ACU / sum_i 1/2 dx_i (db_i + db_{i+1}), db_i = b_i - b_I. NaN when the random curve is flat.
+
+    Args:
+        ratios, measure, random: as for `acu`.
+        clip: clip the result to [-1, 1].
+
+    Returns:
+        ACU relative to the random curve's own area above its last value (a fraction; NaN for a flat curve).
+    """
     x, p, b = _check(ratios, measure, random)
     norm = _trapezoid(x, b - b[-1])
     if abs(norm) < 1e-12:

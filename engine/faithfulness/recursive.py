@@ -142,14 +142,26 @@ def recursive_masking(
     should_stop: Callable[[], bool] | None = None,
     word_ids: torch.Tensor | None = None,
 ) -> MaskingResult:
-    """Recursively mask `batch` by `explainer`'s importance.
+    """Recursively mask `batch` by `explainer`'s importance: at each step the explainer ranks the tokens of the
+    input as masked so far, and the top ones (up to the step's level) are masked.
 
-    ratios: fractions of each input's maskable tokens (ratio mode, default 0, 0.1, ..., 1), or
-    counts: numbers of tokens (count mode, e.g. 0..10; capped at each input's N).
-    target: the class whose probability is tracked and explained; default the predicted class of
-    the unmasked input.
-    word_ids [B, T] long: mask whole words (see the module docstring): the word of each maskable piece, -1 on
-    the other positions; ratios and counts then count words.
+    Args:
+        classifier: the model (masked-fine-tuned, for in-distribution masked inputs).
+        explainer: an importance measure bound to `classifier` (`engine.importance.get_explainer`).
+        batch: B inputs of T tokens (`classifier.batch(texts)`).
+        target: the class whose probability is tracked and explained; default the predicted class of
+            the unmasked input.
+        ratios: fractions of each input's maskable tokens (ratio mode, default 0, 0.1, ..., 1), or
+        counts: numbers of tokens (count mode, e.g. 0..10; capped at each input's N).
+        masf: a fitted MaSF (`engine.ood.load_or_fit_masf`): each step's inputs get in-distribution p-values.
+        target_source: recorded with the result ('predicted', 'gold', ...); progress(done, total) and
+            should_stop() as elsewhere.
+        word_ids: [B, T] long, to mask whole words (see the module docstring): the word of each maskable piece,
+            -1 on the other positions; ratios and counts then count words.
+
+    Returns:
+        A MaskingResult: one MaskingStep per level (the target's probability and logit [B], predictions [B], the
+        masked ids [B, T], the scores that chose the step's tokens, MaSF p-values [B] when `masf` is given).
     """
     if ratios is not None and counts is not None:
         raise InvalidInputError("give either ratios or counts, not both")
@@ -244,11 +256,20 @@ def dataset_masking_curve(
     should_stop: Callable[[], bool] | None = None,
     whole_words: bool = False,
 ) -> list[dict]:
-    """The dataset metric at every masking step, explaining the gold label (as both papers do). whole_words: the
-    schedule counts words and a word is always masked whole (see the module docstring).
+    """The dataset metric at every masking step, explaining the gold label (as both papers do).
 
-    Returns one dict per step: step, ratio or count, metric, value, mean probability of the gold
-    class, and with MaSF the share of p-values below 0.05 and the Simes p-value over the split."""
+    Args:
+        classifier, explainer: as for `recursive_masking`.
+        dataset: the dataset (`engine.get_dataset`); its labels are aligned to the model's classes.
+        split: which split; limit: its first `limit` examples (None: all).
+        ratios / counts: the schedule, as for `recursive_masking`.
+        masf: a fitted MaSF, for p-values; batch_size: inputs per batch.
+        whole_words: the schedule counts words and a word is always masked whole (see the module docstring).
+
+    Returns:
+        One dict per step: step, ratio or count, metric, value, mean probability of the gold class, and with
+        MaSF the share of p-values below 0.05 and the Simes p-value over the split.
+    """
     dataset = classifier.check_dataset(dataset)
     examples = dataset.split(split)[:limit]
     order = np.argsort([len(e.primary) + len(e.auxiliary or "") for e in examples], kind="stable")

@@ -90,7 +90,19 @@ def mask_single_input(classifier: Classifier, text: str, measure: str, auxiliary
     ratios: shares of the maskable tokens (default 0, 0.1, ..., 1), or counts: k tokens (e.g. 0..10, capped at
     the input's length). The explained class is the predicted one unless `target` is given. whole_words: mask
     every piece of a word at once, the schedule counting words (engine.faithfulness.recursive); each step still
-    gets its MaSF p-value."""
+    gets its MaSF p-value.
+
+    Args:
+        classifier: the model; text / auxiliary: the input (the second text is never masked).
+        measure: the importance measure id; options: its options.
+        ratios / counts: the schedule; random_seeds: one random-masking run per seed (the baseline band).
+        masf: a fitted MaSF for the p-values; target: the explained class (default: the predicted one).
+        progress(stage, done, total), should_stop(): for UIs; whole_words: as above.
+
+    Returns:
+        A SingleInputMasking: the maskable tokens, the measure's MaskingResult (one step per level) and one
+        MaskingResult per random seed.
+    """
     from engine.importance import get_explainer
 
     batch = classifier.batch([text], [auxiliary] if auxiliary is not None else None)

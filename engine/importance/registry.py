@@ -28,7 +28,16 @@ def register(cls: type[Explainer]) -> type[Explainer]:
 
 
 def get_explainer(name: str, classifier: Classifier, **options) -> Explainer:
-    """The explainer of measure `name` for `classifier`, with `options` (see each class's `defaults`)."""
+    """The explainer of measure `name` for `classifier`, with `options` (see each class's `defaults`).
+
+    Args:
+        name: a measure id (MEASURES); classifier: the model it explains; options: the measure's options.
+
+    Returns:
+        The Explainer; its `attribute(batch, target)` gives an Importance with scores [B, T].
+
+    Raises UnknownMeasureError listing the known measures.
+    """
     cls = MEASURES.get(name)
     if cls is None:
         raise UnknownMeasureError(f"unknown importance measure {name!r}; known measures: {', '.join(MEASURES)}")
@@ -43,7 +52,14 @@ def describe(name: str) -> str:
 
 def measure_availability(classifier: Classifier) -> dict[str, str]:
     """Every registered measure -> '' when it can explain `classifier`, else the reason it cannot (what pages
-    show on hover and the CLI prints). Each measure declares this in `Explainer.supports()`."""
+    show on hover and the CLI prints). Each measure declares this in `Explainer.supports()`.
+
+    Args:
+        classifier: the model.
+
+    Returns:
+        {measure id: '' or the reason it cannot explain this model}.
+    """
     out = {}
     for name, cls in MEASURES.items():
         if getattr(cls, "file_bound", False):  # scores read from a file: used by name on the inputs it scores, not offered

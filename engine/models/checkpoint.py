@@ -147,7 +147,18 @@ def load_classifier(model_id_or_path: str | os.PathLike, device: str | None = No
     a checkpoint of this project (it has metadata.json) or any Hugging Face sequence-classification folder
     fine-tuned elsewhere (engine.models.foreign; the mask token is its replacement token, if it has one).
     Weights are read from safetensors only; dtype and attention kernel as in `engine.models.loading`
-    (default: the settings ENGINE_DTYPE and ENGINE_ATTENTION), recorded in `Classifier.runtime`."""
+    (default: the settings ENGINE_DTYPE and ENGINE_ATTENTION), recorded in `Classifier.runtime`.
+
+    Args:
+        model_id_or_path: a checkpoint id, a registered id, or a folder.
+        device: 'cpu', 'cuda', ... (default: ENGINE_DEVICE, else the best available).
+        dtype, attention: override the settings for this model.
+
+    Returns:
+        The Classifier on the chosen device; `classifier.meta` is its typed metadata.
+
+    Raises CheckpointError naming the known models when the reference names nothing loadable.
+    """
     configure()
     if not is_path(model_id_or_path):
         model_id = check_model_id(str(model_id_or_path))
@@ -200,7 +211,16 @@ def _load_checkpoint(folder: Path, device: str | None, dtype: str | None = None,
 
 
 def save_classifier(classifier: Classifier, model_id: str, cache_dir: Path | None = None, overwrite: bool = False) -> Path:
-    """Write the checkpoint atomically to `<cache_dir>/<model_id>`; returns the folder."""
+    """Write the checkpoint atomically to `<cache_dir>/<model_id>` (metadata through
+    `engine.models.metadata.write_metadata`, stamped with its schema version).
+
+    Args:
+        classifier: the model; model_id: its id (checked by `check_model_id`).
+        cache_dir: default the models cache (ENGINE_MODELS_CACHE); overwrite: replace an existing checkpoint.
+
+    Returns:
+        The checkpoint folder; `classifier.metadata` and `classifier.folder` then name it.
+    """
     cache_dir = Path(cache_dir or models_cache_dir())
     cache_dir.mkdir(parents=True, exist_ok=True)
     final = cache_dir / check_model_id(model_id)
@@ -220,7 +240,14 @@ def save_classifier(classifier: Classifier, model_id: str, cache_dir: Path | Non
 
 
 def list_checkpoints(cache_dir: Path | None = None) -> list[dict]:
-    """Metadata of every checkpoint in the cache; broken ones are listed with an `error` field."""
+    """Metadata of every checkpoint in the cache; broken ones are listed with an `error` field.
+
+    Args:
+        cache_dir: default the models cache (ENGINE_MODELS_CACHE).
+
+    Returns:
+        One metadata dict per checkpoint folder (with `path`), sorted by folder name.
+    """
     cache_dir = Path(cache_dir or models_cache_dir())
     if not cache_dir.is_dir():
         return []

@@ -277,6 +277,14 @@ def train_classifier(
     should_stop: polled every step; when it returns True, TrainingCancelled is raised and nothing is kept.
     token_masks: uid -> token positions masked in every split before anything else (ROAR's retraining on
         masked data); the masked-fine-tuning transform then applies on top.
+
+    Args:
+        config: what to train (base model, dataset, strategy from STRATEGIES, seeds, epochs, ...).
+        progress, should_stop, token_masks: as above; show_progress_bar: a tqdm bar on the terminal.
+
+    Returns:
+        The Classifier at its best epoch; `metadata` holds the config, history and test figures
+        (`classifier.meta` types them).
     """
     configure()
     started = time.time()

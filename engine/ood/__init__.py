@@ -242,7 +242,15 @@ def load_masf(classifier: Classifier, dataset: str | None = None, split: str = "
 
 def load_or_fit_masf(classifier: Classifier, dataset: str | None = None, progress=None) -> MaSF:
     """The stored MaSF calibrated on the validation split of `dataset` (default: the model's own), else one
-    fitted (and stored) now. A fit on other data is never reused for `dataset`."""
+    fitted (and stored) now. A fit on other data is never reused for `dataset`.
+
+    Args:
+        classifier: the model; dataset: the calibration dataset's name (default: the one it was trained on).
+        progress: progress(done, total) while fitting.
+
+    Returns:
+        The MaSF; `masf_pvalues(classifier, masf, batch)` gives the in-distribution p-values of a batch.
+    """
     return load_masf(classifier, dataset) or fit_masf(classifier, dataset=dataset, progress=progress)
 
 
