@@ -15,9 +15,13 @@ from engine.atomic import recover_folder, replacing_folder
 from engine.errors import CheckpointError, InvalidInputError  # noqa: F401 (re-exported)
 from engine.models.bilstm import ARCHITECTURE, BiLSTMAttentionClassifier
 from engine.models.classifier import Classifier
+from engine.models.foreign import load_foreign, read_config
 from engine.models.ids import check_model_id  # noqa: F401 (moved there; re-exported)
+from engine.models.loading import load_pretrained
 from engine.models.metadata import REQUIRED_KEYS, CheckpointMeta, write_metadata
 from engine.models.metadata import read_metadata as read_meta
+from engine.models.prompted import load_prompted_checkpoint
+from engine.models.registry import artifacts_dir, load_registered, read_manifest, registered_models
 from engine.models.weights import conversion_hint, weight_files
 from engine.models.weights import weights_sha256 as files_sha256
 from engine.runtime import configure, pick_device
@@ -44,8 +48,6 @@ def checkpoint_dir(model_id_or_path: str | os.PathLike) -> Path:
     folder = models_cache_dir() / check_model_id(str(model_id_or_path))
     recover_folder(folder)  # where a killed save left the old checkpoint renamed aside (no atomic swap here)
     if not folder.exists():
-        from engine.models.registry import read_manifest
-
         manifest = read_manifest(str(model_id_or_path))
         if manifest is not None:
             return Path(manifest["path"])
@@ -114,8 +116,6 @@ def model_folders(model_id_or_path: str | os.PathLike) -> tuple[Path, Path | Non
         cached = models_cache_dir() / model_id
         if cached.exists():
             return cached, cached
-        from engine.models.registry import artifacts_dir, read_manifest, registered_models
-
         manifest = read_manifest(model_id)
         if manifest is None:
             known = [m["id"] for m in list_checkpoints() + registered_models() if "error" not in m]
@@ -133,8 +133,6 @@ def validate_model(model_id_or_path: str | os.PathLike) -> None:
     if (folder / "metadata.json").is_file() or not folder.is_dir():
         validate_checkpoint(folder)
         return
-    from engine.models.foreign import read_config
-
     read_config(folder)
     weight_files(folder)
 
@@ -164,16 +162,12 @@ def load_classifier(model_id_or_path: str | os.PathLike, device: str | None = No
         model_id = check_model_id(str(model_id_or_path))
         recover_folder(models_cache_dir() / model_id)  # a save killed mid-swap where no atomic exchange exists
         if not (models_cache_dir() / model_id).exists():
-            from engine.models.registry import load_registered, read_manifest, registered_models
-
             if read_manifest(model_id) is not None:
                 return load_registered(model_id, device=device, dtype=dtype, attention=attention)
             known = [m["id"] for m in list_checkpoints() + registered_models() if "error" not in m]
             raise CheckpointError(f"no checkpoint or registered model {model_id!r} (known: {', '.join(known) or 'none'}); "
                                   "register a folder with `python -m engine models add PATH`")
     elif not (Path(model_id_or_path) / "metadata.json").is_file() and Path(model_id_or_path).is_dir():
-        from engine.models.foreign import load_foreign
-
         return load_foreign(model_id_or_path, device=device, dtype=dtype, attention=attention)
     return _load_checkpoint(checkpoint_dir(model_id_or_path), device, dtype, attention)
 
@@ -183,13 +177,9 @@ def _load_checkpoint(folder: Path, device: str | None, dtype: str | None = None,
     from safetensors import SafetensorError
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from engine.models.loading import load_pretrained
-
     metadata = validate_checkpoint(folder)
     meta = CheckpointMeta.from_dict(metadata)
     if meta.prompt is not None:  # a prompted LM fine-tuned with LoRA, merged (engine.models.lora_training)
-        from engine.models.prompted import load_prompted_checkpoint
-
         return load_prompted_checkpoint(folder, metadata, device)
     target = pick_device(device)
     runtime = None

@@ -18,6 +18,8 @@ import os
 from pathlib import Path
 
 from engine.errors import CheckpointError, InvalidInputError
+from engine.models.classifier import Classifier, is_decoder_classifier
+from engine.models.loading import load_pretrained
 from engine.models.weights import (  # noqa: F401 (moved there; re-exported)
     INDEX_FILE,
     PICKLED_FILES,
@@ -119,9 +121,6 @@ def load_foreign(folder: str | os.PathLike, *, model_id: str | None = None, toke
     configure()
     from safetensors import SafetensorError
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    from engine.models.classifier import Classifier, is_decoder_classifier
-    from engine.models.loading import load_pretrained
 
     folder = Path(folder).expanduser().resolve()
     if not folder.is_dir():

@@ -39,9 +39,12 @@ from tqdm.auto import tqdm
 
 from engine.data import get_dataset, score
 from engine.errors import CheckpointError, InvalidInputError, NotApplicableError, TrainingCancelled
+from engine.models.checkpoint import check_model_id, load_classifier, models_cache_dir, read_metadata
 from engine.models.masking import training_transform
 from engine.models.metadata import CheckpointMeta, trains_on_masks, write_metadata
+from engine.models.prompted import PromptedClassifier, load_prompted_checkpoint
 from engine.models.training import TrainConfig
+from engine.models.weights import weights_sha256
 from engine.runtime import code_version, configure, pick_device, seed_everything
 
 ADAPTER_DIR = "adapter"
@@ -170,8 +173,6 @@ def train_lora(config: LoraTrainConfig, classifier=None, progress: Callable[[dic
     """Masked LoRA fine-tuning of a prompted classifier (`config.from_classifier`, or `classifier` itself);
     returns (classifier, peft_model) with the best epoch's adapter in place and the metadata filled (not yet
     saved: see `save_lora_classifier`). The classifier's model then holds LoRA layers (unmerged)."""
-    from engine.models.prompted import PromptedClassifier
-
     configure()
     started = time.time()
     seed_everything(config.seed)
@@ -180,8 +181,6 @@ def train_lora(config: LoraTrainConfig, classifier=None, progress: Callable[[dic
     if classifier is None:
         if not config.from_classifier:
             raise InvalidInputError("LoRA fine-tuning starts from a prompted classifier: give --from-classifier ID")
-        from engine.models.checkpoint import load_classifier
-
         classifier = load_classifier(config.from_classifier, device=str(device))
     if not isinstance(classifier, PromptedClassifier):
         raise NotApplicableError(f"--lora fine-tunes a prompted language model; {classifier.id!r} is a "
@@ -298,9 +297,6 @@ def save_lora_classifier(classifier, peft_model, model_id: str, cache_dir: Path 
     """Write `<cache_dir>/<model_id>/` atomically: the adapter (with provenance) under adapter/, then the merged
     model, tokenizer, prompt spec and metadata beside it. The classifier's model is merged in the process (its
     LoRA layers are folded into the base weights); `classifier.folder` then names the saved folder."""
-    from engine.models.checkpoint import check_model_id, models_cache_dir
-    from engine.models.foreign import weights_sha256
-
     cache_dir = Path(cache_dir or models_cache_dir())
     cache_dir.mkdir(parents=True, exist_ok=True)
     final = cache_dir / check_model_id(model_id)
@@ -342,9 +338,6 @@ def save_lora_classifier(classifier, peft_model, model_id: str, cache_dir: Path 
 def load_lora_folder(folder: str | os.PathLike, device: str | None = None):
     """The merged prompted classifier of a folder written by `save_lora_classifier` (or any causal-LM folder
     with `metadata.json` holding `prompt`)."""
-    from engine.models.checkpoint import read_metadata
-    from engine.models.prompted import load_prompted_checkpoint
-
     return load_prompted_checkpoint(Path(folder), read_metadata(Path(folder)), device)
 
 

@@ -35,8 +35,12 @@ import torch
 from engine.errors import CheckpointError, EmptyInputError, InvalidInputError, NotApplicableError
 from engine.models.batch import AUXILIARY, PRIMARY, SPECIAL, Batch
 from engine.models.classifier import Classifier, ForwardOutput
+from engine.models.foreign import max_length_for
+from engine.models.llm_package import PACKAGED_LLMS, resolve_llm
 from engine.models.metadata import CheckpointMeta
 from engine.models.prompt_spec import PromptSpec
+from engine.models.weights import weight_files, weights_sha256
+from engine.runtime import configure, pick_device
 
 MASK_TOKEN = "<|mask|>"
 _MARK1, _MARK2 = "\ue000", "\ue001"  # private-use characters standing in for the slots while rendering
@@ -419,10 +423,6 @@ def load_prompted(folder: str | Path, spec: PromptSpec | dict, *, model_id: str 
                   device: str | None = None, extra: dict | None = None) -> PromptedClassifier:
     """A `PromptedClassifier` from a local causal-LM folder (config.json, safetensors, tokenizer) or a packaged
     LLM key ('smollm2', converted on first use). Weights are read only from safetensors."""
-    from engine.models.foreign import max_length_for, weight_files, weights_sha256
-    from engine.models.llm_package import PACKAGED_LLMS, resolve_llm
-    from engine.runtime import configure, pick_device
-
     configure()
     from safetensors import SafetensorError
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -16,6 +16,10 @@ from pathlib import Path
 from engine import settings
 from engine.atomic import recover_folder, replacing_folder, write_text
 from engine.errors import CheckpointError, InvalidInputError, UnknownModelError
+from engine.models import llm_package
+from engine.models.ids import check_model_id
+from engine.models.llm_package import converted_dir
+from engine.models.prompt_spec import PromptSpec, sentiment_prompt
 
 #: files a copy keeps: weights as safetensors, configuration and tokenizer; never a pickle
 _COPIED_SUFFIXES = (".safetensors", ".json", ".txt", ".model", ".tiktoken", ".jinja")
@@ -26,8 +30,6 @@ def registry_dir() -> Path:
 
 
 def manifest_path(model_id: str) -> Path:
-    from engine.models.ids import check_model_id
-
     return registry_dir() / f"{check_model_id(model_id)}.json"
 
 
@@ -60,9 +62,6 @@ def builtin_manifest(model_id: str) -> dict | None:
     """The manifest of a built-in prompted id (its folder is converted from the package on first load), else None."""
     if model_id not in BUILTIN_PROMPTED:
         return None
-    from engine.models.llm_package import converted_dir
-    from engine.models.prompt_spec import sentiment_prompt
-
     key, _ = BUILTIN_PROMPTED[model_id]
     return {"id": model_id, "path": str(converted_dir(key)), "packaged_llm": key, "prompt": sentiment_prompt().to_dict(),
             "builtin": True, "max_length": None}
@@ -72,9 +71,6 @@ def builtin_prompted() -> list[dict]:
     """Every built-in prompted id as a listing row, without converting or loading its LLM (listing stays fast):
     the manifest plus `description`, `classes`, `replacement_token` (what masking writes), `installed` (its
     package is on disk) and `converted` (the safetensors folder exists; else it is converted on first load)."""
-    from engine.models import llm_package
-    from engine.models.prompt_spec import PromptSpec
-
     rows = []
     for model_id, (key, _task) in BUILTIN_PROMPTED.items():
         manifest = builtin_manifest(model_id)
@@ -141,8 +137,6 @@ def register_model(path: str | os.PathLike, model_id: str | None = None, *, toke
 
     Returns the manifest. The id must not name a checkpoint in models_cache (ids are one namespace)."""
     from engine.models.foreign import load_foreign
-    from engine.models.ids import check_model_id
-
     folder = Path(path).expanduser().resolve()
     if not folder.is_dir():
         raise InvalidInputError(f"no folder at {folder}")

@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 from engine.data import Dataset, get_dataset, score
 from engine.errors import InvalidInputError, LabelMismatchError, TrainingCancelled  # noqa: F401 (re-exported)
 from engine.models.batch import Batch, collate_examples
+from engine.models.checkpoint import load_classifier, weights_sha256
 from engine.models.classifier import Classifier
 from engine.models.encoders import resolve_encoder
 from engine.models.loading import load_pretrained
@@ -97,8 +98,6 @@ def _start_from_classifier(config: TrainConfig, dataset: Dataset, device: torch.
     are matched to its classes by name (`Classifier.check_dataset`; the caller trains on the dataset so
     aligned). A head named only by transformers' defaults LABEL_0.. carries no names to match, so it takes
     the dataset's names by index (recorded as `label_names_replaced`), provided the counts agree."""
-    from engine.models.checkpoint import load_classifier
-
     classifier = load_classifier(config.from_classifier, device=str(device), dtype="float32")  # trained in float32
     source = dict(classifier.metadata)
     renamed = None
@@ -127,8 +126,6 @@ def _start_from_classifier(config: TrainConfig, dataset: Dataset, device: torch.
 
 
 def _sha(folder) -> str | None:
-    from engine.models.checkpoint import weights_sha256
-
     return weights_sha256(folder) if folder is not None else None
 
 
