@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-#: public name -> the module that defines it
+#: public name -> the module it is read from (the one callers imported it from before)
 _EXPORTS = {
     # models
-    "load_classifier": "engine.models.checkpoint",
-    "list_checkpoints": "engine.models.checkpoint",
-    "save_classifier": "engine.models.checkpoint",
+    "load_classifier": "engine.models",
+    "list_checkpoints": "engine.models",
+    "save_classifier": "engine.models",
     "Classifier": "engine.models.classifier",
     "CheckpointMeta": "engine.models.metadata",
     "STRATEGIES": "engine.models.metadata",
@@ -35,9 +35,9 @@ _EXPORTS = {
     # explaining one input
     "explain_text": "engine.explain",
     "Explanation": "engine.explain",
-    "get_explainer": "engine.importance.registry",
-    "measure_availability": "engine.importance.registry",
-    "MEASURES": "engine.importance.registry",
+    "get_explainer": "engine.importance",
+    "measure_availability": "engine.importance",
+    "MEASURES": "engine.importance",
     "explanation_record": "engine.export",
     # recursive masking
     "recursive_masking": "engine.faithfulness.recursive",
@@ -57,7 +57,7 @@ _EXPORTS = {
     "Dataset": "engine.data",
     "PACKAGED_DATASETS": "engine.data",
     # results
-    "ResultsStore": "engine.results.store",
+    "ResultsStore": "engine.results",
     # errors
     "EngineError": "engine.errors",
 }
@@ -69,9 +69,9 @@ __all__ = sorted(_EXPORTS) + ["__version__"]
 
 def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), _RENAMED.get(name, name))
-        globals()[name] = value  # later look-ups skip this function
-        return value
+        # Looked up each time (not cached here): a module replaced in sys.modules (a test's stand-in) is honoured,
+        # as it was when callers imported from the module itself.
+        return getattr(importlib.import_module(_EXPORTS[name]), _RENAMED.get(name, name))
     raise AttributeError(f"module 'engine' has no attribute {name!r}")
 
 
