@@ -492,3 +492,17 @@ def test_data_page_uploads_previews_and_registers(user_dir, tmp_path):
     assert any("single class" in c.value for c in bad.code)
     assert [p.name for p in manifests(user_dir)] == ["my-reviews.json"]
     assert len(list(uploads_dir().iterdir())) == 1, "the refused upload was deleted"
+
+
+def test_a_stray_file_with_a_name_no_registration_can_have_is_listed_as_broken_not_a_crash(user_dir):
+    """A file in the registrations folder whose name is not an allowed dataset name ('My Data.json', copied there
+    by hand) is listed with an error, and the dataset names still resolve (reading it used to recurse without end:
+    its 'unknown dataset' message listed the known names, which read the folder again)."""
+    from engine.data import PACKAGED_DATASETS
+    from engine.data.user import datasets_dir, list_user_datasets
+
+    datasets_dir().mkdir(parents=True, exist_ok=True)
+    (datasets_dir() / "My Data.json").write_text("{}", encoding="utf-8")
+    assert dataset_names() == PACKAGED_DATASETS
+    [entry] = list_user_datasets()
+    assert entry["name"] == "My Data" and "not a registration" in entry["error"]

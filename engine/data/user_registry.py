@@ -84,6 +84,12 @@ def list_user_datasets() -> list[dict]:
     folder = datasets_dir()
     out = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        if not NAME_PATTERN.fullmatch(path.stem):
+            # a file the engine did not write (no registration has such a name); reading it would report it as
+            # unknown, listing the known names, which lists this folder again: endless
+            out.append({"name": path.stem, "error": f"{path} is not a registration (not an allowed dataset name); "
+                                                     "remove or rename it"})
+            continue
         try:
             manifest = read_manifest(path.stem)
         except (DataFileError, UnknownDatasetError) as err:
