@@ -184,7 +184,7 @@ def run_load(path: str, annotators: int = 30, tasks_per_annotator: int = 6, over
     studies = StudyStore(path)
     study_id, tokens = make_drill_study(studies, n_tasks, overlap, tasks_per_annotator, checks, annotators)
     shares = [tokens[k::processes] for k in range(processes)]
-    start_at = time.time() + 2.0 + 0.3 * processes  # time for the processes to start and import
+    start_at = time.time() + 1.0 + 0.2 * processes  # time for the processes to start and import (a late one just starts late)
     t0 = time.time()
     with ProcessPoolExecutor(max_workers=processes, mp_context=get_context("spawn")) as pool:
         results = list(pool.map(_worker_process, [(str(path), share, start_at, think, k) for k, share in enumerate(shares)]))
