@@ -137,10 +137,13 @@ def test_a_wrong_closed_reused_or_revoked_token_is_refused_with_a_typed_error_an
 
 def test_a_reopened_personal_link_resumes_the_same_annotator_at_the_same_item(studies):
     """Opening a personal link again (a new browser session) gives the same participant, the unanswered item
-    first, and their answers so far; the same holds for the open link and the same worker id."""
+    first, their answers so far and their recorded consent; the same holds for the open link and the same
+    worker id."""
     study = _make(studies)
     link = studies.invite(study.id, ["alice"])[0]
     first = studies.open_session(link.token)
+    assert not studies.consented(first)
+    when = studies.record_consent(first)
     a1 = studies.next_assignment(first)
     studies.submit(first, a1.assignment_id, **answer_for(a1, random.Random(0)))
     a2 = studies.next_assignment(first)
@@ -148,6 +151,8 @@ def test_a_reopened_personal_link_resumes_the_same_annotator_at_the_same_item(st
     assert again.participant_id == first.participant_id
     assert studies.next_assignment(again).assignment_id == a2.assignment_id
     assert studies.progress(again).answered == 1
+    assert studies.consented(again) and studies.record_consent(again) == when  # the first acceptance is kept
+    assert [p.consented_at for p in studies.status(study.id).participants] == [when]
     crowd = studies.open_link(study.id)
     w = studies.open_session(crowd.token, worker_id="PID-1")
     item = studies.next_assignment(w)
@@ -472,3 +477,25 @@ def test_a_rationale_study_takes_token_marks_and_scores_its_instructed_check(stu
     result = study_results(studies, study.id, n_boot=0)
     assert result["agreement"]["rationale"]["tasks"] == 6
     assert result["agreement"]["rationale"]["alpha"] is None or result["agreement"]["rationale"]["alpha"] <= 1
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_random_interleavings_of_exactly_enough_annotators_end_with_every_task_at_its_overlap(studies, seed):
+    """8 tasks x overlap 3 with 4 tasks each needs 6 annotators; whatever order they take turns in, all 6
+    finishing gives every task exactly 3 answers. (Handing out the least-covered task each annotator has not
+    had instead left one task short under the interleaving of seed 2: its last slot was stranded with
+    annotators who had all seen it.)"""
+    study = _make(studies, n_tasks=8, overlap=3, tasks_per_annotator=4, attention_checks=0)
+    sessions = [studies.open_session(inv.token) for inv in studies.invite(study.id, [f"a{k}" for k in range(6)])]
+    rng = random.Random(seed)
+    active = list(range(6))
+    while active:
+        k = rng.choice(active)
+        item = studies.next_assignment(sessions[k])
+        if item is None:
+            active.remove(k)
+            continue
+        studies.submit(sessions[k], item.assignment_id, **answer_for(item, rng))
+    status = studies.status(study.id)
+    assert status.complete == 8 and status.over == 0
+    assert all(p.answered == 4 for p in status.participants)

@@ -363,6 +363,7 @@ class ParticipantStatus:
     excluded: bool
     exclusion_reason: str | None
     released: bool
+    consented_at: str | None = None
 
 
 @dataclass(frozen=True)
@@ -434,6 +435,7 @@ STUDY_MIGRATIONS: tuple[tuple[str, str], ...] = (
             released_at      TEXT,
             excluded         INTEGER NOT NULL DEFAULT 0 CHECK (excluded IN (0, 1)),
             exclusion_reason TEXT,
+            consented_at     TEXT,                   -- when they accepted the consent text (record_consent)
             seat             INTEGER,                -- the share of tasks they hold (see `seat_positions`)
             UNIQUE (study_id, label)
         );
@@ -696,6 +698,7 @@ class StudyStore:
     def __init__(self, path: str | Path | AnnotationStore | None = None, *, busy_timeout: float = 30.0):
         self.annotations = path if isinstance(path, AnnotationStore) else AnnotationStore(path, busy_timeout=busy_timeout)
         self.path = self.annotations.path
+        self._tasks: dict[str, Task] = {}  # tasks never change once stored (INSERT OR IGNORE), so caching is safe
         with self.annotations._connect() as conn:
             migrate_studies(conn)
 
@@ -928,6 +931,20 @@ class StudyStore:
                        instructions=c.instructions, consent=c.consent, kinds=c.kinds, started_at=started_at,
                        deadline=deadline, total=study.items_per_annotator)
 
+    def record_consent(self, session: Session) -> str:
+        """Record that the annotator accepted the consent text (the first time only); returns that time.
+        Exported with the participant; the engine does not enforce it (the annotator's page asks first)."""
+        with self._tx() as conn:
+            self._admit(conn, session)
+            conn.execute("UPDATE study_participants SET consented_at = COALESCE(consented_at, ?) WHERE id = ?",
+                         (utc_now(), session.participant_id))
+            return conn.execute("SELECT consented_at FROM study_participants WHERE id = ?", (session.participant_id,)).fetchone()[0]
+
+    def consented(self, session: Session) -> bool:
+        """Whether this annotator has accepted the consent text (so a resumed session can skip it)."""
+        return self._read("SELECT consented_at IS NOT NULL FROM study_participants WHERE id = ?",
+                          (session.participant_id,))[0][0] == 1
+
     def _admit(self, conn, session: Session) -> Study:
         """Re-check, inside a transaction, that this session may still work (raises otherwise)."""
         study = self._study(conn, session.study_id)
@@ -1045,8 +1062,12 @@ class StudyStore:
                           kinds=study.config.kinds, task=annotator_task(task), note=note)
 
     def _task(self, conn, task_id: str) -> Task:
-        # the store reads through its own connection; tasks never change once stored, so that is safe here
-        return self.annotations.task(task_id)
+        # read through the store's own connection (WAL readers do not wait for our write lock); stored tasks are
+        # immutable, so one read per task and StudyStore is enough
+        task = self._tasks.get(task_id)
+        if task is None:
+            task = self._tasks[task_id] = self.annotations.task(task_id)
+        return task
 
     def submit(self, session: Session, assignment_id: int, *, ordering: Sequence[Sequence[str] | str] = (),
                cannot_decide: bool = False, rationale: Iterable[int] | None = None, comment: str | None = None,
@@ -1145,18 +1166,18 @@ class StudyStore:
             participants = []
             for r in conn.execute(
                     "SELECT p.id, p.label, p.worker_id, v.kind, p.started_at, p.finished_at, p.excluded, p.exclusion_reason, "
-                    "p.released_at IS NOT NULL, "
+                    "p.released_at IS NOT NULL, p.consented_at, "
                     "(SELECT COUNT(*) FROM study_assignments a WHERE a.participant_id = p.id AND a.released_at IS NULL), "
                     "(SELECT COUNT(*) FROM study_answers x JOIN study_assignments a ON a.id = x.assignment_id WHERE a.participant_id = p.id), "
                     "(SELECT COUNT(*) FROM study_answers x JOIN study_assignments a ON a.id = x.assignment_id WHERE a.participant_id = p.id AND x.passed IS NOT NULL), "
                     "(SELECT COUNT(*) FROM study_answers x JOIN study_assignments a ON a.id = x.assignment_id WHERE a.participant_id = p.id AND x.passed = 0) "
                     "FROM study_participants p JOIN study_invitations v ON v.id = p.invitation_id WHERE p.study_id = ? ORDER BY p.id",
                     (study_id,)):
-                assigned, answered = r[9], r[10]
+                assigned, answered = r[10], r[11]
                 participants.append(ParticipantStatus(
                     participant_id=r[0], label=r[1], worker_id=r[2], invitation=r[3], started_at=r[4], finished_at=r[5],
-                    assigned=assigned, answered=answered, pending=assigned - answered, checks_answered=r[11],
-                    checks_failed=r[12], excluded=bool(r[6]), exclusion_reason=r[7], released=bool(r[8])))
+                    assigned=assigned, answered=answered, pending=assigned - answered, checks_answered=r[12],
+                    checks_failed=r[13], excluded=bool(r[6]), exclusion_reason=r[7], released=bool(r[8]), consented_at=r[9]))
             coverage, assigned = {}, {}
             for task_id, n_answers, n_assigned in conn.execute(
                     "SELECT i.task_id, (SELECT COUNT(*) FROM study_assignments a JOIN study_answers x ON x.assignment_id = a.id "
@@ -1189,7 +1210,7 @@ class StudyStore:
         """The study's real tasks by id (with measure names: organiser side only)."""
         ids = [r[0] for r in self._read("SELECT task_id FROM study_items WHERE study_id = ? AND task_id IS NOT NULL "
                                         "ORDER BY position", (self.study(study_id).id,))]
-        return {tid: self.annotations.task(tid) for tid in ids}
+        return {tid: self._task(None, tid) for tid in ids}
 
     def check_items(self, study_id: str) -> list[CheckItem]:
         """The study's attention-check items (organiser side)."""
