@@ -499,3 +499,14 @@ def test_random_interleavings_of_exactly_enough_annotators_end_with_every_task_a
     status = studies.status(study.id)
     assert status.complete == 8 and status.over == 0
     assert all(p.answered == 4 for p in status.participants)
+
+
+def test_the_last_shorter_seat_tells_its_annotator_the_right_total(studies):
+    """7 tasks x overlap 2 in shares of 4 make seats of 4, 4, 4 and 2 tasks: the fourth annotator's session,
+    items and progress count 2 tasks + 1 check, and they finish after 3 answers."""
+    study = _make(studies, n_tasks=7, overlap=2, tasks_per_annotator=4, attention_checks=1)
+    sessions = [studies.open_session(inv.token) for inv in studies.invite(study.id, ["a", "b", "c", "d"])]
+    assert [s.total for s in sessions] == [5, 5, 5, 3]
+    done = _finish(studies, sessions[3], random.Random(0))
+    assert len(done) == 3 and {a.total for a in done} == {3}
+    assert studies.progress(sessions[3]) == studies.progress(sessions[3]).__class__(3, 3, True, study.completion_code)

@@ -929,7 +929,7 @@ class StudyStore:
             deadline = (_parse_time(started_at) + timedelta(minutes=c.time_limit_minutes)).isoformat(timespec="microseconds")
         return Session(study_id=study.id, participant_id=participant_id, label=label, worker_id=worker_id, title=c.name,
                        instructions=c.instructions, consent=c.consent, kinds=c.kinds, started_at=started_at,
-                       deadline=deadline, total=study.items_per_annotator)
+                       deadline=deadline, total=self._total(conn, study, participant_id))
 
     def record_consent(self, session: Session) -> str:
         """Record that the annotator accepted the consent text (the first time only); returns that time.
@@ -1053,12 +1053,21 @@ class StudyStore:
         random.Random(f"order:{pid}").shuffle(remaining)
         return remaining[0]
 
+    @staticmethod
+    def _total(conn, study: Study, pid: int) -> int:
+        """Items this participant gets at most: their seat's tasks (the last seat may be shorter) plus the checks."""
+        seat = conn.execute("SELECT seat FROM study_participants WHERE id = ?", (pid,)).fetchone()[0]
+        c = study.config
+        real = len(seat_positions(seat, study.n_tasks, c.overlap, c.tasks_per_annotator)) if seat is not None else 0
+        return real + c.attention_checks
+
     def _assignment(self, conn, study: Study, assignment_id: int) -> Assignment:
         sequence, task_id, check_task, note = conn.execute(
             "SELECT a.sequence, i.task_id, i.check_task, i.note FROM study_assignments a JOIN study_items i ON i.id = a.item_id "
             "WHERE a.id = ?", (assignment_id,)).fetchone()
         task = _task_from_json(check_task) if task_id is None else self._task(conn, task_id)
-        return Assignment(assignment_id=assignment_id, sequence=sequence, total=study.items_per_annotator,
+        pid = conn.execute("SELECT participant_id FROM study_assignments WHERE id = ?", (assignment_id,)).fetchone()[0]
+        return Assignment(assignment_id=assignment_id, sequence=sequence, total=self._total(conn, study, pid),
                           kinds=study.config.kinds, task=annotator_task(task), note=note)
 
     def _task(self, conn, task_id: str) -> Task:
@@ -1155,7 +1164,8 @@ class StudyStore:
                                     "WHERE a.participant_id = ?", (session.participant_id,)).fetchone()[0]
             finished = conn.execute("SELECT finished_at FROM study_participants WHERE id = ?",
                                     (session.participant_id,)).fetchone()[0] is not None
-        return Progress(answered=answered, total=study.items_per_annotator, finished=finished,
+            total = self._total(conn, study, session.participant_id)
+        return Progress(answered=answered, total=max(total, answered), finished=finished,
                         completion_code=study.completion_code if finished else None)
 
     # -- organiser: status, answers, exclusion ---------------------------------------------------------
