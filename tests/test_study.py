@@ -13,7 +13,7 @@ import json
 import math
 import random
 import sqlite3
-import time
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -232,14 +232,18 @@ def test_answers_are_checked_kept_once_and_never_overwritten(studies):
     assert [x.submission_id for x in studies.answers(study.id)] == ["sub-1"]
 
 
-def test_the_time_limit_ends_a_session_and_gives_its_unanswered_task_to_the_next_annotator(studies):
+def test_the_time_limit_ends_a_session_and_gives_its_unanswered_task_to_the_next_annotator(studies, monkeypatch):
     """After the time limit, next_assignment and submit raise StudyTimeUpError; the late annotator's pending
-    task goes back to the pool and a new annotator receives exactly it."""
-    study = _make(studies, n_tasks=3, overlap=1, tasks_per_annotator=3, attention_checks=0, time_limit_minutes=0.004)
+    task goes back to the pool and a new annotator receives exactly it. (The clock is moved on by patching
+    the module's utc_now, so the test does not depend on how fast the machine is.)"""
+    import engine.plausibility.studies as studies_module
+
+    study = _make(studies, n_tasks=3, overlap=1, tasks_per_annotator=3, attention_checks=0, time_limit_minutes=30)
     late, spare = studies.invite(study.id, ["late", "spare"])
     session = studies.open_session(late.token)
     pending = studies.next_assignment(session)
-    time.sleep(0.35)
+    later = (datetime.fromisoformat(studies_module.utc_now()) + timedelta(minutes=31)).isoformat(timespec="microseconds")
+    monkeypatch.setattr(studies_module, "utc_now", lambda: later)
     with pytest.raises(StudyTimeUpError):
         studies.submit(session, pending.assignment_id, ordering=[[s] for s in pending.task.slots])
     with pytest.raises((StudyTimeUpError, ParticipantReleasedError)):
