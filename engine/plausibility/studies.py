@@ -725,6 +725,8 @@ class StudyStore:
             raise InvalidInputError("the study's tasks repeat an input: give distinct examples")
         if "ranking" in config.kinds and any(len(t.explanations) < 2 for t in tasks):
             raise InvalidInputError("every task of a ranking study needs 2+ explanations")
+        if config.dataset is None and len({t.dataset for t in tasks}) == 1 and tasks[0].dataset:
+            config = replace(config, dataset=tasks[0].dataset)  # provenance: the model's own dataset, named
         checks = make_checks(tasks, config, config.attention_checks, seed)
         if code_version is None:
             from engine.runtime import code_version as current
