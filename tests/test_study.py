@@ -440,7 +440,7 @@ def test_the_export_carries_the_studys_provenance_and_every_answer(studies, tmp_
     assert n == len(records)
     types = [r["type"] for r in records]
     assert types[0] == "meta" and types[-1] == "results"
-    assert types.count("task") == 6 and types.count("check") == 1 and types.count("participant") == 4
+    assert types.count("task") == 6 and types.count("check") == 3 and types.count("participant") == 4
     assert types.count("answer") == 4 * 4
     prov = records[0]["study"]
     assert prov["code_version"] == "1.2.3+abc" and prov["command_line"].startswith("python -m engine study")
@@ -514,3 +514,14 @@ def test_the_last_shorter_seat_tells_its_annotator_the_right_total(studies):
     done = _finish(studies, sessions[3], random.Random(0))
     assert len(done) == 3 and {a.total for a in done} == {3}
     assert studies.progress(sessions[3]) == studies.progress(sessions[3]).__class__(3, 3, True, study.completion_code)
+
+
+def test_an_annotator_meets_no_input_twice_when_checks_can_be_built_on_other_inputs(studies):
+    """Instructed checks copy a real task's input; with 3 check items per check asked, spread over the task
+    list, every annotator of a 12-task study (4 tasks + 2 checks each) gets checks built on inputs outside their
+    own tasks, so no text is shown to them twice."""
+    study = _make(studies, n_tasks=12, overlap=2, tasks_per_annotator=4, attention_checks=2)
+    assert study.n_checks == 6
+    for inv in studies.invite(study.id, [f"a{k}" for k in range(6)]):
+        shown = [a.task.primary for a in _finish(studies, studies.open_session(inv.token), random.Random(inv.label))]
+        assert len(shown) == 6 and len(set(shown)) == 6, shown

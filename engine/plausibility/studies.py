@@ -604,7 +604,8 @@ def make_checks(tasks: Sequence[Task], config: StudyConfig, n: int, seed: int = 
             raise InvalidInputError("no task can carry an instructed attention check (each needs tokens and 2+ explanations)")
     checks = []
     for i in range(n):
-        base = pool[i % len(pool)]
+        # bases spread over the task list, so that most annotators' seats (runs of consecutive tasks) miss some
+        base = pool[(i * len(pool)) // n if n <= len(pool) else i % len(pool)]
         if config.check_kind == "instructed":
             if "ranking" in config.kinds:
                 slot = rng.choice(base.slots)
@@ -727,7 +728,10 @@ class StudyStore:
             raise InvalidInputError("every task of a ranking study needs 2+ explanations")
         if config.dataset is None and len({t.dataset for t in tasks}) == 1 and tasks[0].dataset:
             config = replace(config, dataset=tasks[0].dataset)  # provenance: the model's own dataset, named
-        checks = make_checks(tasks, config, config.attention_checks, seed)
+        # three check items per check asked (as far as tasks allow): an annotator gets ones built on inputs outside
+        # their own tasks where possible (see `_next_check`)
+        n_items = max(config.attention_checks, min(3 * config.attention_checks, len(tasks)))
+        checks = make_checks(tasks, config, n_items if config.attention_checks else 0, seed)
         if code_version is None:
             from engine.runtime import code_version as current
 
@@ -1019,21 +1023,13 @@ class StudyStore:
         checks_given = len(rows) - real_given
         item_id = None
         if sequence in check_positions(pid, n_real, study.config.attention_checks) and checks_given < study.config.attention_checks:
-            checks = [r[0] for r in conn.execute("SELECT id FROM study_items WHERE study_id = ? AND check_kind IS NOT NULL "
-                                                 "ORDER BY position", (study.id,))]
-            if checks:
-                item_id = checks[(pid + checks_given) % len(checks)]
+            item_id = self._next_check(conn, study, pid)
         if item_id is None and real_given < n_real:
             item_id = self._next_real(conn, study, pid)
         if item_id is None:
             # their seat is done (or was shorter); checks still owed come after
-            owed = study.config.attention_checks - checks_given
-            if owed > 0 and real_given > 0:
-                checks = [r[0] for r in conn.execute("SELECT id FROM study_items WHERE study_id = ? AND check_kind IS NOT NULL "
-                                                     "ORDER BY position", (study.id,))]
-                given = {r[0] for r in conn.execute("SELECT item_id FROM study_assignments WHERE participant_id = ?", (pid,))}
-                left = [c for c in checks if c not in given]
-                item_id = left[0] if left else None
+            if study.config.attention_checks - checks_given > 0 and real_given > 0:
+                item_id = self._next_check(conn, study, pid)
         if item_id is None:
             conn.execute("UPDATE study_participants SET finished_at = ? WHERE id = ?", (now, pid))
             return None
@@ -1042,6 +1038,27 @@ class StudyStore:
         cur = conn.execute("INSERT INTO study_assignments (study_id, participant_id, item_id, seat, sequence, assigned_at) "
                            "VALUES (?,?,?,?,?,?)", (study.id, pid, item_id, None if is_check else seat, sequence, now))
         return self._assignment(conn, study, cur.lastrowid)
+
+    def _next_check(self, conn, study: Study, pid: int) -> int | None:
+        """An attention-check item this participant has not had, preferably built on an input outside their
+        seat (so they do not meet a text twice), starting at a place rotated by participant."""
+        checks = [(r[0], json.loads(r[1])["id"]) for r in conn.execute(
+            "SELECT id, check_task FROM study_items WHERE study_id = ? AND check_kind IS NOT NULL ORDER BY position",
+            (study.id,))]
+        if not checks:
+            return None
+        given = {r[0] for r in conn.execute("SELECT item_id FROM study_assignments WHERE participant_id = ?", (pid,))}
+        seat = conn.execute("SELECT seat FROM study_participants WHERE id = ?", (pid,)).fetchone()[0]
+        c = study.config
+        positions = seat_positions(seat, study.n_tasks, c.overlap, c.tasks_per_annotator) if seat is not None else []
+        by_position = dict(conn.execute("SELECT position, task_id FROM study_items WHERE study_id = ? AND task_id IS NOT NULL",
+                                        (study.id,)).fetchall())
+        own = {by_position[p] for p in positions}
+        start = pid % len(checks)
+        fresh = [c for c in checks[start:] + checks[:start] if c[0] not in given]
+        if not fresh:
+            return None
+        return next((item for item, base in fresh if base not in own), fresh[0][0])
 
     def _next_real(self, conn, study: Study, pid: int) -> int | None:
         """The participant's next real task: one of their seat's remaining tasks, in an order shuffled per
