@@ -236,7 +236,7 @@ def run_crash(path: str, annotators: int = 6, tasks_per_annotator: int = 6, over
     studies = StudyStore(path)
     study_id, tokens = make_drill_study(studies, n_tasks, overlap, tasks_per_annotator, 1, annotators)
     command = [sys.executable, "-m", "engine.plausibility.studies_load", "worker", "--db", str(path), "--think", "0.01",
-               *[arg for token in tokens for arg in ("--token", token)]]
+               *[f"--token={token}" for token in tokens]]  # "=" form: a token may start with "-"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), _root()) if p)}
     worker = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     acknowledged: list[str] = []
