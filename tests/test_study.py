@@ -93,6 +93,8 @@ def test_links_carry_the_token_and_the_open_link_the_worker_id_placeholder(studi
     study = _make(studies)
     link = studies.invite(study.id, ["alice"])[0]
     assert link.url("https://lab.example/") == f"https://lab.example/?study_token={link.token}"
+    studies.create(_config(worker_param="workerId"), demo_tasks(6, model_id="other"), code_version="t")
+    assert studies.worker_params() == {"PROLIFIC_PID", "workerId"}
     crowd = studies.open_link(study.id)
     assert crowd.url("https://lab.example/").endswith(f"?study_token={crowd.token}&PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}")
 

@@ -777,6 +777,12 @@ class StudyStore:
         """Every study, oldest first."""
         return [self.study(r[0]) for r in self._read("SELECT id FROM studies ORDER BY created_at, id")]
 
+    def worker_params(self) -> set[str]:
+        """The URL parameter names that carry a crowd worker's id, over every study (one query; the annotator's
+        page reads the worker id before it knows which study the token opens)."""
+        return {DEFAULT_WORKER_PARAM} | {json.loads(r[0]).get("worker_param") or DEFAULT_WORKER_PARAM
+                                         for r in self._read("SELECT config FROM studies")}
+
     def close(self, study_id: str) -> Study:
         """Close the study: links, tasks and answers are refused from now on (stored answers stay)."""
         with self._tx() as conn:
