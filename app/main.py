@@ -5,7 +5,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app import admin
+from app import admin, study_view
 from app.shared import MODEL_KEY, PENDING_MODEL_KEY, usable_checkpoints
 from app.text import md
 from engine.runtime import configure
@@ -20,6 +20,12 @@ st.set_page_config(page_title="Faithfulness dashboard", page_icon=":material/sea
 problem = admin.serving_problem()
 if problem:
     st.error(problem, icon=":material/lock:")
+    st.stop()
+if study_view.is_study_link(st.query_params):
+    # A study link: its holder sees the study and nothing else; with one page in the navigation, any other URL
+    # path falls back to it, and no sidebar (model picker, sign-in) is drawn.
+    st.navigation([st.Page(study_view.page, title="Study", icon=":material/rate_review:", default=True)],
+                  position="hidden").run()
     st.stop()
 is_admin = admin.is_admin()
 
@@ -84,5 +90,6 @@ if is_admin:
     pages[-1:-1] = [
         st.Page(str(ROOT / "pages" / "models.py"), title="Models", icon=":material/model_training:"),
         st.Page(str(ROOT / "pages" / "data.py"), title="Your data", icon=":material/dataset:"),
+        st.Page(str(ROOT / "pages" / "study_admin.py"), title="Studies", icon=":material/groups:", url_path="studies"),
     ]
 st.navigation(pages).run()
