@@ -128,7 +128,7 @@ def page() -> None:
     except EngineError as err:  # a wrong, closed, withdrawn or used link: a refusal and nothing of the study
         _refuse(err)
         return
-    st.title(md(session.title))
+    st.title(md(session.title), anchor=False)
     consent_key = f"study_consented_{session.study_id}_{session.participant_id}"
     try:
         progress = store.progress(session)

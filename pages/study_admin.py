@@ -143,7 +143,7 @@ labels = {s.id: f"{s.name} ({s.id}, {s.state})" for s in studies}
 study_id = st.selectbox("Study", ids, key=SELECTED_KEY, format_func=labels.get)  # options are plain text
 study = store.study(study_id)
 c = study.config
-st.subheader(md(study.name))
+st.subheader(md(study.name), anchor=False)
 st.caption(f"{md(study.id)} · {study.state} · model {md(c.model_id)} on {md(c.dataset or 'its dataset')} · measures "
            f"{md(', '.join(c.measures))} · {study.n_tasks} tasks, overlap {c.overlap}, {c.tasks_per_annotator} per "
            f"annotator + {c.attention_checks} {c.check_kind} checks · {study.annotators_needed} annotators needed")
@@ -231,6 +231,12 @@ tasks, assigned = store.tasks(study_id), store.status(study_id).assigned
 with st.expander(f"Every task's answers ({len(tasks)} tasks)"):
     st.dataframe(pd.DataFrame([{"task": tid, "text": t.primary[:120], "answers": cov["per_task"].get(tid, 0),
                                 "assigned now": assigned.get(tid, 0)} for tid, t in tasks.items()]), hide_index=True)
+
+comments = [(a.annotator, a.comment) for a in store.answers(study_id) if a.comment]
+if comments:
+    st.markdown(f"#### Comments ({len(comments)})")
+    for who, text in comments:
+        st.text(f"{who}: {text}")  # st.text: free text stays text (no markdown, no HTML)
 
 # -- results ----------------------------------------------------------------------------------------------
 st.markdown("#### Ratings and agreement")
