@@ -105,6 +105,10 @@ class StudyClosedError(InvitationError):
     """The study is closed: no new sessions, tasks or answers."""
 
 
+class StudyFullError(StudyError):
+    """Every place (seat) in the study is taken by an active annotator; a place frees up if one is released."""
+
+
 class StudyTimeUpError(StudyError):
     """The annotator's time limit has passed (their unanswered tasks went back to the pool)."""
 
@@ -216,8 +220,8 @@ class Study:
 
     @property
     def annotators_needed(self) -> int:
-        """Annotators that finish their share needed to give every task its overlap."""
-        return math.ceil(self.n_tasks * self.config.overlap / min(self.config.tasks_per_annotator, self.n_tasks or 1))
+        """Annotators (seats) needed to give every task its overlap: ceil(tasks * overlap / tasks_per_annotator)."""
+        return seat_count(self.n_tasks, self.config.overlap, self.config.tasks_per_annotator)
 
     @property
     def items_per_annotator(self) -> int:
@@ -430,6 +434,7 @@ STUDY_MIGRATIONS: tuple[tuple[str, str], ...] = (
             released_at      TEXT,
             excluded         INTEGER NOT NULL DEFAULT 0 CHECK (excluded IN (0, 1)),
             exclusion_reason TEXT,
+            seat             INTEGER,                -- the share of tasks they hold (see `seat_positions`)
             UNIQUE (study_id, label)
         );
         CREATE TABLE study_assignments (
@@ -437,6 +442,7 @@ STUDY_MIGRATIONS: tuple[tuple[str, str], ...] = (
             study_id       TEXT NOT NULL REFERENCES studies(id),
             participant_id INTEGER NOT NULL REFERENCES study_participants(id),
             item_id        INTEGER NOT NULL REFERENCES study_items(id),
+            seat           INTEGER,                  -- the seat a real task was given under; NULL for a check
             sequence       INTEGER NOT NULL,
             assigned_at    TEXT NOT NULL,
             released_at    TEXT,                     -- given back to the pool unanswered
@@ -458,6 +464,7 @@ STUDY_MIGRATIONS: tuple[tuple[str, str], ...] = (
         CREATE INDEX study_assignments_by_item ON study_assignments(item_id, released_at);
         CREATE INDEX study_assignments_by_participant ON study_assignments(participant_id, sequence);
         CREATE INDEX study_participants_by_worker ON study_participants(study_id, worker_id);
+        CREATE INDEX study_participants_by_seat ON study_participants(study_id, seat);
     """),
 )
 STUDY_SCHEMA_VERSION = len(STUDY_MIGRATIONS)
@@ -540,6 +547,25 @@ def check_positions(participant_id: int, n_tasks: int, n_checks: int) -> frozens
     total = n_tasks + n_checks
     candidates = list(range(2, total + 1)) if total - 1 >= n_checks else list(range(1, total + 1))
     return frozenset(random.Random(f"checks:{participant_id}").sample(candidates, n_checks))
+
+
+def seat_count(n_tasks: int, overlap: int, tasks_per_annotator: int) -> int:
+    """How many annotators' shares (seats) the study has: ceil(n_tasks * overlap / min(tasks_per_annotator, n_tasks))."""
+    return math.ceil(n_tasks * overlap / min(tasks_per_annotator, n_tasks)) if n_tasks else 0
+
+
+def seat_positions(seat: int, n_tasks: int, overlap: int, tasks_per_annotator: int) -> list[int]:
+    """The task positions (0-based) of one seat.
+
+    Why seats: handing out "any task still short of its overlap" greedily can strand the last slots of a task
+    with annotators who have all seen it already, so some task ends one answer short. Instead the n_tasks *
+    overlap answer slots are laid out as the task positions repeated `overlap` times (slot s is task
+    s mod n_tasks) and cut into consecutive seats of `tasks_per_annotator` slots. Every task then appears in
+    exactly `overlap` seats, and a seat never holds a task twice (its slots are consecutive and at most
+    n_tasks long). An annotator claims one free seat when they arrive; a released seat's unanswered tasks go
+    to the next annotator who arrives, who cannot have seen them (they hold no other seat)."""
+    per = min(tasks_per_annotator, n_tasks)
+    return [s % n_tasks for s in range(seat * per, min((seat + 1) * per, n_tasks * overlap))]
 
 
 # -- attention-check items -----------------------------------------------------------------------------
@@ -845,9 +871,7 @@ class StudyStore:
                             "SELECT 1 FROM study_invitations WHERE study_id = ? AND label = ?", (study_id, worker_id)).fetchone():
                         raise InvalidInputError("this worker id is already used by an invited annotator of this study; "
                                                 "contact the organiser")
-                    cur = conn.execute("INSERT INTO study_participants (study_id, invitation_id, label, worker_id, started_at) "
-                                       "VALUES (?,?,?,?,?)", (study_id, invitation_id, worker_id, worker_id, now))
-                    participant_id = cur.lastrowid
+                    participant_id = self._join(conn, study, invitation_id, worker_id, worker_id, now)
                 else:
                     participant_id = found[0]
             else:
@@ -855,9 +879,7 @@ class StudyStore:
                     raise TokenUsedError("this single-use study link has already been opened; ask the organiser for a new one")
                 found = conn.execute("SELECT id FROM study_participants WHERE invitation_id = ?", (invitation_id,)).fetchone()
                 if found is None:
-                    cur = conn.execute("INSERT INTO study_participants (study_id, invitation_id, label, worker_id, started_at) "
-                                       "VALUES (?,?,?,?,?)", (study_id, invitation_id, label, None, now))
-                    participant_id = cur.lastrowid
+                    participant_id = self._join(conn, study, invitation_id, label, None, now)
                 else:
                     participant_id = found[0]
             conn.execute("UPDATE study_invitations SET redeemed_at = COALESCE(redeemed_at, ?) WHERE id = ?", (now, invitation_id))
@@ -865,6 +887,35 @@ class StudyStore:
             if released is not None:
                 raise ParticipantReleasedError("the organiser has ended your part in this study; thank you")
             return self._session(conn, study, participant_id)
+
+    def _join(self, conn, study: Study, invitation_id: int, label: str, worker_id: str | None, now: str) -> int:
+        """A new participant holding the lowest free seat (StudyFullError when none: nothing is written)."""
+        self._release_expired(conn, study, now)
+        taken = {r[0] for r in conn.execute("SELECT seat FROM study_participants WHERE study_id = ? AND released_at IS NULL "
+                                            "AND seat IS NOT NULL", (study.id,))}
+        c = study.config
+        for seat in range(seat_count(study.n_tasks, c.overlap, c.tasks_per_annotator)):
+            if seat in taken:
+                continue
+            if self._seat_remaining(conn, study, seat):
+                break
+        else:
+            raise StudyFullError("every place in this study is taken; thank you for your interest (a place may free "
+                                 "up later if someone leaves)")
+        cur = conn.execute("INSERT INTO study_participants (study_id, invitation_id, label, worker_id, started_at, seat) "
+                           "VALUES (?,?,?,?,?,?)", (study.id, invitation_id, label, worker_id, now, seat))
+        return cur.lastrowid
+
+    def _seat_remaining(self, conn, study: Study, seat: int) -> list[int]:
+        """Item ids of the seat's tasks not yet answered nor held under that seat (by anyone), seat order."""
+        c = study.config
+        positions = seat_positions(seat, study.n_tasks, c.overlap, c.tasks_per_annotator)
+        items = dict(conn.execute("SELECT position, id FROM study_items WHERE study_id = ? AND task_id IS NOT NULL",
+                                  (study.id,)).fetchall())
+        used = {r[0] for r in conn.execute(
+            "SELECT a.item_id FROM study_assignments a WHERE a.study_id = ? AND a.seat = ? AND (a.released_at IS NULL OR "
+            "EXISTS (SELECT 1 FROM study_answers x WHERE x.assignment_id = a.id))", (study.id, seat))}
+        return [items[p] for p in positions if items[p] not in used]
 
     def _session(self, conn, study: Study, participant_id: int) -> Session:
         label, worker_id, started_at = conn.execute(
@@ -953,16 +1004,10 @@ class StudyStore:
                                                  "ORDER BY position", (study.id,))]
             if checks:
                 item_id = checks[(pid + checks_given) % len(checks)]
-        elif real_given < n_real:
-            found = conn.execute(
-                "SELECT i.id FROM study_items i WHERE i.study_id = ? AND i.task_id IS NOT NULL "
-                "AND NOT EXISTS (SELECT 1 FROM study_assignments s WHERE s.item_id = i.id AND s.participant_id = ?) "
-                "AND (SELECT COUNT(*) FROM study_assignments s WHERE s.item_id = i.id AND s.released_at IS NULL) < ? "
-                "ORDER BY (SELECT COUNT(*) FROM study_assignments s WHERE s.item_id = i.id AND s.released_at IS NULL), "
-                "i.position LIMIT 1", (study.id, pid, study.config.overlap)).fetchone()
-            item_id = found[0] if found else None
+        if item_id is None and real_given < n_real:
+            item_id = self._next_real(conn, study, pid)
         if item_id is None:
-            # nothing left for them (every task they have not had is full); checks still owed come after
+            # their seat is done (or was shorter); checks still owed come after
             owed = study.config.attention_checks - checks_given
             if owed > 0 and real_given > 0:
                 checks = [r[0] for r in conn.execute("SELECT id FROM study_items WHERE study_id = ? AND check_kind IS NOT NULL "
@@ -973,9 +1018,23 @@ class StudyStore:
         if item_id is None:
             conn.execute("UPDATE study_participants SET finished_at = ? WHERE id = ?", (now, pid))
             return None
-        cur = conn.execute("INSERT INTO study_assignments (study_id, participant_id, item_id, sequence, assigned_at) "
-                           "VALUES (?,?,?,?,?)", (study.id, pid, item_id, sequence, now))
+        seat = conn.execute("SELECT seat FROM study_participants WHERE id = ?", (pid,)).fetchone()[0]
+        is_check = conn.execute("SELECT check_kind IS NOT NULL FROM study_items WHERE id = ?", (item_id,)).fetchone()[0]
+        cur = conn.execute("INSERT INTO study_assignments (study_id, participant_id, item_id, seat, sequence, assigned_at) "
+                           "VALUES (?,?,?,?,?,?)", (study.id, pid, item_id, None if is_check else seat, sequence, now))
         return self._assignment(conn, study, cur.lastrowid)
+
+    def _next_real(self, conn, study: Study, pid: int) -> int | None:
+        """The participant's next real task: one of their seat's remaining tasks, in an order shuffled per
+        participant (so that position effects average out across annotators)."""
+        seat = conn.execute("SELECT seat FROM study_participants WHERE id = ?", (pid,)).fetchone()[0]
+        if seat is None:
+            return None
+        remaining = self._seat_remaining(conn, study, seat)
+        if not remaining:
+            return None
+        random.Random(f"order:{pid}").shuffle(remaining)
+        return remaining[0]
 
     def _assignment(self, conn, study: Study, assignment_id: int) -> Assignment:
         sequence, task_id, check_task, note = conn.execute(
@@ -1191,7 +1250,7 @@ class StudyStore:
 __all__ = [
     "CHECK_KINDS", "KINDS", "STATES", "DEFAULT_WORKER_PARAM", "STUDY_SCHEMA_VERSION",
     "StudyError", "UnknownStudyError", "InvitationError", "UnknownTokenError", "TokenUsedError", "StudyClosedError",
-    "StudyTimeUpError", "ParticipantReleasedError",
+    "StudyTimeUpError", "ParticipantReleasedError", "StudyFullError", "seat_count", "seat_positions",
     "StudyConfig", "Study", "IssuedInvitation", "Session", "SlotScores", "AnnotatorTask", "Assignment", "Progress",
     "StudyAnswer", "ParticipantStatus", "StudyStatus", "CheckItem",
     "StudyStore", "build_study_tasks", "study_examples", "make_checks", "check_passed", "check_positions", "annotator_task",
