@@ -15,13 +15,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
-import os
 import sys
 import time
 
 import streamlit as st
 
-SECRET_ENV = "ENGINE_ADMIN_SECRET"
+from engine.settings import admin_secret_request, network_request
+
+SECRET_ENV = "ENGINE_ADMIN_SECRET"  # read by engine.settings, as every ENGINE_* variable
 NETWORK_ENV = "ENGINE_NETWORK"
 SECRET_NAME = "admin_secret"  # its key in .streamlit/secrets.toml
 SESSION_KEY = "admin_signed_in"  # the SHA-256 of the secret the session signed in with
@@ -45,14 +46,10 @@ def is_loopback(address: str | None) -> bool:
         return False  # a host name: it may resolve to anything, so it counts as a network
 
 
-def _truthy(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("1", "true", "yes", "on")
-
-
 def served_to_network(address: str | None = None) -> bool:
     """Whether visitors may come from other machines: `ENGINE_NETWORK=1`, or a bind `address` (by default
     Streamlit's `server.address` option) that is not loopback."""
-    if _truthy(os.environ.get(NETWORK_ENV)):
+    if network_request():
         return True
     if address is None:
         address = st.get_option("server.address")
@@ -63,8 +60,8 @@ def admin_secret() -> str | None:
     """The admin secret: `ENGINE_ADMIN_SECRET`, else `admin_secret` in Streamlit's secrets files
     (`.streamlit/secrets.toml` of the working directory or the home folder); None when neither is set or it is
     blank."""
-    value = os.environ.get(SECRET_ENV)
-    if not (value and value.strip()):
+    value = admin_secret_request()
+    if value is None:
         try:
             value = st.secrets.get(SECRET_NAME)
         except Exception:  # no secrets file, or one that does not parse: no secret (a network server then refuses)
@@ -144,7 +141,7 @@ def sign_in_box() -> None:
 def open_without_secret_message(address: str | None) -> str:
     where = f"address {address!r}" if address else "every interface"
     return (f"Refusing to serve the dashboard to a network ({where}"
-            f"{', ENGINE_NETWORK=1' if _truthy(os.environ.get(NETWORK_ENV)) else ''}) without an admin secret: "
+            f"{', ENGINE_NETWORK=1' if network_request() else ''}) without an admin secret: "
             f"anyone reaching it could register server folders, train, upload and run studies. Set "
             f"{SECRET_ENV} (at least {MIN_SECRET_LENGTH} characters) or `{SECRET_NAME} = \"...\"` in "
             f".streamlit/secrets.toml, or serve on 127.0.0.1 (the default) and forward the port over SSH.")

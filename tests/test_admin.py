@@ -96,9 +96,9 @@ def test_open_to_the_network_without_a_secret_the_app_serves_nothing(monkeypatch
     assert not at.title and not at.sidebar.selectbox and not at.text_area
 
 
-@pytest.mark.parametrize("page", ["pages/models.py", "pages/data.py"])
+@pytest.mark.parametrize("page", ["pages/models.py", "pages/data.py", "pages/study_admin.py"])
 def test_gated_pages_refuse_a_visitor_without_the_secret(network, page):
-    """Opened directly (as a URL would, were it in the navigation), Models and Your data show only the refusal:
+    """Opened directly (as a URL would, were it in the navigation), Models, Your data and Studies show only the refusal:
     no title, no form, no uploader, no button."""
     at = _run(AppTest.from_file(str(ROOT / page), default_timeout=120))
     assert any("sign in as the admin" in e.value for e in at.error)

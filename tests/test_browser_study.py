@@ -93,6 +93,24 @@ def _no_markup_rendered(driver) -> None:
     assert not [h for h in links if "evil" in h and not h.startswith("#")], links
 
 
+def _click_label(driver, text: str, timeout: float = 60) -> None:
+    """Click the checkbox whose label contains `text` once it is drawn (elements arrive one by one)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    deadline = time.time() + timeout
+    while True:
+        try:
+            found = driver.find_elements(By.XPATH, f"//label[contains(., '{text}')]")
+            if found:
+                found[0].click()
+                return
+        except StaleElementReferenceException:
+            pass
+        assert time.time() < deadline, f"no checkbox {text!r}"
+        time.sleep(0.3)
+
+
 def _sidebar_links(driver) -> list[str]:
     from selenium.webdriver.common.by import By
 
@@ -179,7 +197,7 @@ def test_three_annotators_finish_a_study_the_admin_sees_every_task_twice_and_the
             _no_markup_rendered(driver)
             assert not driver.find_elements(By.CSS_SELECTOR, "[data-testid='stSidebar']"), "no sidebar"
             assert MODEL_ID not in _page_text(driver) and "/tmp" not in _page_text(driver)
-            driver.find_element(By.XPATH, "//label[contains(., 'I have read the above')]").click()
+            _click_label(driver, "I have read the above")
             _click(driver, "Start")
             _wait_text(driver, "Submit and continue")
         shown_at = {name: time.time() for name in annotators}
@@ -210,11 +228,11 @@ def test_three_annotators_finish_a_study_the_admin_sees_every_task_twice_and_the
         assert "Flagged: carol: failed 1 of 1 attention checks" in main
         assert "Flagged: alice" not in main and "Flagged: bob" not in main
         assert "From 3 annotators; 95% intervals by bootstrap over annotators (200 draws" in main
-        metrics = {m.find_element(By.CSS_SELECTOR, "[data-testid='stMetricLabel']").text.strip():
+        metrics = {m.find_element(By.CSS_SELECTOR, "[data-testid='stMetricLabel']").text.strip().splitlines()[0]:
                    m.find_element(By.CSS_SELECTOR, "[data-testid='stMetricValue']").text.strip()
                    for m in admin.find_elements(By.CSS_SELECTOR, "[data-testid='stMetric']")}
-        assert metrics["Tasks complete"] == "3 of 3" and metrics["Answers"] == "6"
-        assert metrics["Kendall's W"] == "1.000", metrics  # the two answers to each task agree
+        assert metrics["Tasks complete"] == "3 of 3" and metrics["Answers (checks included)"] == "9"
+        assert metrics.get("Kendall's W") == "1.000", metrics  # the two answers to each task agree
         assert re.fullmatch(r"-?\d\.\d{3}", metrics["Krippendorff's alpha (rankings)"]), metrics
         assert len(admin.find_elements(By.CSS_SELECTOR, "[data-testid='stDataFrame']")) >= 3  # annotators + 2 ratings
         assert f"alice: {COMMENT}" in main, "a comment is shown as typed"
