@@ -15,7 +15,7 @@ import streamlit as st
 
 from app.annotation_widgets import rank_pickers, rationale_picker, show_explanations, show_input
 from app.text import md
-from engine.errors import EngineError
+from engine.errors import EngineError, InvalidInputError
 from engine.plausibility import new_submission_id, ordering_from_ranks
 from engine.plausibility.invitations import TOKEN_PARAM
 from engine.plausibility.studies import (
@@ -23,11 +23,13 @@ from engine.plausibility.studies import (
     MAX_COMMENT_LENGTH,
     ParticipantReleasedError,
     StudyClosedError,
+    StudyError,
     StudyStore,
     StudyTimeUpError,
 )
 
 SESSION_KEY = "study_session"  # (link key, engine Session) of this browser session
+UNAVAILABLE = "The study cannot be reached right now; please try again later."
 RESUME_NOTE = ("You can close this page at any time and come back with the same link: your answers are kept and "
                "you continue where you left off.")
 
@@ -112,9 +114,11 @@ def _task(store: StudyStore, session, assignment) -> None:
                      comment=comment.strip() or None, submission_id=sid)
     except (StudyClosedError, StudyTimeUpError, ParticipantReleasedError) as err:
         _refuse(err)
-    except EngineError as err:
+    except (StudyError, InvalidInputError) as err:
         st.warning(md(err))
         return
+    except EngineError:
+        _refuse(UNAVAILABLE)
     st.rerun()
 
 
@@ -125,8 +129,11 @@ def page() -> None:
     try:
         store = StudyStore()
         session = _session(store, token, worker_id_from(params, store))
-    except EngineError as err:  # a wrong, closed, withdrawn or used link: a refusal and nothing of the study
+    except (StudyError, InvalidInputError) as err:  # a wrong, closed, withdrawn, used or full link: a refusal
         _refuse(err)
+        return
+    except EngineError:  # the store itself failed: its message may name server paths, which annotators never see
+        _refuse(UNAVAILABLE)
         return
     st.title(md(session.title), anchor=False)
     consent_key = f"study_consented_{session.study_id}_{session.participant_id}"

@@ -161,3 +161,15 @@ def test_the_studies_page_shows_coverage_and_refuses_a_visitor(study):
     assert any(t.value == "Studies" for t in at.title) and not at.error
     assert any(t.value == "Answers per task: 0 answers: 3 tasks" for t in at.text)
     assert {m.label: m.value for m in at.metric}["Tasks complete"] == "0 of 3"
+
+
+def test_a_store_failure_shows_the_annotator_no_server_path(study, tmp_path, monkeypatch):
+    """When the annotation database cannot be opened, the annotator reads a plain message, not the store's
+    error (which names the database's path on the server)."""
+    _, _, links = study
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    monkeypatch.setenv("ENGINE_ANNOTATIONS_DB", str(blocker / "annotations.sqlite3"))
+    at = _open(links["alice"])
+    shown = _everything(at)
+    assert "cannot be reached right now" in shown and str(tmp_path) not in shown.replace("\\", "") and not at.title

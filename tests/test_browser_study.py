@@ -16,7 +16,7 @@ import time
 
 import pytest
 from test_browser import CHROMEDRIVER, CHROMIUM, _wait, browser, serve_app  # noqa: F401 (browser: the fixture)
-from test_browser_own import _by_label, _choose, _click, _page, _page_text, _type, _wait_text
+from test_browser_own import _by_label, _click, _page, _page_text, _selected, _type, _wait_text
 
 pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
 
@@ -24,7 +24,7 @@ SECRET = "an admin secret long enough"
 MODEL_ID = "toy-study"
 NAME = '<img src=x onerror=alert(1)> =HYPERLINK("http://evil.example") **Study** [go](http://evil.example)'
 INSTRUCTIONS = '<script>alert(2)</script> Rank them. [click](http://evil.example) =1+2'
-COMMENT = '<b>bold</b> =cmd|" /C calc"!A0 <img src=x onerror=alert(3)>'
+COMMENT = '=cmd|" /C calc"!A0 <b>bold</b> <img src=x onerror=alert(3)>'
 MIN_SECONDS = 2.3  # over the quality module's 2 s median: only the attention check flags an annotator here
 
 
@@ -83,6 +83,31 @@ def _number(driver, label: str, value: int) -> None:
     box.send_keys(Keys.TAB)
 
 
+def _pick(driver, label: str, option: str, timeout: float = 60) -> None:
+    """Choose `option` in a selectbox (type it, Enter) and wait until the box shows it; faster than
+    test_browser_own._choose, which sleeps a fixed time per try."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    deadline = time.time() + timeout
+    while True:
+        try:
+            if _selected(driver, label) == option:
+                return
+            field = _by_label(driver, "stSelectbox", label).find_element(By.TAG_NAME, "input")
+            field.click()
+            field.send_keys(option)
+            field.send_keys(Keys.ENTER)
+            for _ in range(20):
+                if _selected(driver, label) == option:
+                    return
+                time.sleep(0.15)
+        except StaleElementReferenceException:
+            time.sleep(0.2)
+        assert time.time() < deadline, f"{label!r} did not take {option!r}"
+
+
 def _no_markup_rendered(driver) -> None:
     """No element, link or image came out of user text: it is all on the page as characters."""
     from selenium.webdriver.common.by import By
@@ -135,7 +160,7 @@ def _answer(driver, fail_check: bool, comment: str | None) -> bool:
     else:
         ranks = {s: i + 1 for i, s in enumerate(slots)}
     for slot, rank in ranks.items():
-        _choose(driver, f"Rank of {slot}", str(rank))
+        _pick(driver, f"Rank of {slot}", str(rank))
     if comment:
         _area(driver, "Comment (optional)", comment)
     progress = driver.find_element(By.CSS_SELECTOR, "[data-testid='stProgress']").text
