@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     ok = (not load["errors"] and load["lost"] == 0 and load["tasks_over"] == 0 and load["duplicate_items"] == 0
           and load["tasks_exact"] == load["tasks"] and crash["killed"]["lost"] == [] and crash["resume_returncode"] == 0
           and crash["final"]["tasks_exact"] == crash["final"]["tasks"] and crash["final"]["tasks_over"] == 0)
-    print(f"load: {load['annotators']} annotators in {load['processes']} processes answered {load['acknowledged']} items "
+    print(f"load: {load['annotators']} annotators in {load['processes']} processes (all started within "
+          f"{load['start_spread_seconds']} s) answered {load['acknowledged']} items "
           f"in {load['wall_seconds']} s ({load['answers_per_second']}/s); submit median {load['submit_ms_median']} ms, "
           f"p95 {load['submit_ms_p95']} ms; next-task median {load['next_ms_median']} ms, p95 {load['next_ms_p95']} ms")
     print(f"      lost {load['lost']}, errors {len(load['errors'])}, tasks at exactly overlap {load['overlap']}: "

@@ -13,7 +13,7 @@ import json
 import math
 import random
 import sqlite3
-import time
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -93,6 +93,8 @@ def test_links_carry_the_token_and_the_open_link_the_worker_id_placeholder(studi
     study = _make(studies)
     link = studies.invite(study.id, ["alice"])[0]
     assert link.url("https://lab.example/") == f"https://lab.example/?study_token={link.token}"
+    studies.create(_config(worker_param="workerId"), demo_tasks(6, model_id="other"), code_version="t")
+    assert studies.worker_params() == {"PROLIFIC_PID", "workerId"}
     crowd = studies.open_link(study.id)
     assert crowd.url("https://lab.example/").endswith(f"?study_token={crowd.token}&PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}")
 
@@ -137,10 +139,13 @@ def test_a_wrong_closed_reused_or_revoked_token_is_refused_with_a_typed_error_an
 
 def test_a_reopened_personal_link_resumes_the_same_annotator_at_the_same_item(studies):
     """Opening a personal link again (a new browser session) gives the same participant, the unanswered item
-    first, and their answers so far; the same holds for the open link and the same worker id."""
+    first, their answers so far and their recorded consent; the same holds for the open link and the same
+    worker id."""
     study = _make(studies)
     link = studies.invite(study.id, ["alice"])[0]
     first = studies.open_session(link.token)
+    assert not studies.consented(first)
+    when = studies.record_consent(first)
     a1 = studies.next_assignment(first)
     studies.submit(first, a1.assignment_id, **answer_for(a1, random.Random(0)))
     a2 = studies.next_assignment(first)
@@ -148,6 +153,8 @@ def test_a_reopened_personal_link_resumes_the_same_annotator_at_the_same_item(st
     assert again.participant_id == first.participant_id
     assert studies.next_assignment(again).assignment_id == a2.assignment_id
     assert studies.progress(again).answered == 1
+    assert studies.consented(again) and studies.record_consent(again) == when  # the first acceptance is kept
+    assert [p.consented_at for p in studies.status(study.id).participants] == [when]
     crowd = studies.open_link(study.id)
     w = studies.open_session(crowd.token, worker_id="PID-1")
     item = studies.next_assignment(w)
@@ -227,14 +234,18 @@ def test_answers_are_checked_kept_once_and_never_overwritten(studies):
     assert [x.submission_id for x in studies.answers(study.id)] == ["sub-1"]
 
 
-def test_the_time_limit_ends_a_session_and_gives_its_unanswered_task_to_the_next_annotator(studies):
+def test_the_time_limit_ends_a_session_and_gives_its_unanswered_task_to_the_next_annotator(studies, monkeypatch):
     """After the time limit, next_assignment and submit raise StudyTimeUpError; the late annotator's pending
-    task goes back to the pool and a new annotator receives exactly it."""
-    study = _make(studies, n_tasks=3, overlap=1, tasks_per_annotator=3, attention_checks=0, time_limit_minutes=0.004)
+    task goes back to the pool and a new annotator receives exactly it. (The clock is moved on by patching
+    the module's utc_now, so the test does not depend on how fast the machine is.)"""
+    import engine.plausibility.studies as studies_module
+
+    study = _make(studies, n_tasks=3, overlap=1, tasks_per_annotator=3, attention_checks=0, time_limit_minutes=30)
     late, spare = studies.invite(study.id, ["late", "spare"])
     session = studies.open_session(late.token)
     pending = studies.next_assignment(session)
-    time.sleep(0.35)
+    later = (datetime.fromisoformat(studies_module.utc_now()) + timedelta(minutes=31)).isoformat(timespec="microseconds")
+    monkeypatch.setattr(studies_module, "utc_now", lambda: later)
     with pytest.raises(StudyTimeUpError):
         studies.submit(session, pending.assignment_id, ordering=[[s] for s in pending.task.slots])
     with pytest.raises((StudyTimeUpError, ParticipantReleasedError)):
@@ -431,7 +442,7 @@ def test_the_export_carries_the_studys_provenance_and_every_answer(studies, tmp_
     assert n == len(records)
     types = [r["type"] for r in records]
     assert types[0] == "meta" and types[-1] == "results"
-    assert types.count("task") == 6 and types.count("check") == 1 and types.count("participant") == 4
+    assert types.count("task") == 6 and types.count("check") == 3 and types.count("participant") == 4
     assert types.count("answer") == 4 * 4
     prov = records[0]["study"]
     assert prov["code_version"] == "1.2.3+abc" and prov["command_line"].startswith("python -m engine study")
@@ -472,3 +483,47 @@ def test_a_rationale_study_takes_token_marks_and_scores_its_instructed_check(stu
     result = study_results(studies, study.id, n_boot=0)
     assert result["agreement"]["rationale"]["tasks"] == 6
     assert result["agreement"]["rationale"]["alpha"] is None or result["agreement"]["rationale"]["alpha"] <= 1
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_random_interleavings_of_exactly_enough_annotators_end_with_every_task_at_its_overlap(studies, seed):
+    """8 tasks x overlap 3 with 4 tasks each needs 6 annotators; whatever order they take turns in, all 6
+    finishing gives every task exactly 3 answers. (Handing out the least-covered task each annotator has not
+    had instead left one task short under the interleaving of seed 2: its last slot was stranded with
+    annotators who had all seen it.)"""
+    study = _make(studies, n_tasks=8, overlap=3, tasks_per_annotator=4, attention_checks=0)
+    sessions = [studies.open_session(inv.token) for inv in studies.invite(study.id, [f"a{k}" for k in range(6)])]
+    rng = random.Random(seed)
+    active = list(range(6))
+    while active:
+        k = rng.choice(active)
+        item = studies.next_assignment(sessions[k])
+        if item is None:
+            active.remove(k)
+            continue
+        studies.submit(sessions[k], item.assignment_id, **answer_for(item, rng))
+    status = studies.status(study.id)
+    assert status.complete == 8 and status.over == 0
+    assert all(p.answered == 4 for p in status.participants)
+
+
+def test_the_last_shorter_seat_tells_its_annotator_the_right_total(studies):
+    """7 tasks x overlap 2 in shares of 4 make seats of 4, 4, 4 and 2 tasks: the fourth annotator's session,
+    items and progress count 2 tasks + 1 check, and they finish after 3 answers."""
+    study = _make(studies, n_tasks=7, overlap=2, tasks_per_annotator=4, attention_checks=1)
+    sessions = [studies.open_session(inv.token) for inv in studies.invite(study.id, ["a", "b", "c", "d"])]
+    assert [s.total for s in sessions] == [5, 5, 5, 3]
+    done = _finish(studies, sessions[3], random.Random(0))
+    assert len(done) == 3 and {a.total for a in done} == {3}
+    assert studies.progress(sessions[3]) == studies.progress(sessions[3]).__class__(3, 3, True, study.completion_code)
+
+
+def test_an_annotator_meets_no_input_twice_when_checks_can_be_built_on_other_inputs(studies):
+    """Instructed checks copy a real task's input; with 3 check items per check asked, spread over the task
+    list, every annotator of a 12-task study (4 tasks + 2 checks each) gets checks built on inputs outside their
+    own tasks, so no text is shown to them twice."""
+    study = _make(studies, n_tasks=12, overlap=2, tasks_per_annotator=4, attention_checks=2)
+    assert study.n_checks == 6
+    for inv in studies.invite(study.id, [f"a{k}" for k in range(6)]):
+        shown = [a.task.primary for a in _finish(studies, studies.open_session(inv.token), random.Random(inv.label))]
+        assert len(shown) == 6 and len(set(shown)) == 6, shown

@@ -72,6 +72,7 @@ def test_study_create_invite_annotate_status_export_close_on_a_trained_model(mod
     records = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
     assert records[0]["study"]["command_line"].startswith("python -m engine study create --model study-toy")
     assert records[-1]["excluded"] == ["bob"]
+    assert records[0]["study"]["config"]["dataset"] == "toy" and records[0]["study"]["config"]["model_id"] == "study-toy"
     with open(tmp_path / "s.csv", newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     assert {r["annotator"] for r in rows} >= {"alice", "'=cmd|evil"} and {r["comment"] for r in rows} == {"'=1+2"}

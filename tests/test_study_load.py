@@ -33,10 +33,16 @@ def test_30_annotators_in_three_processes_lose_nothing_and_fill_every_task_exact
     assert facts["tasks_exact"] == facts["tasks"] == 30 and facts["tasks_over"] == 0 and facts["duplicate_items"] == 0
 
 
-def test_a_sigkilled_annotating_process_loses_no_acknowledged_answer_and_the_study_resumes(tmp_path):
+def test_a_sigkilled_annotating_process_loses_no_acknowledged_answer_and_the_study_resumes(tmp_path, monkeypatch):
     """A process answering for 4 annotators at once is SIGKILLed after 6 acknowledged answers: all 6 are in
     the file, which passes SQLite's integrity check; a new process with the same links resumes every annotator
-    and the study ends with every task at exactly its overlap."""
+    and the study ends with every task at exactly its overlap. The tokens all start with "-" (token_urlsafe
+    makes such a token one time in 64; the worker's command line once read it as an option)."""
+    import secrets
+
+    import engine.plausibility.studies as studies_module
+
+    monkeypatch.setattr(studies_module, "new_token", lambda: "-" + secrets.token_urlsafe(24))
     result = run_crash(str(tmp_path / "crash.sqlite3"), annotators=4, tasks_per_annotator=4, overlap=2, kill_after=6)
     killed = result["killed"]
     assert killed["returncode"] == -9

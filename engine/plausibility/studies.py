@@ -363,6 +363,7 @@ class ParticipantStatus:
     excluded: bool
     exclusion_reason: str | None
     released: bool
+    consented_at: str | None = None
 
 
 @dataclass(frozen=True)
@@ -434,6 +435,7 @@ STUDY_MIGRATIONS: tuple[tuple[str, str], ...] = (
             released_at      TEXT,
             excluded         INTEGER NOT NULL DEFAULT 0 CHECK (excluded IN (0, 1)),
             exclusion_reason TEXT,
+            consented_at     TEXT,                   -- when they accepted the consent text (record_consent)
             seat             INTEGER,                -- the share of tasks they hold (see `seat_positions`)
             UNIQUE (study_id, label)
         );
@@ -602,7 +604,8 @@ def make_checks(tasks: Sequence[Task], config: StudyConfig, n: int, seed: int = 
             raise InvalidInputError("no task can carry an instructed attention check (each needs tokens and 2+ explanations)")
     checks = []
     for i in range(n):
-        base = pool[i % len(pool)]
+        # bases spread over the task list, so that most annotators' seats (runs of consecutive tasks) miss some
+        base = pool[(i * len(pool)) // n if n <= len(pool) else i % len(pool)]
         if config.check_kind == "instructed":
             if "ranking" in config.kinds:
                 slot = rng.choice(base.slots)
@@ -696,6 +699,7 @@ class StudyStore:
     def __init__(self, path: str | Path | AnnotationStore | None = None, *, busy_timeout: float = 30.0):
         self.annotations = path if isinstance(path, AnnotationStore) else AnnotationStore(path, busy_timeout=busy_timeout)
         self.path = self.annotations.path
+        self._tasks: dict[str, Task] = {}  # tasks never change once stored (INSERT OR IGNORE), so caching is safe
         with self.annotations._connect() as conn:
             migrate_studies(conn)
 
@@ -722,7 +726,12 @@ class StudyStore:
             raise InvalidInputError("the study's tasks repeat an input: give distinct examples")
         if "ranking" in config.kinds and any(len(t.explanations) < 2 for t in tasks):
             raise InvalidInputError("every task of a ranking study needs 2+ explanations")
-        checks = make_checks(tasks, config, config.attention_checks, seed)
+        if config.dataset is None and len({t.dataset for t in tasks}) == 1 and tasks[0].dataset:
+            config = replace(config, dataset=tasks[0].dataset)  # provenance: the model's own dataset, named
+        # three check items per check asked (as far as tasks allow): an annotator gets ones built on inputs outside
+        # their own tasks where possible (see `_next_check`)
+        n_items = max(config.attention_checks, min(3 * config.attention_checks, len(tasks)))
+        checks = make_checks(tasks, config, n_items if config.attention_checks else 0, seed)
         if code_version is None:
             from engine.runtime import code_version as current
 
@@ -767,6 +776,12 @@ class StudyStore:
     def studies(self) -> list[Study]:
         """Every study, oldest first."""
         return [self.study(r[0]) for r in self._read("SELECT id FROM studies ORDER BY created_at, id")]
+
+    def worker_params(self) -> set[str]:
+        """The URL parameter names that carry a crowd worker's id, over every study (one query; the annotator's
+        page reads the worker id before it knows which study the token opens)."""
+        return {DEFAULT_WORKER_PARAM} | {json.loads(r[0]).get("worker_param") or DEFAULT_WORKER_PARAM
+                                         for r in self._read("SELECT config FROM studies")}
 
     def close(self, study_id: str) -> Study:
         """Close the study: links, tasks and answers are refused from now on (stored answers stay)."""
@@ -926,7 +941,21 @@ class StudyStore:
             deadline = (_parse_time(started_at) + timedelta(minutes=c.time_limit_minutes)).isoformat(timespec="microseconds")
         return Session(study_id=study.id, participant_id=participant_id, label=label, worker_id=worker_id, title=c.name,
                        instructions=c.instructions, consent=c.consent, kinds=c.kinds, started_at=started_at,
-                       deadline=deadline, total=study.items_per_annotator)
+                       deadline=deadline, total=self._total(conn, study, participant_id))
+
+    def record_consent(self, session: Session) -> str:
+        """Record that the annotator accepted the consent text (the first time only); returns that time.
+        Exported with the participant; the engine does not enforce it (the annotator's page asks first)."""
+        with self._tx() as conn:
+            self._admit(conn, session)
+            conn.execute("UPDATE study_participants SET consented_at = COALESCE(consented_at, ?) WHERE id = ?",
+                         (utc_now(), session.participant_id))
+            return conn.execute("SELECT consented_at FROM study_participants WHERE id = ?", (session.participant_id,)).fetchone()[0]
+
+    def consented(self, session: Session) -> bool:
+        """Whether this annotator has accepted the consent text (so a resumed session can skip it)."""
+        return self._read("SELECT consented_at IS NOT NULL FROM study_participants WHERE id = ?",
+                          (session.participant_id,))[0][0] == 1
 
     def _admit(self, conn, session: Session) -> Study:
         """Re-check, inside a transaction, that this session may still work (raises otherwise)."""
@@ -1000,21 +1029,13 @@ class StudyStore:
         checks_given = len(rows) - real_given
         item_id = None
         if sequence in check_positions(pid, n_real, study.config.attention_checks) and checks_given < study.config.attention_checks:
-            checks = [r[0] for r in conn.execute("SELECT id FROM study_items WHERE study_id = ? AND check_kind IS NOT NULL "
-                                                 "ORDER BY position", (study.id,))]
-            if checks:
-                item_id = checks[(pid + checks_given) % len(checks)]
+            item_id = self._next_check(conn, study, pid)
         if item_id is None and real_given < n_real:
             item_id = self._next_real(conn, study, pid)
         if item_id is None:
             # their seat is done (or was shorter); checks still owed come after
-            owed = study.config.attention_checks - checks_given
-            if owed > 0 and real_given > 0:
-                checks = [r[0] for r in conn.execute("SELECT id FROM study_items WHERE study_id = ? AND check_kind IS NOT NULL "
-                                                     "ORDER BY position", (study.id,))]
-                given = {r[0] for r in conn.execute("SELECT item_id FROM study_assignments WHERE participant_id = ?", (pid,))}
-                left = [c for c in checks if c not in given]
-                item_id = left[0] if left else None
+            if study.config.attention_checks - checks_given > 0 and real_given > 0:
+                item_id = self._next_check(conn, study, pid)
         if item_id is None:
             conn.execute("UPDATE study_participants SET finished_at = ? WHERE id = ?", (now, pid))
             return None
@@ -1023,6 +1044,27 @@ class StudyStore:
         cur = conn.execute("INSERT INTO study_assignments (study_id, participant_id, item_id, seat, sequence, assigned_at) "
                            "VALUES (?,?,?,?,?,?)", (study.id, pid, item_id, None if is_check else seat, sequence, now))
         return self._assignment(conn, study, cur.lastrowid)
+
+    def _next_check(self, conn, study: Study, pid: int) -> int | None:
+        """An attention-check item this participant has not had, preferably built on an input outside their
+        seat (so they do not meet a text twice), starting at a place rotated by participant."""
+        checks = [(r[0], json.loads(r[1])["id"]) for r in conn.execute(
+            "SELECT id, check_task FROM study_items WHERE study_id = ? AND check_kind IS NOT NULL ORDER BY position",
+            (study.id,))]
+        if not checks:
+            return None
+        given = {r[0] for r in conn.execute("SELECT item_id FROM study_assignments WHERE participant_id = ?", (pid,))}
+        seat = conn.execute("SELECT seat FROM study_participants WHERE id = ?", (pid,)).fetchone()[0]
+        c = study.config
+        positions = seat_positions(seat, study.n_tasks, c.overlap, c.tasks_per_annotator) if seat is not None else []
+        by_position = dict(conn.execute("SELECT position, task_id FROM study_items WHERE study_id = ? AND task_id IS NOT NULL",
+                                        (study.id,)).fetchall())
+        own = {by_position[p] for p in positions}
+        start = pid % len(checks)
+        fresh = [c for c in checks[start:] + checks[:start] if c[0] not in given]
+        if not fresh:
+            return None
+        return next((item for item, base in fresh if base not in own), fresh[0][0])
 
     def _next_real(self, conn, study: Study, pid: int) -> int | None:
         """The participant's next real task: one of their seat's remaining tasks, in an order shuffled per
@@ -1036,17 +1078,30 @@ class StudyStore:
         random.Random(f"order:{pid}").shuffle(remaining)
         return remaining[0]
 
+    @staticmethod
+    def _total(conn, study: Study, pid: int) -> int:
+        """Items this participant gets at most: their seat's tasks (the last seat may be shorter) plus the checks."""
+        seat = conn.execute("SELECT seat FROM study_participants WHERE id = ?", (pid,)).fetchone()[0]
+        c = study.config
+        real = len(seat_positions(seat, study.n_tasks, c.overlap, c.tasks_per_annotator)) if seat is not None else 0
+        return real + c.attention_checks
+
     def _assignment(self, conn, study: Study, assignment_id: int) -> Assignment:
         sequence, task_id, check_task, note = conn.execute(
             "SELECT a.sequence, i.task_id, i.check_task, i.note FROM study_assignments a JOIN study_items i ON i.id = a.item_id "
             "WHERE a.id = ?", (assignment_id,)).fetchone()
         task = _task_from_json(check_task) if task_id is None else self._task(conn, task_id)
-        return Assignment(assignment_id=assignment_id, sequence=sequence, total=study.items_per_annotator,
+        pid = conn.execute("SELECT participant_id FROM study_assignments WHERE id = ?", (assignment_id,)).fetchone()[0]
+        return Assignment(assignment_id=assignment_id, sequence=sequence, total=self._total(conn, study, pid),
                           kinds=study.config.kinds, task=annotator_task(task), note=note)
 
     def _task(self, conn, task_id: str) -> Task:
-        # the store reads through its own connection; tasks never change once stored, so that is safe here
-        return self.annotations.task(task_id)
+        # read through the store's own connection (WAL readers do not wait for our write lock); stored tasks are
+        # immutable, so one read per task and StudyStore is enough
+        task = self._tasks.get(task_id)
+        if task is None:
+            task = self._tasks[task_id] = self.annotations.task(task_id)
+        return task
 
     def submit(self, session: Session, assignment_id: int, *, ordering: Sequence[Sequence[str] | str] = (),
                cannot_decide: bool = False, rationale: Iterable[int] | None = None, comment: str | None = None,
@@ -1134,7 +1189,8 @@ class StudyStore:
                                     "WHERE a.participant_id = ?", (session.participant_id,)).fetchone()[0]
             finished = conn.execute("SELECT finished_at FROM study_participants WHERE id = ?",
                                     (session.participant_id,)).fetchone()[0] is not None
-        return Progress(answered=answered, total=study.items_per_annotator, finished=finished,
+            total = self._total(conn, study, session.participant_id)
+        return Progress(answered=answered, total=max(total, answered), finished=finished,
                         completion_code=study.completion_code if finished else None)
 
     # -- organiser: status, answers, exclusion ---------------------------------------------------------
@@ -1145,18 +1201,18 @@ class StudyStore:
             participants = []
             for r in conn.execute(
                     "SELECT p.id, p.label, p.worker_id, v.kind, p.started_at, p.finished_at, p.excluded, p.exclusion_reason, "
-                    "p.released_at IS NOT NULL, "
+                    "p.released_at IS NOT NULL, p.consented_at, "
                     "(SELECT COUNT(*) FROM study_assignments a WHERE a.participant_id = p.id AND a.released_at IS NULL), "
                     "(SELECT COUNT(*) FROM study_answers x JOIN study_assignments a ON a.id = x.assignment_id WHERE a.participant_id = p.id), "
                     "(SELECT COUNT(*) FROM study_answers x JOIN study_assignments a ON a.id = x.assignment_id WHERE a.participant_id = p.id AND x.passed IS NOT NULL), "
                     "(SELECT COUNT(*) FROM study_answers x JOIN study_assignments a ON a.id = x.assignment_id WHERE a.participant_id = p.id AND x.passed = 0) "
                     "FROM study_participants p JOIN study_invitations v ON v.id = p.invitation_id WHERE p.study_id = ? ORDER BY p.id",
                     (study_id,)):
-                assigned, answered = r[9], r[10]
+                assigned, answered = r[10], r[11]
                 participants.append(ParticipantStatus(
                     participant_id=r[0], label=r[1], worker_id=r[2], invitation=r[3], started_at=r[4], finished_at=r[5],
-                    assigned=assigned, answered=answered, pending=assigned - answered, checks_answered=r[11],
-                    checks_failed=r[12], excluded=bool(r[6]), exclusion_reason=r[7], released=bool(r[8])))
+                    assigned=assigned, answered=answered, pending=assigned - answered, checks_answered=r[12],
+                    checks_failed=r[13], excluded=bool(r[6]), exclusion_reason=r[7], released=bool(r[8]), consented_at=r[9]))
             coverage, assigned = {}, {}
             for task_id, n_answers, n_assigned in conn.execute(
                     "SELECT i.task_id, (SELECT COUNT(*) FROM study_assignments a JOIN study_answers x ON x.assignment_id = a.id "
@@ -1189,7 +1245,7 @@ class StudyStore:
         """The study's real tasks by id (with measure names: organiser side only)."""
         ids = [r[0] for r in self._read("SELECT task_id FROM study_items WHERE study_id = ? AND task_id IS NOT NULL "
                                         "ORDER BY position", (self.study(study_id).id,))]
-        return {tid: self.annotations.task(tid) for tid in ids}
+        return {tid: self._task(None, tid) for tid in ids}
 
     def check_items(self, study_id: str) -> list[CheckItem]:
         """The study's attention-check items (organiser side)."""

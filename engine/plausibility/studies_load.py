@@ -92,6 +92,8 @@ class AnnotatorRun:
     next_seconds: list[float] = field(default_factory=list)
     submit_seconds: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    started: float = 0.0   # time.time() when it opened its link
+    ended: float = 0.0     # time.time() when it was done
 
 
 def annotate(studies: StudyStore, token: str, *, worker_id: str | None = None, seed: int = 0, think: float = 0.0,
@@ -103,6 +105,7 @@ def annotate(studies: StudyStore, token: str, *, worker_id: str | None = None, s
     rng = random.Random(seed)
     if start_at is not None:
         time.sleep(max(0.0, start_at - time.time()))
+    run.started = time.time()
     try:
         session: Session = studies.open_session(token, worker_id)
         run.label = session.label
@@ -123,6 +126,7 @@ def annotate(studies: StudyStore, token: str, *, worker_id: str | None = None, s
                 on_submit(submission_id)
     except Exception as err:  # a drill records every failure instead of stopping the other annotators
         run.errors.append(f"{type(err).__name__}: {err}")
+    run.ended = time.time()
     return run
 
 
@@ -169,8 +173,17 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def _worker_process(args: tuple) -> list[dict]:
-    path, tokens, start_at, think, seed = args
-    return [run.__dict__ for run in annotate_many(path, tokens, start_at=start_at, think=think, seed=seed)]
+    """One process of the load drill: signal ready, wait for every process to be ready (a file barrier: spawned
+    processes import at different speeds), then start all its annotators at once."""
+    path, tokens, think, seed, ready_dir, n_processes = args
+    from pathlib import Path
+
+    StudyStore(path)  # open (and check) the database before the start, as a running server has
+    Path(ready_dir, f"{seed}").touch()
+    deadline = time.time() + 120
+    while len(os.listdir(ready_dir)) < n_processes and time.time() < deadline:
+        time.sleep(0.005)
+    return [run.__dict__ for run in annotate_many(path, tokens, start_at=time.time() + 0.05, think=think, seed=seed)]
 
 
 def run_load(path: str, annotators: int = 30, tasks_per_annotator: int = 6, overlap: int = 3, checks: int = 1,
@@ -184,12 +197,17 @@ def run_load(path: str, annotators: int = 30, tasks_per_annotator: int = 6, over
     studies = StudyStore(path)
     study_id, tokens = make_drill_study(studies, n_tasks, overlap, tasks_per_annotator, checks, annotators)
     shares = [tokens[k::processes] for k in range(processes)]
-    start_at = time.time() + 1.0 + 0.2 * processes  # time for the processes to start and import (a late one just starts late)
+    import tempfile
+
+    ready_dir = tempfile.mkdtemp(prefix="study-load-ready-")
     t0 = time.time()
     with ProcessPoolExecutor(max_workers=processes, mp_context=get_context("spawn")) as pool:
-        results = list(pool.map(_worker_process, [(str(path), share, start_at, think, k) for k, share in enumerate(shares)]))
-    wall = time.time() - max(t0, start_at)
+        results = list(pool.map(_worker_process, [(str(path), share, think, k, ready_dir, processes)
+                                                  for k, share in enumerate(shares)]))
     runs = [r for chunk in results for r in chunk]
+    # from the first annotator opening a link to the last one done (a process that started late is not counted idle)
+    wall = max(r["ended"] for r in runs) - min(r["started"] for r in runs) if runs else time.time() - t0
+    start_spread = max(r["started"] for r in runs) - min(r["started"] for r in runs) if runs else 0.0
     submits = [s for r in runs for s in r["submit_seconds"]]
     nexts = [s for r in runs for s in r["next_seconds"]]
     figures = invariants(studies, study_id)
@@ -200,6 +218,7 @@ def run_load(path: str, annotators: int = 30, tasks_per_annotator: int = 6, over
         "acknowledged": len(acknowledged), "lost": sum(1 for s in acknowledged if s not in stored),
         "errors": [e for r in runs for e in r["errors"]], "wall_seconds": round(wall, 3),
         "answers_per_second": round(len(acknowledged) / wall, 1) if wall > 0 else None,
+        "start_spread_seconds": round(start_spread, 3),  # between the first and the last annotator opening their link
         "submit_ms_median": round(1000 * statistics.median(submits), 1) if submits else None,
         "submit_ms_p95": round(1000 * _percentile(submits, 0.95), 1),
         "next_ms_median": round(1000 * statistics.median(nexts), 1) if nexts else None,
@@ -217,7 +236,7 @@ def run_crash(path: str, annotators: int = 6, tasks_per_annotator: int = 6, over
     studies = StudyStore(path)
     study_id, tokens = make_drill_study(studies, n_tasks, overlap, tasks_per_annotator, 1, annotators)
     command = [sys.executable, "-m", "engine.plausibility.studies_load", "worker", "--db", str(path), "--think", "0.01",
-               *[arg for token in tokens for arg in ("--token", token)]]
+               *[f"--token={token}" for token in tokens]]  # "=" form: a token may start with "-"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), _root()) if p)}
     worker = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     acknowledged: list[str] = []

@@ -214,7 +214,8 @@ def export_records(studies, study_id: str, exclude: str = "marked", n_boot: int 
     flags = {a["annotator"]: a for a in results["annotators"]}
     for p in status.participants:
         records.append({"type": "participant", "annotator": p.label, "worker_id": p.worker_id, "invitation": p.invitation,
-                        "started_at": p.started_at, "finished_at": p.finished_at, "released": p.released,
+                        "started_at": p.started_at, "consented_at": p.consented_at, "finished_at": p.finished_at,
+                        "released": p.released,
                         "excluded": p.excluded, "exclusion_reason": p.exclusion_reason,
                         "flags": flags.get(p.label, {}).get("flags", [])})
     for a in studies.answers(study_id):
