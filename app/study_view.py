@@ -136,10 +136,9 @@ def page() -> None:
         _refuse(UNAVAILABLE)
         return
     st.title(md(session.title), anchor=False)
-    consent_key = f"study_consented_{session.study_id}_{session.participant_id}"
     try:
         progress = store.progress(session)
-        if progress.answered == 0 and not progress.finished and not st.session_state.get(consent_key):
+        if not progress.finished and not store.consented(session):
             # consent before any task is taken: a visitor who leaves here holds no task another annotator needs
             st.subheader("Consent")
             _paragraphs(session.consent)
@@ -148,7 +147,7 @@ def page() -> None:
             st.caption(RESUME_NOTE)
             agreed = st.checkbox("I have read the above and agree to take part", key="study_consent_box")
             if st.button("Start", type="primary", disabled=not agreed, key="study_start"):
-                st.session_state[consent_key] = True
+                store.record_consent(session)  # kept with the participant and exported
                 st.rerun()
             return
         assignment = store.next_assignment(session)

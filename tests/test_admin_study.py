@@ -76,6 +76,8 @@ def test_a_study_link_shows_only_the_study_with_its_texts_as_text(study):
     _run(at)
     assert any("input" in t.value for t in at.text), "the first task is shown after consent"
     assert sum(studies.status(s.id).assigned.values()) == 1
+    again = _open(links["alice"])  # consent is stored with the participant: another session does not ask again
+    assert not [c for c in again.checkbox if c.key == "study_consent_box"] and any("input" in t.value for t in again.text)
 
 
 def test_a_made_up_token_and_a_closed_study_are_refused_with_nothing_of_the_study(study):
