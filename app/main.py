@@ -77,7 +77,9 @@ pages = [
     st.Page(EXPLAIN, title="Explain", icon=":material/search:", default=True, url_path="start"),
     st.Page(str(ROOT / "pages" / "masking.py"), title="Step-by-step masking", icon=":material/layers_clear:"),
     st.Page(str(ROOT / "pages" / "benchmarks.py"), title="Benchmarks", icon=":material/monitoring:"),
-    st.Page(str(ROOT / "pages" / "annotate.py"), title="Annotate", icon=":material/rate_review:"),
+    # free-form annotation writes to the server's store under any typed name: served to a network, people
+    # annotate through a study's links instead, and only the admin has this page
+    *([st.Page(str(ROOT / "pages" / "annotate.py"), title="Annotate", icon=":material/rate_review:")] if is_admin else []),
     st.Page(str(ROOT / "pages" / "attention.py"), title="Attention", icon=":material/visibility:"),
     st.Page(str(ROOT / "pages" / "simulability.py"), title="Simulability", icon=":material/school:"),
     # /explain?text=... (the path every other page has the form of: /masking, /models) opens the Explain page

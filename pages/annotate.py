@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.admin import is_admin
+from app.admin import require_admin
 from app.annotation_widgets import rank_pickers, rationale_picker, show_explanations, show_input
 from app.shared import selected_classifier
 from app.text import md
@@ -26,6 +26,8 @@ from engine.plausibility import (
     rankings_csv,
     summary,
 )
+
+require_admin()  # served to a network, only the admin may use this page (app/admin.py)
 
 NAME_KEY = "annotator_name"
 FLASH_KEY = "annotate_flash"
@@ -53,32 +55,30 @@ if name.strip():
 if FLASH_KEY in st.session_state:
     st.success(st.session_state.pop(FLASH_KEY))
 
-# preparing tasks runs the model and writes to the store: served to a network, only the admin does it
-if is_admin():
-    with st.expander("Prepare annotation tasks", expanded=store.task_count(model_id) == 0):
-        availability = measure_availability(classifier)
-        measures = [m for m, why in availability.items() if not why]
-        unavailable = {m: why for m, why in availability.items() if why}
-        default = [m for m in PREFERRED if m in measures][:4] or measures[:3]
-        chosen = st.multiselect("Measures to compare", measures, default=default, key="annotate_measures",
-                                help="Only the measures this model supports. " + " ".join(
-                                    f"{m}: {why}." for m, why in unavailable.items()))
-        n_examples = st.number_input("Test examples", min_value=1, max_value=500, value=10, key="annotate_n")
-        if st.button("Prepare tasks", key="annotate_prepare"):
-            if len(chosen) < 2:
-                st.warning("Choose at least two measures: a ranking compares explanations.")
+with st.expander("Prepare annotation tasks", expanded=store.task_count(model_id) == 0):
+    availability = measure_availability(classifier)
+    measures = [m for m, why in availability.items() if not why]
+    unavailable = {m: why for m, why in availability.items() if why}
+    default = [m for m in PREFERRED if m in measures][:4] or measures[:3]
+    chosen = st.multiselect("Measures to compare", measures, default=default, key="annotate_measures",
+                            help="Only the measures this model supports. " + " ".join(
+                                f"{m}: {why}." for m, why in unavailable.items()))
+    n_examples = st.number_input("Test examples", min_value=1, max_value=500, value=10, key="annotate_n")
+    if st.button("Prepare tasks", key="annotate_prepare"):
+        if len(chosen) < 2:
+            st.warning("Choose at least two measures: a ranking compares explanations.")
+        else:
+            meta = classifier.metadata
+            examples = get_dataset(meta["dataset"], meta.get("split_seed", 0)).split("test")[: int(n_examples)]
+            bar = st.progress(0.0, text="Explaining ...")
+            try:
+                tasks = build_tasks(classifier, examples, chosen,
+                                    progress=lambda done, total: bar.progress(done / total, text=f"Explained {done}/{total}"))
+                added = store.add_tasks(tasks)
+            except EngineError as err:  # a user-caused failure is one message; a bug keeps its traceback
+                st.error(f"Tasks could not be prepared: {md(err)}")
             else:
-                meta = classifier.metadata
-                examples = get_dataset(meta["dataset"], meta.get("split_seed", 0)).split("test")[: int(n_examples)]
-                bar = st.progress(0.0, text="Explaining ...")
-                try:
-                    tasks = build_tasks(classifier, examples, chosen,
-                                        progress=lambda done, total: bar.progress(done / total, text=f"Explained {done}/{total}"))
-                    added = store.add_tasks(tasks)
-                except EngineError as err:  # a user-caused failure is one message; a bug keeps its traceback
-                    st.error(f"Tasks could not be prepared: {md(err)}")
-                else:
-                    st.success(f"{added} new tasks ({len(tasks) - added} were already there).")
+                st.success(f"{added} new tasks ({len(tasks) - added} were already there).")
 
 rank_tab, rationale_tab, results_tab = st.tabs(["Rank explanations", "Mark rationales", "Results"])
 

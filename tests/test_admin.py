@@ -96,9 +96,9 @@ def test_open_to_the_network_without_a_secret_the_app_serves_nothing(monkeypatch
     assert not at.title and not at.sidebar.selectbox and not at.text_area
 
 
-@pytest.mark.parametrize("page", ["pages/models.py", "pages/data.py", "pages/study_admin.py"])
+@pytest.mark.parametrize("page", ["pages/models.py", "pages/data.py", "pages/study_admin.py", "pages/annotate.py"])
 def test_gated_pages_refuse_a_visitor_without_the_secret(network, page):
-    """Opened directly (as a URL would, were it in the navigation), Models, Your data and Studies show only the refusal:
+    """Opened directly (as a URL would, were it in the navigation), Models, Your data, Studies and Annotate show only the refusal:
     no title, no form, no uploader, no button."""
     at = _run(AppTest.from_file(str(ROOT / page), default_timeout=120))
     assert any("sign in as the admin" in e.value for e in at.error)
@@ -148,17 +148,25 @@ def test_a_visitor_reaches_models_only_after_signing_in_with_the_secret(network)
     assert _not_in_navigation(at, MODELS)
 
 
-def test_compute_cells_and_task_preparation_are_hidden_from_a_visitor(network):
-    """The Benchmarks page's compute form and the Annotate page's task preparation (both write to the server's
-    stores) are absent for a visitor and present for the admin."""
-    for secret, shown in ((None, False), (SECRET, True)):
-        at = _signed_in_app(secret)
-        at.switch_page(str(ROOT / "pages" / "benchmarks.py"))
-        _run(at)
-        assert any("Compute cells" in e.label for e in at.expander) is shown
-        at.switch_page(str(ROOT / "pages" / "annotate.py"))
-        _run(at)
-        assert any("Prepare annotation tasks" in e.label for e in at.expander) is shown
+def test_compute_cells_and_the_annotate_page_are_for_the_admin_only(network):
+    """The Benchmarks page's compute form (it writes to the results store) is absent for a visitor and present
+    for the admin; the Annotate page (free-form annotations under any typed name, and task preparation) is not
+    in a visitor's navigation and refuses when opened directly."""
+    at = _signed_in_app(None)
+    at.switch_page(str(ROOT / "pages" / "benchmarks.py"))
+    _run(at)
+    assert not any("Compute cells" in e.label for e in at.expander)
+    assert _not_in_navigation(at, str(ROOT / "pages" / "annotate.py"))
+    page = _run(AppTest.from_file(str(ROOT / "pages" / "annotate.py"), default_timeout=120))
+    assert any("sign in as the admin" in e.value for e in page.error) and not page.text_input
+
+    at = _signed_in_app(SECRET)
+    at.switch_page(str(ROOT / "pages" / "benchmarks.py"))
+    _run(at)
+    assert any("Compute cells" in e.label for e in at.expander)
+    at.switch_page(str(ROOT / "pages" / "annotate.py"))
+    _run(at)
+    assert any("Prepare annotation tasks" in e.label for e in at.expander)
 
 
 def test_on_loopback_the_one_user_is_the_admin(monkeypatch, models_cache):
