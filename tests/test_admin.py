@@ -18,14 +18,15 @@ MAIN = str(ROOT / "app" / "main.py")
 SECRET = "correct horse battery staple"
 
 
-def _check_serve(*args: str, secret: str | None = None, network: str | None = None) -> subprocess.CompletedProcess:
+def _check_serve(*args: str, secret: str | None = None, network: str | None = None, cwd: Path = ROOT
+                 ) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in (admin.SECRET_ENV, admin.NETWORK_ENV)}
     env["PYTHONPATH"] = str(ROOT)
     if secret is not None:
         env[admin.SECRET_ENV] = secret
     if network is not None:
         env[admin.NETWORK_ENV] = network
-    return subprocess.run([sys.executable, "-m", "app.admin", "check-serve", *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "app.admin", "check-serve", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -44,6 +45,14 @@ def test_server_refuses_to_start_open_to_the_network_without_a_secret():
     assert _check_serve("--server.address", "0.0.0.0", secret=SECRET).returncode == 0
     short = _check_serve("--server.address", "0.0.0.0", secret="short")
     assert short.returncode == 2 and "at least" in short.stderr
+
+
+def test_the_secret_may_come_from_streamlits_secrets_file(tmp_path):
+    """`admin_secret` in .streamlit/secrets.toml of the working directory counts as the secret."""
+    assert _check_serve("--server.address", "0.0.0.0", cwd=tmp_path).returncode == 2
+    (tmp_path / ".streamlit").mkdir()
+    (tmp_path / ".streamlit" / "secrets.toml").write_text(f'{admin.SECRET_NAME} = "{SECRET}"\n', encoding="utf-8")
+    assert _check_serve("--server.address", "0.0.0.0", cwd=tmp_path).returncode == 0
 
 
 def test_start_script_runs_the_refusal_check_with_the_users_arguments_before_serving():
