@@ -118,6 +118,21 @@ def _no_markup_rendered(driver) -> None:
     assert not [h for h in links if "evil" in h and not h.startswith("#")], links
 
 
+def _metrics(driver) -> dict[str, str]:
+    """Label -> value of every st.metric on the page (a metric being redrawn is skipped)."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    out = {}
+    for m in driver.find_elements(By.CSS_SELECTOR, "[data-testid='stMetric']"):
+        try:
+            label = m.find_element(By.CSS_SELECTOR, "[data-testid='stMetricLabel']").text.strip().splitlines()
+            out[label[0] if label else ""] = m.find_element(By.CSS_SELECTOR, "[data-testid='stMetricValue']").text.strip()
+        except (NoSuchElementException, StaleElementReferenceException):
+            continue
+    return out
+
+
 def _click_label(driver, text: str, timeout: float = 60) -> None:
     """Click the checkbox whose label contains `text` once it is drawn (elements arrive one by one)."""
     from selenium.common.exceptions import StaleElementReferenceException
@@ -248,14 +263,16 @@ def test_three_annotators_finish_a_study_the_admin_sees_every_task_twice_and_the
         # the admin's view: every task answered twice, carol flagged, ratings and agreement
         _page(admin, "Studies")
         _wait_text(admin, "Answers per task: 2 answers: 3 tasks", timeout=60)
+        _wait_text(admin, "From 3 annotators", timeout=60)  # elements arrive in order: all above it are drawn
         main = _clean(_page_text(admin))
         assert "3 of 3" in main and "over the overlap" not in main
         assert "Flagged: carol: failed 1 of 1 attention checks" in main
         assert "Flagged: alice" not in main and "Flagged: bob" not in main
         assert "From 3 annotators; 95% intervals by bootstrap over annotators (200 draws" in main
-        metrics = {m.find_element(By.CSS_SELECTOR, "[data-testid='stMetricLabel']").text.strip().splitlines()[0]:
-                   m.find_element(By.CSS_SELECTOR, "[data-testid='stMetricValue']").text.strip()
-                   for m in admin.find_elements(By.CSS_SELECTOR, "[data-testid='stMetric']")}
+        deadline = time.time() + 60
+        while (metrics := _metrics(admin)).get("Kendall's W") in (None, "n/a"):  # the page may still be drawing
+            assert time.time() < deadline, metrics
+            time.sleep(0.5)
         assert metrics["Tasks complete"] == "3 of 3" and metrics["Answers (checks included)"] == "9"
         assert metrics.get("Kendall's W") == "1.000", metrics  # the two answers to each task agree
         assert re.fullmatch(r"-?\d\.\d{3}", metrics["Krippendorff's alpha (rankings)"]), metrics
