@@ -19,7 +19,6 @@ from engine.errors import EngineError, InvalidInputError
 from engine.plausibility import new_submission_id, ordering_from_ranks
 from engine.plausibility.invitations import TOKEN_PARAM
 from engine.plausibility.studies import (
-    DEFAULT_WORKER_PARAM,
     MAX_COMMENT_LENGTH,
     ParticipantReleasedError,
     StudyClosedError,
@@ -43,8 +42,7 @@ def worker_id_from(query_params: Mapping[str, str], store: StudyStore) -> str | 
     """The crowd worker's id from the URL: the value of any study's worker parameter (PROLIFIC_PID by default;
     the token is checked later, so which study it is is not known yet). An unfilled platform placeholder
     (`{{%PROLIFIC_PID%}}`) counts as none."""
-    names = {DEFAULT_WORKER_PARAM} | {s.config.worker_param for s in store.studies()}
-    for name in sorted(names):
+    for name in sorted(store.worker_params()):
         value = query_params.get(name)
         if value and value.strip() and not value.strip().startswith("{{"):
             return value.strip()
