@@ -5,6 +5,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from app import admin, study_view
 from app.shared import MODEL_KEY, PENDING_MODEL_KEY, usable_checkpoints
 from app.text import md
 from engine.runtime import configure
@@ -14,7 +15,24 @@ ROOT = Path(__file__).resolve().parent.parent  # pages/ are files of the checkou
 configure()
 st.set_page_config(page_title="Faithfulness dashboard", page_icon=":material/search:", layout="wide")
 
+# Open to a network with no admin secret: serve nothing (scripts/start.sh refuses to start so; this catches a
+# bare `streamlit run --server.address 0.0.0.0`).
+problem = admin.serving_problem()
+if problem:
+    st.error(problem, icon=":material/lock:")
+    st.stop()
+if study_view.is_study_link(st.query_params):
+    # A study link: its holder sees the study and nothing else; with one page in the navigation, any other URL
+    # path falls back to it, and no sidebar (model picker, sign-in) is drawn.
+    st.navigation([st.Page(study_view.page, title="Study", icon=":material/rate_review:", default=True)],
+                  position="hidden").run()
+    st.stop()
+is_admin = admin.is_admin()
+
 checkpoints = usable_checkpoints()
+if not is_admin:
+    # choosing a built-in LM that was never converted writes its conversion to the server's disk
+    checkpoints = [m for m in checkpoints if not m.get("builtin") or m["converted"]]
 # a built-in prompted LM is offered but never chosen by default: opening the app must not convert and load an LLM
 own = [m for m in checkpoints if not m.get("builtin")]
 with st.sidebar:
@@ -50,6 +68,7 @@ with st.sidebar:
                        "Make it measurable on the Models page.")
     else:
         st.session_state[MODEL_KEY] = None
+admin.sign_in_box()
 
 EXPLAIN = str(ROOT / "pages" / "explain.py")
 pages = [
@@ -58,13 +77,21 @@ pages = [
     st.Page(EXPLAIN, title="Explain", icon=":material/search:", default=True, url_path="start"),
     st.Page(str(ROOT / "pages" / "masking.py"), title="Step-by-step masking", icon=":material/layers_clear:"),
     st.Page(str(ROOT / "pages" / "benchmarks.py"), title="Benchmarks", icon=":material/monitoring:"),
-    st.Page(str(ROOT / "pages" / "annotate.py"), title="Annotate", icon=":material/rate_review:"),
+    # free-form annotation writes to the server's store under any typed name: served to a network, people
+    # annotate through a study's links instead, and only the admin has this page
+    *([st.Page(str(ROOT / "pages" / "annotate.py"), title="Annotate", icon=":material/rate_review:")] if is_admin else []),
     st.Page(str(ROOT / "pages" / "attention.py"), title="Attention", icon=":material/visibility:"),
     st.Page(str(ROOT / "pages" / "simulability.py"), title="Simulability", icon=":material/school:"),
-    st.Page(str(ROOT / "pages" / "models.py"), title="Models", icon=":material/model_training:"),
-    st.Page(str(ROOT / "pages" / "data.py"), title="Your data", icon=":material/dataset:"),
     # /explain?text=... (the path every other page has the form of: /masking, /models) opens the Explain page
     # too; without it Streamlit shows "Page not found" and then falls back to the default page.
     st.Page(EXPLAIN, title="Explain", icon=":material/search:", url_path="explain", visibility="hidden"),
 ]
+if is_admin:
+    # pages that change the server; a session that is not the admin has no such page, so their URLs fall back
+    # to the start page (and each page checks again at its top)
+    pages[-1:-1] = [
+        st.Page(str(ROOT / "pages" / "models.py"), title="Models", icon=":material/model_training:"),
+        st.Page(str(ROOT / "pages" / "data.py"), title="Your data", icon=":material/dataset:"),
+        st.Page(str(ROOT / "pages" / "study_admin.py"), title="Studies", icon=":material/groups:", url_path="studies"),
+    ]
 st.navigation(pages).run()

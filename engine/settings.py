@@ -26,6 +26,8 @@ SETTINGS = {
                      "float32, bfloat16 or float16 (GPU only)"),
     "ENGINE_ATTENTION": ("auto", "attention kernel: auto (SDPA where the architecture has it, eager for attention "
                          "weights), sdpa or eager"),
+    "ENGINE_NETWORK": ("0", "1: the dashboard is served to a network even on a loopback bind (behind a reverse proxy)"),
+    "ENGINE_ADMIN_SECRET": ("unset", "the dashboard's admin secret (else admin_secret in .streamlit/secrets.toml)"),
 }
 
 
@@ -81,6 +83,17 @@ def attention_request() -> str:
     """The attention kernel asked for by `ENGINE_ATTENTION` ('auto' when unset; checked by
     engine.models.loading.choose_attention)."""
     return (os.environ.get("ENGINE_ATTENTION") or "auto").lower()
+
+
+def network_request() -> bool:
+    """Whether `ENGINE_NETWORK` says the dashboard is served to a network whatever its bind address."""
+    return (os.environ.get("ENGINE_NETWORK") or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def admin_secret_request() -> str | None:
+    """The dashboard's admin secret from `ENGINE_ADMIN_SECRET`; None when unset or blank."""
+    value = os.environ.get("ENGINE_ADMIN_SECRET")
+    return value if value and value.strip() else None
 
 
 def threads_request() -> int | None:

@@ -8,7 +8,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.heatmap import token_heatmap_html
+from app.admin import require_admin
+from app.annotation_widgets import rank_pickers, rationale_picker, show_explanations, show_input
 from app.shared import selected_classifier
 from app.text import md
 from engine import EngineError, get_dataset, measure_availability
@@ -23,6 +24,8 @@ from engine.plausibility import (
     rankings_csv,
     summary,
 )
+
+require_admin()  # served to a network, only the admin may use this page (app/admin.py)
 
 NAME_KEY = "annotator_name"
 FLASH_KEY = "annotate_flash"
@@ -78,12 +81,6 @@ with st.expander("Prepare annotation tasks", expanded=store.task_count(model_id)
 rank_tab, rationale_tab, results_tab = st.tabs(["Rank explanations", "Mark rationales", "Results"])
 
 
-def show_input(task) -> None:
-    st.text(task.primary)
-    if task.auxiliary:
-        st.text(f"Question: {task.auxiliary}")
-
-
 def submit(action, flash: str) -> None:
     try:
         action()
@@ -105,21 +102,10 @@ with rank_tab:
         st.success(f"No ranking task left for model {md(model_id)}: {done} of {total} tasks ranked.")
     else:
         st.caption(f"Task {done + 1} of {total} · explained class: {md(task.target_name)} ({task.target_source or 'unknown'})")
-        show_input(task)
+        show_input(task.primary, task.auxiliary)
         as_tables = st.toggle("Show explanations as tables", key="annotate_tables")
-        n = len(task.explanations)
-        for e in task.explanations:
-            signed = any(s < 0 for s in e.scores)
-            if as_tables:
-                st.markdown(f"**Explanation {e.slot}**")
-                st.dataframe(pd.DataFrame({"token": task.tokens, "score": e.scores}), hide_index=True)
-            else:
-                st.html(token_heatmap_html(task.tokens, e.scores, signed=signed, title=f"Explanation {e.slot}"))
-        st.caption("Darker = more important (signed: red supports the explained class, blue speaks against it).")
-        cols = st.columns(n)
-        ranks = {e.slot: cols[i].selectbox(f"Rank of {e.slot}", list(range(1, n + 1)), index=None, placeholder="rank",
-                                           key=f"rank_{task.id}_{e.slot}", help="1 = best; equal ranks are ties")
-                 for i, e in enumerate(task.explanations)}
+        show_explanations(task.tokens, task.explanations, as_tables)
+        ranks = rank_pickers([e.slot for e in task.explanations], key=f"rank_{task.id}")
         cannot = st.checkbox("Cannot decide", key=f"cannot_{task.id}")
         if st.button("Submit ranking", key=f"submit_ranking_{task.id}", type="primary"):
             if not cannot and any(r is None for r in ranks.values()):
@@ -141,12 +127,8 @@ with rationale_tab:
     else:
         label = task.label_name if task.label_name is not None else task.target_name
         st.caption(f"Task {done + 1} of {total} · label to justify: {md(label)}")
-        show_input(task)
-        tokens = task.tokens
-        selected = st.multiselect("Tokens that justify the label", list(range(len(tokens))),
-                                  format_func=lambda i: f"{tokens[i]} (#{i})", key=f"rationale_{task.id}")
-        st.html(token_heatmap_html(tokens, [1.0 if i in selected else 0.0 for i in range(len(tokens))], signed=False,
-                                   title="Your selection"))
+        show_input(task.primary, task.auxiliary)
+        selected = rationale_picker(task.tokens, key=f"rationale_{task.id}")
         if st.button("Submit rationale", key=f"submit_rationale_{task.id}", type="primary"):
             if not selected:
                 st.warning("Select at least one token.")

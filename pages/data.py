@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from app.admin import require_admin
 from app.text import md
 from engine.data.files import detect_format, list_columns, preview
 from engine.data.user import (
@@ -21,6 +22,8 @@ from engine.data.user import (
     summary_from_manifest,
 )
 from engine.errors import DataFileError
+
+require_admin()  # served to a network, only the admin may use this page (app/admin.py)
 
 UPLOAD_KEY = "data_upload"  # the file_uploader widget
 SAVED_KEY = "data_upload_saved"  # (uploaded file id, saved path): an upload is saved once, not on every rerun

@@ -5,12 +5,15 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
+from app.admin import require_admin
 from app.shared import PENDING_MODEL_KEY, usable_checkpoints
 from app.text import md
 from engine.data import dataset_names
 from engine.errors import EngineError
 from engine.models import PACKAGED_ENCODERS, TrainConfig, default_model_id, list_checkpoints, save_classifier, train_classifier
 from engine.models.training import default_learning_rate
+
+require_admin()  # served to a network, only the admin may use this page (app/admin.py)
 
 st.title("Models")
 

@@ -31,6 +31,8 @@ import sys; sys.exit(0 if any('error' not in m for m in list_checkpoints()) else
   echo "== no usable model in models_cache: building the default one (tiny, rt, masked fine-tuning)"
   .venv/bin/python -m engine train --model tiny --dataset rt --strategy masked
 fi
+# served to a network (a non-loopback --server.address, or ENGINE_NETWORK=1) with no admin secret: refuse to start
+.venv/bin/python -m app.admin check-serve --server.address 127.0.0.1 "$@"
 # --server.address here as well as in the config: the config is only read from the working directory, and a
 # later --server.address in "$@" still wins (the last value of an option counts)
 exec .venv/bin/python -m streamlit run app/main.py --server.address 127.0.0.1 "$@"
