@@ -258,3 +258,19 @@ def test_a_ray_worker_killed_mid_cell_has_its_task_retried_and_the_cell_written_
     assert not workers["loo-sign1"].endswith(f"pid {killed}"), "the retried cell ran in another worker"
     pd.testing.assert_frame_equal(_rows(tmp_path, "one").drop(columns="run"), _rows(tmp_path, "ray").drop(columns="run"),
                                   check_exact=True)
+
+
+def test_every_sweep_option_is_parsed_and_imported_scores_stay_in_this_process(models_cache, capsys, tmp_path):
+    """benchmark and evaluate take --workers and --ray; evaluate refuses --scores with workers before any work
+    (imported scores live in this process's measure registry, which workers do not share)."""
+    from engine.cli import main
+
+    scores = tmp_path / "s.csv"
+    scores.write_text("text,score\n", encoding="utf-8")
+    argv = ["evaluate", "--model", "m", "--dataset", "toy", "--scores", str(scores), "--workers", "2"]
+    assert main(argv) == 2
+    assert "--scores runs in this process" in capsys.readouterr().err
+    assert main([*argv[:-2], "--ray", "auto"]) == 2
+    with pytest.raises(SystemExit):
+        main(["benchmark", "--datasets", "toy", "--measures", "random", "--workers", "0"])
+    assert "whole number >= 1" in capsys.readouterr().err

@@ -95,6 +95,11 @@ def run(args: argparse.Namespace) -> int:
     from engine.importance import MEASURES
     from engine.models import checkpoint
 
+    backend = sweep_backend(args)
+    if getattr(args, "scores", None) and backend.kind != "process":
+        # Imported scores are registered in this process's measure registry, which workers do not share.
+        raise InvalidInputError("--scores runs in this process: drop --workers / --ray, or evaluate the imported "
+                                "scores in a run of their own")
     measures = list(args.measures)
     options: dict[str, tuple] = {}
     for path in getattr(args, "scores", None) or []:
@@ -103,11 +108,6 @@ def run(args: argparse.Namespace) -> int:
             options[mid] = (("file_sha256", digest),)
     if not measures:
         raise InvalidInputError("nothing to evaluate: give --measures and/or --scores FILE")
-    backend = sweep_backend(args)
-    if options and backend.kind != "process":
-        # Imported scores are registered in this process's measure registry, which workers do not share.
-        raise InvalidInputError("--scores runs in this process: drop --workers / --ray, or evaluate the imported "
-                                "scores in a separate run")
     args.measures = measures
     unknown = [m for m in args.measures if m not in MEASURES]
     if unknown:

@@ -68,15 +68,15 @@ class Backend:
         process.
 
         Args:
-            workers: local worker processes (None or 1: this process).
+            workers: local worker processes (None or 1: this process); with ray='local', its CPUs.
             ray: a Ray address ('auto', 'local', host:port), or None.
             max_retries: retries of a cell whose worker died.
 
         Returns:
             The Backend.
         """
-        if ray:
-            return cls("ray", address=ray, max_retries=max_retries)
+        if ray:  # workers: the CPUs of a private cluster ('local')
+            return cls("ray", workers=max(1, int(workers or 1)), address=ray, max_retries=max_retries)
         if workers and workers > 1:
             return cls("pool", workers=int(workers), max_retries=max_retries)
         return cls("process", max_retries=max_retries)
