@@ -120,7 +120,8 @@ def run_cells(cells: Sequence, compute: Callable[[object, CellContext], CellResu
 
     Args:
         cells: the sweep's cells (frozen dataclasses with `key()`); those already stored are skipped.
-        compute: a module-level function (workers import it by name) cell, CellContext -> CellResult.
+        compute: cell, CellContext -> CellResult; a module-level function (workers import it by name) or a
+            functools.partial of one (for extra arguments such as a batch size).
         store: the ResultsStore written to (only by this process).
         run: the run folder's name.
         backend: where to run (default: this process).
