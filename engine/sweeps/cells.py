@@ -6,8 +6,8 @@ import contextlib
 import json
 import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
 import pandas as pd
 
@@ -50,7 +50,6 @@ class CellContext:
     progress: Callable[[int, int], None] | None = None
     should_stop: Callable[[], bool] | None = None
     attempt: int = 1
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _paired_examples(cell: dict) -> tuple:
