@@ -73,3 +73,36 @@ def print_area_table(run: str) -> None:
         print(f"| {r.dataset} | {r.base_model} | {method} | {examples} | {r.measure} | {r.seeds} | {r.acu_pct:.1f} "
               f"({interval(r.acu_low, r.acu_high, r.acu_ci)}) | {r.racu_pct:.1f} ({interval(r.racu_low, r.racu_high, r.racu_ci)}) | "
               f"{r.racu_clipped_pct:.1f} |")
+
+
+def add_sweep_arguments(parser: argparse.ArgumentParser, workers_default: str = "auto") -> None:
+    """Add the options every sweep command shares: `--workers N|auto` (a local process pool) and
+    `--ray ADDRESS|auto|local` (a Ray cluster). Read them back with `sweep_backend(args)`.
+
+    Args:
+        parser: the command's parser.
+        workers_default: the default of --workers ('auto', or '1' for sweeps that should stay in one process
+            unless asked).
+    """
+    parser.add_argument("--workers", type=workers, default=workers_default,
+                        help="local worker processes: a number, or 'auto': on a CPU one per two cores, each with "
+                             "two threads (on a 2-core machine one, in this process, which also shows the examples "
+                             "done per cell); with a GPU one. A worker that dies mid-cell is replaced and the cell "
+                             f"run again. Default: {workers_default}")
+    parser.add_argument("--ray", default=None, metavar="ADDRESS",
+                        help="run the cells as tasks on a Ray cluster: 'auto' (the cluster started on this machine "
+                             "with `ray start`), the head's host:port, or 'local' (a private one-machine cluster). "
+                             "Results are the same bits as in one process; a worker or node lost mid-cell has its "
+                             "cell retried on another (docs/sweeps.md)")
+
+
+def sweep_backend(args: argparse.Namespace, max_retries: int = 2):
+    """The engine.sweeps.Backend that `--workers` / `--ray` (from `add_sweep_arguments`) ask for.
+
+    Returns:
+        engine.sweeps.Backend: 'ray' when --ray is given, a 'pool' for --workers > 1, else 'process'.
+    """
+    from engine.sweeps import Backend
+
+    return Backend.from_options(workers=getattr(args, "workers", 1), ray=getattr(args, "ray", None),
+                                max_retries=max_retries)

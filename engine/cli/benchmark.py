@@ -5,7 +5,7 @@ import argparse
 import sys
 import textwrap
 
-from engine.cli.arguments import positive_int, print_area_table, ratios, workers
+from engine.cli.arguments import add_sweep_arguments, positive_int, print_area_table, ratios, sweep_backend
 
 HELP = "sweep checkpoints x datasets x measures x seeds into the results store (resumable)"
 
@@ -42,11 +42,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="mask whole words: ratios and counts count words, a word's pieces are masked together and it "
                              "ranks by the sum of its pieces' scores (random: one draw per word). Stored as its own "
                              "schedule ('ratio, whole words'), never pooled with token-level curves")
-    parser.add_argument("--workers", type=workers, default="auto",
-                   help="local worker processes: a number, or 'auto' (the default): on a CPU one per two cores, each with "
-                        "two threads (on a 2-core machine one, in this process, which also shows the examples done per "
-                        "cell); with a GPU one")
-    parser.add_argument("--ray", default=None, metavar="ADDRESS", help="run cells on Ray: 'auto', an address, or 'local' (needs `pip install ray`)")
+    add_sweep_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         def within(cell, done, total):  # one process: say how far the running cell is (a cell may take an hour)
             bar.set_postfix_str(f"{cell.measure} seed {cell.seed}: {done}/{total} examples")
 
-        report = run_sweep(cells, run=args.run, workers=args.workers, ray_address=args.ray,
+        report = run_sweep(cells, run=args.run, backend=sweep_backend(args),
                            progress=lambda i, total, key: bar.update(1), cell_progress=within, command=args.command_line)
     print(f"{len(report.done)} cells computed, {len(report.skipped)} already in the store, {len(report.failed)} failed "
           f"-> {store.root / args.run}")

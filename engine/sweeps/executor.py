@@ -1,0 +1,358 @@
+"""The one executor of sweeps, with three back ends: this process, a local process pool, a Ray cluster.
+
+Every back end runs the same function on the same cell (`_execute`: the compute function, its exceptions turned
+into traceback text where the cell ran) and hands the result to the driver, which writes it; so the rows are
+the same bits whatever the back end, given the same threads per cell (ENGINE_THREADS) and device.
+"""
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import os
+import socket
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait
+
+from engine.errors import Cancelled, InvalidInputError
+from engine.sweeps.cells import CellContext, CellResult, pending_cells
+from engine.sweeps.report import SweepReport
+
+_log = logging.getLogger(__name__)
+
+BACKENDS = ("process", "pool", "ray")
+
+#: The share of a GPU one Ray cell asks for: a cell's model, batches and MaSF features of the packaged models
+#: take a few GiB, so several cells share a GPU instead of all loading onto cuda:0 while the others idle.
+RAY_GPU_FRACTION = 0.25
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Where the cells of a sweep run.
+
+    Attributes:
+        kind: 'process' (one after another in this process; progress within a cell and cancelling work),
+            'pool' (`workers` local processes, spawned; a worker that dies is replaced and its cell sent again)
+            or 'ray' (tasks on the Ray cluster at `address`; a task whose worker or node dies is retried by Ray).
+        workers: processes of the pool.
+        address: Ray: 'auto' (the cluster started on this machine with `ray start`), 'local' (a private
+            cluster of this machine for this sweep), or the head's address ('10.0.0.1:6379', 'ray://...').
+        max_retries: how many times a cell whose worker died is sent again before it is reported failed.
+        num_cpus: Ray: CPUs one cell asks for (and its torch threads unless ENGINE_THREADS is set).
+        resources: Ray: custom resources one cell asks for (e.g. {"sweep": 1} to run only on nodes started
+            with `--resources '{"sweep": 1}'`).
+    """
+
+    kind: str = "process"
+    workers: int = 1
+    address: str | None = None
+    max_retries: int = 2
+    num_cpus: float = 1
+    resources: dict = field(default_factory=dict, hash=False, compare=False)
+
+    def __post_init__(self):
+        if self.kind not in BACKENDS:
+            raise InvalidInputError(f"unknown sweep back end {self.kind!r}; known: {', '.join(BACKENDS)}")
+        if self.kind == "ray" and not self.address:
+            raise InvalidInputError("the ray back end needs an address: 'auto', 'local' or the head's host:port")
+        if self.workers < 1 or self.max_retries < 0:
+            raise InvalidInputError(f"workers must be >= 1 and max_retries >= 0, got {self.workers}, {self.max_retries}")
+
+    @classmethod
+    def from_options(cls, workers: int | None = 1, ray: str | None = None, max_retries: int = 2) -> Backend:
+        """The back end the CLI options ask for: `--ray ADDRESS` wins, else `--workers N` > 1 a pool, else this
+        process.
+
+        Args:
+            workers: local worker processes (None or 1: this process).
+            ray: a Ray address ('auto', 'local', host:port), or None.
+            max_retries: retries of a cell whose worker died.
+
+        Returns:
+            The Backend.
+        """
+        if ray:
+            return cls("ray", address=ray, max_retries=max_retries)
+        if workers and workers > 1:
+            return cls("pool", workers=int(workers), max_retries=max_retries)
+        return cls("process", max_retries=max_retries)
+
+
+@dataclass
+class _Outcome:
+    """A cell's result (or the traceback of its failure) on its way back to the driver."""
+
+    result: CellResult | None
+    error: str | None
+    where: str
+
+
+def _where() -> str:
+    return f"{socket.gethostname()} pid {os.getpid()}"
+
+
+def _execute(compute: Callable, cell, context: CellContext) -> _Outcome:
+    """Run compute(cell, context) and catch its failure as text (a traceback crosses process boundaries as text,
+    whole, where exceptions lose their stack). Cancelled propagates: the user stopped the sweep."""
+    try:
+        result = compute(cell, context)
+    except Cancelled:
+        raise
+    except Exception:
+        return _Outcome(None, traceback.format_exc(), _where())
+    if not isinstance(result, CellResult):
+        return _Outcome(None, f"TypeError: {compute.__qualname__} returned {type(result).__name__}, not a CellResult",
+                        _where())
+    return _Outcome(result, None, _where())
+
+
+def run_cells(cells: Sequence, compute: Callable[[object, CellContext], CellResult], store, run: str, *,
+              backend: Backend | None = None, command: str | None = None,
+              progress: Callable[[int, int, dict], None] | None = None,
+              cell_progress: Callable[[object, int, int], None] | None = None,
+              started: Callable[[dict, str], None] | None = None,
+              should_stop: Callable[[], bool] | None = None, check_weights: bool = True) -> SweepReport:
+    """Compute every cell of `run` not yet in `store` on `backend` and write each to the store as it finishes.
+
+    Args:
+        cells: the sweep's cells (frozen dataclasses with `key()`); those already stored are skipped.
+        compute: a module-level function (workers import it by name) cell, CellContext -> CellResult.
+        store: the ResultsStore written to (only by this process).
+        run: the run folder's name.
+        backend: where to run (default: this process).
+        command: the command line recorded in provenance.
+        progress: progress(i, total, key) after each finished or failed cell (total: the cells to compute).
+        cell_progress: cell_progress(cell, examples done, examples total) within a cell; back end 'process' only.
+        started: started(key, where) when a cell is sent to a worker ('process' and 'pool'; where: host and pid).
+        should_stop: returns True to cancel ('process' only: raises Cancelled between batches).
+        check_weights: refuse cells whose checkpoint's weights differ from the run's earlier cells'.
+
+    Returns:
+        The SweepReport: done, skipped, failed (with tracebacks), retried.
+    """
+    backend = backend or Backend()
+    report = SweepReport(run=run, backend=backend.kind)
+    todo = pending_cells(store, run, cells, report.skipped, check_weights=check_weights)
+    if not todo:
+        return report
+    total = len(todo)
+    count = {"i": 0}
+
+    def finish(cell, outcome: _Outcome | None, error: BaseException | str | None = None, attempt: int = 1) -> None:
+        key = cell.key()
+        if outcome is not None and outcome.error is None:
+            prov = {**outcome.result.provenance,
+                    "sweep": {"backend": backend.kind, "worker": outcome.where, "attempt": attempt}}
+            try:
+                store.write_cell(run, key, outcome.result.rows, prov)
+            except Exception as err:  # e.g. rows without the store's columns: a bug of that cell's kind
+                report.fail(key, err, store.root)
+            else:
+                report.done.append(key)
+                _forget_failure(store, run, key)
+        else:
+            report.fail(key, error if error is not None else outcome.error, store.root)
+        count["i"] += 1
+        if progress is not None:
+            progress(count["i"], total, key)
+
+    if backend.kind == "ray":
+        _run_ray(todo, compute, backend, command, finish, report)
+    elif backend.kind == "pool" and len(todo) > 1:
+        _run_pool(todo, compute, backend, command, finish, report, started)
+    else:
+        for cell in todo:
+            within = None if cell_progress is None else (lambda done, n, _cell=cell: cell_progress(_cell, done, n))
+            if started is not None:
+                started(cell.key(), _where())
+            finish(cell, _execute(compute, cell, CellContext(command, within, should_stop)))
+    return report
+
+
+def _forget_failure(store, run: str, key: dict) -> None:
+    """A cell that failed in an earlier sweep and is now computed keeps no stale traceback file."""
+    from engine.results.store import cell_key
+
+    (store.root / run / "failed" / f"{cell_key(key)}.txt").unlink(missing_ok=True)
+
+
+# -- local process pool ------------------------------------------------------------------------------------
+
+def _pool_worker(conn) -> None:
+    """A pool worker's loop: receive (compute, cell, command, attempt), send back its _Outcome; None ends it."""
+    while True:
+        try:
+            task = conn.recv()
+        except EOFError:  # the driver is gone
+            return
+        if task is None:
+            return
+        compute, cell, command, attempt = task
+        conn.send(_execute(compute, cell, CellContext(command=command, attempt=attempt)))
+
+
+@dataclass
+class _Slot:
+    process: object
+    conn: object
+    task: int | None = None  # index into the cells of the sweep, or None when idle
+
+
+def _run_pool(todo: list, compute, backend: Backend, command, finish, report: SweepReport, started) -> None:
+    """The cells on `backend.workers` spawned processes, one cell at a time each. A worker that dies (killed,
+    out of memory) is replaced, and its cell alone is sent again, up to max_retries times: the driver knows
+    which cell each worker holds, unlike concurrent.futures, whose pool breaks as a whole."""
+    from engine import settings
+
+    settings.set_threads_for_workers(backend.workers)  # workers share the cores: each takes its part
+    ctx = mp.get_context("spawn")  # fork would copy this process's torch threads and locks
+
+    def spawn() -> _Slot:
+        parent, child = ctx.Pipe()
+        process = ctx.Process(target=_pool_worker, args=(child,), daemon=True, name="engine-sweep-worker")
+        process.start()
+        child.close()
+        return _Slot(process, parent)
+
+    queue = deque(range(len(todo)))
+    attempts = [0] * len(todo)
+    slots = [spawn() for _ in range(min(backend.workers, len(todo)))]
+    try:
+        while queue or any(s.task is not None for s in slots):
+            for n, slot in enumerate(slots):
+                if slot.task is None and queue:
+                    if not slot.process.is_alive():  # died while idle: replace it, nothing to retry
+                        slots[n] = slot = spawn()
+                    i = queue.popleft()
+                    attempts[i] += 1
+                    slot.task = i
+                    try:
+                        slot.conn.send((compute, todo[i], command, attempts[i]))
+                    except OSError:  # it died just now: its sentinel says so below, and the cell is sent again
+                        pass
+                    if started is not None:
+                        started(todo[i].key(), f"{socket.gethostname()} pid {slot.process.pid}")
+            busy = [s for s in slots if s.task is not None]
+            wait([s.conn for s in busy] + [s.process.sentinel for s in busy])
+            for n, slot in enumerate(slots):
+                if slot.task is None:
+                    continue
+                outcome = None
+                try:
+                    if slot.conn.poll():
+                        outcome = slot.conn.recv()
+                except (EOFError, OSError):
+                    outcome = None
+                i = slot.task
+                if outcome is not None:
+                    slot.task = None
+                    finish(todo[i], outcome, attempt=attempts[i])
+                    continue
+                if slot.process.is_alive():
+                    continue
+                slot.process.join()
+                why = f"worker {slot.process.pid} died (exit code {slot.process.exitcode}) during attempt {attempts[i]}"
+                _log.warning("cell %s: %s", todo[i].key(), why)
+                slot.conn.close()
+                slots[n] = spawn()
+                if attempts[i] <= backend.max_retries:
+                    report.retried.append((todo[i].key(), why))
+                    queue.appendleft(i)
+                else:
+                    finish(todo[i], None, f"WorkerDied: {why}; gave up after {attempts[i]} attempts")
+    finally:
+        for slot in slots:
+            try:
+                slot.conn.send(None)
+            except (OSError, ValueError):
+                pass
+        deadline = time.time() + 10
+        for slot in slots:
+            slot.process.join(max(0.0, deadline - time.time()))
+            if slot.process.is_alive():  # interrupted mid-cell: its result would be thrown away anyway
+                slot.process.kill()
+                slot.process.join()
+
+
+# -- Ray ----------------------------------------------------------------------------------------------------
+
+def ray_task_options(cluster_gpus: float, fraction: float = RAY_GPU_FRACTION) -> dict:
+    """Ray resources of one cell: a GPU fraction when the cluster has GPUs, none otherwise (CPU-only clusters).
+    Ray then makes the assigned GPU the task's only visible one and gives a GPU task a fresh worker each time."""
+    return {"num_gpus": fraction} if cluster_gpus and cluster_gpus > 0 else {}
+
+
+def ray_device(gpu_ids: Sequence, visible: str | None) -> str:
+    """The torch device of the GPU Ray assigned to this task: ids from `ray.get_gpu_ids()`, `visible` the task's
+    CUDA_VISIBLE_DEVICES (which Ray sets to the assigned ids, so the first assigned GPU is usually cuda:0).
+    'cpu' for a task given no GPU, so it never loads onto a GPU it did not ask for."""
+    if not gpu_ids:
+        return "cpu"
+    first = str(gpu_ids[0])
+    listed = [v.strip() for v in (visible or "").split(",") if v.strip()]
+    return f"cuda:{listed.index(first)}" if first in listed else f"cuda:{first}"
+
+
+def _ray_execute(compute, cell, command) -> _Outcome:
+    """`_execute` in a Ray task, on the device Ray assigned to it."""
+    import ray
+
+    os.environ["ENGINE_DEVICE"] = ray_device(ray.get_gpu_ids(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+    outcome = _execute(compute, cell, CellContext(command=command))
+    outcome.where = f"ray node {ray.get_runtime_context().get_node_id()[:12]}, {outcome.where}"
+    return outcome
+
+
+def ray_runtime_env(num_cpus: float = 1) -> dict:
+    """The environment of the Ray workers: this checkout on PYTHONPATH (nodes run the same code from the same
+    path) and the driver's ENGINE_* settings (models cache, dtype, attention ...; not the device, which Ray
+    assigns), with ENGINE_THREADS = the task's CPUs unless set."""
+    from engine import settings
+
+    env = {name: os.environ[name] for name in settings.SETTINGS if name in os.environ and name != "ENGINE_DEVICE"}
+    env.setdefault("ENGINE_THREADS", str(max(1, int(num_cpus))))
+    paths = [str(settings.PROJECT_ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    return {"env_vars": env}
+
+
+def _run_ray(todo: list, compute, backend: Backend, command, finish, report: SweepReport) -> None:
+    """The cells as Ray tasks. A task whose worker process or node dies is retried by Ray (max_retries; never
+    for an exception of the cell, which comes back as traceback text); one that still fails is reported."""
+    try:
+        import ray
+    except ImportError as err:
+        raise InvalidInputError("--ray needs Ray: pip install 'ray[default]'") from err
+
+    owned = not ray.is_initialized()
+    if owned:
+        env = ray_runtime_env(backend.num_cpus)
+        if backend.address == "local":  # a private cluster for this sweep, kept small: it shares the machine
+            ray.init(num_cpus=max(1, backend.workers), object_store_memory=200_000_000, include_dashboard=False,
+                     runtime_env=env, log_to_driver=False)
+        else:
+            ray.init(address=backend.address, runtime_env=env, log_to_driver=False)
+    try:
+        options = {"num_cpus": backend.num_cpus, "max_retries": backend.max_retries, "retry_exceptions": False,
+                   **ray_task_options(ray.cluster_resources().get("GPU", 0))}
+        if backend.resources:
+            options["resources"] = dict(backend.resources)
+        remote = ray.remote(**options)(_ray_execute)
+        refs = {remote.remote(compute, cell, command): cell for cell in todo}
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            cell = refs[ready[0]]
+            try:
+                outcome = ray.get(ready[0])
+            except Exception as err:  # the task's worker or node died on every attempt: reported, the rest go on
+                finish(cell, None, err)
+            else:
+                finish(cell, outcome)
+    finally:
+        if owned:
+            ray.shutdown()
