@@ -5,6 +5,8 @@ import argparse
 import sys
 import textwrap
 
+from engine.cli.arguments import add_sweep_arguments, sweep_backend
+
 HELP = "erasure metrics (comprehensiveness, sufficiency, AOPC, deletion/insertion, flips, soft) with MaSF shares"
 
 FAMILIES = ("comprehensiveness", "sufficiency", "deletion", "insertion", "decision-flip", "soft")
@@ -76,6 +78,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="also store the agreement between every pair of measures (Krishna et al.: feature, rank, "
                              "sign, signed-rank agreement at top 20%%, Spearman, pairwise rank agreement), per seed")
     parser.add_argument("--run", default="default", help="run folder in <results>/evaluation/. Default: default")
+    add_sweep_arguments(parser, workers_default="1")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -100,6 +103,11 @@ def run(args: argparse.Namespace) -> int:
             options[mid] = (("file_sha256", digest),)
     if not measures:
         raise InvalidInputError("nothing to evaluate: give --measures and/or --scores FILE")
+    backend = sweep_backend(args)
+    if options and backend.kind != "process":
+        # Imported scores are registered in this process's measure registry, which workers do not share.
+        raise InvalidInputError("--scores runs in this process: drop --workers / --ray, or evaluate the imported "
+                                "scores in a separate run")
     args.measures = measures
     unknown = [m for m in args.measures if m not in MEASURES]
     if unknown:
@@ -137,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
             bar.set_postfix_str(f"{cell.model} {cell.measure}: {done}/{total} examples")
 
         report = run_suite(cells, run=args.run, command=command, progress=lambda i, n, key: bar.update(1),
-                           cell_progress=within)
+                           cell_progress=within, backend=backend, batch_size=args.batch_size)
     print(f"{len(report.done)} cells computed, {len(report.skipped)} already in the store, {len(report.failed)} failed "
           f"-> {store.root / args.run}")
     for key, error in report.failed:

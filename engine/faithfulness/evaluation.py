@@ -12,22 +12,22 @@ model, so every measure is counted the same way), and the time and rows of the m
 from __future__ import annotations
 
 import os
-import platform
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from engine import settings
-from engine.faithfulness.benchmark import SweepReport
 from engine.faithfulness.cost import CostMeter, RowCounter, counting_rows
 from engine.faithfulness.erasure import FAMILIES
 from engine.importance.levels import word_ids_of
 from engine.results.store import WHOLE_WORDS
-from engine.runtime import code_version
+from engine.sweeps import Backend, CellContext, CellResult, SweepReport, provenance, run_cells
+from engine.sweeps.cells import shared_lock
 
 ERASURE = "erasure"
 FFIDELITY = "f-fidelity"  # the metric family computed by engine/faithfulness/ffidelity.py beside the erasure families
@@ -99,22 +99,6 @@ class SanityCell:
         return d
 
 
-def _provenance(classifier, command: str, started: float, n_examples: int, extra: dict, masf=None) -> dict:
-    from engine.models.checkpoint import weights_sha256
-    from engine.ood import masf_provenance
-    from engine.runtime import runtime_record
-
-    meta = classifier.metadata
-    return {"command": command, "code_version": code_version(), "checkpoint": classifier.id,
-            "checkpoint_sha256": weights_sha256(classifier.folder), "checkpoint_code_version": meta.get("code_version"),
-            "masf": masf_provenance(masf), "target": "gold label", "n_examples": n_examples,
-            "seconds": round(time.time() - started, 1),
-            "machine": f"{platform.machine()} {os.cpu_count()} cpus, {classifier.device}",
-            "runtime": runtime_record(classifier.device),
-            "model_runtime": classifier.runtime,  # dtype and attention kernel the numbers were computed with
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **extra}
-
-
 def _cell_inputs(cell) -> tuple:
     """Seed the process for `cell` and return (its classifier, the examples of its split, first `limit`), the
     dataset checked against the model's classes."""
@@ -130,12 +114,19 @@ def _cell_inputs(cell) -> tuple:
     return classifier, dataset.split(cell.split)[: cell.limit]
 
 
-def run_evaluation_cell(cell: EvaluationCell, results_dir: str | os.PathLike | None = None, run: str = "default",
-                        command: str = "engine.faithfulness.evaluation.run_evaluation_cell", batch_size: int = 32,
-                        progress: Callable[[int, int], None] | None = None,
-                        should_stop: Callable[[], bool] | None = None) -> dict:
-    """Compute one erasure cell and write it to the evaluation store; returns the cell key.
-    progress(done, total): examples finished in this cell."""
+def compute_evaluation_cell(cell: EvaluationCell, context: CellContext, batch_size: int = 32) -> CellResult:
+    """Compute one erasure cell.
+
+    Args:
+        cell: the EvaluationCell.
+        context: command (recorded in provenance), progress(done, total) (examples finished), should_stop.
+        batch_size: inputs explained per batch.
+
+    Returns:
+        CellResult: one row per (metric, level) with its mean, SD, MaSF share and p-value and the cost; provenance.
+    """
+    command = context.command or "engine.faithfulness.evaluation.run_evaluation_cell"
+    progress, should_stop = context.progress, context.should_stop
     from engine.faithfulness.erasure import better, erasure_metrics
     from engine.importance import get_explainer
     from engine.ood import MaSF, load_or_fit_masf
@@ -156,7 +147,8 @@ def run_evaluation_cell(cell: EvaluationCell, results_dir: str | os.PathLike | N
                                 f"removal 'mask', no whole words and a masked-fine-tuned model ({cell.model!r} is "
                                 f"{meta.get('strategy')!r})")
     erasure_families = [m for m in cell.metrics if m != FFIDELITY]
-    masf = load_or_fit_masf(classifier, cell.dataset)
+    with shared_lock(f"masf-{cell.model}-{cell.dataset}"):  # cells of one checkpoint at once fit it once
+        masf = load_or_fit_masf(classifier, cell.dataset)
     options = dict(cell.options)
     explainer = get_explainer(cell.measure, classifier, memo=False,
                               **({"seed": cell.seed} if cell.measure == "random" else {}), **options)
@@ -217,7 +209,7 @@ def run_evaluation_cell(cell: EvaluationCell, results_dir: str | os.PathLike | N
             "metric_seconds_per_input": metrics_s / n, "metric_forward_rows": metric_rows.forward / n,
         })
     tidy = pd.DataFrame(rows_out)
-    provenance = _provenance(classifier, command, started, n, {
+    record = provenance(command, started, classifier, masf=masf, n_examples=n, target="gold label", **{
         "measure_options": {**explainer.options}, "removal": cell.removal, "metrics": list(cell.metrics),
         "soft_draws": cell.soft_draws, "soft_seed": cell.seed, "bins": parts[0].options["bins"],
         "curve_ratios": parts[0].options["ratios"],
@@ -226,17 +218,38 @@ def run_evaluation_cell(cell: EvaluationCell, results_dir: str | os.PathLike | N
         "cost": {**cost, "metric_seconds": round(metrics_s, 2),
                  "metric_forward_rows": metric_rows.forward, "mean_tokens": float(np.mean(lengths)),
                  "max_tokens": int(np.max(lengths))},
-    }, masf=masf)
-    evaluation_store(results_dir).write_cell(run, cell.key(), tidy, provenance)
+    })
+    return CellResult(tidy, record)
+
+
+def run_evaluation_cell(cell: EvaluationCell, results_dir: str | os.PathLike | None = None, run: str = "default",
+                        command: str = "engine.faithfulness.evaluation.run_evaluation_cell", batch_size: int = 32,
+                        progress: Callable[[int, int], None] | None = None,
+                        should_stop: Callable[[], bool] | None = None) -> dict:
+    """Compute one erasure cell in this process and write it to the evaluation store; returns the cell key.
+    progress(done, total): examples finished in this cell."""
+    return _write(cell, compute_evaluation_cell(cell, CellContext(command, progress, should_stop), batch_size),
+                  results_dir, run)
+
+
+def _write(cell, result: CellResult, results_dir, run: str) -> dict:
+    evaluation_store(results_dir).write_cell(run, cell.key(), result.rows, result.provenance)
     return cell.key()
 
 
-def run_sanity_cell(cell: SanityCell, results_dir: str | os.PathLike | None = None, run: str = "default",
-                    command: str = "engine.faithfulness.evaluation.run_sanity_cell",
-                    progress: Callable[[int, int], None] | None = None,
-                    should_stop: Callable[[], bool] | None = None) -> dict:
+def compute_sanity_cell(cell: SanityCell, context: CellContext) -> CellResult:
     """Compute one sanity cell (one measure, one check) on the first `limit` examples of the split (gold labels
-    explained) and write it to the evaluation store."""
+    explained).
+
+    Args:
+        cell: the SanityCell.
+        context: command, progress(done, total) (stages done, model check), should_stop.
+
+    Returns:
+        CellResult: one row per randomisation stage (mean Spearman with its CI) and the provenance.
+    """
+    command = context.command or "engine.faithfulness.evaluation.run_sanity_cell"
+    progress, should_stop = context.progress, context.should_stop
     from engine.sanity import cascading_randomisation, sanity_summary
     from engine.sanity.labels import label_randomisation, train_label_randomised
 
@@ -262,40 +275,71 @@ def run_sanity_cell(cell: SanityCell, results_dir: str | os.PathLike | None = No
                           method=SANITY_CHECKS[cell.check], step=summary["stage_index"],
                           ratio=summary["stage_index"] / max(1, summary["stage_index"].max()), metric="spearman",
                           value=summary["spearman"], p_value=float("nan"), n_examples=len(examples), better="lower")
-    provenance = _provenance(classifier, command, started, len(examples), {
+    record = provenance(command, started, classifier, n_examples=len(examples), target="gold label", **{
         "check": cell.check, "measure_options": dict(cell.options), "pass_rule":
         "upper end of the 95% BCa CI of the mean Spearman after full randomisation below 0.5 (ours)", **extra})
-    evaluation_store(results_dir).write_cell(run, cell.key(), tidy, provenance)
-    return cell.key()
+    return CellResult(tidy, record)
+
+
+def run_sanity_cell(cell: SanityCell, results_dir: str | os.PathLike | None = None, run: str = "default",
+                    command: str = "engine.faithfulness.evaluation.run_sanity_cell",
+                    progress: Callable[[int, int], None] | None = None,
+                    should_stop: Callable[[], bool] | None = None) -> dict:
+    """Compute one sanity cell in this process and write it to the evaluation store; returns the cell key."""
+    return _write(cell, compute_sanity_cell(cell, CellContext(command, progress, should_stop)), results_dir, run)
+
+
+def compute_suite_cell(cell, context: CellContext, batch_size: int = 32) -> CellResult:
+    """The compute function of the evaluation suite: an EvaluationCell, SanityCell or AgreementCell.
+
+    Args:
+        cell: the cell.
+        context: as the executor gives it.
+        batch_size: inputs explained per batch (erasure and agreement cells).
+
+    Returns:
+        The cell's CellResult.
+    """
+    if isinstance(cell, EvaluationCell):
+        return compute_evaluation_cell(cell, context, batch_size)
+    if isinstance(cell, AgreementCell):
+        return compute_agreement_cell(cell, context, batch_size)
+    if isinstance(cell, SanityCell):
+        return compute_sanity_cell(cell, context)
+    from engine.errors import InvalidInputError
+
+    raise InvalidInputError(f"not a cell of the evaluation suite: {type(cell).__name__} (EvaluationCell, SanityCell "
+                            f"or AgreementCell)")
 
 
 def run_suite(cells: Sequence, run: str = "default",
               results_dir: str | os.PathLike | None = None, command: str = "engine.faithfulness.evaluation.run_suite",
               progress: Callable[[int, int, dict], None] | None = None,
               cell_progress: Callable[[object, int, int], None] | None = None,
-              should_stop: Callable[[], bool] | None = None) -> SweepReport:
-    """Run every cell not yet in the evaluation store (an interrupted sweep resumes where it stopped); a failed
-    cell is reported and the others go on. Cells of a run must come from the same weights as the run's earlier
-    cells of the same checkpoint (checked before any work, as the benchmarks do)."""
-    from engine.errors import Cancelled
-    from engine.faithfulness.benchmark import pending_cells
+              should_stop: Callable[[], bool] | None = None, backend: Backend | None = None,
+              batch_size: int = 32, started: Callable[[dict, str], None] | None = None) -> SweepReport:
+    """Run every cell not yet in the evaluation store (engine.sweeps.run_cells with `compute_suite_cell`): an
+    interrupted sweep resumes where it stopped, a failed cell is reported and the others go on. Cells of a run
+    must come from the same weights as the run's earlier cells of the same checkpoint (checked before any work).
 
-    store = evaluation_store(results_dir)
-    report = SweepReport(run=run)
-    todo = pending_cells(store, run, cells, report.skipped)
-    for i, cell in enumerate(todo, 1):
-        within = None if cell_progress is None else (lambda done, n, _cell=cell: cell_progress(_cell, done, n))
-        runner = (run_evaluation_cell if isinstance(cell, EvaluationCell) else
-                  run_agreement_cell if isinstance(cell, AgreementCell) else run_sanity_cell)
-        try:
-            report.done.append(runner(cell, store.root, run, command=command, progress=within, should_stop=should_stop))
-        except Cancelled:
-            raise
-        except Exception as err:  # one cell's failure (a missing checkpoint) must not stop the sweep
-            report.fail(cell.key(), err, store.root)
-        if progress is not None:
-            progress(i, len(todo), cell.key())
-    return report
+    Args:
+        cells: EvaluationCell, SanityCell and AgreementCell objects.
+        run: the run folder in the evaluation store.
+        results_dir: the evaluation store's root (default: <results>/evaluation).
+        command: the command line recorded in provenance.
+        progress: progress(i, total, key) after each cell.
+        cell_progress: cell_progress(cell, done, total) within a cell (in this process only).
+        should_stop: returns True to cancel (in this process only: raises Cancelled).
+        backend: an engine.sweeps.Backend (default: this process).
+        batch_size: inputs explained per batch.
+        started: started(key, where) when a cell is sent to a worker.
+
+    Returns:
+        The SweepReport.
+    """
+    compute = compute_suite_cell if batch_size == 32 else partial(compute_suite_cell, batch_size=batch_size)
+    return run_cells(cells, compute, evaluation_store(results_dir), run, backend=backend, command=command,
+                     progress=progress, cell_progress=cell_progress, started=started, should_stop=should_stop)
 
 
 def evaluation_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -376,11 +420,19 @@ class AgreementCell:
         return d
 
 
-def run_agreement_cell(cell: AgreementCell, results_dir: str | os.PathLike | None = None, run: str = "default",
-                       command: str = "engine.faithfulness.evaluation.run_agreement_cell", batch_size: int = 32,
-                       progress: Callable[[int, int], None] | None = None,
-                       should_stop: Callable[[], bool] | None = None) -> dict:
-    """The dataset-level agreement table (measure_agreement.agreement_matrix) as one cell of the evaluation store."""
+def compute_agreement_cell(cell: AgreementCell, context: CellContext, batch_size: int = 32) -> CellResult:
+    """The dataset-level agreement table (measure_agreement.agreement_matrix) as one cell.
+
+    Args:
+        cell: the AgreementCell.
+        context: command, progress(done, total) (examples explained), should_stop.
+        batch_size: inputs explained per batch.
+
+    Returns:
+        CellResult: one row per pair of measures and agreement statistic, and the provenance.
+    """
+    command = context.command or "engine.faithfulness.evaluation.run_agreement_cell"
+    progress, should_stop = context.progress, context.should_stop
     from engine.faithfulness.measure_agreement import agreement_matrix
     from engine.importance import get_explainer
 
@@ -402,7 +454,15 @@ def run_agreement_cell(cell: AgreementCell, results_dir: str | os.PathLike | Non
                         strategy=meta.get("strategy"), base_model=meta.get("base_model"), method=AGREEMENT,
                         measure=table["measure_a"] + " ~ " + table["measure_b"], step=0, ratio=float("nan"),
                         value=table["mean"], p_value=float("nan"), n_examples=len(examples))
-    provenance = _provenance(classifier, command, started, len(examples),
-                             {"top_fraction": cell.top_fraction, "top_k_by": "magnitude (Krishna et al.)"})
-    evaluation_store(results_dir).write_cell(run, cell.key(), tidy, provenance)
-    return cell.key()
+    record = provenance(command, started, classifier, n_examples=len(examples), target="gold label",
+                        top_fraction=cell.top_fraction, top_k_by="magnitude (Krishna et al.)")
+    return CellResult(tidy, record)
+
+
+def run_agreement_cell(cell: AgreementCell, results_dir: str | os.PathLike | None = None, run: str = "default",
+                       command: str = "engine.faithfulness.evaluation.run_agreement_cell", batch_size: int = 32,
+                       progress: Callable[[int, int], None] | None = None,
+                       should_stop: Callable[[], bool] | None = None) -> dict:
+    """The agreement cell computed in this process and written to the evaluation store; returns the cell key."""
+    return _write(cell, compute_agreement_cell(cell, CellContext(command, progress, should_stop), batch_size),
+                  results_dir, run)
