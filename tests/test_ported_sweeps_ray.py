@@ -12,6 +12,7 @@ import torch
 from engine.runtime import PROJECT_ROOT
 
 ray = pytest.importorskip("ray")
+pytestmark = pytest.mark.ray
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +43,7 @@ def _same(a: pd.DataFrame, b: pd.DataFrame, order: list[str]) -> None:
     pd.testing.assert_frame_equal(a, b)
 
 
-def test_roar_simulability_attention_and_sanity_on_ray_equal_one_process(cluster):
+def test_roar_sanity_simulability_and_attention_on_ray_equal_one_process(cluster):
     from engine.attention.results import load_attention_results
     from engine.attention.runner import run_attention_diagnostics
     from engine.faithfulness.retraining import run_retraining_sweep
@@ -62,6 +63,22 @@ def test_roar_simulability_attention_and_sanity_on_ray_equal_one_process(cluster
     assert report.backend == "ray"
     _same(ResultsStore(cluster / "one").load("roar"), ResultsStore(cluster / "ray").load("roar"),
           ["method", "measure", "ratio"])
+
+    # Sanity: cascading and label randomisation of two measures (one label-randomised twin, trained by one task)
+    from engine.faithfulness.evaluation import SanityCell, evaluation_store, run_suite
+    from engine.sweeps import Backend
+
+    quick = train_classifier(TrainConfig(base_model="tiny", dataset="toy", strategy="masked", epochs=1, lr=3e-4,
+                                         batch_size=16, train_limit=48, eval_limit=16), show_progress_bar=False)
+    save_classifier(quick, "quick-toy")
+    cells = [SanityCell(model="quick-toy", dataset="toy", measure=m, seed=0, check=c, limit=8)
+             for c in ("labels", "model") for m in ("random", "grad-l2")]
+    on_ray = run_suite(cells, run="s", results_dir=cluster / "ray" / "evaluation", backend=Backend("ray", address="local"))
+    assert not on_ray.failed and len(on_ray.done) == 4, on_ray.failed
+    here = run_suite(cells, run="s", results_dir=cluster / "one" / "evaluation")  # loads the twin the task trained
+    assert not here.failed and len(here.done) == 4, here.failed
+    _same(evaluation_store(cluster / "one" / "evaluation").load("s"), evaluation_store(cluster / "ray" / "evaluation").load("s"),
+          ["method", "measure", "step"])
 
     # Simulability: a teacher precomputed here, students (one of them SMaT) trained in Ray tasks
     teacher = train_classifier(TrainConfig(base_model="tiny", dataset="toy", strategy="masked", epochs=1, lr=3e-4,

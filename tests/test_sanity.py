@@ -97,9 +97,8 @@ def test_label_randomisation_trains_on_permuted_labels_and_compares_scores(toy_c
 
 def test_sanity_sweep_in_a_pool_equals_one_process_and_trains_each_twin_once(tmp_path, monkeypatch):
     """`python -m engine sanity --workers 2`: both checks of two measures computed by two spawned workers (one
-    thread each) give the same Spearman rows, bit for bit, as one process; the label-randomised twin, needed by
-    both measures' label cells, is trained once (the other cell waits for it and loads it); a second call computes
-    nothing."""
+    thread each) give the same Spearman rows, bit for bit, as one process; the label-randomised twin both label
+    cells need is saved once, under its one id; a second call writes nothing."""
     import argparse
 
     import pandas as pd
