@@ -71,6 +71,9 @@ def test_diagnostics_sweep_in_a_pool_equals_one_process_resumes_and_reads_back_l
 
     monkeypatch.setenv("ENGINE_THREADS", "1")
     monkeypatch.setenv("ENGINE_USER_DIR", str(tmp_path / "user"))
+    # Every adversary qualifies (a 1-epoch adversary on toy rarely moves attention past W&P's 0.4), so the third
+    # wave, the MLP guided by the best adversary's attention, runs too.
+    monkeypatch.setattr("engine.attention.runner.JSD_THRESHOLD", -1.0)
     read = {}
     for name, workers in (("one", 1), ("pool", 2)):
         monkeypatch.setenv("ENGINE_MODELS_CACHE", str(tmp_path / f"cache-{name}"))
@@ -78,7 +81,7 @@ def test_diagnostics_sweep_in_a_pool_equals_one_process_resumes_and_reads_back_l
         report = run_attention_diagnostics("toy", seeds=2, lambdas=[0.5], epochs=1, adversary_epochs=1, mlp_epochs=1,
                                            run="r", results_dir=results, log=lambda m: None, workers=workers)
         assert not report.failed, report.failed
-        assert len(report.done) >= 7  # base, uniform, seed 1, one adversary, three guided MLPs (+ the adversary's)
+        assert len(report.done) == 8  # base, uniform, seed 1, one adversary, four guided MLPs
         assert attention_runs(results) == [("r", "toy")]
         read[name] = load_attention_results("r", "toy", results)
     (one_summary, one_var, one_adv), (pool_summary, pool_var, pool_adv) = read["one"], read["pool"]
@@ -86,7 +89,8 @@ def test_diagnostics_sweep_in_a_pool_equals_one_process_resumes_and_reads_back_l
     assert strip(one_summary) == strip(pool_summary)
     pd.testing.assert_frame_equal(one_var, pool_var)
     pd.testing.assert_frame_equal(one_adv.drop(columns="model"), pool_adv.drop(columns="model"))
-    assert set(one_summary["guided_mlp"]) >= {"uniform", "trained", "base_lstm"}
+    assert list(one_summary["guided_mlp"]) == ["uniform", "trained", "base_lstm", "adversary"]
+    assert one_summary["best_adversary"]["lambda"] == 0.5
     assert one_summary["base_model"] == "bilstm-toy-plain-s0" and len(one_var) == 40 and set(one_var["seed"]) == {1}
     shipped = load_attention_results("default", "rt", PROJECT_ROOT / "results")
     assert list(one_var.columns) == list(shipped[1].columns)
