@@ -1,6 +1,6 @@
 """engine.atomic, and the writers built on it: a process SIGKILLed at any step of a write leaves the old
 version or the new one complete, never a part (checkpoints, registered copies, the attention runner's
-files).
+cells).
 
 The kill tests fork a child that does the write; the child stops at its k-th file-system step (before or
 after each rename, exchange or delete, or half-way through writing a file) and the parent kills it there
@@ -235,29 +235,26 @@ def test_a_registered_copy_overwrite_killed_at_any_step_leaves_the_old_or_the_ne
     assert files(copy) == expected["new"]
 
 
-def test_the_attention_runner_killed_mid_write_leaves_each_file_old_or_new_never_truncated(tmp_path):
-    """The attention runner's three files, killed half-way through writing each: every file still reads back
-    as the old or the new version (they used to be written in place)."""
-    from engine.attention.runner import write_outputs
+def test_an_attention_cell_killed_mid_write_is_never_seen_half_written(tmp_path):
+    """The attention diagnostics are store cells now (they used to be three files written in place): a write of a
+    cell killed at any step, half-way through its rows included, leaves either no cell (it is computed again) or
+    the whole cell, and the store's reader never meets a truncated file."""
+    from engine.attention.runner import AttentionCell, attention_store
 
-    out = tmp_path / "attention" / "default"
-    old = (pd.DataFrame({"seed": [1, 2], "jsd": [0.1, 0.2]}), pd.DataFrame({"model": ["a"], "tvd": [0.3]}), {"v": "old"})
-    new = (pd.DataFrame({"seed": [1, 2, 3], "jsd": [0.4, 0.5, 0.6]}), pd.DataFrame({"model": ["b", "c"], "tvd": [0.7, 0.8]}),
-           {"v": "new"})
-    write_outputs(out, "rt", *old)
+    store = attention_store(tmp_path)
+    key = AttentionCell(dataset="rt", part="base").key()
+    rows = pd.DataFrame({"model": ["m"] * 2, "seed": [0, 0], "dataset": ["rt"] * 2, "measure": ["base"] * 2,
+                         "strategy": ["plain"] * 2, "step": [0, 0], "ratio": [float("nan")] * 2,
+                         "metric": ["accuracy", "f1_positive"], "value": [0.75, 0.76], "p_value": [float("nan")] * 2})
 
     def check():
-        import json
+        data = store.load("r") if (store.root / "r" / "cells").is_dir() else pd.DataFrame()
+        if store.has_cell("r", key):
+            assert data[["metric", "value"]].equals(rows[["metric", "value"]])
+            return "whole"
+        assert data.empty
+        return "absent"
 
-        got = []
-        for i, name in enumerate(("rt_seed_variance.parquet", "rt_adversaries.parquet")):
-            frame = pd.read_parquet(out / name)
-            assert frame.equals(old[i]) or frame.equals(new[i])
-            got.append("old" if frame.equals(old[i]) else "new")
-        summary = json.loads((out / "rt_summary.json").read_text(encoding="utf-8"))
-        assert summary in (old[2], new[2])
-        return tuple(got)
-
-    found = _kill_at_every_step(tmp_path, lambda: write_outputs(out, "rt", *new), check, half_writes=True)
+    found = _kill_at_every_step(tmp_path, lambda: store.write_cell("r", key, rows, {"v": 1}), check, half_writes=True)
     assert any("half-way" in where for where, _ in found), found
-    assert pd.read_parquet(out / "rt_adversaries.parquet").equals(new[1])
+    assert {tag for _, tag in found} <= {"absent", "whole"} and store.has_cell("r", key)

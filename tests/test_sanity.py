@@ -93,3 +93,47 @@ def test_label_randomisation_trains_on_permuted_labels_and_compares_scores(toy_c
     assert len(rows) == 2 * len(TEXTS)
     means = rows.groupby("measure")["spearman"].mean()
     assert means["random"] == pytest.approx(1.0) and means["x-grad-sign"] < 0.9
+
+
+def test_sanity_sweep_in_a_pool_equals_one_process_and_trains_each_twin_once(tmp_path, monkeypatch):
+    """`python -m engine sanity --workers 2`: both checks of two measures computed by two spawned workers (one
+    thread each) give the same Spearman rows, bit for bit, as one process; the label-randomised twin both label
+    cells need is saved once, under its one id; a second call writes nothing."""
+    import argparse
+
+    import pandas as pd
+
+    from engine.cli import sanity as cli
+    from engine.faithfulness.evaluation import evaluation_store
+    from engine.models import TrainConfig, save_classifier, train_classifier
+
+    monkeypatch.setenv("ENGINE_THREADS", "1")
+    monkeypatch.setenv("ENGINE_USER_DIR", str(tmp_path / "user"))
+    quick = TrainConfig(base_model="tiny", dataset="toy", strategy="masked", epochs=1, lr=3e-4, batch_size=16,
+                        train_limit=48, eval_limit=16)
+    model = train_classifier(quick, show_progress_bar=False)
+    parser = argparse.ArgumentParser()
+    cli.configure(parser)
+    loaded = {}
+    for name, workers in (("one", "1"), ("pool", "2")):
+        cache = tmp_path / f"cache-{name}"
+        monkeypatch.setenv("ENGINE_MODELS_CACHE", str(cache))
+        monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / name))
+        save_classifier(model, "quick-toy")
+        args = parser.parse_args(["--model", "quick-toy", "--dataset", "toy", "--measures", "random", "grad-l2",
+                                  "--limit", "8", "--workers", workers, "--run", "s"])
+        args.command_line = "python -m engine sanity ..."
+        assert cli.run(args) == 0
+        loaded[name] = evaluation_store().load("s")
+        twins = [p.name for p in cache.iterdir() if "labels-permuted" in p.name]
+        assert twins == ["quick-toy-labels-permuted-p0"]
+    columns = ["method", "measure", "step", "value", "spearman_abs"]
+    a, b = (loaded[n][columns].sort_values(columns[:3]).reset_index(drop=True) for n in ("one", "pool"))
+    assert len(a) > 0 and set(a["method"]) == {"sanity: cascading model randomisation", "sanity: label randomisation"}
+    pd.testing.assert_frame_equal(a, b)
+    args = parser.parse_args(["--model", "quick-toy", "--dataset", "toy", "--measures", "random", "grad-l2",
+                              "--limit", "8", "--workers", "2", "--run", "s"])
+    args.command_line = "python -m engine sanity ..."
+    before = sorted(p.stat().st_mtime_ns for p in (tmp_path / "pool" / "evaluation" / "s" / "cells").iterdir())
+    assert cli.run(args) == 0
+    assert sorted(p.stat().st_mtime_ns for p in (tmp_path / "pool" / "evaluation" / "s" / "cells").iterdir()) == before

@@ -308,6 +308,35 @@ def test_cancelling_keeps_finished_cells_and_writes_no_partial_one(saved_teacher
     assert sorted(stored[stored["metric"] == "simulation accuracy"]["seed"]) == [0]
 
 
+def test_pool_run_equals_the_one_process_run_and_stores_the_same_learned_weights(saved_teacher, tmp_path, monkeypatch):
+    """Students trained by two spawned workers (one thread each) give the same rows, bit for bit, as in one
+    process (the teacher precomputed once by the driver and shipped with each cell); SMaT's head weights, written
+    by the driver, are the same record; a second pool run computes nothing."""
+    import pandas as pd
+
+    from engine.simulability.learned import read_head_weights
+    from engine.simulability.runner import run_simulability, simulability_store
+    from engine.simulability.training import StudentConfig
+
+    monkeypatch.setenv("ENGINE_THREADS", "1")
+    options = dict(budgets=[16], seeds=[0, 1], explainers=["none", "smat"], validation_limit=16, test_limit=16,
+                   config=StudentConfig(max_epochs=2, patience=1, batch_size=8))
+    rows, weights = {}, {}
+    for name, workers in (("one", 1), ("pool", 2)):
+        report = run_simulability("toy-teacher", results_dir=str(tmp_path / name), workers=workers, **options)
+        assert not report.failed, report.failed
+        assert len(report.done) == 4 and report.backend == ("pool" if workers > 1 else "process")
+        data = simulability_store(str(tmp_path / name)).load()
+        rows[name] = data.drop(columns=["run"]).sort_values(["measure", "seed", "metric", "step", "layer", "head"],
+                                                            kind="stable").reset_index(drop=True)
+        record = read_head_weights(saved_teacher)
+        weights[name] = (record["weights"], record["phi"], record["provenance"]["budget"], record["provenance"]["seed"])
+    pd.testing.assert_frame_equal(rows["one"], rows["pool"])
+    assert weights["one"] == weights["pool"] and weights["one"][2:] == (16, 0), "largest budget, then smallest seed"
+    again = run_simulability("toy-teacher", results_dir=str(tmp_path / "pool"), workers=2, **options)
+    assert again.done == [] and len(again.skipped) == 4
+
+
 def _fake_run(results_dir):
     """A small simulability run written straight into the store (no training): 2 explainers x 2 budgets x 2 seeds,
     SMaT's head weights at two steps, sentence AUCs and single-head AUCs."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 import argparse
 import textwrap
 
-from engine.cli.arguments import print_area_table, ratios
+from engine.cli.arguments import add_sweep_arguments, print_area_table, ratios
+from engine.cli.sweep_report import print_sweep_report
 from engine.models.metadata import STRATEGIES
 
 HELP = "ROAR / Recursive ROAR with retraining: one curve per measure, seed and method (resumable)"
@@ -17,7 +18,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
             the previous level explains the already-masked data; `roar` (Hooker et al. 2019): the level-0
             model's ranking is used for every level. The level-0 model of each seed is trained once and saved
             in models_cache (or reused when one with the same config is there). Writes tidy rows with
-            provenance to results/<run>/; cells already there are skipped. Include `random`: RACU compares
+            provenance to results/<run>/; cells already there are skipped. With --workers or --ray the curves
+            are computed in parallel (the same numbers). Include `random`: RACU compares
             against it. Cost: one training per level, measure, method and seed (see the README for timings).
 
             Example (R-ROAR appendix C.1 BiLSTM-attention on rt, 3 seeds):
@@ -43,6 +45,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--train-limit", type=int, default=None, help="only the first N training examples (quick trials)")
     parser.add_argument("--eval-limit", type=int, default=None, help="only the first N validation and test examples")
     parser.add_argument("--run", default="roar", help="results/<run>/. Default: roar")
+    add_sweep_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,13 +69,13 @@ def run(args: argparse.Namespace) -> int:
     def progress(info):
         bar.total = info["trainings_total"]
         bar.n = info["trainings_done"]
-        bar.set_postfix_str(f"{info['measure']} seed {info['seed']} level {info['level']}: {info['value']:.3f}")
+        bar.set_postfix_str(f"{info['measure']} seed {info['seed']}")
         bar.refresh()
 
     report = run_retraining_sweep(config, args.measures, args.seeds, methods=args.methods, strategy=args.levels,
                                   levels=levels, run=args.run, log=lambda m: tqdm.write(f"== {m}"), progress=progress,
-                                  command=args.command_line)
+                                  command=args.command_line, workers=args.workers, ray=args.ray)
     bar.close()
-    print(f"{len(report['done'])} curves computed, {len(report['skipped'])} already in the store")
+    print_sweep_report(report, "curves")
     print_area_table(args.run)
-    return 0
+    return 1 if report.failed else 0

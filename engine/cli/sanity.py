@@ -5,6 +5,8 @@ import argparse
 import sys
 import textwrap
 
+from engine.cli.arguments import add_sweep_arguments, sweep_backend
+
 HELP = "sanity checks: cascading model randomisation and label randomisation, per measure"
 
 
@@ -16,7 +18,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         models_cache as <model>-labels-permuted-p<seed>). After each stage the Spearman correlation of each
         measure's scores with those on the trained model is averaged over the inputs (gold label explained);
         after full randomisation it comes with a 95% BCa CI. Pass rule (ours): the CI's upper end below 0.5.
-        One cell per (model, check, measure, seed) in <results>/evaluation/<run>/, resumable.""")
+        One cell per (model, check, measure, seed) in <results>/evaluation/<run>/, resumable; --workers / --ray
+        compute the cells in parallel, with the same numbers (a label-randomised twin is trained once, by the
+        first cell that needs it).""")
     parser.epilog = textwrap.dedent("""\
         examples:
           python -m engine sanity --model tiny-rt-masked-s0 --dataset rt --measures random grad-l2 ig-sign --limit 100
@@ -33,11 +37,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", default="test", help="dataset split. Default: test")
     parser.add_argument("--limit", type=int, default=100, help="first N examples of the split. Default: 100")
     parser.add_argument("--run", default="sanity", help="run folder in <results>/evaluation/. Default: sanity")
+    add_sweep_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from engine.cli.sweep_report import print_sweep_report
     from engine.errors import InvalidInputError
     from engine.faithfulness.evaluation import SanityCell, evaluation_store, run_suite
     from engine.importance import MEASURES
@@ -59,11 +65,9 @@ def run(args: argparse.Namespace) -> int:
     store = evaluation_store()
     with tqdm(total=len(cells), desc=f"sanity {args.run}", unit="cell") as bar:
         bar.update(sum(store.has_cell(args.run, c.key()) for c in cells))
-        report = run_suite(cells, run=args.run, command=command, progress=lambda i, n, key: bar.update(1))
-    print(f"{len(report.done)} cells computed, {len(report.skipped)} already in the store, {len(report.failed)} failed "
-          f"-> {store.root / args.run}")
-    for key, error in report.failed:
-        print(f"  failed {key['model']} {key['measure']} {key['check']} seed {key['seed']}: {error}", file=sys.stderr)
+        report = run_suite(cells, run=args.run, command=command, progress=lambda i, n, key: bar.update(1),
+                           backend=sweep_backend(args))
+    print_sweep_report(report, "cells", str(store.root / args.run))
     data = store.load(args.run)
     if not data.empty and "passes" in data.columns:
         final = data[data["passes"].notna()]

@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import textwrap
 
+from engine.cli.arguments import add_sweep_arguments
+
 HELP = "simulability: train students to simulate a frozen teacher, scaffolded by its explanations (SMaT)"
 
 EXPLAINER_CHOICES = ("none", "grad-l2", "x-grad-sign", "ig-sign", "attention-all", "attention-last", "smat", "oracle",
@@ -25,7 +27,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         averaged), smat (learned), and the controls oracle (gold rationales, bAbI only) and random.
 
         Each (explainer, budget, seed) is one cell in <results>/simulability/<run>/ with its provenance;
-        finished cells are skipped, so an interrupted run resumes. Ctrl-C stops after the current step.
+        finished cells are skipped, so an interrupted run resumes. Ctrl-C stops after the current step (in one
+        process; --workers / --ray train the students in parallel, with the same numbers).
         Small models run fastest with one thread on a shared CPU: ENGINE_THREADS=1.
 
         Examples:
@@ -65,13 +68,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-save-weights", action="store_true", help="do not store the learned head weights beside "
                         "the teacher checkpoint (the `smat` measure reads them)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_sweep_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     import signal
+    import time
 
     from tqdm.auto import tqdm
 
+    from engine.cli.sweep_report import print_sweep_report
     from engine.simulability.runner import run_simulability
     from engine.simulability.training import StudentConfig
 
@@ -91,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         bar.n = done
         bar.refresh()
 
+    started = time.time()
     previous = signal.signal(signal.SIGINT, ask_stop)
     try:
         report = run_simulability(
@@ -99,14 +106,13 @@ def run(args: argparse.Namespace) -> int:
             test_limit=args.test_limit, pool_size=args.pool_size, plausibility_limit=args.plausibility_limit,
             command=getattr(args, "command_line", "python -m engine simulability"),
             save_head_weights=not args.no_save_weights, progress=progress, status=bar.write if not args.quiet else None,
-            should_stop=lambda: stop["asked"])
+            should_stop=lambda: stop["asked"], workers=args.workers, ray=args.ray)
     finally:
         signal.signal(signal.SIGINT, previous)
         bar.close()
-    print(f"run {report.run}: {len(report.done)} cells computed, {len(report.skipped)} already stored "
-          f"({report.seconds:.0f} s)")
+    print_sweep_report(report, "cells", f"run {report.run}, {time.time() - started:.0f} s")
     _print_table(report.run)
-    return 0
+    return 1 if report.failed else 0
 
 
 def _print_table(run: str) -> None:

@@ -1,9 +1,11 @@
-"""ROAR / Recursive ROAR sweeps into the results store (the retraining counterpart of benchmark.py).
+"""ROAR / Recursive ROAR sweeps into the results store (the retraining counterpart of benchmark.py), on
+engine.sweeps: in this process, on a local process pool or on a Ray cluster, with the same results.
 
 A cell is (base model config, dataset, measure, seed, method) with method `roar` or `recursive-roar`;
 its curve is the test metric of the model retrained at each masking level (engine.faithfulness.roar).
 The level-0 model of each seed is trained once, saved in models_cache and shared by every measure and
-method of that seed, as in R-ROAR. Rows are tidy like the recursive-masking cells, with a `method`
+method of that seed, as in R-ROAR (the first cell of a seed to need it trains it under a lock named after
+it; the others wait and load it). Rows are tidy like the recursive-masking cells, with a `method`
 column and the measured `masked_fraction` of test tokens; there is no MaSF p-value (the retrained
 model sees masked data in training, so in-distribution is by construction), so `p_value` is NaN.
 
@@ -14,18 +16,16 @@ Cells already in the store are skipped: an interrupted sweep resumes.
 """
 from __future__ import annotations
 
+import json
 import math
-import os
-import platform
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
 from engine.errors import InvalidInputError
 from engine.results.store import schedule_columns
-from engine.runtime import code_version, runtime_record
 
 METHODS = ("recursive-roar", "roar")
 
@@ -43,12 +43,6 @@ def _base_id(config, seed: int) -> str:
     return default_model_id(replace(config, seed=seed))
 
 
-def _weights_sha256(folder):
-    from engine.models.checkpoint import weights_sha256
-
-    return weights_sha256(folder)
-
-
 def _base_classifier(config, log: Callable[[str], None]):
     """The level-0 model of this config: loaded from models_cache when one with the same training
     config exists, else trained and saved (so later sweeps and the other pages reuse it)."""
@@ -58,21 +52,111 @@ def _base_classifier(config, log: Callable[[str], None]):
                          other_config_suffix="-roar")
 
 
-def run_retraining_sweep(config, measures: Sequence[str], seeds: Sequence[int], methods: Sequence[str] = METHODS,
-                         strategy: str = "quantile", levels: Sequence[float] | None = None, run: str = "roar",
-                         results_dir: str | None = None, log: Callable[[str], None] = print,
-                         progress: Callable[[dict], None] | None = None, command: str | None = None) -> dict:
-    """Every (seed, measure, method) curve not yet in the store. Returns {'done', 'skipped'} cell lists.
 
-    config: the TrainConfig of the level-0 model and of every retraining (its seed is replaced per seed).
-    progress: called after every retraining with {'trainings_done', 'trainings_total', 'cell', 'level', 'value'}."""
+
+@dataclass(frozen=True, eq=False)
+class RoarCell:
+    """One computed curve: `measure` on seed `seed`, stored under every method of `methods` (one method, or, for
+    the model-independent `random`, all requested ones). config: the TrainConfig of the level-0 model and of every
+    retraining (its seed is replaced by `seed`). key(): the store key of the first method's cell."""
+
+    config: object
+    measure: str
+    seed: int
+    methods: tuple[str, ...]
+    strategy: str
+    levels: tuple[float, ...]
+
+    @property
+    def recursive(self) -> bool:
+        return self.methods[0] == "recursive-roar" or self.measure == "random"
+
+    def key(self) -> dict:
+        return _cell(self.config, self.measure, self.seed, self.methods[0], self.strategy, self.levels)
+
+    def keys(self) -> list[dict]:
+        """The store keys of every method this computation serves."""
+        return [_cell(self.config, self.measure, self.seed, m, self.strategy, self.levels) for m in self.methods]
+
+
+def compute_roar_cell(cell: RoarCell, context=None):
+    """One (Recursive) ROAR curve (engine.sweeps' compute function): the level-0 model (trained once under a lock
+    shared by the seed's cells, or loaded), then one retraining per level. Rows and provenance of the cell's first
+    method; `store_siblings` writes the others."""
+    from engine.faithfulness.roar import roar_curve
+    from engine.runtime import configure
+    from engine.sweeps import CellResult, provenance
+    from engine.sweeps.cells import shared_lock
+
+    configure()
+    started = time.time()
+    seed_config = replace(cell.config, seed=cell.seed)
+    with shared_lock(f"train {_base_id(cell.config, cell.seed)}"):  # one training of a level-0 model at a time
+        base = _base_classifier(seed_config, log=lambda m: None)
+    levels = list(cell.levels)
+    progress = getattr(context, "progress", None)
+    curve = roar_curve(seed_config, cell.measure, recursive=cell.recursive, strategy=cell.strategy, levels=levels,
+                       base_classifier=base,
+                       progress=None if progress is None else lambda info: progress(info["step"], info["steps"]))
+    key = cell.key()
+    method = cell.methods[0]
+    tidy = pd.DataFrame([{
+        "model": base.metadata.get("id", key["model"]), "seed": cell.seed, "dataset": cell.config.dataset,
+        "split": "test", "measure": cell.measure,
+        "strategy": base.metadata.get("strategy"), "method": method, "step": i,
+        **schedule_columns(cell.strategy, level, curve["levels"][-1]),
+        "metric": base.metadata.get("metric"), "value": value,
+        "p_value": math.nan, "p_below_005": math.nan, "masked_fraction": fraction,
+        "base_model": base.metadata.get("base_model"),
+    } for i, (level, value, fraction) in enumerate(zip(curve["levels"], curve["values"], curve["masked_fraction"]))])
+    record = provenance(
+        getattr(context, "command", None) or "engine.faithfulness.retraining.run_retraining_sweep", started, base,
+        method=method, computed_as="recursive-roar" if cell.recursive else "roar",
+        note=("random is model-independent: one recursively drawn random curve serves every method"
+              if cell.measure == "random" else ""),
+        target="gold label", strategy=cell.strategy, levels=levels,
+        retrained_test_metrics=[m.get("test") for m in curve["models"]])
+    return CellResult(tidy, record)
+
+
+def store_siblings(store, run: str, cells: Sequence[RoarCell]) -> list[dict]:
+    """Write, for every computation that serves several methods (random), the cells of its other methods from the
+    stored first one (rows and provenance with `method` replaced); returns their keys. Idempotent: a driver killed
+    between the first cell and its siblings completes them on the next sweep without computing anything."""
+    written = []
+    for cell in cells:
+        if len(cell.methods) < 2 or not store.has_cell(run, cell.key()):
+            continue
+        rows, record = _stored_cell(store, run, cell.key())
+        for method, key in zip(cell.methods[1:], cell.keys()[1:]):
+            if store.has_cell(run, key):
+                continue
+            store.write_cell(run, key, rows.assign(method=method), {**record, "method": method})
+            written.append(key)
+    return written
+
+
+def _stored_cell(store, run: str, key: dict) -> tuple[pd.DataFrame, dict]:
+    """The rows and provenance of one stored cell, as written."""
+    from engine.results.store import cell_key
+
+    folder = store.root / run / "cells"
+    name = cell_key(key)
+    rows = pd.read_parquet(folder / f"{name}.parquet")
+    record = json.loads((folder / f"{name}.json").read_text(encoding="utf-8"))["provenance"]
+    return rows, record
+
+
+def roar_cells(config, measures: Sequence[str], seeds: Sequence[int], methods: Sequence[str] = METHODS,
+               strategy: str = "quantile", levels: Sequence[float] | None = None) -> list[RoarCell]:
+    """The cells of a sweep, checked: random once per seed (its curve serves every method), the others per method.
+    Raises InvalidInputError for an unknown method, measure, strategy or dataset, or levels out of range."""
     from engine.data import get_dataset
-    from engine.faithfulness.roar import DEFAULT_COUNTS, DEFAULT_QUANTILES, roar_curve
+    from engine.faithfulness.roar import DEFAULT_COUNTS, DEFAULT_QUANTILES
     from engine.importance import MEASURES
-    from engine.results import ResultsStore
 
     unknown = [m for m in methods if m not in METHODS]
-    if unknown:
+    if unknown or not methods:
         raise InvalidInputError(f"unknown method(s) {unknown}; use {', '.join(METHODS)}")
     missing = [m for m in measures if m not in MEASURES]
     if missing:
@@ -80,71 +164,68 @@ def run_retraining_sweep(config, measures: Sequence[str], seeds: Sequence[int], 
     if strategy not in ("quantile", "count"):
         raise InvalidInputError(f"unknown strategy {strategy!r}; use quantile or count")
     get_dataset(config.dataset, config.split_seed)  # an unknown dataset fails here, before any training
-    levels = list(levels or (DEFAULT_QUANTILES if strategy == "quantile" else DEFAULT_COUNTS))
+    levels = tuple(levels or (DEFAULT_QUANTILES if strategy == "quantile" else DEFAULT_COUNTS))
     if strategy == "quantile" and not all(0 < x < 1 for x in levels):
-        raise InvalidInputError(f"quantile levels must lie strictly between 0 and 1, got {levels}")
-    store = ResultsStore(results_dir)
-    # What is left: random once per seed (its curve serves every method), the others per method.
-    todo: list[tuple[int, str, tuple[str, ...]]] = []
-    skipped = []
+        raise InvalidInputError(f"quantile levels must lie strictly between 0 and 1, got {list(levels)}")
+    cells = []
     for seed in seeds:
         for measure in measures:
-            # random: one computation whose curve is stored under every method; others: one per method.
             groups = [tuple(methods)] if measure == "random" else [(method,) for method in methods]
-            for group in groups:
-                cells = [_cell(config, measure, seed, method, strategy, levels) for method in group]
-                if all(store.has_cell(run, c) for c in cells):
-                    skipped += cells
-                else:
-                    todo.append((seed, measure, group))
-    total = len(todo) * len(levels) + len({seed for seed, _, _ in todo})
-    done_trainings, done = 0, []
-    bases: dict[int, object] = {}
-    for seed, measure, for_methods in todo:
-        seed_config = replace(config, seed=seed)
-        if seed not in bases:
-            bases[seed] = _base_classifier(seed_config, log)
-            done_trainings += 1
-        recursive = for_methods[0] == "recursive-roar" or measure == "random"
-        started = time.time()
+            cells += [RoarCell(config, measure, seed, group, strategy, levels) for group in groups]
+    return cells
 
-        def step(info, _measure=measure, _methods=for_methods):
-            nonlocal done_trainings
-            done_trainings += 1
-            if progress is not None:
-                progress({"trainings_done": done_trainings, "trainings_total": total, "measure": _measure,
-                          "methods": _methods, "seed": seed, "level": info["level"], "value": info["value"]})
 
-        curve = roar_curve(seed_config, measure, recursive=recursive, strategy=strategy, levels=levels,
-                           base_classifier=bases[seed], progress=step)
-        base = bases[seed]
-        for method in for_methods:
-            cell = _cell(config, measure, seed, method, strategy, levels)
-            tidy = pd.DataFrame([{
-                "model": base.metadata.get("id", cell["model"]), "seed": seed, "dataset": config.dataset, "split": "test",
-                "measure": measure,
-                "strategy": base.metadata.get("strategy"), "method": method, "step": i,
-                **schedule_columns(strategy, level, curve["levels"][-1]),
-                "metric": base.metadata.get("metric"), "value": value,
-                "p_value": math.nan, "p_below_005": math.nan, "masked_fraction": fraction,
-                "base_model": base.metadata.get("base_model"),
-            } for i, (level, value, fraction) in enumerate(zip(curve["levels"], curve["values"], curve["masked_fraction"]))])
-            provenance = {
-                "command": command or "engine.faithfulness.retraining.run_retraining_sweep",
-                "code_version": code_version(), "level0_checkpoint": base.metadata.get("id", cell["model"]),
-                "level0_checkpoint_sha256": _weights_sha256(base.folder),
-                "method": method, "computed_as": "recursive-roar" if recursive else "roar",
-                "note": ("random is model-independent: one recursively drawn random curve serves every method"
-                         if measure == "random" else ""),
-                "target": "gold label", "strategy": strategy, "levels": levels,
-                "retrained_test_metrics": [m.get("test") for m in curve["models"]],
-                "seconds": round(time.time() - started, 1),
-                "machine": f"{platform.machine()} {os.cpu_count()} cpus, {base.device}",
-                "runtime": runtime_record(base.device),
-                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            }
-            store.write_cell(run, cell, tidy, provenance)
-            done.append(cell)
-            log(f"{measure} {method} seed {seed}: " + " ".join(f"{v:.3f}" for v in curve["values"]))
-    return {"done": done, "skipped": skipped}
+def run_retraining_sweep(config, measures: Sequence[str], seeds: Sequence[int], methods: Sequence[str] = METHODS,
+                         strategy: str = "quantile", levels: Sequence[float] | None = None, run: str = "roar",
+                         results_dir: str | None = None, log: Callable[[str], None] = print,
+                         progress: Callable[[dict], None] | None = None, command: str | None = None,
+                         workers: int = 1, ray: str | None = None):
+    """Every (seed, measure, method) curve not yet in the store, on the back end `workers` / `ray` ask for
+    (engine.sweeps.Backend.from_options). Returns the SweepReport: `done` and `skipped` list every method's cell.
 
+    config: the TrainConfig of the level-0 model and of every retraining (its seed is replaced per seed).
+    progress: called with {'trainings_done', 'trainings_total', 'measure', 'methods', 'seed'} after each finished
+    cell, and (in this process only) after every retraining; a seed's level-0 model counts as one training."""
+    from engine.results import ResultsStore
+    from engine.sweeps import Backend, run_cells
+
+    cells = roar_cells(config, measures, seeds, methods, strategy, levels)
+    store = ResultsStore(results_dir)
+    store_siblings(store, run, cells)  # complete a computation a killed driver stored under its first method only
+    todo = [c for c in cells if not store.has_cell(run, c.key())]
+    n_levels = len(cells[0].levels) if cells else 0
+    total = len(todo) * n_levels + len({c.seed for c in todo})
+    by_key = {_text(c.key()): c for c in todo}
+    finished = {"trainings": 0, "seeds": set()}
+
+    def report_progress(cell, within: int):
+        if progress is not None:
+            progress({"trainings_done": finished["trainings"] + within, "trainings_total": total,
+                      "measure": cell.measure, "methods": cell.methods, "seed": cell.seed})
+
+    def cell_done(i, n, key):
+        cell = by_key.get(_text(key))
+        if cell is None:
+            return
+        finished["trainings"] += n_levels + (cell.seed not in finished["seeds"])
+        finished["seeds"].add(cell.seed)
+        report_progress(cell, 0)
+        log(f"{cell.measure} {'/'.join(cell.methods)} seed {cell.seed}: done ({i}/{n})")
+
+    def within(cell, done, n):
+        report_progress(cell, done + (cell.seed not in finished["seeds"]))
+
+    report = run_cells(cells, compute_roar_cell, store, run, backend=Backend.from_options(workers=workers, ray=ray),
+                       command=command, progress=cell_done, cell_progress=within)
+    written = {_text(k) for k in store_siblings(store, run, cells)}
+    done, skipped = {_text(k) for k in report.done}, {_text(k) for k in report.skipped}
+    for cell in cells:
+        if _text(cell.key()) in done:
+            report.done += [k for k in cell.keys()[1:] if _text(k) in written]
+        elif _text(cell.key()) in skipped:
+            report.skipped += cell.keys()[1:]
+    return report
+
+
+def _text(key: dict) -> str:
+    return json.dumps(key, sort_keys=True, default=str)

@@ -10,7 +10,6 @@ tables show their bAbI-2 row as another task's reference and compute no correlat
 from __future__ import annotations
 
 import functools
-import json
 import os
 import re
 from collections.abc import Callable
@@ -161,10 +160,11 @@ def beam_subsets(root: Path) -> str:
 
 
 def attention_table(root: Path) -> str:
-    """W&P's attention diagnostics on rt (results/attention/default/rt_summary.json) beside their published SST row."""
+    """W&P's attention diagnostics on rt (results/attention/default) beside their published SST row."""
+    from engine.attention.results import load_attention_results
     from engine.results.published import load_published
 
-    ours = json.loads((root / "attention" / "default" / "rt_summary.json").read_text(encoding="utf-8"))
+    ours, _, _ = load_attention_results("default", "rt", root)  # the summary file, or the run's store cells
     wp, _ = load_published("wiegreffe_pinter")
     sst = wp[wp["dataset"] == "SST"].set_index("setting")
     mlp = ours["guided_mlp"]

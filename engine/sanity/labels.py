@@ -28,14 +28,31 @@ def train_label_randomised(classifier: Classifier, permutation_seed: int = 0, sa
     """Fine-tune the classifier's encoder again with its recorded training configuration, on permuted labels;
     saved in models_cache as `label_randomised_id(...)` (reused when it exists). `overrides` change fields of
     that configuration (e.g. epochs=1 for a quick trial); they are recorded in the twin's metadata."""
-    from dataclasses import fields
-
-    from engine.models import TrainConfig, load_classifier, save_classifier, train_classifier
+    from engine.models import load_classifier, save_classifier
     from engine.models.checkpoint import checkpoint_dir
 
     model_id = label_randomised_id(classifier.id, permutation_seed)
-    if save and (checkpoint_dir(model_id) / "model.safetensors").is_file():
-        return load_classifier(model_id)
+    if not save:
+        return _train_twin(classifier, permutation_seed, model_id, progress, should_stop, show_progress_bar, overrides)
+    from engine.sweeps.cells import shared_lock
+
+    # Every measure's label cell of one (model, seed) needs this twin: in a parallel sweep the first trains and
+    # saves it while the others wait, then load it.
+    with shared_lock(f"train {model_id}"):
+        if (checkpoint_dir(model_id) / "model.safetensors").is_file():
+            return load_classifier(model_id)
+        randomised = _train_twin(classifier, permutation_seed, model_id, progress, should_stop, show_progress_bar,
+                                 overrides)
+        save_classifier(randomised, model_id, overwrite=True)
+    return randomised
+
+
+def _train_twin(classifier: Classifier, permutation_seed: int, model_id: str, progress, should_stop,
+                show_progress_bar: bool, overrides: dict) -> Classifier:
+    from dataclasses import fields
+
+    from engine.models import TrainConfig, train_classifier
+
     recorded = dict(classifier.metadata.get("config") or {})
     known = {f.name for f in fields(TrainConfig)}
     config = TrainConfig(**{**{k: v for k, v in recorded.items() if k in known}, **overrides})
@@ -44,8 +61,6 @@ def train_label_randomised(classifier: Classifier, permutation_seed: int = 0, sa
                                   show_progress_bar=show_progress_bar)
     randomised.metadata["id"] = model_id
     randomised.metadata["label_randomised_from"] = classifier.id
-    if save:
-        save_classifier(randomised, model_id, overwrite=True)
     return randomised
 
 
