@@ -89,7 +89,7 @@ def self_explanation_section(classifier, text: str) -> None:
                                 help="\n".join(f"- {k}: {v}" for k, v in KIND_HELP.items())) or KINDS[0]
     max_new = c2.number_input("Longest answer (tokens)", 8, 1024, 64, step=8, key=KEY + "max_new_tokens")
     st.caption(md(KIND_HELP[kind]))
-    if st.button("Ask for a self-explanation", key=KEY + "ask", icon=":material/forum:"):
+    if st.button("Ask for a self-explanation", key=KEY + "ask", type="primary"):
         st.session_state.pop(KEY + "record", None)
         if not text.strip():
             st.warning("Type a text above first.")
