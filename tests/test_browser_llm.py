@@ -18,7 +18,15 @@ import time
 import urllib.parse
 
 import pytest
-from test_browser import CHROMEDRIVER, CHROMIUM, _buttons, _wait, browser, serve_app  # noqa: F401 (browser: the fixture)
+from test_browser import (  # noqa: F401 (browser: the fixture)
+    CHROMEDRIVER,
+    CHROMIUM,
+    _buttons,
+    _wait,
+    _wait_until_the_script_ends,
+    browser,
+    serve_app,
+)
 from test_browser_own import _by_label, _choose, _click, _page, _page_text, _wait_text
 
 pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
@@ -140,6 +148,7 @@ def test_llm_prompt_edited_explained_self_explained_and_masked(llm_app, browser)
     time.sleep(1)
     _click(browser, "Ask for a self-explanation")
     _wait_text(browser, "Verdict: ", timeout=240)
+    _wait_until_the_script_ends(browser)  # the elements after the verdict arrive one by one
     body = _page_text(browser)
     verdict = body.split("Verdict: ", 1)[1].split("\n", 1)[0]
     assert verdict.split(" (")[0].strip() in ("faithful", "unfaithful", "not parsable"), verdict

@@ -123,6 +123,20 @@ def test_register_from_the_editor_is_what_models_add_writes(llama_folder, tmp_pa
         register_prompted(str(llama_folder), made, "from-page")
 
 
+def test_opening_the_editor_never_converts_the_packaged_llm(models_cache):
+    """The editor asks for the packaged SmolLM2's state without converting it (a minute of work on first use is
+    the user's choice, behind a button): 'ready' only once the converted folder is there."""
+    from app.prompt_editor import packaged_state
+    from engine.models.llm_package import converted_dir
+
+    folder = converted_dir("smollm2")
+    assert packaged_state() in ("convert", "missing") and not folder.exists()
+    folder.mkdir(parents=True)
+    for name in ("model.safetensors", "tokenizer.json"):
+        (folder / name).write_text("{}")
+    assert packaged_state() == "ready"
+
+
 def test_editor_opens_on_the_builtin_prompt_or_the_default(models_cache):
     assert starting_point("smollm2-rt-prompt") == ("smollm2", sentiment_prompt())
     assert starting_point(None) == ("smollm2", sentiment_prompt())
