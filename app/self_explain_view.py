@@ -96,13 +96,14 @@ def self_explanation_section(classifier, text: str) -> None:
             return
         cancel = st.empty()
         cancel.button("Cancel", key=KEY + "cancel", help="Stops the generation; nothing is cached.")
-        st.markdown("**The model's answer, as it is generated**")
         live = st.empty()
         pieces: list[str] = []
 
         def on_text(piece: str) -> None:
             pieces.append(piece)
-            live.code("".join(pieces) + " ▌", language=None, wrap_lines=True)  # a click on Cancel stops the run here
+            with live.container():  # a click on Cancel stops the run here (Streamlit interrupts at its next call)
+                st.markdown("**The model's answer, as it is generated**")
+                st.code("".join(pieces) + " ▌", language=None, wrap_lines=True)
 
         try:
             with st.spinner("classifying and asking ..."):

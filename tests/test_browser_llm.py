@@ -5,7 +5,8 @@ the generation cache), and mask the review step by step with MaSF p-values.
 
 SmolLM2 is converted once per test session into this test's own models cache (about a minute on one thread; set
 ENGINE_TEST_SMOLLM2 to a folder converted already, e.g. models_cache/.llm/smollm2, to copy it instead). MaSF is
-calibrated on a small dataset registered here (30 validation sentences of rt, the fewest MaSF accepts), so the
+calibrated on a small dataset registered here (60 validation sentences of rt: MaSF's last level then holds 20, so a
+p-value can fall below 0.05, which it cannot with the 30 MaSF accepts at least), so the
 whole flow stays within a few minutes on 2 cores: a short review, two cheap measures, 5 masking levels and
 answers of at most 24 tokens."""
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pytest
 from test_browser import (  # noqa: F401 (browser: the fixture)
     CHROMEDRIVER,
     CHROMIUM,
+    SHOTS,
     _buttons,
     _wait,
     _wait_until_the_script_ends,
@@ -59,7 +61,7 @@ def llm_app(tmp_path_factory):
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(["text", "label", "split"])
-        for split, n in (("train", 8), ("validation", 30), ("test", 4)):
+        for split, n in (("train", 8), ("validation", 60), ("test", 4)):
             for e in rt.split(split)[:n]:
                 writer.writerow([e.primary, rt.classes[e.label], split])
     with pytest.MonkeyPatch.context() as patch:
@@ -100,6 +102,18 @@ def _until(condition, timeout: float, what: str, driver):
     return value
 
 
+def _shot(driver, css: str, name: str) -> None:
+    """A screenshot with the element `css` in view (a temporary folder, or docs/ with ENGINE_UPDATE_SCREENSHOTS=1)."""
+    from selenium.webdriver.common.by import By
+
+    found = driver.find_elements(By.CSS_SELECTOR, css)
+    if found:
+        driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", found[-1])
+        time.sleep(0.5)
+    SHOTS.mkdir(exist_ok=True)
+    driver.save_screenshot(str(SHOTS / name))
+
+
 def test_llm_prompt_edited_explained_self_explained_and_masked(llm_app, browser):  # noqa: F811
     """The packaged LLM through every page: prompt editor preview, streamed heatmaps, a self-explanation with its
     verdict (and from the cache the second time), and step-by-step masking with MaSF p-values."""
@@ -123,6 +137,7 @@ def test_llm_prompt_edited_explained_self_explained_and_masked(llm_app, browser)
     _type_area(browser, "Instruction", INSTRUCTION)
     _until(lambda: INSTRUCTION in _preview(browser), 60, "the preview did not follow the edit", browser)
     assert "Is the sentiment of this text" not in _preview(browser)
+    _shot(browser, "pre.prompt-preview", "llm-prompt-editor.png")
     _type_area(browser, "Verbalizer", "negative: negative")
     _wait_text(browser, "Not a usable prompt", timeout=60)  # one class only: the engine's message, shown
     assert not _preview(browser)
@@ -154,6 +169,7 @@ def test_llm_prompt_edited_explained_self_explained_and_masked(llm_app, browser)
     assert verdict.split(" (")[0].strip() in ("faithful", "unfaithful", "not parsable"), verdict
     assert "The model's answer (generated now)" in body and "<|im_start|>assistant" in body, body[-3000:]
     assert "The request for a counterfactual explanation" in body
+    _shot(browser, "[data-testid='stAlertContainer']", "llm-self-explanation.png")
     _click(browser, "Ask for a self-explanation")
     _wait_text(browser, "from the generation cache", timeout=120)  # asked again: nothing generated
     assert "Verdict: " + verdict in _page_text(browser)
@@ -170,4 +186,5 @@ def test_llm_prompt_edited_explained_self_explained_and_masked(llm_app, browser)
     steps = browser.find_element(By.CSS_SELECTOR, ".masking-steps").text
     assert steps.count("MaSF p ") == 5, steps  # levels 0, 25, 50, 75, 100%: a p-value each
     assert f"calibrated on {DATASET}" in _page_text(browser) or DATASET in _page_text(browser)
+    _shot(browser, ".masking-steps", "llm-masking.png")
     print(f"LLM browser flow: {time.time() - started:.0f} s after the conversion")
