@@ -197,3 +197,76 @@ def test_masf_calibrates_a_zero_shot_prompted_model_on_unmasked_text(bert_tokeni
     p = masf.pvalues(hidden_state_features(clf, clf.batch(TEXT)))
     assert p.shape == (1,) and 0 < p[0] <= 1
     assert PromptSpec.from_dict(clf.metadata["prompt"]) == spec()
+
+
+def test_models_page_editor_opens_on_the_sidebars_prompt_and_the_preview_follows_an_edit(llama_folder, models_cache):
+    """In the running page (Streamlit's AppTest): with a registered prompted model in the sidebar the editor opens
+    on its prompt, the preview shows it around the preview input, an edited instruction changes the preview, a
+    broken verbalizer shows the engine's error instead of a preview, and Register registers the edited prompt."""
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    from engine.models.registry import read_manifest
+
+    main = str(Path(__file__).resolve().parent.parent / "app" / "main.py")
+    register_prompted(str(llama_folder), spec(), "tiny-llama-prompt")
+    at = AppTest.from_file(main, default_timeout=120)
+    at.session_state["model_id"] = "tiny-llama-prompt"
+    at.switch_page(str(Path(main).parent.parent / "pages" / "models.py"))
+    at.run(timeout=120)
+    assert not at.exception, [e.message for e in at.exception]
+
+    def shown() -> str:
+        return " ".join(h.proto.body for h in at.get("html") if "prompt-preview" in h.proto.body)
+
+    assert at.text_area(key="pe_instruction").value == spec().instruction
+    assert "is the review positive or negative ?" in shown() and "prompt-slot" in shown()
+    at.text_area(key="pe_instruction").set_value("is this film good or bad ?")
+    at.run(timeout=120)
+    assert "is this film good or bad ?" in shown() and "is the review positive" not in shown()
+    at.text_area(key="pe_verbalizer").set_value("negative: bad")
+    at.run(timeout=120)
+    assert not shown() and any("at least two class" in e.value for e in at.error)
+    at.text_area(key="pe_verbalizer").set_value("negative: bad\npositive: good")
+    at.text_input(key="pe_id").set_value("tiny-llama-edited")
+    at.run(timeout=120)
+    at.button(key="pe_register").click()
+    at.run(timeout=120)
+    assert not at.exception, [e.message for e in at.exception]
+    assert any("Registered tiny-llama-edited" in s.value for s in at.success)
+    registered = read_manifest("tiny-llama-edited")["prompt"]
+    assert registered["instruction"] == "is this film good or bad ?"
+    assert registered["verbalizer"] == {"negative": ["bad"], "positive": ["good"]}
+
+
+def test_explain_page_self_explanation_shows_every_text_and_a_rerun_comes_from_the_cache(llama_folder, models_cache,
+                                                                                       tmp_path, monkeypatch):
+    """In the running Explain page (AppTest) with a prompted model: asking shows the verdict, the exact request,
+    the answer and the parsed explanation; asking again says the answer came from the generation cache."""
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("ENGINE_GENERATIONS_DB", str(tmp_path / "generations.sqlite3"))
+    main = str(Path(__file__).resolve().parent.parent / "app" / "main.py")
+    register_prompted(str(llama_folder), spec(), "tiny-llama-prompt")
+    at = AppTest.from_file(main, default_timeout=120)
+    at.session_state["model_id"] = "tiny-llama-prompt"
+    at.session_state["selfexplain_kind"] = "attribution"  # a random model may abstain: no counterfactual target
+    at.session_state["selfexplain_max_new_tokens"] = 8
+    at.run(timeout=120)
+    at.text_area(key="explain_text").set_value(TEXT)
+    at.run(timeout=120)
+    at.button(key="selfexplain_ask").click()
+    at.run(timeout=120)
+    assert not at.exception, [e.message for e in at.exception]
+    verdicts = [b.value for b in [*at.success, *at.error, *at.warning] if "Verdict:" in b.value]
+    assert len(verdicts) == 1 and any(v in verdicts[0] for v in ("faithful", "not parsable")), verdicts
+    texts = [m.value for m in at.markdown]
+    assert any("The model's answer** (generated now)" in t for t in texts), texts
+    codes = [c.value for c in at.code]
+    assert any("review : " + TEXT in c for c in codes), "the exact request string, with the input"
+    at.button(key="selfexplain_ask").click()
+    at.run(timeout=120)
+    assert any("from the generation cache" in m.value for m in at.markdown)
