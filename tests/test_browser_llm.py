@@ -7,7 +7,7 @@ SmolLM2 is converted once per test session into this test's own models cache (ab
 ENGINE_TEST_SMOLLM2 to a folder converted already, e.g. models_cache/.llm/smollm2, to copy it instead). MaSF is
 calibrated on a small dataset registered here (60 validation sentences of rt: MaSF's last level then holds 20, so a
 p-value can fall below 0.05, which it cannot with the 30 MaSF accepts at least), so the
-whole flow stays within a few minutes on 2 cores: a short review, two cheap measures, 5 masking levels and
+whole flow stays within a few minutes on 2 cores: one review, two cheap measures, 5 masking levels and
 answers of at most 24 tokens."""
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs D
 
 MODEL = "smollm2-rt-prompt"
 DATASET = "rt-mini"
-REVIEW = "a gripping , funny film"
+# rt-length: a five-word review is itself out of distribution for MaSF calibrated on rt sentences (p = 1/21 unmasked)
+REVIEW = "a gripping , funny and moving film about growing up , with a cast that makes every scene count ."
 INSTRUCTION = "Is this movie review positive or negative? Answer with one word."
 
 
@@ -182,7 +183,9 @@ def test_llm_prompt_edited_explained_self_explained_and_masked(llm_app, browser)
     _wait(browser, ".masking-steps", timeout=300)
     metric = _by_label(browser, "stMetric", "MaSF p-value")
     value = metric.find_element(By.CSS_SELECTOR, "[data-testid='stMetricValue']").text.strip()
+    verdict = metric.find_element(By.CSS_SELECTOR, "[data-testid='stMetricDelta']").text.strip()
     assert 0.0 <= float(value) <= 1.0, value
+    assert verdict == ("in distribution" if float(value) >= 0.05 else "out of distribution"), (value, verdict)
     steps = browser.find_element(By.CSS_SELECTOR, ".masking-steps").text
     assert steps.count("MaSF p ") == 5, steps  # levels 0, 25, 50, 75, 100%: a p-value each
     assert f"calibrated on {DATASET}" in _page_text(browser) or DATASET in _page_text(browser)
