@@ -270,3 +270,32 @@ def test_explain_page_self_explanation_shows_every_text_and_a_rerun_comes_from_t
     at.button(key="selfexplain_ask").click()
     at.run(timeout=120)
     assert any("from the generation cache" in m.value for m in at.markdown)
+
+
+def test_models_page_lora_form_trains_saves_and_offers_the_new_model(llama_folder, models_cache):
+    """The running Models page's LoRA form (AppTest) on a registered tiny Llama and 16 rt sentences: the equivalent
+    CLI command is shown, the model is saved under the id given, and the page offers to use it."""
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    from engine.models import load_classifier
+
+    main = str(Path(__file__).resolve().parent.parent / "app" / "main.py")
+    register_prompted(str(llama_folder), spec(), "tiny-llama-prompt")
+    at = AppTest.from_file(main, default_timeout=180)
+    at.switch_page(str(Path(main).parent.parent / "pages" / "models.py"))
+    at.run(timeout=180)
+    at.selectbox(key="lora_start").set_value("tiny-llama-prompt")
+    at.selectbox(key="lora_dataset").set_value("rt")
+    at.text_input(key="lora_id").set_value("tiny-llama-rt-lora")
+    for key, value in (("lora_train_limit", 16), ("lora_eval_limit", 8), ("lora_test", 8), ("lora_r", 2)):
+        at.number_input(key=key).set_value(value)
+    at.button(key="FormSubmitter:lora_form-Fine-tune with LoRA").click()
+    at.run(timeout=180)
+    assert not at.exception, [e.message for e in at.exception]
+    assert any("--from-classifier tiny-llama-prompt --dataset rt --lora" in c.value and "--train-limit 16" in c.value
+               for c in at.code)
+    assert (models_cache / "tiny-llama-rt-lora" / "adapter" / "adapter_model.safetensors").is_file()
+    assert load_classifier("tiny-llama-rt-lora").masked_fine_tuned
+    assert at.session_state["model_id_pending"] == "tiny-llama-rt-lora" and at.button(key="lora_use")
