@@ -46,7 +46,10 @@ with st.sidebar:
         if st.session_state.get(PENDING_MODEL_KEY) in ids:
             st.session_state[MODEL_KEY] = st.session_state.pop(PENDING_MODEL_KEY)
         if st.session_state.get(MODEL_KEY) not in ids:
-            st.session_state[MODEL_KEY] = ids[default] if default is not None else None
+            # a shared view's model first: with only built-in LLMs there is no default, and the page stops before
+            # it reads the URL
+            url_model = st.query_params.get("model")
+            st.session_state[MODEL_KEY] = url_model if url_model in ids else ids[default] if default is not None else None
         st.selectbox("Checkpoint", ids, key=MODEL_KEY, placeholder="choose a model",
                      help="models_cache/<id>, your registered models, and the built-in prompted language models "
                           "(converted from their package on first use): build more on the Models page")

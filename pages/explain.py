@@ -210,3 +210,8 @@ if result is not None:
                 pairs = agreement_matrix({m: [result.scores[m]] for m in names}, top_fraction=float(top))
                 st.dataframe(pairs.pivot_table(index=["measure_a", "measure_b"], columns="metric", values="mean"),
                              key="explain_agreement_table")
+
+# A prompted language model can also be asked to explain itself (counterfactual, attribution, redaction).
+from app.self_explain_view import self_explanation_section  # noqa: E402
+
+self_explanation_section(classifier, text)

@@ -127,3 +127,13 @@ if submitted:
     # drawing that widget on the next run.
     st.session_state[PENDING_MODEL_KEY] = model_id
     st.button("Use it")
+
+# Prompted language models: the prompt editor (register like `models add FOLDER --prompt SPEC.json`) and masked
+# LoRA fine-tuning (like `train --from-classifier ID --lora`); their logic lives in app/.
+from app.lora_form import lora_form  # noqa: E402
+from app.prompt_editor import prompt_editor  # noqa: E402
+
+st.divider()
+prompt_editor()
+st.divider()
+lora_form()

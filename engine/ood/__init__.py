@@ -93,6 +93,8 @@ def calibration_strategy(classifier: Classifier) -> str:
     strategy = classifier.meta.strategy or "masked"
     if strategy == "elsewhere":
         return "masked" if classifier.masked_fine_tuned else "plain"
+    if strategy == "zero-shot":  # a prompted LM used as it is: trained on unmasked text only
+        return "plain"
     return strategy
 
 
