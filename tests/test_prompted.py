@@ -352,7 +352,9 @@ def test_smollm2_chat_prompt_masks_only_the_review_and_uses_single_token_labels(
     prompt = clf.render(TEXT)[0]
     assert prompt.endswith("<|im_start|>assistant\n") and "[REDACTED]" in prompt and TEXT + "<|im_end|>" in prompt
     b = clf.batch(TEXT)
-    assert "".join(clf.maskable_tokens(b)).replace("Ġ", " ").strip() == TEXT
+    raw = clf.tokenizer.convert_ids_to_tokens(b.input_ids[0][b.maskable[0]].tolist())
+    assert "".join(raw).replace("Ġ", " ").strip() == TEXT
+    assert clf.maskable_tokens(b) == [piece.replace("Ġ", "") for piece in raw]  # shown without the space marker
 
 
 def test_smollm2_rt_prompt_is_a_built_in_registered_id(models_cache):
@@ -381,3 +383,34 @@ def test_a_prompted_classifier_reports_its_runtime_for_provenance(bert_tokenizer
     runtime = clf.runtime
     assert runtime["dtype"] == "float32" and runtime["attn_implementation"] == "eager"
     assert clf.attention_weights_available() == (True, "")
+
+
+def byte_level_tokenizer():
+    """A byte-level BPE tokenizer (the GPT-2 / SmolLM2 kind, whose pieces carry 'Ġ' for a leading space),
+    trained here on a few sentences so the test needs no downloaded tokenizer."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<pad>", "<unk>", "<s>", "</s>"]
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    corpus = TEXTS + ["Answer with one word: good or bad.", "a gripping, funny film", "a dull, tired plot"] * 20
+    tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=400, special_tokens=specials,
+                                                          initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", unk_token="<unk>", bos_token="<s>",
+                                   eos_token="</s>", cls_token="<s>", sep_token="</s>")
+
+
+def test_byte_level_pieces_are_shown_as_text_without_the_space_marker():
+    """A byte-level BPE piece is shown as the text it stands for ('gripping', not 'Ġgripping'): the tokens the
+    heatmaps, the masking page and annotators read; joined with spaces where the marker was, they give back the
+    input."""
+    tokenizer = byte_level_tokenizer()
+    clf = make("gpt2", tokenizer, examples=[])
+    text = "a gripping, funny film"
+    shown = clf.maskable_tokens(clf.batch([text]))
+    raw = tokenizer.convert_ids_to_tokens(tokenizer(text, add_special_tokens=False)["input_ids"])
+    assert any(piece.startswith("Ġ") for piece in raw)  # the marker is there to be removed
+    assert not any("Ġ" in piece for piece in shown)
+    assert "".join((" " if r.startswith("Ġ") else "") + s for r, s in zip(raw, shown)) == text

@@ -259,7 +259,15 @@ class PromptedClassifier(Classifier):
     def maskable_tokens(self, batch: Batch, row: int = 0) -> list[str]:
         ids = batch.input_ids[row].cpu()[batch.maskable[row].cpu()].tolist()
         shown = self.meta.replacement_token or "[deleted]"
-        return [shown if t == self._sentinel else self.tokenizer.convert_ids_to_tokens(t) for t in ids]
+        return [shown if t == self._sentinel else self._piece_text(t) for t in ids]
+
+    def _piece_text(self, token_id: int) -> str:
+        """A piece as a reader sees it: byte-level BPE ('Ġgripping') and SentencePiece ('▁gripping') pieces
+        carry a marker for the space before them, which the tokenizer's own conversion turns back into text;
+        WordPiece continuations keep their '##' (a single piece converts to itself). A piece that is only
+        whitespace (a newline) keeps its raw form so the heatmap still shows a unit for it."""
+        piece = self.tokenizer.convert_ids_to_tokens(token_id)
+        return self.tokenizer.convert_tokens_to_string([piece]).strip() or piece
 
     # -- the replacement --------------------------------------------------------------------------
     def word_embeddings(self, input_ids: torch.Tensor) -> torch.Tensor:
