@@ -43,7 +43,7 @@ from engine.models.checkpoint import check_model_id, load_classifier, models_cac
 from engine.models.masking import training_transform
 from engine.models.metadata import CheckpointMeta, trains_on_masks, write_metadata
 from engine.models.prompted import PromptedClassifier, load_prompted_checkpoint
-from engine.models.training import TrainConfig
+from engine.models.training import TrainConfig, epoch_record, report_epoch
 from engine.models.weights import weights_sha256
 from engine.runtime import code_version, configure, pick_device, seed_everything
 
@@ -236,17 +236,11 @@ def train_lora(config: LoraTrainConfig, classifier=None, progress: Callable[[dic
                           "step": (epoch - 1) * steps_per_epoch + step + 1, "steps": total_steps})
         val_unmasked = _metric(classifier, val_plain, dataset.metric, dataset.num_classes)
         val_masked_metric = _metric(classifier, val_masked, dataset.metric, dataset.num_classes)
-        selection = val_unmasked if config.strategy == "plain" else (val_unmasked + val_masked_metric) / 2
-        record = {"epoch": epoch, "train_loss": float(np.mean(losses)), "val_unmasked": val_unmasked,
-                  "val_masked": val_masked_metric, "selection": selection, "elapsed_s": round(time.time() - started, 1)}
+        record = epoch_record(epoch, losses, val_unmasked, val_masked_metric, config.strategy, started)
         history.append(record)
-        if best is None or selection > best[0]:
-            best = (selection, epoch, lora_state(peft_model))
-        if show_progress_bar:
-            bar.write(f"epoch {epoch}: train loss {record['train_loss']:.4f}  validation {dataset.metric} unmasked "
-                      f"{val_unmasked:.4f}  masked {val_masked_metric:.4f}  (selection {selection:.4f})")
-        if progress is not None:
-            progress({"stage": "validate", **record, "epochs": config.epochs})
+        if best is None or record["selection"] > best[0]:
+            best = (record["selection"], epoch, lora_state(peft_model))
+        report_epoch(record, dataset.metric, config.epochs, bar if show_progress_bar else None, progress)
     bar.close()
 
     from peft import set_peft_model_state_dict

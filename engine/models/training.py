@@ -260,6 +260,38 @@ def _metric_on_batches(classifier: Classifier, batches, dataset: Dataset) -> flo
     return score(dataset.metric, torch.cat(y_true).numpy(), torch.cat(y_pred).numpy(), dataset.num_classes)
 
 
+def epoch_record(epoch: int, losses: list[float], val_unmasked: float, val_masked: float, strategy: str,
+                 started: float) -> dict:
+    """One epoch's line of the training history (shared by full and LoRA fine-tuning).
+
+    Args:
+        epoch: 1-based epoch number.
+        losses: the epoch's training losses (one per step).
+        val_unmasked, val_masked: the validation metric on plain and on masked inputs.
+        strategy: the training strategy; `plain` selects on the unmasked metric alone, every other strategy on
+            the mean of the two (dual validation).
+        started: `time.time()` when training started.
+
+    Returns:
+        {"epoch", "train_loss", "val_unmasked", "val_masked", "selection", "elapsed_s" (seconds since start)}.
+    """
+    selection = val_unmasked if strategy == "plain" else (val_unmasked + val_masked) / 2
+    return {"epoch": epoch, "train_loss": float(np.mean(losses)), "val_unmasked": val_unmasked,
+            "val_masked": val_masked, "selection": selection, "elapsed_s": round(time.time() - started, 1)}
+
+
+def report_epoch(record: dict, metric: str, epochs: int, bar=None,
+                 progress: Callable[[dict], None] | None = None) -> None:
+    """Show an epoch's record: a line above the progress bar `bar` (if given) and a `validate` event for the
+    page's `progress` callback (if given)."""
+    if bar is not None:
+        bar.write(f"epoch {record['epoch']}: train loss {record['train_loss']:.4f}  validation {metric} unmasked "
+                  f"{record['val_unmasked']:.4f}  masked {record['val_masked']:.4f}  "
+                  f"(selection {record['selection']:.4f})")
+    if progress is not None:
+        progress({"stage": "validate", **record, "epochs": epochs})
+
+
 def train_classifier(
     config: TrainConfig,
     progress: Callable[[dict], None] | None = None,
@@ -349,17 +381,12 @@ def train_classifier(
                               "loss": float(np.mean(losses[-50:]))})
         val_unmasked = _metric_on_batches(classifier, val_plain, dataset)
         val_masked_metric = _metric_on_batches(classifier, val_masked, dataset)
-        selection = val_unmasked if config.strategy == "plain" else (val_unmasked + val_masked_metric) / 2
-        record = {"epoch": epoch, "train_loss": float(np.mean(losses)), "val_unmasked": val_unmasked,
-                  "val_masked": val_masked_metric, "selection": selection, "elapsed_s": round(time.time() - started, 1)}
+        record = epoch_record(epoch, losses, val_unmasked, val_masked_metric, config.strategy, started)
         history.append(record)
-        if best is None or selection > best[0]:
-            best = (selection, epoch, copy.deepcopy({k: v.detach().cpu() for k, v in model.state_dict().items()}))
-        if show_progress_bar:
-            bar.write(f"epoch {epoch}: train loss {record['train_loss']:.4f}  validation {dataset.metric} "
-                      f"unmasked {val_unmasked:.4f}  masked {val_masked_metric:.4f}  (selection {selection:.4f})")
-        if progress is not None:
-            progress({"stage": "validate", **record, "epochs": config.epochs})
+        if best is None or record["selection"] > best[0]:
+            best = (record["selection"], epoch,
+                    copy.deepcopy({k: v.detach().cpu() for k, v in model.state_dict().items()}))
+        report_epoch(record, dataset.metric, config.epochs, bar if show_progress_bar else None, progress)
     bar.close()
 
     model.load_state_dict(best[2])
