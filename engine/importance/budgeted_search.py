@@ -17,7 +17,7 @@ Searches (all share one cache of g per masked set, so a set reached twice costs 
   the best `width`); width 1 is greedy recursive leave-one-out, width None keeps every set (= the exact DP).
   Under a budget a step is evaluated best parent first as far as the budget allows; the best order found
   is completed by the tokens' leave-one-out ranking.
-- `widening_search` (the anytime search): polish a cheap start by short swaps, then beams of doubling width that
+- `widening_search` (the anytime search): polish a cheap start by short swaps, then beams of growing width (2, 3, 5, 8, ...) that
   reuse every evaluated set, then swaps of any distance with what is left (see `AnytimeAopc`). It uses
 - `local_search`: start from a cheaper search's order (greedy recursive LOO as far as the
   budget allows, by default; or LOO or a gradient ranking), evaluate its J, then swap pairs of tokens
@@ -32,6 +32,7 @@ more than its budget. The registered measures at the end wrap these for `Explain
 """
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -497,7 +498,7 @@ class AnytimeAopc(_BudgetedSearch):
     exact_tokens (default 10; 0 = never): on inputs of at most that many tokens whose 2^N - 1 masked sets fit
     the remaining budget, return the exact optimum (dynamic programming) instead.
     Then J(start order) is evaluated and polished by swaps of tokens at most 2 apart while J rises (one pass per
-    swap of neighbours); then, option max_width (default 32; 0 = swaps only), beams of width 2, 4, 8, ... reuse
+    swap of neighbours); then, option max_width (default 32; 0 = swaps only), beams of width 2, 3, 5, 8, ... reuse
     every set evaluated so far, each better order is polished likewise, and the budget left goes to swaps of any
     distance on the best order (`widening_search`). extras: forwards, objective (J of the result),
     start_objective (J of the start order), complete (stopped at a local optimum rather than by the budget)."""
@@ -561,10 +562,15 @@ class AnytimeAopc(_BudgetedSearch):
         return widening_search(scores, w, start, self.options["max_width"])
 
 
+# Each beam of the anytime search is this much wider than the last: 2, 3, 5, 8, 12, 18, 27, ... Denser than doubling,
+# so that a budget between two widths leaves less unused (a beam cut short by the budget gives no usable order).
+WIDTH_GROWTH = 1.5
+
+
 def widening_search(scores: SetScores, w: np.ndarray, start: Sequence[int], max_width: int = 32) -> SearchResult:
     """The anytime search after its start (see `AnytimeAopc`): polish `start` by short swaps (distance <= 2), then
-    beams of width 2, 4, 8, ... up to `max_width` (each reuses every set already evaluated, so a width costs only the
-    sets the narrower ones did not reach), each beam's order polished the same way when it beats the best so far;
+    beams of width 2, 3, 5, 8, ... (x `WIDTH_GROWTH`) up to `max_width` (each reuses every set already evaluated,
+    so a width costs only the sets the narrower ones did not reach), each beam's order polished the same way when it beats the best so far;
     a width is started only while the budget left is at least 1.5 x what the previous width newly spent (a beam cut
     short by the budget leaves no usable order). The rest of the budget goes to unlimited swaps on the best order.
     max_width 0: swaps only (the earlier behaviour). The result is never below `start`'s J once that is known."""
@@ -586,7 +592,7 @@ def widening_search(scores: SetScores, w: np.ndarray, start: Sequence[int], max_
             best = polished if polished.value >= cand.value else cand
             if not polished.complete:
                 break
-        width *= 2
+        width = max(width + 1, math.ceil(width * WIDTH_GROWTH))
     final = local_search(scores, w, best.order)
     if np.isnan(final.value) or final.value < best.value:  # the polish found nothing, or could not even start
         final = SearchResult(order=best.order, value=best.value, complete=False)
