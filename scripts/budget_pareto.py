@@ -175,6 +175,7 @@ def main() -> None:
     from engine.runtime import code_version
     from engine.settings import results_dir
 
+    version = code_version()  # read once: files edited while the run goes on must not mark it dirty half-way
     clf = load_classifier(args.model)
     if clf.num_classes != 2:
         raise SystemExit(f"this run scores correctness as p_gold > 0.5: binary tasks only ({clf.num_classes} classes)")
@@ -210,19 +211,19 @@ def main() -> None:
         tmp = points_file.with_suffix(".tmp")
         table.to_csv(tmp, index=False)
         os.replace(tmp, points_file)
-        _write_provenance(prov_file, config, command, clf, weights_sha256, code_version, started, len(set(table["input"])),
+        _write_provenance(prov_file, config, command, clf, weights_sha256, version, started, len(set(table["input"])),
                           final=False)
         print(f"input {i + 1}/{len(chosen)} (test #{index}, {rows[0]['n_tokens']} tokens): {time.time() - t0:.1f} s",
               flush=True)
     table = pd.read_csv(points_file)
-    _write_provenance(prov_file, config, command, clf, weights_sha256, code_version, started, len(set(table["input"])),
+    _write_provenance(prov_file, config, command, clf, weights_sha256, version, started, len(set(table["input"])),
                       final=True)
     print(summarise(table).to_string(index=False))
 
 
-def _write_provenance(path, config, command, clf, weights_sha256, code_version, started, n_inputs, final):
+def _write_provenance(path, config, command, clf, weights_sha256, version, started, n_inputs, final):
     record = {
-        "config": config, "command": command, "code_version": code_version(), "checkpoint": clf.id,
+        "config": config, "command": command, "code_version": version, "checkpoint": clf.id,
         "checkpoint_sha256": weights_sha256(clf.folder), "checkpoint_code_version": clf.metadata.get("code_version"),
         "checkpoint_config": clf.metadata.get("config"), "target": "gold label", "n_inputs": n_inputs,
         "finished": final, "seconds": round(time.time() - started, 1),  # this invocation's (a resumed run: the last)
