@@ -193,9 +193,16 @@ def main() -> None:
               "multiples": list(args.multiples), "widths": list(WIDTHS), "ratios": list(RATIOS),
               "random_seed": RANDOM_SEED}
     points_file, prov_file = out / POINTS, out / PROVENANCE
-    done = pd.DataFrame()
-    if points_file.exists() and prov_file.exists() and json.loads(prov_file.read_text())["config"] == config:
-        done = pd.read_csv(points_file)  # resume: same configuration, inputs already there are kept
+    done, earlier = pd.DataFrame(), {}
+    if points_file.exists() and prov_file.exists():
+        earlier = json.loads(prov_file.read_text())
+        # resume: the same configuration but for --limit (the inputs are a prefix of one list: a run stopped early
+        # is finished with a smaller --limit); the inputs already there are kept, those past the limit dropped
+        if {k: v for k, v in earlier["config"].items() if k != "limit"} == {k: v for k, v in config.items() if k != "limit"}:
+            done = pd.read_csv(points_file)
+            done = done[done["input"].isin([index for index, _ in chosen])]
+        else:
+            earlier = {}
     points = method_points(args.multiples)
     started = time.time()
     frames = [done] if not done.empty else []
@@ -212,16 +219,20 @@ def main() -> None:
         table.to_csv(tmp, index=False)
         os.replace(tmp, points_file)
         _write_provenance(prov_file, config, command, clf, weights_sha256, version, started, len(set(table["input"])),
-                          final=False)
+                          final=False, earlier=earlier)
         print(f"input {i + 1}/{len(chosen)} (test #{index}, {rows[0]['n_tokens']} tokens): {time.time() - t0:.1f} s",
               flush=True)
-    table = pd.read_csv(points_file)
+    if not frames:
+        raise SystemExit(f"no {args.dataset} {args.split} input of at most {args.max_tokens} tokens")
+    table = pd.concat(frames, ignore_index=True)
+    table.to_csv(points_file, index=False)
     _write_provenance(prov_file, config, command, clf, weights_sha256, version, started, len(set(table["input"])),
-                      final=True)
+                      final=True, earlier=earlier)
     print(summarise(table).to_string(index=False))
 
 
-def _write_provenance(path, config, command, clf, weights_sha256, version, started, n_inputs, final):
+def _write_provenance(path, config, command, clf, weights_sha256, version, started, n_inputs, final, earlier=None):
+    earlier = earlier or {}
     record = {
         "config": config, "command": command, "code_version": version, "checkpoint": clf.id,
         "checkpoint_sha256": weights_sha256(clf.folder), "checkpoint_code_version": clf.metadata.get("code_version"),
@@ -230,6 +241,9 @@ def _write_provenance(path, config, command, clf, weights_sha256, version, start
         "machine": f"{platform.machine()} {os.cpu_count()} cpus, {clf.device}, torch threads {torch.get_num_threads()}",
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    if earlier:  # a resumed run: what computed the rows kept from before
+        record["resumed_from"] = {k: earlier.get(k) for k in ("command", "code_version", "machine", "seconds", "n_inputs",
+                                                              "created", "resumed_from") if earlier.get(k) is not None}
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=2) + "\n")
     os.replace(tmp, path)

@@ -306,3 +306,18 @@ def test_the_anytime_search_stays_within_any_budget_and_never_below_its_start():
         result = widening_search(s, w, start.order, max_width=8)
         assert s.spent <= budget
         assert result.value >= start.value - 1e-12
+
+
+def test_a_shared_cache_changes_no_order_and_no_pass_count(toy_classifier, short_inputs):
+    """Searches that share one cache of masked-set scores (a sweep over widths and budgets) return the same orders
+    and report the same forward passes as each run alone: a set another search computed still counts for this one."""
+    batch, target, _ = short_inputs
+    cache: dict = {}
+    for name, opts in (("beam-budget", {"width": 3}), ("greedy-loo", {}), ("anytime-aopc", {"exact_tokens": 0, "budget": 40})):
+        alone = get_explainer(name, toy_classifier, memo=False, **opts).attribute(batch, target)
+        shared = get_explainer(name, toy_classifier, memo=False, **opts)
+        shared.shared_cache = cache
+        together = shared.attribute(batch, target)
+        assert torch.equal(alone.scores, together.scores), name
+        assert torch.equal(alone.extras["forwards"], together.extras["forwards"]), name
+    assert len(cache) == len(batch) and all(len(sets) > 1 for sets in cache.values())
