@@ -483,7 +483,7 @@ class BudgetedBeam(_BudgetedSearch):
         return beam_search(scores, w, width=self.options["width"] or None)
 
 
-STARTS = ("greedy", "loo-sign", "x-grad-sign", "grad-l2")
+STARTS = ("auto", "greedy", "loo-sign", "x-grad-sign", "grad-l2")
 GRADIENT_PASSES = 2  # a gradient start costs one forward and one backward, counted as 2 forward passes
 
 
@@ -492,9 +492,10 @@ class AnytimeAopc(_BudgetedSearch):
     """anytime-aopc: a cheap ranking improved by pair swaps while the budget lasts (never worse than the ranking).
 
     Option start (the starting ranking; its passes count; not called 'seed', which names a random seed throughout
-    the engine): greedy (default: greedy recursive LOO, `greedy-loo`, as far as the budget allows; the swaps
-    start once it is complete, from its order, whose J is then known at no cost), loo-sign (N + 1 passes, then N - 1
-    to evaluate its J), x-grad-sign or grad-l2 (2 passes, then N - 1);
+    the engine): auto (default: loo-sign when the budget is below greedy's cost N(N+1)/2 + 1, else greedy), greedy
+    (greedy recursive LOO, `greedy-loo`, as far as the budget allows; the swaps start once it is complete, from its
+    order, whose J is then known at no cost), loo-sign (the drop in the objective's score when each token alone is
+    masked: N + 1 passes, then N - 1 to evaluate its J), x-grad-sign or grad-l2 (2 passes, then N - 1);
     exact_tokens (default 10; 0 = never): on inputs of at most that many tokens whose 2^N - 1 masked sets fit
     the remaining budget, return the exact optimum (dynamic programming) instead.
     Then J(start order) is evaluated and polished by swaps of tokens at most 2 apart while J rises (one pass per
@@ -504,7 +505,7 @@ class AnytimeAopc(_BudgetedSearch):
     start_objective (J of the start order), complete (stopped at a local optimum rather than by the budget)."""
 
     name = "anytime-aopc"
-    defaults = {**_BudgetedSearch.base_defaults, "start": "greedy", "exact_tokens": 10, "max_width": 32}
+    defaults = {**_BudgetedSearch.base_defaults, "start": "auto", "exact_tokens": 10, "max_width": 32}
     choices = {**_BudgetedSearch.choices, "start": STARTS}
     reports_start = True
 
@@ -516,7 +517,7 @@ class AnytimeAopc(_BudgetedSearch):
             raise InvalidInputError(f"exact_tokens must be in 0..20 (2^20 forwards at most), got {self.options['exact_tokens']}")
 
     def _min_budget(self, n: int) -> int:
-        return n + 1 if self.options["start"] in ("greedy", "loo-sign") else 1 + GRADIENT_PASSES
+        return n + 1 if self.options["start"] in ("auto", "greedy", "loo-sign") else 1 + GRADIENT_PASSES
 
     def _scores(self, call: Call):
         self._start = None  # the gradient start's scores for the whole batch, computed on first need
@@ -543,12 +544,18 @@ class AnytimeAopc(_BudgetedSearch):
                 return SearchResult(order=order, value=value, complete=True)
             except BudgetSpent:  # out of time
                 pass
-        if self.options["start"] == "greedy":
+        start_kind = self.options["start"]
+        if start_kind == "auto":
+            # below greedy's own cost the greedy phase would be cut short and completed by LOO; starting from LOO
+            # and polishing by swaps did better there on rt (docs/budgeted-search.md)
+            short = scores.budget is not None and scores.budget < n * (n + 1) // 2 + 1
+            start_kind = "loo-sign" if short else "greedy"
+        if start_kind == "greedy":
             first = beam_search(scores, w, width=1)
             if not first.complete:  # the budget ran out inside the greedy phase: that is the answer
                 return SearchResult(order=first.order, value=first.value, complete=False, start_value=first.value)
             start = first.order
-        elif self.options["start"] == "loo-sign":
+        elif start_kind == "loo-sign":
             scores.fetch([1 << t for t in range(n)], force=True)
             start = loo_order(scores)
         else:
