@@ -6,6 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from app.benchmark_views import render_faith_plausibility, render_pareto, render_upload
 from app.compute_cells import compute_cells_form
 from app.shared import MODEL_KEY, get_classifier, note_if_not_masked_fine_tuned
 from app.text import md
@@ -272,6 +273,7 @@ else:
         st.plotly_chart(pfig, width="stretch")
 
     _method_comparison(everything, dataset)
+    render_faith_plausibility(data, _model_id, _classifier)
 
     st.download_button("Download these rows (CSV)", frame_to_csv(data).encode(), file_name=f"{run}-{dataset}-{model}.csv",
                        mime="text/csv")
@@ -280,6 +282,9 @@ with st.expander("Standard evaluation suite: erasure metrics with MaSF shares, s
     from app.evaluation_tab import render_evaluation_tab
 
     render_evaluation_tab()
+
+render_pareto()
+render_upload(_classifier)
 
 st.subheader("Published numbers")
 published, citation = load_published("fmm_table1")

@@ -167,7 +167,8 @@ def test_greedy_loo_is_beam_of_width_one_and_costs_n_n_plus_one_over_two_plus_on
 def test_budget_is_respected_and_reported_and_too_small_a_budget_is_refused(toy_classifier, short_inputs):
     """Every measure spends at most `budget` forwards per input and says so; a budget below N + 1 is refused
     with the minimum named; the anytime search ends at or above its starting order's J: LOO's order (checked by
-    brute force) or, by default, greedy-loo's order at the same budget."""
+    brute force) or, by default (start auto), greedy-loo's order at the same budget where the budget pays for greedy
+    (N(N+1)/2 + 1 passes) and LOO's order below that."""
     batch, target, tables = short_inputs
     for budget in (8, 12, 20, 30):
         greedy = get_explainer("greedy-loo", toy_classifier, budget=budget, memo=False).attribute(batch, target)
@@ -183,7 +184,8 @@ def test_budget_is_respected_and_reported_and_too_small_a_budget_is_refused(toy_
             assert (obj[ok] >= start[ok] - 1e-12).all()
             for i, (pos, table) in enumerate(tables):
                 w = curve_weights(len(pos), "full")
-                if opts.get("start") == "loo-sign":
+                n = len(pos)
+                if opts.get("start") == "loo-sign" or budget < n * (n + 1) // 2 + 1:
                     first = tuple(sorted(pos, key=lambda p: -(table[frozenset()] - table[frozenset({p})])))
                     if ok[i]:
                         assert float(start[i]) == pytest.approx(_j(first, table, w), abs=1e-6)
@@ -258,3 +260,66 @@ def test_budgeted_measures_plug_into_recursive_masking_and_the_erasure_metrics(t
     loo = erasure_metrics(toy_classifier, batch, get_explainer("loo-sign", toy_classifier).attribute(batch, target).scores,
                           target, metrics=["comprehensiveness"]).values["aopc-comprehensiveness"]
     assert (ours >= loo - 1e-6).all()
+
+
+def _random_table(n: int, seed: int):
+    """evaluate(masks) over a random but fixed s of every subset of n tokens: a rugged objective where pair swaps
+    stall at local optima (what the widening beams are for)."""
+    rng = np.random.default_rng(seed)
+    s = rng.random(1 << n)
+    s[0] = 1.0
+    return lambda masks: [float(s[m]) for m in masks]
+
+
+def test_the_anytime_search_without_a_budget_ends_at_or_above_every_beam_it_widens_through():
+    """widening_search (the anytime search after its start) runs beams of width 2, 3, 5, 8 on the evaluated sets, so
+    with an unlimited budget its J is at least each of those beams' J, and at least its start's; on these rugged
+    objectives swaps alone (max_width 0, the earlier search) stall below beam-2 on some inputs."""
+    from engine.importance.budgeted_search import widening_search
+
+    swaps_below_beam = 0
+    for seed in range(12):
+        n = 8
+        w = curve_weights(n, "full")
+        evaluate = _random_table(n, seed)
+        beams = [beam_search(SetScores(n, evaluate), w, width).value for width in (2, 3, 5, 8)]
+        start = beam_search(SetScores(n, evaluate), w, 1)
+        widened = widening_search(SetScores(n, evaluate), w, start.order, max_width=8)
+        assert widened.value >= max(beams) - 1e-12
+        assert widened.value >= start.value - 1e-12 and widened.complete
+        swaps = widening_search(SetScores(n, evaluate), w, start.order, max_width=0)
+        swaps_below_beam += swaps.value < beams[0] - 1e-9
+    assert swaps_below_beam > 0, "the objectives are rugged enough to tell the two searches apart"
+
+
+def test_the_anytime_search_stays_within_any_budget_and_never_below_its_start():
+    """Under budgets from N + 1 passes to past beam-8's cost, widening_search never spends more than its budget
+    and its J (when known) is at least that of its start order."""
+    from engine.importance.budgeted_search import widening_search
+
+    n = 8
+    w = curve_weights(n, "full")
+    evaluate = _random_table(n, 99)
+    for budget in (9, 20, 40, 80, 160, 320, 640):
+        s = SetScores(n, evaluate, budget=budget)
+        start = beam_search(s, w, 1)
+        if not start.complete:
+            continue
+        result = widening_search(s, w, start.order, max_width=8)
+        assert s.spent <= budget
+        assert result.value >= start.value - 1e-12
+
+
+def test_a_shared_cache_changes_no_order_and_no_pass_count(toy_classifier, short_inputs):
+    """Searches that share one cache of masked-set scores (a sweep over widths and budgets) return the same orders
+    and report the same forward passes as each run alone: a set another search computed still counts for this one."""
+    batch, target, _ = short_inputs
+    cache: dict = {}
+    for name, opts in (("beam-budget", {"width": 3}), ("greedy-loo", {}), ("anytime-aopc", {"exact_tokens": 0, "budget": 40})):
+        alone = get_explainer(name, toy_classifier, memo=False, **opts).attribute(batch, target)
+        shared = get_explainer(name, toy_classifier, memo=False, **opts)
+        shared.shared_cache = cache
+        together = shared.attribute(batch, target)
+        assert torch.equal(alone.scores, together.scores), name
+        assert torch.equal(alone.extras["forwards"], together.extras["forwards"]), name
+    assert len(cache) == len(batch) and all(len(sets) > 1 for sets in cache.values())

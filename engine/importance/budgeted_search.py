@@ -17,7 +17,9 @@ Searches (all share one cache of g per masked set, so a set reached twice costs 
   the best `width`); width 1 is greedy recursive leave-one-out, width None keeps every set (= the exact DP).
   Under a budget a step is evaluated best parent first as far as the budget allows; the best order found
   is completed by the tokens' leave-one-out ranking.
-- `local_search` (the anytime search): start from a cheaper search's order (greedy recursive LOO as far as the
+- `widening_search` (the anytime search): polish a cheap start by short swaps, then beams of growing width (2, 3, 5, 8, ...) that
+  reuse every evaluated set, then swaps of any distance with what is left (see `AnytimeAopc`). It uses
+- `local_search`: start from a cheaper search's order (greedy recursive LOO as far as the
   budget allows, by default; or LOO or a gradient ranking), evaluate its J, then swap pairs of tokens
   (positions i < j) while that improves J. A swap changes only the prefixes of sizes i+1..j, so a swap of
   neighbours costs one forward and its gain is exact; moves go nearest first and the search restarts from
@@ -30,6 +32,7 @@ more than its budget. The registered measures at the end wrap these for `Explain
 """
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -316,6 +319,11 @@ class _BudgetedSearch(Explainer):
     base_defaults = {"budget": 0, "seconds": 0.0, "score": "probability", "curve": "full"}
     choices = {"score": SCORES, "curve": CURVES}
     reports_start = False  # extras['start_objective']: J of the starting ranking (NaN when never evaluated)
+    # A sweep over widths and budgets on the same inputs (scripts/budget_pareto.py) sets one dict here for all its
+    # searches: {(input ids, positions, target, score): {mask: s}}. A masked set another search already ran is then
+    # read from it instead of recomputed; every search still counts it as its own forward (its SetScores does not
+    # know the dict), so the reported passes are those it would spend alone.
+    shared_cache: dict | None = None
 
     def _check_options(self) -> None:
         if self.options["budget"] < 0:
@@ -397,8 +405,20 @@ class _BudgetedSearch(Explainer):
         base = b.input_ids[row]
         pos_t = torch.tensor(positions, dtype=torch.long, device=b.device)
         use_logit = self.options["score"] == "logit"
+        store = None
+        if self.shared_cache is not None:
+            key = (tuple(base.tolist()), tuple(positions), target, self.options["score"])
+            store = self.shared_cache.setdefault(key, {})
 
         def evaluate(masks: list[int]) -> list[float]:
+            if store is not None:
+                missing = list(dict.fromkeys(m for m in masks if m not in store))
+                if missing:
+                    store.update(zip(missing, compute(missing)))
+                return [store[m] for m in masks]
+            return compute(masks)
+
+        def compute(masks: list[int]) -> list[float]:
             call.check_stop()
             bits = torch.tensor([[m >> t & 1 for t in range(len(positions))] for m in masks], dtype=torch.bool,
                                 device=b.device)
@@ -463,7 +483,7 @@ class BudgetedBeam(_BudgetedSearch):
         return beam_search(scores, w, width=self.options["width"] or None)
 
 
-STARTS = ("greedy", "loo-sign", "x-grad-sign", "grad-l2")
+STARTS = ("auto", "greedy", "loo-sign", "x-grad-sign", "grad-l2")
 GRADIENT_PASSES = 2  # a gradient start costs one forward and one backward, counted as 2 forward passes
 
 
@@ -472,27 +492,32 @@ class AnytimeAopc(_BudgetedSearch):
     """anytime-aopc: a cheap ranking improved by pair swaps while the budget lasts (never worse than the ranking).
 
     Option start (the starting ranking; its passes count; not called 'seed', which names a random seed throughout
-    the engine): greedy (default: greedy recursive LOO, `greedy-loo`, as far as the budget allows; the swaps
-    start once it is complete, from its order, whose J is then known at no cost), loo-sign (N + 1 passes, then N - 1
-    to evaluate its J), x-grad-sign or grad-l2 (2 passes, then N - 1);
+    the engine): auto (default: loo-sign when the budget is below greedy's cost N(N+1)/2 + 1, else greedy), greedy
+    (greedy recursive LOO, `greedy-loo`, as far as the budget allows; the swaps start once it is complete, from its
+    order, whose J is then known at no cost), loo-sign (the drop in the objective's score when each token alone is
+    masked: N + 1 passes, then N - 1 to evaluate its J), x-grad-sign or grad-l2 (2 passes, then N - 1);
     exact_tokens (default 10; 0 = never): on inputs of at most that many tokens whose 2^N - 1 masked sets fit
     the remaining budget, return the exact optimum (dynamic programming) instead.
-    Then J(start order) is evaluated and neighbouring tokens are swapped while J rises (one pass per swap of
-    neighbours), farther pairs when no neighbour swap helps. extras: forwards, objective (J of the result),
+    Then J(start order) is evaluated and polished by swaps of tokens at most 2 apart while J rises (one pass per
+    swap of neighbours); then, option max_width (default 32; 0 = swaps only), beams of width 2, 3, 5, 8, ... reuse
+    every set evaluated so far, each better order is polished likewise, and the budget left goes to swaps of any
+    distance on the best order (`widening_search`). extras: forwards, objective (J of the result),
     start_objective (J of the start order), complete (stopped at a local optimum rather than by the budget)."""
 
     name = "anytime-aopc"
-    defaults = {**_BudgetedSearch.base_defaults, "start": "greedy", "exact_tokens": 10}
+    defaults = {**_BudgetedSearch.base_defaults, "start": "auto", "exact_tokens": 10, "max_width": 32}
     choices = {**_BudgetedSearch.choices, "start": STARTS}
     reports_start = True
 
     def _check_options(self) -> None:
         super()._check_options()
+        if self.options["max_width"] < 0:
+            raise InvalidInputError(f"max_width must be >= 0 (0: swaps only, no beams), got {self.options['max_width']}")
         if not 0 <= self.options["exact_tokens"] <= 20:
             raise InvalidInputError(f"exact_tokens must be in 0..20 (2^20 forwards at most), got {self.options['exact_tokens']}")
 
     def _min_budget(self, n: int) -> int:
-        return n + 1 if self.options["start"] in ("greedy", "loo-sign") else 1 + GRADIENT_PASSES
+        return n + 1 if self.options["start"] in ("auto", "greedy", "loo-sign") else 1 + GRADIENT_PASSES
 
     def _scores(self, call: Call):
         self._start = None  # the gradient start's scores for the whole batch, computed on first need
@@ -502,7 +527,7 @@ class AnytimeAopc(_BudgetedSearch):
             self._start = None
 
     def _estimate(self, n: int) -> int:
-        return 2 ** n if n <= self.options["exact_tokens"] else 3 * n * n
+        return 2 ** n if n <= self.options["exact_tokens"] else (self.options["max_width"] + 3) * n * n
 
     def _start_scores(self, call: Call) -> torch.Tensor:
         from engine.importance.registry import get_explainer
@@ -519,12 +544,18 @@ class AnytimeAopc(_BudgetedSearch):
                 return SearchResult(order=order, value=value, complete=True)
             except BudgetSpent:  # out of time
                 pass
-        if self.options["start"] == "greedy":
+        start_kind = self.options["start"]
+        if start_kind == "auto":
+            # below greedy's own cost the greedy phase would be cut short and completed by LOO; starting from LOO
+            # and polishing by swaps did better there on rt (docs/budgeted-search.md)
+            short = scores.budget is not None and scores.budget < n * (n + 1) // 2 + 1
+            start_kind = "loo-sign" if short else "greedy"
+        if start_kind == "greedy":
             first = beam_search(scores, w, width=1)
             if not first.complete:  # the budget ran out inside the greedy phase: that is the answer
                 return SearchResult(order=first.order, value=first.value, complete=False, start_value=first.value)
             start = first.order
-        elif self.options["start"] == "loo-sign":
+        elif start_kind == "loo-sign":
             scores.fetch([1 << t for t in range(n)], force=True)
             start = loo_order(scores)
         else:
@@ -535,4 +566,41 @@ class AnytimeAopc(_BudgetedSearch):
             scores.spent += GRADIENT_PASSES
             if scores.on_spend is not None:
                 scores.on_spend(GRADIENT_PASSES)
-        return local_search(scores, w, start)
+        return widening_search(scores, w, start, self.options["max_width"])
+
+
+# Each beam of the anytime search is this much wider than the last: 2, 3, 5, 8, 12, 18, 27, ... Denser than doubling,
+# so that a budget between two widths leaves less unused (a beam cut short by the budget gives no usable order).
+WIDTH_GROWTH = 1.5
+
+
+def widening_search(scores: SetScores, w: np.ndarray, start: Sequence[int], max_width: int = 32) -> SearchResult:
+    """The anytime search after its start (see `AnytimeAopc`): polish `start` by short swaps (distance <= 2), then
+    beams of width 2, 3, 5, 8, ... (x `WIDTH_GROWTH`) up to `max_width` (each reuses every set already evaluated,
+    so a width costs only the sets the narrower ones did not reach), each beam's order polished the same way when it beats the best so far;
+    a width is started only while the budget left is at least 1.5 x what the previous width newly spent (a beam cut
+    short by the budget leaves no usable order). The rest of the budget goes to unlimited swaps on the best order.
+    max_width 0: swaps only (the earlier behaviour). The result is never below `start`'s J once that is known."""
+    best = local_search(scores, w, start, max_distance=2 if max_width >= 2 else None)
+    start_value = best.start_value
+    if np.isnan(best.value) or not best.complete:
+        return best
+    width, last_cost = 2, 0
+    while width <= max_width:
+        before = scores.spent
+        if last_cost and scores.remaining() < 1.5 * last_cost:
+            break
+        cand = beam_search(scores, w, width=width)
+        last_cost = scores.spent - before
+        if not cand.complete:
+            break
+        if cand.value > best.value + 1e-12:
+            polished = local_search(scores, w, cand.order, max_distance=2)
+            best = polished if polished.value >= cand.value else cand
+            if not polished.complete:
+                break
+        width = max(width + 1, math.ceil(width * WIDTH_GROWTH))
+    final = local_search(scores, w, best.order)
+    if np.isnan(final.value) or final.value < best.value:  # the polish found nothing, or could not even start
+        final = SearchResult(order=best.order, value=best.value, complete=False)
+    return SearchResult(order=final.order, value=final.value, complete=final.complete, start_value=start_value)

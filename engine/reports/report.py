@@ -358,6 +358,13 @@ def sentence_plausibility(run: str) -> Callable[[Path], str]:
     return build
 
 
+def budget_pareto_report(run: str) -> Callable[[Path], str]:
+    """RACU and NAOPC against forward passes of the budgeted searches (engine.results.budget_pareto)."""
+    from engine.results.budget_pareto import report_table
+
+    return report_table(run)
+
+
 TABLES: tuple[Table, ...] = (
     Table("summary", "README.md", summary_per_model),
     Table("fmm-ordering", "docs/results.md", fmm_ordering),
@@ -384,6 +391,7 @@ TABLES: tuple[Table, ...] = (
     Table("simulability-rt", "docs/simulability.md", simulation_accuracy("minilm-rt-masked-s0-rt")),
     Table("simulability-babi1", "docs/simulability.md", simulation_accuracy("tiny-babi-1-masked-s0-babi-1")),
     Table("plausibility-babi1", "docs/simulability.md", sentence_plausibility("tiny-babi-1-masked-s0-babi-1")),
+    Table("budget-pareto", "docs/budgeted-search.md", budget_pareto_report("tiny-rt-budget")),
 )
 
 

@@ -1,0 +1,164 @@
+"""Three sections of the Benchmarks page (drawn by pages/benchmarks.py; the logic is in app.budget_view,
+app.own_scores and app.faith_plausibility): faithfulness against forward passes with the Pareto front, an upload of
+one's own explanation scores evaluated beside the built-in measures, and faithfulness against plausibility."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from app.text import md
+from engine.csv_safe import frame_to_csv
+
+
+def render_pareto() -> None:
+    """The budget runs of the results store: RACU or NAOPC against forward passes, one trace per method."""
+    from app.budget_view import budget_runs, pareto_figure, summary_for_display
+    from engine.results.budget_pareto import anytime_against_beam, load_run, summarise
+    from engine.settings import results_dir
+
+    st.subheader("Faithfulness against forward passes")
+    runs = budget_runs(results_dir())
+    if not runs:
+        st.info("No budget run in the results store yet: `python scripts/budget_pareto.py --help` makes one.")
+        return
+    c1, c2 = st.columns(2)
+    run = c1.selectbox("Budget run", runs, key="pareto_run", format_func=md)
+    metric = c2.radio("Faithfulness", ["racu", "naopc", "aopc"], horizontal=True, key="pareto_metric",
+                      format_func={"racu": "RACU", "naopc": "NAOPC", "aopc": "AOPC"}.get)
+    try:
+        table, provenance = load_run(run)
+        summary = summarise(table)
+    except (ValueError, KeyError) as err:
+        st.error(f"Budget run {md(run)} cannot be read: {md(err)}")
+        return
+    st.caption("Each point: a method's mean over the run's inputs, with its 95% CI (RACU: bootstrap over inputs; "
+               "NAOPC: BCa over inputs). LOO, greedy LOO and each beam width cost what they cost (one point); the "
+               "anytime search is run at several budgets, in multiples of G = N(N+1)/2 + 1 passes (greedy LOO's "
+               "cost), and drawn as one line. Dotted: beam's curve; dark steps: the Pareto front (no point is both "
+               "cheaper and more faithful).")
+    st.plotly_chart(pareto_figure(summary, metric), width="stretch")
+    versus = anytime_against_beam(summary, metric)
+    if not versus.empty:
+        above = int(versus["above"].sum())
+        st.caption(f"Anytime at or above beam's curve (the best of LOO, greedy and the beams a budget affords) at "
+                   f"{above} of {len(versus)} budgets up to beam-20's cost.")
+    shown = summary_for_display(summary)
+    st.dataframe(shown, hide_index=True)
+    config = provenance.get("config", {})
+    st.caption(f"Model {md(provenance.get('checkpoint', '?'))} (weights sha256 "
+               f"{md(str(provenance.get('checkpoint_sha256', '?'))[:12])}), {int(table['input'].nunique())} "
+               f"{md(config.get('dataset', '?'))} {md(config.get('split', '?'))} inputs of at most "
+               f"{md(config.get('max_tokens', '?'))} tokens; code {md(provenance.get('code_version', '?'))}; "
+               f"{md(provenance.get('machine', '?'))}. Command: {md(provenance.get('command', '?'))}")
+    st.download_button("Download the per-input points (CSV)", frame_to_csv(table).encode(), file_name=f"{run}-points.csv",
+                       mime="text/csv", key="pareto_download")
+
+
+def render_upload(classifier) -> None:
+    """Upload a scores file (docs/own-explanations.md) and see it beside built-in measures."""
+    from app.own_scores import MAX_INPUTS, SUFFIXES, aggregate_rows, evaluate_upload
+    from engine.data import get_dataset
+    from engine.importance import measure_availability
+
+    st.subheader("Evaluate your own explanations")
+    st.caption("A scores file as `python -m engine evaluate --scores FILE` reads it: CSV (id or text, start, end, "
+               "score), JSON / JSONL records with offsets, or the outputs of inseq, captum and ferret "
+               "(docs/own-explanations.md). Every row is checked before any work, and the gold label is explained.")
+    if classifier is None:
+        st.info("Choose a model in the sidebar first: the scores are aligned to its tokens.")
+        return
+    dataset_name = classifier.metadata.get("dataset")
+    if not dataset_name:
+        st.info(f"Model {md(classifier.id)} records no dataset: the file's rows are matched to a dataset's examples.")
+        return
+    available = [m for m, why in measure_availability(classifier).items() if not why]
+    c1, c2, c3 = st.columns(3)
+    split = c1.selectbox("Split", ["test", "validation"], key="upload_split")
+    limit = c2.number_input("Inputs (at most)", 1, MAX_INPUTS, 20, key="upload_limit")
+    naopc = c3.checkbox("NAOPC too", value=True, key="upload_naopc",
+                        help="Its bounds cost 2^N - 1 passes per input of N <= 12 tokens, about 5 N² beyond")
+    builtin = st.multiselect("Built-in measures beside it", available,
+                             default=[m for m in ("loo-sign", "random") if m in available], key="upload_builtin")
+    upload = st.file_uploader("Scores file", type=[s.lstrip(".") for s in SUFFIXES], key="upload_file")
+    if upload is None:
+        return
+    if not st.button("Evaluate", key="upload_go"):
+        return
+    bar = st.progress(0.0, text="evaluating")
+    try:
+        dataset = classifier.check_dataset(get_dataset(dataset_name, classifier.metadata.get("split_seed", 0)))
+        result = evaluate_upload(upload.getvalue(), upload.name, classifier, dataset, split=split,
+                                 builtin=tuple(builtin), limit=int(limit), naopc=naopc,
+                                 progress=lambda d, t: bar.progress(d / t, text=f"{d}/{t} measures"))
+    except (ValueError, OSError) as err:  # InvalidInputError (a bad row, named) is a ValueError
+        bar.empty()
+        st.error(f"The file cannot be evaluated: {md(err)}")
+        return
+    bar.empty()
+    st.success(f"{len(result.measures)} imported measure(s) ({md(', '.join(result.measures))}) on {result.n_inputs} "
+               f"inputs of the {md(split)} split, beside {md(', '.join(builtin) or 'no built-in measure')}.")
+    st.dataframe(aggregate_rows(result.table), hide_index=True)
+    with st.expander("Every metric and level"):
+        st.dataframe(result.table, hide_index=True)
+    st.download_button("Download (CSV)", frame_to_csv(result.table).encode(), file_name="own-explanations.csv",
+                       mime="text/csv", key="upload_download")
+
+
+def render_faith_plausibility(view: pd.DataFrame, model_id: str | None, classifier=None) -> None:
+    """Per measure: faithfulness (RACU of the page's current view, or NAOPC from the evaluation store) against
+    plausibility (annotation store: ratings, AUPRC against annotated or bAbI rationales)."""
+    from app.faith_plausibility import (
+        FAITHFULNESS,
+        PLAUSIBILITY,
+        figure,
+        joined,
+        naopc_by_measure,
+        plausibility_by_measure,
+        racu_by_measure,
+        spearman,
+    )
+    from engine.plausibility import AnnotationStore, AnnotationStoreError
+
+    st.subheader("Faithfulness against plausibility")
+    c1, c2 = st.columns(2)
+    faith_kind = c1.radio("Faithfulness", list(FAITHFULNESS), horizontal=True, key="fp_faith",
+                          format_func=FAITHFULNESS.get)
+    plaus_kind = c2.radio("Plausibility", list(PLAUSIBILITY), horizontal=True, key="fp_plaus",
+                          format_func=PLAUSIBILITY.get)
+    try:
+        if faith_kind == "racu":
+            faith = racu_by_measure(view)
+        else:
+            from engine.faithfulness.evaluation import evaluation_store
+
+            ev = evaluation_store().load()
+            if not ev.empty and not view.empty:
+                ev = ev[(ev["dataset"] == view["dataset"].iloc[0]) & (ev["base_model"] == view["base_model"].iloc[0])]
+            faith = naopc_by_measure(ev)
+    except ValueError as err:
+        st.info(f"No faithfulness numbers for this view: {md(err)}")
+        return
+    try:
+        store = AnnotationStore(read_only=True)
+        models = store.model_ids()
+    except (AnnotationStoreError, OSError) as err:
+        st.info(f"The annotation store cannot be read: {md(err)}")
+        return
+    if not models:
+        st.info("The annotation store holds no tasks yet: make some on the Annotate page (bAbI tasks carry their "
+                "supporting facts as gold rationales).")
+        return
+    index = models.index(model_id) if model_id in models else 0
+    chosen = st.selectbox("Annotated model", models, index=index, key="fp_model", format_func=md)
+    plaus = plausibility_by_measure(store, chosen)[plaus_kind]
+    both = joined(faith, plaus)
+    if both.empty:
+        st.info(f"No measure has both numbers: faithfulness for {md(', '.join(faith['measure']) or 'none')}, "
+                f"{md(PLAUSIBILITY[plaus_kind])} for {md(', '.join(plaus['measure']) or 'none')}.")
+        return
+    st.plotly_chart(figure(both, FAITHFULNESS[faith_kind], PLAUSIBILITY[plaus_kind]), width="stretch")
+    rho = spearman(both)
+    st.caption("Error bars: 95% intervals (RACU and NAOPC over seeds; AUPRC over inputs; the rating mu +- 1.96 "
+               "sigma). " + (f"Spearman over the {len(both)} measures: {rho:.2f}." if rho == rho else
+                             "Spearman needs 3 measures or more."))
+    st.dataframe(both, hide_index=True)

@@ -1,0 +1,148 @@
+"""Faithfulness against plausibility, per measure (the Benchmarks page's view): one axis a faithfulness number
+(RACU from a recursive-masking run, NAOPC from an evaluation run with `--naopc`), the other a plausibility number
+from the annotation store (TrueSkill rating of the annotators' rankings; rationale AUPRC against the annotators'
+rationales or against bAbI's supporting facts), each with its 95% interval.
+
+Intervals: RACU and NAOPC over seeds (BCa, as the results tables); AUPRC over inputs (BCa bootstrap of the
+per-input average precisions); the rating as TrueSkill's mu +- 1.96 sigma (a posterior spread, not a bootstrap).
+No Streamlit here: the page draws what these functions return."""
+from __future__ import annotations
+
+import html
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from engine.errors import InvalidInputError
+
+FAITHFULNESS = {"racu": "RACU % (recursive masking)", "naopc": "NAOPC (erasure, comprehensiveness)"}
+PLAUSIBILITY = {"rating": "annotators' rating (TrueSkill mu)", "auprc-human": "AUPRC against annotated rationales",
+                "auprc-gold": "AUPRC against bAbI supporting facts"}
+COLUMNS = ["measure", "value", "low", "high", "n"]
+
+
+def _frame(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def racu_by_measure(results: pd.DataFrame) -> pd.DataFrame:
+    """Per measure: RACU % with its 95% CI over seeds, from recursive-masking rows of ONE group (one run, dataset,
+    model, schedule, examples: the Benchmarks page's filtered view); n = seeds."""
+    from engine.faithfulness.summary import area_metrics_table
+
+    if results.empty:
+        return _frame([])
+    table = area_metrics_table(results)
+    if table.empty:
+        return _frame([])
+    from engine.faithfulness.summary import GROUP
+
+    if len(table.drop_duplicates([c for c in GROUP if c in table.columns])) > 1:
+        raise InvalidInputError("RACU per measure needs rows of one run, dataset, model, schedule and set of examples")
+    table = table[table["measure"] != "random"]
+    return _frame([{"measure": r.measure, "value": r.racu_pct, "low": r.racu_low, "high": r.racu_high, "n": r.seeds}
+                   for r in table.itertuples()])
+
+
+def naopc_by_measure(evaluation: pd.DataFrame) -> pd.DataFrame:
+    """Per measure: mean NAOPC (comprehensiveness) over seeds with its 95% CI, from evaluation-store rows of one
+    dataset and model family (`evaluate --naopc`); n = seeds. Empty when no cell computed NAOPC."""
+    from engine.faithfulness.evaluation import evaluation_table
+
+    if evaluation.empty or "metric" not in evaluation or not (evaluation["metric"] == "naopc-comprehensiveness").any():
+        return _frame([])
+    table = evaluation_table(evaluation[evaluation["metric"] == "naopc-comprehensiveness"])
+    return _frame([{"measure": r.measure, "value": r.value, "low": r.ci_low, "high": r.ci_high, "n": len(r.seeds)}
+                   for r in table.itertuples()])
+
+
+def _ap_rows(per_measure: dict[str, list[float]]) -> pd.DataFrame:
+    from engine.stats import bootstrap_ci
+
+    rows = []
+    for measure, aps in sorted(per_measure.items()):
+        aps = [a for a in aps if not math.isnan(a)]
+        if not aps:
+            continue
+        mean, low, high = bootstrap_ci(aps, n_resamples=2000)
+        rows.append({"measure": measure, "value": mean, "low": low, "high": high, "n": len(aps)})
+    return _frame(rows)
+
+
+def auprc_by_measure(tasks, rationales: dict | None = None) -> pd.DataFrame:
+    """Per measure: mean AUPRC of its scores against rationales with a 95% BCa CI over inputs; n = inputs.
+    rationales: task id -> [token indices per annotator] (each annotator's rationale one input), or None for the
+    tasks' gold rationales (bAbI supporting facts)."""
+    from engine.plausibility.rationales import average_precision
+
+    per_measure: dict[str, list[float]] = {}
+    for task in tasks:
+        refs = ([task.gold_rationale] if task.gold_rationale is not None else []) if rationales is None \
+            else list(rationales.get(task.id, []))
+        for e in task.explanations:
+            for ref in refs:
+                per_measure.setdefault(e.measure, []).append(average_precision(e.scores, ref))
+    return _ap_rows(per_measure)
+
+
+def rating_by_measure(store, model_id: str | None) -> pd.DataFrame:
+    """Per measure: TrueSkill mu of the annotators' rankings with mu +- 1.96 sigma; n = rankings it was in."""
+    from engine.plausibility.ranking import measure_rankings, trueskill_ratings
+
+    tasks = {t.id: t for t in store.tasks(model_id)}
+    ranked = measure_rankings(store.rankings(model_id), tasks)
+    return _frame([{"measure": r["measure"], "value": r["mu"], "low": r["mu"] - 1.96 * r["sigma"],
+                    "high": r["mu"] + 1.96 * r["sigma"], "n": r["matches"]} for r in trueskill_ratings(ranked)])
+
+
+def plausibility_by_measure(store, model_id: str | None) -> dict[str, pd.DataFrame]:
+    """{plausibility kind: per-measure frame} from the annotation store for one model (None: every model)."""
+    tasks = store.tasks(model_id)
+    marks: dict[str, list] = {}
+    for r in store.rationales(model_id):
+        marks.setdefault(r.task_id, []).append(r.tokens)
+    return {"rating": rating_by_measure(store, model_id), "auprc-human": auprc_by_measure(tasks, marks),
+            "auprc-gold": auprc_by_measure(tasks)}
+
+
+def joined(faithfulness: pd.DataFrame, plausibility: pd.DataFrame) -> pd.DataFrame:
+    """Measures present on both sides: measure, faith, faith_low, faith_high, faith_n, plaus, plaus_low,
+    plaus_high, plaus_n; sorted by measure."""
+    f = faithfulness.rename(columns={"value": "faith", "low": "faith_low", "high": "faith_high", "n": "faith_n"})
+    p = plausibility.rename(columns={"value": "plaus", "low": "plaus_low", "high": "plaus_high", "n": "plaus_n"})
+    return f.merge(p, on="measure", how="inner").sort_values("measure").reset_index(drop=True)
+
+
+def spearman(both: pd.DataFrame) -> float:
+    """Spearman's rho between the two axes over the measures (NaN with fewer than 3)."""
+    from scipy.stats import spearmanr
+
+    if len(both) < 3:
+        return float("nan")
+    return float(spearmanr(both["faith"], both["plaus"]).statistic)
+
+
+def _bars(values: pd.Series, low: pd.Series, high: pd.Series) -> dict | None:
+    if not (np.isfinite(low).any() and np.isfinite(high).any()):
+        return None
+    return {"type": "data", "symmetric": False, "array": (high - values).fillna(0).to_numpy(),
+            "arrayminus": (values - low).fillna(0).to_numpy(), "thickness": 1}
+
+
+def figure(both: pd.DataFrame, faith_label: str, plaus_label: str) -> go.Figure:
+    """One point per measure: plausibility on x, faithfulness on y, each with its interval as error bars. The
+    measure names come from stores a user may have filled: plotly reads <a>, <b>, <br> in text, so they are
+    HTML-escaped (plotly shows the entities as the characters)."""
+    fig = go.Figure()
+    for r in both.itertuples():
+        one = both[both["measure"] == r.measure]
+        fig.add_trace(go.Scatter(
+            x=one["plaus"], y=one["faith"], mode="markers+text", name=html.escape(str(r.measure)),
+            text=[html.escape(str(r.measure))],
+            textposition="top center", marker={"size": 11},
+            error_x=_bars(one["plaus"], one["plaus_low"], one["plaus_high"]),
+            error_y=_bars(one["faith"], one["faith_low"], one["faith_high"])))
+    fig.update_layout(xaxis_title=plaus_label, yaxis_title=faith_label, height=460, showlegend=False)
+    return fig

@@ -1,0 +1,45 @@
+"""The Benchmarks page's Pareto view in a real headless Chromium: the shipped budget run is drawn, with the legend
+naming every method and the Pareto front (a screenshot, docs/benchmarks-pareto.png, only with
+ENGINE_UPDATE_SCREENSHOTS=1)."""
+from __future__ import annotations
+
+import shutil
+import time
+
+import pytest
+from test_browser import CHROMEDRIVER, CHROMIUM, ROOT, SHOTS, _wait, serve_app
+from test_browser_views import _driver
+
+RUN = "tiny-rt-budget"
+pytestmark = [pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver"),
+              pytest.mark.skipif(not (ROOT / "results" / RUN / "points.csv").is_file(), reason="the shipped budget run")]
+
+
+def test_pareto_view_draws_every_method_and_the_front(tmp_path):
+    from selenium.webdriver.common.by import By
+
+    results = tmp_path / "results"
+    shutil.copytree(ROOT / "results" / RUN, results / RUN)
+    (tmp_path / "cache").mkdir()
+    with serve_app(tmp_path / "cache", results) as url:
+        driver = _driver(tmp_path)
+        try:
+            driver.get(f"{url}/benchmarks")
+            heading = _wait(driver, "[data-testid='stMain']", text="Faithfulness against forward passes")
+            assert heading
+            deadline = time.time() + 60
+            while True:  # plotly draws the legend once the chart is laid out
+                legend = [e.text for e in driver.find_elements(By.CSS_SELECTOR, ".js-plotly-plot .legendtext")]
+                if {"anytime", "Pareto front", "beam-20", "loo"} <= set(legend):
+                    break
+                assert time.time() < deadline, f"legend {legend}"
+                time.sleep(0.5)
+            plot = driver.find_elements(By.CSS_SELECTOR, ".js-plotly-plot")[0]
+            markers = plot.find_elements(By.CSS_SELECTOR, ".scatterlayer .point")
+            assert len(markers) >= 10, "a point per method and budget"
+            driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", plot)
+            time.sleep(1)
+            SHOTS.mkdir(exist_ok=True)
+            driver.save_screenshot(str(SHOTS / "benchmarks-pareto.png"))
+        finally:
+            driver.quit()
