@@ -46,10 +46,9 @@ def halve_after_oom(rows: int, error: BaseException, device: torch.device) -> in
 
 
 def explained(classifier, logits: torch.Tensor) -> torch.Tensor:
-    """The per-class quantity [N, C] measures explain, from logits [N, C]: the logits themselves, unless the
-    classifier defines `explained_logits` (a prompted LLM: the class log-odds, docs/methods.md#prompted-language-models)."""
-    hook = getattr(classifier, "explained_logits", None)
-    return logits if hook is None else hook(logits)
+    """The per-class quantity [N, C] measures explain, from logits [N, C]: `Classifier.explained_logits` (the
+    logits themselves, or a prompted LLM's class log-odds, docs/methods.md#prompted-language-models)."""
+    return classifier.explained_logits(logits)
 
 
 class BatchedPasses:

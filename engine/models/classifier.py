@@ -236,6 +236,13 @@ class Classifier:
     def batch_of(self, examples: Sequence[Example]) -> Batch:
         return collate_examples(self.tokenizer, list(examples), self.max_length).to(self.device)
 
+    # -- what the measures explain ----------------------------------------------------------------
+    def explained_logits(self, logits: torch.Tensor) -> torch.Tensor:
+        """The per-class quantity [N, C] every measure explains (gradients, IG, LOO, occlusion, SHAP/LIME, beam),
+        from this model's `logits` [N, C]: the logits themselves. A prompted LM overrides it with the class
+        log-odds (docs/methods.md#prompted-language-models)."""
+        return logits
+
     # -- forward ------------------------------------------------------------------------------
     def maskable_tokens(self, batch: Batch, row: int = 0) -> list[str]:
         """The word pieces at row `row`'s maskable positions, in text order: what every score vector over
