@@ -237,9 +237,9 @@ def run_simulability(teacher: str, student: str = "tiny", dataset: str | None = 
     classifier = load_classifier(teacher)
     for p in classifier.model.parameters():
         p.requires_grad_(False)  # the teacher is frozen: nothing may ever update it
-    meta = classifier.metadata
-    dataset_name = dataset or meta["dataset"]
-    data = get_dataset(dataset_name, meta.get("split_seed", 0))
+    meta = classifier.meta
+    dataset_name = dataset or meta.dataset
+    data = get_dataset(dataset_name, meta.split_seed)
     data = classifier.check_dataset(data)
     source = resolve_encoder(student)
     check_weights(source)  # a student folder with pickled weights only is refused now, not after the teacher's work
@@ -299,9 +299,9 @@ def run_simulability(teacher: str, student: str = "tiny", dataset: str | None = 
         layers, heads = head_count(classifier.model)
     view = TeacherView(
         teacher=classifier.id, dataset=dataset_name, student=student, source=source,
-        num_classes=classifier.num_classes, strategy=meta.get("strategy"), config=config, validation=validation,
+        num_classes=classifier.num_classes, strategy=meta.strategy, config=config, validation=validation,
         test=test, plausible=plausible, table=table, layers=layers, heads=heads,
-        record={"checkpoint": classifier.id, "checkpoint_sha256": sha, "checkpoint_code_version": meta.get("code_version"),
+        record={"checkpoint": classifier.id, "checkpoint_sha256": sha, "checkpoint_code_version": meta.code_version,
                 "model_runtime": classifier.runtime, "student_source": source,
                 "teacher_precompute_seconds": round(time.time() - teacher_started, 1),
                 "n_validation": len(validation), "n_test": len(test), "pool_size": pool_size})
