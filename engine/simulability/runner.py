@@ -126,8 +126,8 @@ def _provenance(task: SimulabilityTask, context, started: float, extra: dict) ->
 
     record = provenance(getattr(context, "command", None) or "engine.simulability.runner.run_simulability", started,
                         torch_threads=torch.get_num_threads(), **extra)
-    # The teacher is not loaded where the cell runs, so its checkpoint fields come from the driver (provenance()
-    # fills them from a Classifier only, and would drop a bare checkpoint_sha256).
+    # The teacher is not loaded where the cell runs, so its checkpoint fields (hash, code version, runtime) come
+    # from the driver, which had it loaded.
     return {**record, **task.view.record}
 
 
@@ -339,8 +339,8 @@ def _store_head_weights(store, run: str, done: list[dict], view: TeacherView, fo
     import json
 
     from engine.results.store import cell_key
-    from engine.runtime import code_version
     from engine.simulability.learned import should_replace, write_head_weights
+    from engine.sweeps import provenance
 
     learned = sorted((k for k in done if k["measure"] == "smat"), key=lambda k: (k["budget"], -k["seed"]))
     rows = store.load(run) if learned else None
@@ -351,11 +351,11 @@ def _store_head_weights(store, run: str, done: list[dict], view: TeacherView, fo
         record = record["provenance"]
         weights = rows[(rows["measure"] == "smat") & (rows["budget"] == key["budget"]) & (rows["seed"] == key["seed"])
                        & (rows["metric"] == "learned head weight")].sort_values(["layer", "head"])["value"]
-        write_head_weights(folder, weights.tolist(), record["learned_phi"], view.layers, view.heads,
-                           {"run": run, "dataset": view.dataset, "student": view.student, "budget": key["budget"],
-                            "seed": key["seed"], "best_epoch": record["best_epoch"],
-                            "checkpoint_sha256": view.record["checkpoint_sha256"], "code_version": code_version(),
-                            "command": command, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+        # The one provenance record; its `seconds` are those of the cell that learned the weights.
+        write_head_weights(folder, weights.tolist(), record["learned_phi"], view.layers, view.heads, provenance(
+            command, time.time() - float(record.get("seconds") or 0), checkpoint_sha256=view.record["checkpoint_sha256"],
+            run=run, dataset=view.dataset, student=view.student, budget=key["budget"], seed=key["seed"],
+            best_epoch=record["best_epoch"]))
 
 
 def _text(key: dict) -> str:
