@@ -27,7 +27,7 @@ def compute_cells_form(model_id: str | None, classifier) -> None:
         return
     with st.expander(f"Compute cells for {md(model_id)} (your model, your data)"):
         names = dataset_names()
-        own = classifier.metadata.get("dataset")
+        own = classifier.meta.dataset
         available = [m for m, why in measure_availability(classifier).items() if not why and m != "random"]
         with st.form("bench_compute"):
             c1, c2 = st.columns(2)

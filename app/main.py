@@ -8,6 +8,7 @@ import streamlit as st
 from app import admin, study_view
 from app.shared import MODEL_KEY, PENDING_MODEL_KEY, usable_checkpoints
 from app.text import md
+from engine import CheckpointMeta
 from engine.runtime import configure
 
 ROOT = Path(__file__).resolve().parent.parent  # pages/ are files of the checkout
@@ -54,6 +55,7 @@ with st.sidebar:
                      help="models_cache/<id>, your registered models, and the built-in prompted language models "
                           "(converted from their package on first use): build more on the Models page")
         meta = next((m for m in checkpoints if m["id"] == st.session_state[MODEL_KEY]), None)
+        typed = None if meta is None else CheckpointMeta.from_dict(meta)
         if meta is None:
             pass
         elif meta.get("builtin"):
@@ -63,10 +65,10 @@ with st.sidebar:
             kind = "prompted LM" if meta["strategy"] == "prompted" else "fine-tuned elsewhere"
             st.caption(f"{md(meta['base_model'])} · {kind} · {md(meta['path'])}")
         else:
-            test = meta.get("test", {})
-            st.caption(f"{md(meta['base_model'])} · {md(meta['dataset'])} · {md(meta['strategy'])} fine-tuning · "
-                       f"test {meta.get('metric', 'metric')} {test.get('unmasked', float('nan')):.3f}")
-        if meta is not None and not meta.get("masked_fine_tuned", meta["strategy"] in ("masked", "only-masking")):
+            test = typed.test or {}
+            st.caption(f"{md(typed.base_model)} · {md(typed.dataset)} · {md(typed.strategy)} fine-tuning · "
+                       f"test {typed.metric or 'metric'} {test.get('unmasked', float('nan')):.3f}")
+        if typed is not None and not typed.masked_fine_tuned:
             st.caption(":warning: Not masked-fine-tuned: inputs with masked tokens may be out of distribution for it. "
                        "Make it measurable on the Models page.")
     else:

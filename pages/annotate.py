@@ -66,8 +66,8 @@ with st.expander("Prepare annotation tasks", expanded=store.task_count(model_id)
         if len(chosen) < 2:
             st.warning("Choose at least two measures: a ranking compares explanations.")
         else:
-            meta = classifier.metadata
-            examples = get_dataset(meta["dataset"], meta.get("split_seed", 0)).split("test")[: int(n_examples)]
+            meta = classifier.meta
+            examples = get_dataset(meta.dataset, meta.split_seed).split("test")[: int(n_examples)]
             bar = st.progress(0.0, text="Explaining ...")
             try:
                 tasks = build_tasks(classifier, examples, chosen,

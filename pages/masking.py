@@ -27,7 +27,7 @@ classifier = selected_classifier()
 if classifier is None:
     st.stop()
 
-paired = bool(classifier.metadata.get("paired"))
+paired = classifier.meta.paired
 availability = measure_availability(classifier)
 offered = [m for m, why in availability.items() if not why and m != "random"]
 not_here = "; ".join(f"{m}: {why}" for m, why in availability.items() if why)
@@ -66,7 +66,7 @@ level = w1.segmented_control("Show", LEVELS, format_func=LEVEL_LABELS.get, key="
 note_if_not_masked_fine_tuned(classifier)
 # MaSF is calibrated on the model's validation split; a model fine-tuned elsewhere records none: the user names one
 # (every time: a fit stored for one dataset is never used for another).
-calibration = classifier.metadata.get("dataset")
+calibration = classifier.meta.dataset
 if calibration is None:
     # Datasets with a stored fit first, then the user's own: a model fine-tuned elsewhere is most likely paired with them.
     fitted = {k.dataset for k in stored_calibrations(classifier) if k.fit_version == MASF_FIT_VERSION}

@@ -89,16 +89,21 @@ def main(argv=None) -> int:
             logp = classifier._head(out.last_hidden_state[torch.arange(len(batch)), last])
             ids = torch.tensor([t[0] for _, t in classifier._words])
             coverage = float(logp[:, ids].exp().sum(1).mean())
+    from engine.sweeps import provenance
+
+    meta = classifier.meta
+    command = "python scripts/llm_zero_shot.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    # The one provenance record (command, code version, time, machine, runtime, weights), then this script's figures.
     result = {
-        "model": classifier.id, "base_model": classifier.metadata.get("base_model"),
-        "weights_sha256": classifier.metadata.get("weights_sha256"), "prompt": classifier.metadata["prompt"],
+        **provenance(command, start, checkpoint_sha256=meta.weights_sha256),
+        "model": classifier.id, "base_model": meta.base_model,
+        "weights_sha256": meta.weights_sha256, "prompt": dict(meta.prompt or {}),
         "dataset": args.dataset, "split": args.split, "n": n, "seed": args.seed, "accuracy": k / n, "n_correct": k,
         "ci95_wilson": [low, high],
         "predicted_share": {c: float((pred == i).mean()) for i, c in enumerate(classifier.classes)},
         "gold_share": {c: float((y == i).mean()) for i, c in enumerate(classifier.classes)},
         "label_word_coverage_first64": coverage, "threads": torch.get_num_threads(),
         "seconds_load": round(loaded - start, 1), "seconds_predict": round(time.time() - loaded, 1),
-        "command": "python scripts/llm_zero_shot.py " + " ".join(argv if argv is not None else sys.argv[1:]),
     }
     print(json.dumps(result, indent=2))
     if args.out:

@@ -69,12 +69,17 @@ def main(argv=None) -> int:
         shares[str(ratio)] = {"share_p_below_0.05": float(np.mean(p < 0.05)), "n": len(p),
                               "median_p": float(np.median(p))}
         print(f"masked {ratio:.0%}: {np.mean(p < 0.05):.1%} with p < 0.05 (n={len(p)})", file=sys.stderr)
-    result = {"model": classifier.id, "weights_sha256": classifier.metadata.get("weights_sha256"),
-              "replacement": classifier.metadata.get("replacement"), "calibration_strategy": strategy,
+    from engine.sweeps import provenance
+
+    meta = classifier.meta
+    command = "python scripts/lora_masf.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    # The one provenance record (command, code version, time, machine, runtime, weights), then this script's figures.
+    result = {**provenance(command, start, checkpoint_sha256=meta.weights_sha256),
+              "model": classifier.id, "weights_sha256": meta.weights_sha256,
+              "replacement": meta.replacement, "calibration_strategy": strategy,
               "calibration": f"{args.dataset} validation, first {len(calibration)}", "test_sample": len(test),
               "seed": args.seed, "shares": shares, "threads": torch.get_num_threads(),
-              "seconds": round(time.time() - start, 1),
-              "command": "python scripts/lora_masf.py " + " ".join(argv if argv is not None else sys.argv[1:])}
+              "seconds": round(time.time() - start, 1)}
     print(json.dumps(result, indent=2))
     if args.out:
         from engine.atomic import write_text

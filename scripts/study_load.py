@@ -43,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         args.annotators, args.tasks_per_annotator, args.overlap, args.processes = 12, 3, 2, 2
         args.crash_annotators, args.kill_after = 3, 4
 
+    from engine.atomic import write_text
     from engine.plausibility.studies_load import run_crash, run_load
 
     folder = args.db or tempfile.mkdtemp(prefix="study-load-")
@@ -70,8 +71,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{f['tasks_over']}, items given twice {f['duplicate_items']}")
     print("OK" if ok else "FAILED")
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as out:
-            json.dump(figures, out, indent=2)
+        write_text(args.json, json.dumps(figures, indent=2))  # atomically, like every file the engine writes
     return 0 if ok else 1
 
 

@@ -117,16 +117,3 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
-
-
-@pytest.fixture(autouse=True)
-def restore_main_module():
-    """Streamlit's AppTest installs the page it runs as sys.modules['__main__'] and leaves it there; a process pool
-    spawned later in the session (sweeps with --workers) re-runs __main__ from its path in every worker, which would
-    run that page there and kill the worker before its first cell. The real __main__ is put back after each test."""
-    import sys
-
-    main = sys.modules.get("__main__")
-    yield
-    if main is not None:
-        sys.modules["__main__"] = main

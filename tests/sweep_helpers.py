@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+
 from engine.faithfulness.benchmark import compute_cell
-from engine.sweeps import CellContext
+from engine.sweeps import CellContext, CellResult
 
 
 def compute_and_wait_to_be_killed(cell, context: CellContext, marker_dir: str, victim: str):
@@ -27,3 +30,20 @@ def compute_and_wait_to_be_killed(cell, context: CellContext, marker_dir: str, v
             time.sleep(120)  # killed here by the test; if not, the test fails on the report's retries
 
     return compute_cell(cell, CellContext(command=context.command, progress=announce))
+
+
+@dataclass(frozen=True)
+class NumberCell:
+    """A cell that costs nothing to compute (for executor tests that are about processes, not models)."""
+
+    n: int
+
+    def key(self) -> dict:
+        return {"model": "none", "dataset": "none", "measure": "square", "seed": self.n}
+
+
+def compute_square(cell: NumberCell, context: CellContext) -> CellResult:
+    """One tidy row whose value is n squared, and the pid that computed it."""
+    rows = pd.DataFrame([{"model": "none", "seed": cell.n, "dataset": "none", "measure": "square", "strategy": None,
+                          "step": 0, "ratio": 0.0, "metric": "square", "value": float(cell.n ** 2), "p_value": None}])
+    return CellResult(rows, {"command": context.command, "pid": os.getpid()})

@@ -88,6 +88,12 @@ def test_label_randomisation_trains_on_permuted_labels_and_compares_scores(toy_c
     assert twin.id.endswith("labels-permuted-p1") and (models_cache / twin.id / "model.safetensors").is_file()
     assert twin.metadata["config"]["extra"]["label_permutation_seed"] == 1
     assert twin.metadata["test"]["unmasked"] < toy_classifier.metadata["test"]["unmasked"]
+    # its metadata.json, read back through the one reader, names it and the model it was randomised from
+    from engine.models.metadata import SCHEMA_VERSION, read_metadata
+
+    saved = read_metadata(models_cache / twin.id)
+    assert saved.id == twin.id and saved.extra["label_randomised_from"] == toy_classifier.id
+    assert saved.schema_version == SCHEMA_VERSION and saved.dataset == toy_classifier.meta.dataset
     batch = toy_classifier.batch(TEXTS)
     rows = label_randomisation(toy_classifier, twin, ["random", "x-grad-sign"], batch)
     assert len(rows) == 2 * len(TEXTS)

@@ -26,7 +26,7 @@ from engine.sweeps import Backend, SweepReport, provenance
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))  # sweep_helpers, for this process (spawned workers inherit sys.path)
 
-from sweep_helpers import compute_and_wait_to_be_killed  # noqa: E402
+from sweep_helpers import NumberCell, compute_and_wait_to_be_killed, compute_square  # noqa: E402
 
 LEVELS = (0.0, 0.5, 1.0)
 
@@ -85,6 +85,38 @@ def test_provenance_has_one_set_of_field_names(toy_classifier):
     assert "checkpoint" not in bare
     full = provenance("cmd", started, toy_classifier, n_examples=3, checkpoint_sha256="abc")
     assert full["checkpoint_sha256"] == "abc" and full["n_examples"] == 3 and "model_runtime" in full
+
+
+def test_provenance_keeps_a_passed_checkpoint_hash_without_a_classifier():
+    """A caller that hashed the weights but holds no classifier (the simulability teacher's view) still gets
+    `checkpoint_sha256` recorded; no other checkpoint field is invented."""
+    record = provenance("cmd", time.time(), checkpoint_sha256="abc")
+    assert record["checkpoint_sha256"] == "abc"
+    assert "checkpoint" not in record and "model_runtime" not in record
+
+
+def test_pool_workers_start_whatever_module_the_parent_has_as_main(tmp_path, monkeypatch, one_thread_env):
+    """Spawn re-runs the parent's __main__ file in every worker; after a Streamlit page ran in this process that
+    file is a page script. With a __main__ whose file raises on import, a pool sweep still computes every cell,
+    in worker processes, with no worker lost."""
+    import types
+
+    from engine.sweeps import run_cells
+
+    page = tmp_path / "page.py"
+    page.write_text("raise RuntimeError('a page script run outside Streamlit')\n")
+    main = types.ModuleType("__main__")
+    main.__file__ = str(page)
+    main.__spec__ = None
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    cells = [NumberCell(n) for n in range(3)]
+    report = run_cells(cells, compute_square, ResultsStore(tmp_path), "pool", backend=Backend("pool", workers=2,
+                                                                                               max_retries=0))
+    assert sys.modules["__main__"] is main, "the parent's __main__ is put back"
+    assert not report.failed and not report.retried, (report.failed, report.tracebacks)
+    assert len(report.done) == 3
+    pids = {e["provenance"]["pid"] for e in ResultsStore(tmp_path).provenance("pool")}
+    assert os.getpid() not in pids, "computed in the workers, not the driver"
 
 
 def test_backend_from_options_prefers_ray_then_a_pool_and_refuses_unknown_kinds():

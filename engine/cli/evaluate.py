@@ -172,7 +172,7 @@ def _import(args: argparse.Namespace, path: str) -> dict[str, str]:
     from engine.models import load_classifier
 
     classifier = load_classifier(args.model.format(seed=args.seeds[0]))
-    dataset = get_dataset(args.dataset, classifier.metadata.get("split_seed", 0))
+    dataset = get_dataset(args.dataset, classifier.meta.split_seed)
     examples = dataset.split(args.split)
     registered = import_scores(path, examples, classifier, name=args.scores_name, split=args.split)
     from engine.importance import MEASURES
@@ -196,9 +196,10 @@ def _check_masked(model_id: str) -> None:
     'masked' in its metadata); refuse others before any work."""
     from engine.errors import InvalidInputError
     from engine.models import checkpoint
+    from engine.models.metadata import METADATA_FILE, CheckpointMeta, read_metadata
 
     folder, _ = checkpoint.model_folders(model_id)
-    meta = checkpoint.read_metadata(folder) if (folder / "metadata.json").is_file() else {}
-    if meta.get("strategy") != "masked":
+    meta = read_metadata(folder) if (folder / METADATA_FILE).is_file() else CheckpointMeta()
+    if meta.strategy != "masked":
         raise InvalidInputError(f"f-fidelity needs a model fine-tuned with random removal (masked fine-tuning); "
-                                f"{model_id!r} has strategy {meta.get('strategy')!r}: evaluate a '-masked-' checkpoint")
+                                f"{model_id!r} has strategy {meta.strategy!r}: evaluate a '-masked-' checkpoint")

@@ -102,16 +102,12 @@ def run(args: argparse.Namespace) -> int:
 def write_results(args, classifier, kind, records, summary, settings, started, generated) -> str:
     """One cell of the results store: tidy rows (metric = each verdict's share, the paper's faithfulness, the
     accuracy; ci_low/ci_high), provenance with every record (prompt, answer, intermediate texts)."""
-    import os
-    import platform
-    import time
-
     import pandas as pd
 
     from engine.results.store import ResultsStore
-    from engine.runtime import code_version
     from engine.selfexplain.parsing import ATTRIBUTION_PROMPT, COUNTERFACTUAL_PROMPT, REDACTION_PROMPT
     from engine.settings import results_dir
+    from engine.sweeps import provenance
 
     seed = -1 if args.seed is None else args.seed
     base = {"model": classifier.id, "seed": seed, "dataset": args.dataset, "split": args.split,
@@ -125,15 +121,13 @@ def write_results(args, classifier, kind, records, summary, settings, started, g
     cell = {k: base[k] for k in ("model", "seed", "dataset", "split", "measure", "method")}
     cell.update(limit=args.limit, decoding=settings.key(), abstain=list(args.abstain), all_inputs=args.all_inputs)
     meta = classifier.meta
-    provenance = {
-        "command": args.command_line, "code_version": code_version(), "checkpoint": classifier.id,
-        "weights_sha256": meta.weights_sha256, "prompt": meta.prompt, "decoding": settings.key(),
-        "requests": {"counterfactual": COUNTERFACTUAL_PROMPT, "attribution": ATTRIBUTION_PROMPT, "redaction": REDACTION_PROMPT},
-        "summary": summary, "generated": generated, "n_examples": len(records),
-        "seconds": round(time.time() - started, 1), "machine": f"{platform.machine()} {os.cpu_count()} cpus, {classifier.device}",
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "records": [r.to_dict() for r in records],
-    }
+    # The one provenance record (engine.sweeps.provenance), with the recorded hash (no re-hashing of an LLM) also
+    # under the name earlier results of this command used.
+    record = provenance(
+        args.command_line, started, classifier, n_examples=len(records), checkpoint_sha256=meta.weights_sha256,
+        weights_sha256=meta.weights_sha256, prompt=meta.prompt, decoding=settings.key(),
+        requests={"counterfactual": COUNTERFACTUAL_PROMPT, "attribution": ATTRIBUTION_PROMPT, "redaction": REDACTION_PROMPT},
+        summary=summary, generated=generated, records=[r.to_dict() for r in records])
     # A store of its own (results/selfexplain/<run>/), like results/evaluation/: these are not masking curves,
     # and the Benchmarks page and its checks read only the curve runs at the top level.
-    return str(ResultsStore(results_dir() / SUBSTORE).write_cell(args.run, cell, pd.DataFrame(rows), provenance))
+    return str(ResultsStore(results_dir() / SUBSTORE).write_cell(args.run, cell, pd.DataFrame(rows), record))

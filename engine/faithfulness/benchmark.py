@@ -79,12 +79,12 @@ def compute_cell(cell: Cell, context: CellContext) -> CellResult:
     seed_everything(cell.seed)
     started = time.time()
     classifier = load_classifier(cell.model)
-    meta = classifier.metadata
+    meta = classifier.meta
     # Calibrated on the cell's data, never another dataset's. Cells of one checkpoint running at once take the
     # fit in turn: the first fits and stores it, the others load it (no model loaded twice to fit it beforehand).
     with shared_lock(f"masf-{cell.model}-{cell.dataset}"):
         masf = load_or_fit_masf(classifier, cell.dataset)
-    dataset = get_dataset(cell.dataset, meta.get("split_seed", 0))
+    dataset = get_dataset(cell.dataset, meta.split_seed)
     options = dict(cell.options)
     explainer = get_explainer(cell.measure, classifier, **({"seed": cell.seed} if cell.measure == "random" else {}), **options)
     # Cost (docs/methods.md#sanity-checks-and-cost): wall time and model rows of every explanation the curve needed.
@@ -99,10 +99,10 @@ def compute_cell(cell: Cell, context: CellContext) -> CellResult:
     cost = meter.summary()  # per explanation = one attribute call on one input (a masking step of one example)
     tidy = pd.DataFrame([{
         "model": cell.model, "seed": cell.seed, "dataset": cell.dataset, "split": cell.split, "measure": cell.measure,
-        "strategy": meta.get("strategy"), "step": r["step"],
+        "strategy": meta.strategy, "step": r["step"],
         **schedule_columns(schedule, levels[r["step"]], levels[-1], cell.whole_words), "metric": r["metric"],
         "value": r["value"], "p_value": r["p_value_simes"], "p_below_005": r["p_below_005"],
-        "mean_probability": r["mean_probability"], "base_model": meta.get("base_model"),
+        "mean_probability": r["mean_probability"], "base_model": meta.base_model,
         # The examples the curve averages over (the first n of the split): the summary compares a measure only
         # with the random curve of the same examples, so a subset (beam) and the whole split share one run.
         "n_examples": n_examples, "seconds_per_explanation": cost["seconds_per_explanation"],

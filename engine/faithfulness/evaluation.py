@@ -109,7 +109,7 @@ def _cell_inputs(cell) -> tuple:
     configure()
     seed_everything(cell.seed)
     classifier = load_classifier(cell.model)
-    dataset = get_dataset(cell.dataset, classifier.metadata.get("split_seed", 0))
+    dataset = get_dataset(cell.dataset, classifier.meta.split_seed)
     dataset = classifier.check_dataset(dataset)
     return classifier, dataset.split(cell.split)[: cell.limit]
 
@@ -138,14 +138,14 @@ def compute_evaluation_cell(cell: EvaluationCell, context: CellContext, batch_si
                                 "'mask', no whole words, and the comprehensiveness metrics")
     started = time.time()
     classifier, examples = _cell_inputs(cell)
-    meta = classifier.metadata
+    meta = classifier.meta
     ffid = FFIDELITY in cell.metrics
-    if ffid and (cell.whole_words or cell.removal != "mask" or meta.get("strategy") != "masked"):
+    if ffid and (cell.whole_words or cell.removal != "mask" or meta.strategy != "masked"):
         from engine.errors import InvalidInputError
 
         raise InvalidInputError(f"F-Fidelity removes tokens by [MASK] on a model fine-tuned with random removal: use "
                                 f"removal 'mask', no whole words and a masked-fine-tuned model ({cell.model!r} is "
-                                f"{meta.get('strategy')!r})")
+                                f"{meta.strategy!r})")
     erasure_families = [m for m in cell.metrics if m != FFIDELITY]
     with shared_lock(f"masf-{cell.model}-{cell.dataset}"):  # cells of one checkpoint at once fit it once
         masf = load_or_fit_masf(classifier, cell.dataset)
@@ -195,7 +195,7 @@ def compute_evaluation_cell(cell: EvaluationCell, context: CellContext, batch_si
         base, _, level = name.partition("@")
         rows_out.append({
             "model": cell.model, "seed": cell.seed, "dataset": cell.dataset, "split": cell.split,
-            "measure": cell.measure, "strategy": meta.get("strategy"), "base_model": meta.get("base_model"),
+            "measure": cell.measure, "strategy": meta.strategy, "base_model": meta.base_model,
             "method": ERASURE, "removal": cell.removal_label, "step": step, "metric": base,
             "level": float(level) if level else float("nan"), "ratio": float(level) if level else float("nan"),
             "value": float(np.nanmean(values)), "value_sd": float(np.nanstd(values)),
@@ -266,12 +266,12 @@ def compute_sanity_cell(cell: SanityCell, context: CellContext) -> CellResult:
         from engine.models.checkpoint import weights_sha256
 
         extra = {"label_randomised_model": twin.id, "label_randomised_sha256": weights_sha256(twin.folder),
-                 "label_randomised_test": twin.metadata.get("test")}
+                 "label_randomised_test": twin.meta.test}
         rows = label_randomisation(classifier, twin, [cell.measure], batch, target=batch.target, options=options)
     summary = sanity_summary(rows, seed=cell.seed)
-    meta = classifier.metadata
+    meta = classifier.meta
     tidy = summary.assign(model=cell.model, seed=cell.seed, dataset=cell.dataset, split=cell.split,
-                          strategy=meta.get("strategy"), base_model=meta.get("base_model"),
+                          strategy=meta.strategy, base_model=meta.base_model,
                           method=SANITY_CHECKS[cell.check], step=summary["stage_index"],
                           ratio=summary["stage_index"] / max(1, summary["stage_index"].max()), metric="spearman",
                           value=summary["spearman"], p_value=float("nan"), n_examples=len(examples), better="lower")
@@ -449,9 +449,9 @@ def compute_agreement_cell(cell: AgreementCell, context: CellContext, batch_size
         if progress is not None:
             progress(min(start + batch_size, len(examples)), len(examples))
     table = agreement_matrix(scores, top_fraction=cell.top_fraction)
-    meta = classifier.metadata
+    meta = classifier.meta
     tidy = table.assign(model=cell.model, seed=cell.seed, dataset=cell.dataset, split=cell.split,
-                        strategy=meta.get("strategy"), base_model=meta.get("base_model"), method=AGREEMENT,
+                        strategy=meta.strategy, base_model=meta.base_model, method=AGREEMENT,
                         measure=table["measure_a"] + " ~ " + table["measure_b"], step=0, ratio=float("nan"),
                         value=table["mean"], p_value=float("nan"), n_examples=len(examples))
     record = provenance(command, started, classifier, n_examples=len(examples), target="gold label",

@@ -101,13 +101,13 @@ def compute_roar_cell(cell: RoarCell, context=None):
     key = cell.key()
     method = cell.methods[0]
     tidy = pd.DataFrame([{
-        "model": base.metadata.get("id", key["model"]), "seed": cell.seed, "dataset": cell.config.dataset,
+        "model": base.meta.id if "id" in base.meta.present else key["model"], "seed": cell.seed, "dataset": cell.config.dataset,
         "split": "test", "measure": cell.measure,
-        "strategy": base.metadata.get("strategy"), "method": method, "step": i,
+        "strategy": base.meta.strategy, "method": method, "step": i,
         **schedule_columns(cell.strategy, level, curve["levels"][-1]),
-        "metric": base.metadata.get("metric"), "value": value,
+        "metric": base.meta.metric, "value": value,
         "p_value": math.nan, "p_below_005": math.nan, "masked_fraction": fraction,
-        "base_model": base.metadata.get("base_model"),
+        "base_model": base.meta.base_model,
     } for i, (level, value, fraction) in enumerate(zip(curve["levels"], curve["values"], curve["masked_fraction"]))])
     record = provenance(
         getattr(context, "command", None) or "engine.faithfulness.retraining.run_retraining_sweep", started, base,

@@ -102,7 +102,7 @@ def roar_curve(
     roar_scores: dict | None = None if recursive else {}
     roar_explainer = None if recursive else factory(base)
     explaining = base
-    values = [base.metadata["test"]["unmasked"]]
+    values = [base.meta.test["unmasked"]]
     fractions = [0.0]
     models = [base.metadata]
     for i, level in enumerate(levels, 1):
@@ -110,7 +110,7 @@ def roar_curve(
         for split in SPLITS:
             _extend_masks(explaining if recursive else base, explainer, examples[split], masks, level, strategy, roar_scores)
         retrained = train_classifier(config, show_progress_bar=False, token_masks=masks)
-        values.append(retrained.metadata["test"]["unmasked"])
+        values.append(retrained.meta.test["unmasked"])
         test_uids = [e.uid for e in examples["test"]]
         # One tokenisation and one read of the first 200 test inputs' maskable tokens (padding is never maskable).
         n_total = int(base.batch_of(examples["test"][:200]).maskable.sum()) if examples["test"] else 0

@@ -10,7 +10,6 @@ tables show their bAbI-2 row as another task's reference and compute no correlat
 from __future__ import annotations
 
 import functools
-import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from engine.atomic import write_text
 from engine.errors import InvalidInputError
 
 # Our dataset -> FMM Table 1's row of the same task (rt and SST2: movie-review sentences, binary sentiment).
@@ -450,8 +450,5 @@ def sync(tables: dict[str, str], project_root: str | Path | None = None, write: 
                     problems.append(f"{doc}: table {table.name} differs from what `python -m engine report` prints "
                                     f"(run `python -m engine report --write`)")
         if write and new != text:
-            # A temporary name, then a rename: an interrupted --write never leaves half a document.
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            tmp.write_text(new, encoding="utf-8")
-            os.replace(tmp, path)
+            write_text(path, new)  # atomically: an interrupted --write never leaves half a document
     return problems

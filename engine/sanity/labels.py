@@ -49,18 +49,21 @@ def train_label_randomised(classifier: Classifier, permutation_seed: int = 0, sa
 
 def _train_twin(classifier: Classifier, permutation_seed: int, model_id: str, progress, should_stop,
                 show_progress_bar: bool, overrides: dict) -> Classifier:
-    from dataclasses import fields
+    from dataclasses import fields, replace
 
     from engine.models import TrainConfig, train_classifier
 
-    recorded = dict(classifier.metadata.get("config") or {})
+    recorded = dict(classifier.meta.config or {})
     known = {f.name for f in fields(TrainConfig)}
     config = TrainConfig(**{**{k: v for k, v in recorded.items() if k in known}, **overrides})
     config.extra = {**(config.extra or {}), "label_permutation_seed": int(permutation_seed)}
     randomised = train_classifier(config, progress=progress, should_stop=should_stop,
                                   show_progress_bar=show_progress_bar)
-    randomised.metadata["id"] = model_id
-    randomised.metadata["label_randomised_from"] = classifier.id
+    # Through the typed metadata, so the file save_classifier writes (engine.models.metadata.write_metadata) has
+    # the same shape as any checkpoint's; the link to the real-label model stays an extra key.
+    meta = randomised.meta
+    randomised.metadata = replace(meta, id=model_id, present=meta.present | {"id"},
+                                  extra={**meta.extra, "label_randomised_from": classifier.id}).to_dict()
     return randomised
 
 

@@ -126,8 +126,8 @@ def _provenance(task: SimulabilityTask, context, started: float, extra: dict) ->
 
     record = provenance(getattr(context, "command", None) or "engine.simulability.runner.run_simulability", started,
                         torch_threads=torch.get_num_threads(), **extra)
-    # The teacher is not loaded where the cell runs, so its checkpoint fields come from the driver (provenance()
-    # fills them from a Classifier only, and would drop a bare checkpoint_sha256).
+    # The teacher is not loaded where the cell runs, so its checkpoint fields (hash, code version, runtime) come
+    # from the driver, which had it loaded.
     return {**record, **task.view.record}
 
 
@@ -237,9 +237,9 @@ def run_simulability(teacher: str, student: str = "tiny", dataset: str | None = 
     classifier = load_classifier(teacher)
     for p in classifier.model.parameters():
         p.requires_grad_(False)  # the teacher is frozen: nothing may ever update it
-    meta = classifier.metadata
-    dataset_name = dataset or meta["dataset"]
-    data = get_dataset(dataset_name, meta.get("split_seed", 0))
+    meta = classifier.meta
+    dataset_name = dataset or meta.dataset
+    data = get_dataset(dataset_name, meta.split_seed)
     data = classifier.check_dataset(data)
     source = resolve_encoder(student)
     check_weights(source)  # a student folder with pickled weights only is refused now, not after the teacher's work
@@ -299,9 +299,9 @@ def run_simulability(teacher: str, student: str = "tiny", dataset: str | None = 
         layers, heads = head_count(classifier.model)
     view = TeacherView(
         teacher=classifier.id, dataset=dataset_name, student=student, source=source,
-        num_classes=classifier.num_classes, strategy=meta.get("strategy"), config=config, validation=validation,
+        num_classes=classifier.num_classes, strategy=meta.strategy, config=config, validation=validation,
         test=test, plausible=plausible, table=table, layers=layers, heads=heads,
-        record={"checkpoint": classifier.id, "checkpoint_sha256": sha, "checkpoint_code_version": meta.get("code_version"),
+        record={"checkpoint": classifier.id, "checkpoint_sha256": sha, "checkpoint_code_version": meta.code_version,
                 "model_runtime": classifier.runtime, "student_source": source,
                 "teacher_precompute_seconds": round(time.time() - teacher_started, 1),
                 "n_validation": len(validation), "n_test": len(test), "pool_size": pool_size})
@@ -339,8 +339,8 @@ def _store_head_weights(store, run: str, done: list[dict], view: TeacherView, fo
     import json
 
     from engine.results.store import cell_key
-    from engine.runtime import code_version
     from engine.simulability.learned import should_replace, write_head_weights
+    from engine.sweeps import provenance
 
     learned = sorted((k for k in done if k["measure"] == "smat"), key=lambda k: (k["budget"], -k["seed"]))
     rows = store.load(run) if learned else None
@@ -351,11 +351,11 @@ def _store_head_weights(store, run: str, done: list[dict], view: TeacherView, fo
         record = record["provenance"]
         weights = rows[(rows["measure"] == "smat") & (rows["budget"] == key["budget"]) & (rows["seed"] == key["seed"])
                        & (rows["metric"] == "learned head weight")].sort_values(["layer", "head"])["value"]
-        write_head_weights(folder, weights.tolist(), record["learned_phi"], view.layers, view.heads,
-                           {"run": run, "dataset": view.dataset, "student": view.student, "budget": key["budget"],
-                            "seed": key["seed"], "best_epoch": record["best_epoch"],
-                            "checkpoint_sha256": view.record["checkpoint_sha256"], "code_version": code_version(),
-                            "command": command, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+        # The one provenance record; its `seconds` are those of the cell that learned the weights.
+        write_head_weights(folder, weights.tolist(), record["learned_phi"], view.layers, view.heads, provenance(
+            command, time.time() - float(record.get("seconds") or 0), checkpoint_sha256=view.record["checkpoint_sha256"],
+            run=run, dataset=view.dataset, student=view.student, budget=key["budget"], seed=key["seed"],
+            best_epoch=record["best_epoch"]))
 
 
 def _text(key: dict) -> str:

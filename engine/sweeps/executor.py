@@ -10,10 +10,13 @@ import logging
 import multiprocessing as mp
 import os
 import socket
+import sys
 import time
 import traceback
+import types
 from collections import deque
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 
@@ -196,6 +199,36 @@ def _pool_worker(conn) -> None:
         conn.send(_execute(compute, cell, CellContext(command=command, attempt=attempt)))
 
 
+def _defined_in_main(compute, cell) -> bool:
+    """Whether a worker needs the parent's `__main__` to unpickle its task: the compute function (or the one a
+    functools.partial wraps) or the cell's class was defined in the script the parent runs."""
+    func = getattr(compute, "func", compute)
+    return "__main__" in (getattr(func, "__module__", None), type(cell).__module__)
+
+
+@contextmanager
+def _workers_main(keep: bool):
+    """While workers start: the `__main__` that multiprocessing's spawn re-runs in each of them.
+
+    Spawn records `sys.modules['__main__']` (its `__spec__` name, else its `__file__`) when a process starts, and the
+    child runs that file again before its target. Under Streamlit (a page run by the server, or an AppTest that
+    leaves its page there) that file is a page script, which cannot run outside a session and kills every worker
+    before its first cell. The workers import everything they run by module name, so unless the task itself
+    lives in `__main__` (`keep`), they start with a bare stand-in that names no file: nothing is re-run."""
+    if keep:
+        yield
+        return
+    real = sys.modules.get("__main__")
+    stand_in = types.ModuleType("__main__")  # no __file__, __spec__ None: spawn's preparation records no main
+    sys.modules["__main__"] = stand_in
+    try:
+        yield
+    finally:
+        # Only undo our own swap: another thread (a Streamlit session's script run) may have set its page since.
+        if sys.modules.get("__main__") is stand_in and real is not None:
+            sys.modules["__main__"] = real
+
+
 @dataclass
 class _Slot:
     process: object
@@ -212,10 +245,13 @@ def _run_pool(todo: list, compute, backend: Backend, command, finish, report: Sw
     settings.set_threads_for_workers(backend.workers)  # workers share the cores: each takes its part
     ctx = mp.get_context("spawn")  # fork would copy this process's torch threads and locks
 
+    keep_main = _defined_in_main(compute, todo[0])
+
     def spawn() -> _Slot:
         parent, child = ctx.Pipe()
         process = ctx.Process(target=_pool_worker, args=(child,), daemon=True, name="engine-sweep-worker")
-        process.start()
+        with _workers_main(keep_main):
+            process.start()
         child.close()
         return _Slot(process, parent)
 

@@ -15,8 +15,8 @@ def provenance(command: str, started: float, classifier=None, *, masf=None, n_ex
     Args:
         command: the command line (or the function) that computed it.
         started: `time.time()` when its computation began (gives `seconds`).
-        classifier: the engine Classifier it explains, or None (then no checkpoint fields; `machine` names no
-            device and `runtime` is the process's).
+        classifier: the engine Classifier it explains, or None (then no checkpoint fields but a passed
+            `checkpoint_sha256`; `machine` names no device and `runtime` is the process's).
         masf: the MaSF whose p-values it holds (its stored fit's provenance is recorded), or None.
         n_examples: the number of examples it averages over, when that applies.
         checkpoint_sha256: the weights' hash when the caller has it already (hashing a large model takes a while).
@@ -40,9 +40,13 @@ def provenance(command: str, started: float, classifier=None, *, masf=None, n_ex
         record.update({
             "checkpoint": classifier.id,
             "checkpoint_sha256": checkpoint_sha256 or weights_sha256(classifier.folder),
-            "checkpoint_code_version": classifier.metadata.get("code_version"),
+            "checkpoint_code_version": classifier.meta.code_version,
             "model_runtime": classifier.runtime,  # dtype and attention kernel the numbers were computed with
         })
+    elif checkpoint_sha256 is not None:
+        # No classifier at hand (e.g. a sweep that worked from precomputed teacher outputs): the hash the caller
+        # passed still says which weights the result came from.
+        record["checkpoint_sha256"] = checkpoint_sha256
     if masf is not None:
         from engine.ood import masf_provenance
 
