@@ -39,6 +39,7 @@ class Cell:
     options: tuple[tuple[str, object], ...] = ()
     counts: tuple[int, ...] | None = None  # count mode (k tokens per input, e.g. 0..10) instead of ratios
     whole_words: bool = False  # mask whole words: the schedule counts words (a labelled variant of the schedule)
+    masf: bool = True  # MaSF p-values per step; False skips the fit (its curves and RACU are the same, p-values NaN)
 
     def __post_init__(self):
         if self.counts is not None:
@@ -55,6 +56,8 @@ class Cell:
             del d["counts"]  # the key of a ratio cell stays what it was before count mode, so old runs resume
         if not self.whole_words:
             del d["whole_words"]  # likewise: token-level cells keep their keys
+        if self.masf:
+            del d["masf"]  # likewise: cells with MaSF keep their keys
         return d
 
 
@@ -103,7 +106,9 @@ def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default",
     started = time.time()
     classifier = load_classifier(cell.model)
     meta = classifier.metadata
-    masf = load_or_fit_masf(classifier, cell.dataset)  # calibrated on the cell's data, never another dataset's
+    # Calibrated on the cell's data, never another dataset's. A large LM's fit (a forward of the whole validation
+    # split) can cost more than its curves on a small subset: `--no-masf` skips it.
+    masf = load_or_fit_masf(classifier, cell.dataset) if cell.masf else None
     dataset = get_dataset(cell.dataset, meta.get("split_seed", 0))
     options = dict(cell.options)
     explainer = get_explainer(cell.measure, classifier, **({"seed": cell.seed} if cell.measure == "random" else {}), **options)
@@ -123,7 +128,8 @@ def run_cell(cell: Cell, results_dir: str | None = None, run: str = "default",
         "model": cell.model, "seed": cell.seed, "dataset": cell.dataset, "split": cell.split, "measure": cell.measure,
         "strategy": meta.get("strategy"), "step": r["step"],
         **schedule_columns(schedule, levels[r["step"]], levels[-1], cell.whole_words), "metric": r["metric"],
-        "value": r["value"], "p_value": r["p_value_simes"], "p_below_005": r["p_below_005"],
+        "value": r["value"], "p_value": r.get("p_value_simes", float("nan")),
+        "p_below_005": r.get("p_below_005", float("nan")),
         "mean_probability": r["mean_probability"], "base_model": meta.get("base_model"),
         # The examples the curve averages over (the first n of the split): the summary compares a measure only
         # with the random curve of the same examples, so a subset (beam) and the whole split share one run.
@@ -289,7 +295,7 @@ def run_sweep(cells: Sequence[Cell], run: str = "default", results_dir: str | No
         # Workers share the cores: each takes its part instead of every worker taking all cores.
         settings.set_threads_for_workers(workers)
         # Fit each (checkpoint, dataset) MaSF once, here, instead of in every worker that starts a cell of it at once.
-        ensure_masf(sorted({(cell.model, cell.dataset) for cell in todo}))
+        ensure_masf(sorted({(cell.model, cell.dataset) for cell in todo if cell.masf}))
         with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
             futures = {pool.submit(run_cell, cell, str(store.root), run, None, command): cell for cell in todo}
             for i, fut in enumerate(as_completed(futures), 1):

@@ -91,6 +91,8 @@ def calibration_strategy(classifier: Classifier) -> str:
     """How calibration inputs are transformed: like the model's training. A model fine-tuned elsewhere saw
     unmasked text only (plain), unless it was declared masked-fine-tuned with its replacement token."""
     strategy = classifier.metadata.get("strategy", "masked")
+    if strategy == "zero-shot":  # a prompted LM used as it was pretrained: it never saw a masked input
+        return "plain"
     if strategy == "elsewhere":
         return "masked" if classifier.masked_fine_tuned else "plain"
     return strategy
