@@ -6,7 +6,7 @@ plus seconds per explanation. Also checks that f_c(x) from the embedding path eq
 `explained_logits` on the same batch (a mismatch there would be a bug, not a step count).
 
     ENGINE_THREADS=1 python scripts/llm_ig_completeness.py --model smollm2-rt-prompt \\
-        --text "a gripping , funny film , but far too long" --steps 20 50 100 200 400 \\
+        --text "a gripping , funny film , but far too long" --steps 20 60 --rules midpoint gausslegendre \\
         --out results/llm/ig-completeness-smollm2.json
 """
 from __future__ import annotations
@@ -30,6 +30,9 @@ def main(argv=None) -> int:
     parser.add_argument("--text", default=DEFAULT_TEXT)
     parser.add_argument("--steps", type=int, nargs="+", default=[20, 50, 100, 200, 400])
     parser.add_argument("--rules", nargs="+", default=["midpoint", "gausslegendre"])
+    parser.add_argument("--alphas", type=float, nargs="+",
+                        default=[0, 1e-4, 1e-3, 3e-3, 0.01, 0.025, 0.05, 0.1, 0.2, 0.4, 0.7, 1.0],
+                        help="points of the path where f_c is printed (forward only)")
     parser.add_argument("--target", type=int, default=None, help="class explained (default: the predicted one)")
     parser.add_argument("--out", default=None)
     parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
@@ -43,7 +46,7 @@ def main(argv=None) -> int:
     if args.smoke:
         use_scratch_folders()
         classifier = tiny_prompted()
-        args.steps, args.rules, args.out = [4, 16], ["midpoint"], None
+        args.steps, args.rules, args.out, args.alphas = [4, 16], ["midpoint"], None, [0.0, 0.5, 1.0]
     else:
         from engine.models import load_classifier
 
@@ -53,6 +56,21 @@ def main(argv=None) -> int:
         probs = torch.softmax(classifier.logits(batch).float(), -1)[0]
         direct = explained(classifier, classifier.logits(batch))[0]
     target = int(probs.argmax()) if args.target is None else args.target
+    # f_c along IG's straight path b + alpha (e - b) (forward only): where the function changes tells whether a
+    # uniform quadrature can resolve it (a change packed near alpha = 0 needs many steps or nodes near 0).
+    ig = get_explainer("ig-sign", classifier)
+    e = classifier.word_embeddings(batch.input_ids).detach()
+    b = ig.baseline_embeddings(batch)
+    slot = batch.maskable[0]
+    rms = float(e[0, slot].pow(2).mean(-1).sqrt().mean())
+    path = []
+    with torch.no_grad():
+        for a in args.alphas:
+            f = explained(classifier, classifier.logits_from_embeddings(b + a * (e - b), batch))[0, target]
+            path.append({"alpha": a, "f": float(f)})
+    print(f"mean RMS of the slot's word embeddings {rms:.4f}; the model's RMSNorm eps "
+          f"{getattr(classifier.model.config, 'rms_norm_eps', float('nan')):g}")
+    print("f_c along the path: " + ", ".join(f"{p['alpha']:g}: {p['f']:+.3f}" for p in path), flush=True)
     rows = []
     for rule in args.rules:
         for k in args.steps:
@@ -79,6 +97,8 @@ def main(argv=None) -> int:
                   "weights_sha256": classifier.metadata.get("weights_sha256"), "text": args.text, "target": target,
                   "probabilities": probs.tolist(), "tokens": len(batch.input_ids[0]),
                   "slot_tokens": int(batch.maskable[0].sum()), "f_input_direct": f_direct,
+                  "slot_embedding_rms": rms, "rms_norm_eps": getattr(classifier.model.config, "rms_norm_eps", None),
+                  "path": path,
                   "torch_threads": torch.get_num_threads(), "dtype": str(next(classifier.model.parameters()).dtype),
                   "rows": rows, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
