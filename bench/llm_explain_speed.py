@@ -10,7 +10,7 @@
 The input is the rt test sentence of median length, in the model's prompt. Clock: this process's CPU time with one
 torch thread (a shared machine's other jobs do not inflate it); `--wall` for wall time.
 
-    ENGINE_THREADS=1 python bench/llm_explain_speed.py --model smollm2-rt-prompt --repeats 3
+    ENGINE_THREADS=1 python bench/llm_explain_speed.py --model smollm2-rt-prompt --repeats 1 --batch-sizes 1 8 32
     python bench/llm_explain_speed.py --smoke      # CI: a random-weight 2-layer Llama, one repeat
 """
 from __future__ import annotations
@@ -94,6 +94,8 @@ def main(argv=None) -> int:
     p.add_argument("--model", default="smollm2-rt-prompt")
     p.add_argument("--text", default=None, help="the input (default: the rt test sentence of median length)")
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--batch-sizes", type=int, nargs="+", default=list(BATCH_SIZES),
+                   help=f"batch sizes tried for the peak throughput. Default: {' '.join(map(str, BATCH_SIZES))}")
     p.add_argument("--wall", action="store_true", help="wall time instead of this process's CPU time")
     p.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = p.parse_args(argv)
@@ -107,7 +109,7 @@ def main(argv=None) -> int:
     else:
         from engine.models import load_classifier
 
-        classifier, sizes = load_classifier(args.model), BATCH_SIZES
+        classifier, sizes = load_classifier(args.model), tuple(args.batch_sizes)
     text = args.text or median_sentence()
     batch = classifier.batch([text])
     T, N = int(batch.input_ids.shape[1]), int(batch.maskable.sum())
