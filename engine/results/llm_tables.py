@@ -99,3 +99,38 @@ def selfexplain_table(run: str, models: Sequence[tuple[str, str]]) -> Callable[[
         return "\n".join(lines)
 
     return build
+
+
+def llm_curves(runs: Sequence[tuple[str, str]], n_examples: int) -> Callable[[Path], str]:
+    """The curves themselves: accuracy (%) at each masking ratio per model and measure (random: the mean of its
+    seeds), and the mean MaSF share of p < 0.05 per ratio where the run has p-values."""
+
+    def build(root: Path) -> str:
+        from engine.results.store import ResultsStore
+
+        frames = []
+        for label, run in runs:
+            data = ResultsStore(root).load(run)
+            data = data[data["n_examples"] == n_examples].assign(model_label=label)
+            frames.append(data)
+        data = pd.concat(frames)
+        ratios = sorted(data["ratio"].unique())
+        lines = ["| model | measure | " + " | ".join(f"{r:.0%}" for r in ratios) + " |", "|---" * (len(ratios) + 2) + "|"]
+        for label, _ in runs:
+            part = data[data["model_label"] == label]
+            curves = part.groupby(["measure", "ratio"])["value"].mean().unstack()
+            for measure in ["random", *sorted(m for m in curves.index if m != "random")]:
+                if measure in curves.index:
+                    name = f"random (mean of {part[part['measure'] == 'random']['seed'].nunique()} seeds)" \
+                        if measure == "random" else measure
+                    lines.append(f"| {label} | {name} | " + " | ".join(f"{v * 100:.0f}" for v in curves.loc[measure]) + " |")
+            shares = part.groupby("ratio")["p_below_005"].mean()
+            if shares.notna().any():
+                lines.append(f"| {label} | MaSF: share of p < 0.05 (all measures) | " +
+                             " | ".join(f"{v * 100:.0f}" for v in shares) + " |")
+        lines.append("")
+        lines.append(f"Accuracy % on the first {n_examples} rt test sentences after masking each ratio of the input "
+                     "slot's tokens, most important first.")
+        return "\n".join(lines)
+
+    return build
