@@ -42,6 +42,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="mask whole words: ratios and counts count words, a word's pieces are masked together and it "
                              "ranks by the sum of its pieces' scores (random: one draw per word). Stored as its own "
                              "schedule ('ratio, whole words'), never pooled with token-level curves")
+    parser.add_argument("--no-masf", action="store_true",
+                        help="no MaSF p-values (skips its fit on the validation split, a forward of every input: for a "
+                             "large LM on a CPU it can cost more than the curves); the curves and ACU/RACU are unchanged")
     add_sweep_arguments(parser)
 
 
@@ -64,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
                 else:
                     schedule = {"ratios": tuple(args.ratios) if args.ratios else Cell.ratios}
                 cells.append(Cell(model=model_id, dataset=dataset, measure=measure, seed=seed, split=args.split,
-                                  limit=args.limit, whole_words=args.whole_words, **schedule))
+                                  limit=args.limit, whole_words=args.whole_words, masf=not args.no_masf,
+                                  **schedule))
     store = ResultsStore()
     with tqdm(total=len(cells), desc=f"benchmark {args.run}", unit="cell") as bar:
         bar.update(sum(store.has_cell(args.run, cell.key()) for cell in cells))  # a resumed sweep starts where it was

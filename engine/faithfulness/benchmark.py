@@ -36,6 +36,7 @@ class Cell:
     options: tuple[tuple[str, object], ...] = ()
     counts: tuple[int, ...] | None = None  # count mode (k tokens per input, e.g. 0..10) instead of ratios
     whole_words: bool = False  # mask whole words: the schedule counts words (a labelled variant of the schedule)
+    masf: bool = True  # MaSF p-values per step; False skips the fit (its curves and RACU are the same, p-values NaN)
 
     def __post_init__(self):
         if self.counts is not None:
@@ -52,6 +53,8 @@ class Cell:
             del d["counts"]  # the key of a ratio cell stays what it was before count mode, so old runs resume
         if not self.whole_words:
             del d["whole_words"]  # likewise: token-level cells keep their keys
+        if self.masf:
+            del d["masf"]  # likewise: cells with MaSF keep their keys
         return d
 
 
@@ -82,8 +85,12 @@ def compute_cell(cell: Cell, context: CellContext) -> CellResult:
     meta = classifier.meta
     # Calibrated on the cell's data, never another dataset's. Cells of one checkpoint running at once take the
     # fit in turn: the first fits and stores it, the others load it (no model loaded twice to fit it beforehand).
-    with shared_lock(f"masf-{cell.model}-{cell.dataset}"):
-        masf = load_or_fit_masf(classifier, cell.dataset)
+    # A large LM's fit (a forward of the whole validation split) can cost more than its curves on a small
+    # subset: `--no-masf` skips it.
+    masf = None
+    if cell.masf:
+        with shared_lock(f"masf-{cell.model}-{cell.dataset}"):
+            masf = load_or_fit_masf(classifier, cell.dataset)
     dataset = get_dataset(cell.dataset, meta.split_seed)
     options = dict(cell.options)
     explainer = get_explainer(cell.measure, classifier, **({"seed": cell.seed} if cell.measure == "random" else {}), **options)
@@ -101,7 +108,8 @@ def compute_cell(cell: Cell, context: CellContext) -> CellResult:
         "model": cell.model, "seed": cell.seed, "dataset": cell.dataset, "split": cell.split, "measure": cell.measure,
         "strategy": meta.strategy, "step": r["step"],
         **schedule_columns(schedule, levels[r["step"]], levels[-1], cell.whole_words), "metric": r["metric"],
-        "value": r["value"], "p_value": r["p_value_simes"], "p_below_005": r["p_below_005"],
+        "value": r["value"], "p_value": r.get("p_value_simes", float("nan")),
+        "p_below_005": r.get("p_below_005", float("nan")),
         "mean_probability": r["mean_probability"], "base_model": meta.base_model,
         # The examples the curve averages over (the first n of the split): the summary compares a measure only
         # with the random curve of the same examples, so a subset (beam) and the whole split share one run.

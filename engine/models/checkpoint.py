@@ -130,10 +130,30 @@ def validate_model(model_id_or_path: str | os.PathLike) -> None:
     """Check, before any long work, that a model reference names a loadable folder (files present and
     consistent); raises CheckpointError saying what is wrong."""
     folder, _ = model_folders(model_id_or_path)
+    if not is_path(model_id_or_path) and not (models_cache_dir() / str(model_id_or_path)).exists():
+        from engine.models.registry import read_manifest
+
+        manifest = read_manifest(str(model_id_or_path))
+        if manifest.get("prompt") is not None:  # a prompted causal LM: no sequence-classification head to find
+            _validate_prompted(manifest, folder)
+            return
     if (folder / "metadata.json").is_file() or not folder.is_dir():
         validate_checkpoint(folder)
         return
     read_config(folder)
+    weight_files(folder)
+
+
+def _validate_prompted(manifest: dict, folder: Path) -> None:
+    """A registered prompted LM loads when its folder holds a config and safetensors weights, or, for a packaged
+    LLM not converted yet (it is converted on first load), when its package is installed."""
+    if manifest.get("packaged_llm") and not (folder / "config.json").is_file():
+        from engine.models.llm_package import gguf_source
+
+        gguf_source(manifest["packaged_llm"])
+        return
+    if not (folder / "config.json").is_file():
+        raise CheckpointError(f"{folder} has no config.json: not a Hugging Face model folder")
     weight_files(folder)
 
 

@@ -473,6 +473,9 @@ def load_prompted_checkpoint(folder: Path, metadata: dict, device: str | None = 
     keep = {k: v for k, v in metadata.items() if k not in ("folder", "weights_files", "weights_sha256", "base_model_source",
                                                            "prompt", "replacement", "replacement_token",
                                                            "replacement_token_id", "replacement_tokens")}
+    # What is fitted for it (MaSF) is kept in its own folder: the metadata it was saved with may still name the
+    # artifacts folder of the zero-shot model it was trained from (whose fits are of another model).
+    keep["artifacts_dir"] = str(folder)
     meta = CheckpointMeta.from_dict(metadata)
     return load_prompted(folder, meta.prompt, model_id=meta.id, max_length=meta.max_length,
                          device=device, extra=keep)

@@ -21,6 +21,7 @@ from scipy import stats
 
 from engine.atomic import write_text
 from engine.errors import InvalidInputError
+from engine.reports.llm_tables import llm_curves, llm_racu, selfexplain_table
 
 # Our dataset -> FMM Table 1's row of the same task (rt and SST2: movie-review sentences, binary sentiment).
 SAME_TASK_FMM = {"rt": "SST2"}
@@ -392,6 +393,12 @@ TABLES: tuple[Table, ...] = (
     Table("simulability-babi1", "docs/simulability.md", simulation_accuracy("tiny-babi-1-masked-s0-babi-1")),
     Table("plausibility-babi1", "docs/simulability.md", sentence_plausibility("tiny-babi-1-masked-s0-babi-1")),
     Table("budget-pareto", "docs/budgeted-search.md", budget_pareto_report("tiny-rt-budget")),
+    Table("llm-racu", "docs/llm.md", llm_racu((("SmolLM2 zero-shot (`smollm2-rt-prompt`)", "smollm2-rt-zero-shot-masking"),
+                                               ("SmolLM2 masked LoRA (`smollm2-rt-lora`)", "smollm2-rt-lora-masking")), 10)),
+    Table("llm-curves", "docs/llm.md", llm_curves((("zero-shot", "smollm2-rt-zero-shot-masking"),
+                                                   ("masked LoRA", "smollm2-rt-lora-masking")), 10)),
+    Table("llm-selfexplain", "docs/llm.md",
+          selfexplain_table("smollm2-rt-selfexplain", (("zero-shot", "smollm2-rt-prompt"), ("masked LoRA", "smollm2-rt-lora")))),
 )
 
 

@@ -15,6 +15,7 @@ TABLES = {
     "recursive_roar_table2": "recursive_roar_table2.csv",
     "wiegreffe_pinter": "wiegreffe_pinter_tables.csv",
     "smat_table1": "smat_table1.csv",
+    "madsen2024_selfexplain": "madsen2024_selfexplain.csv",
 }
 
 
