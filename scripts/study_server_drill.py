@@ -177,6 +177,7 @@ class Browser:
         self.ready = threading.Event()  # set at its first task: the thread annotators start when all are there
         self.errors: list[str] = []
         self.reloads = 0
+        self.retries: list[str] = []  # steps retried (a widget that missed a keystroke, a click during a redraw)
         self.first_ack_after_restart: float | None = None
 
     def text(self) -> str:
@@ -236,7 +237,7 @@ class Browser:
             field.send_keys(Keys.ENTER)
             time.sleep(0.3)
             return False
-        self._until(chosen)
+        self._until(chosen, timeout=20)
 
     def _answer(self) -> None:
         """Rank the explanations on the page (obeying an attention check), Submit, and wait for the next page."""
@@ -262,7 +263,7 @@ class Browser:
                 return page
             now = re.search(r"Task (\d+) of \d+ · (\d+) answered", page)
             return page if now and now.group(1) != before else None
-        page = self._until(moved)
+        page = self._until(moved, timeout=20)
         answered = re.search(r"\((\d+) of \d+ answered\)", page) or re.search(r"· (\d+) answered", page)
         if answered and int(answered.group(1)) > self.acked:
             self.acked = int(answered.group(1))
@@ -303,10 +304,12 @@ class Browser:
                     self.reloads += 1
                     self.driver.get(self.link)
                     continue
-                self.errors.append(f"{type(err).__name__}: {str(err)[:300]}")
-                if len(self.errors) > 5:
+                # a step that did not take (the page was redrawing): look again and redo it, as a person would;
+                # a Submit repeated keeps its submission id (session state), so it stores the answer once
+                self.retries.append(f"{type(err).__name__}: {str(err)[:300]}")
+                if len(self.retries) > 20:
+                    self.errors.append(f"{self.name}: gave up after 20 retries; last: {self.retries[-1]}")
                     return
-                self.driver.get(self.link)
 
     def quit(self) -> None:
         try:
@@ -509,7 +512,8 @@ def run(args) -> dict:
         "first_start_seconds": round(first_start, 1), "time_to_restart_seconds": round(time_to_restart, 1),
         "browser_first_answer_after_restart_seconds": round(max(
             (b.first_ack_after_restart for b in browsers if b.first_ack_after_restart is not None), default=0.0), 1),
-        "browser_reloads": sum(b.reloads for b in browsers), "browser_answers": sum(b.acked for b in browsers),
+        "browser_reloads": sum(b.reloads for b in browsers),
+        "browser_retries": [r for b in browsers for r in b.retries], "browser_answers": sum(b.acked for b in browsers),
         "thread_submit_ms_median": round(statistics.median(submits), 1) if submits else None,
         "thread_submit_ms_p95": _pct(submits, 0.95),
         "thread_next_ms_median": round(statistics.median(nexts), 1) if nexts else None,
@@ -557,7 +561,8 @@ def main(argv: list[str] | None = None) -> int:
           f"p95 {f['thread_submit_ms_p95']} ms; next-task median {f['thread_next_ms_median']} ms, p95 {f['thread_next_ms_p95']} ms")
     print(f"SIGKILL after {f['acknowledged_before_kill']} acknowledged answers ({f['answered_at_kill']} stored): "
           f"lost {f['lost_at_kill']}, integrity {f['integrity_at_kill']}; server back in {f['time_to_restart_seconds']} s "
-          f"(first start {f['first_start_seconds']} s); browsers reloaded {f['browser_reloads']} times, slowest first "
+          f"(first start {f['first_start_seconds']} s); browsers reloaded {f['browser_reloads']} times (and retried "
+          f"{len(f['browser_retries'])} steps), slowest first "
           f"answer after the restart {f['browser_first_answer_after_restart_seconds']} s")
     print(f"end: answers lost {f['lost']}, tasks at exactly overlap {f['tasks_exact']}/{f['tasks']} (over "
           f"{f['tasks_over']}), items given twice {f['duplicate_items']}, unfinished {len(f['unfinished'])}, "
