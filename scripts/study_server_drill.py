@@ -37,6 +37,7 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+_STARTED: list = []  # processes and browsers this run started: stopped on the way out, whatever happened
 MEASURES = ("grad-l2", "loo-sign", "random")
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 # Chromium with what a drill does not need switched off; each browser is one small renderer (about 0.3 GiB)
@@ -413,9 +414,13 @@ def run(args) -> dict:
     url = f"http://127.0.0.1:{port}"
     log = open(root / "server.log", "a", encoding="utf-8")
     server, first_start = start_server(port, env, log)
+    _STARTED.append(server)
     drill = Drill()
     drill.down, drill.up, drill.generation, drill.restarted_at = threading.Event(), threading.Event(), 0, None
-    browsers = [Browser(names[i], f"{url}/?study_token={tokens[i]}", drill) for i in range(k)]
+    browsers = []
+    for i in range(k):
+        browsers.append(Browser(names[i], f"{url}/?study_token={tokens[i]}", drill))
+        _STARTED.append(browsers[-1])
     browser_pids = [b.service.process.pid for b in browsers]
     memory = {"browsers_pss_peak": 0, "server_pss_peak": 0}
     sampling = threading.Event()
@@ -437,6 +442,7 @@ def run(args) -> dict:
         b.ready.wait(timeout=max(1.0, t_start + 180 - time.time()))
     t_all_in = time.time()
     worker = Worker(db, tokens[k:], args.think, 0, env)
+    _STARTED.append(worker.proc)
 
     def acked() -> int:
         return len(worker.acked) + sum(b.acked for b in browsers)
@@ -468,6 +474,7 @@ def run(args) -> dict:
     answered_at_kill = len(stored)
 
     server, _ = start_server(port, env, log)
+    _STARTED.append(server)
     time_to_restart = time.time() - t_kill
     drill.restarted_at = time.time()
     browser_pids[:] = [b.service.process.pid for b in browsers]
@@ -475,6 +482,7 @@ def run(args) -> dict:
     drill.down.clear()
     drill.up.set()
     resumed = Worker(db, tokens[k:], args.think, 1, env)
+    _STARTED.append(resumed.proc)
     resumed_code = resumed.finish(timeout=args.timeout)
     for t in threads:
         t.join(timeout=max(1.0, deadline - time.time()))
@@ -549,7 +557,15 @@ def main(argv: list[str] | None = None) -> int:
         args.annotators, args.browsers, args.tasks_per_annotator, args.think, args.timeout = 6, 2, 2, 3.0, 400.0
     if args.browsers > args.annotators:
         p.error("--browsers cannot exceed --annotators")
-    f = run(args)
+    try:
+        f = run(args)
+    finally:
+        for thing in reversed(_STARTED):
+            if isinstance(thing, Browser):
+                thing.quit()
+            elif thing.poll() is None:
+                thing.kill()
+                thing.wait()
     f["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
     f["command"] = "python scripts/study_server_drill.py " + " ".join(argv if argv is not None else sys.argv[1:])
     if not f["browsers"]:
