@@ -365,6 +365,13 @@ def budget_pareto_report(run: str) -> Callable[[Path], str]:
     return report_table(run)
 
 
+def faith_plausibility_report(racu_run: str, rationale_run: str) -> Callable[[Path], str]:
+    """RACU against AUPRC of the supporting facts per measure (engine.plausibility.rationale_runs)."""
+    from engine.plausibility.rationale_runs import report_table
+
+    return report_table(racu_run, rationale_run)
+
+
 TABLES: tuple[Table, ...] = (
     Table("summary", "README.md", summary_per_model),
     Table("fmm-ordering", "docs/results.md", fmm_ordering),
@@ -392,6 +399,8 @@ TABLES: tuple[Table, ...] = (
     Table("simulability-babi1", "docs/simulability.md", simulation_accuracy("tiny-babi-1-masked-s0-babi-1")),
     Table("plausibility-babi1", "docs/simulability.md", sentence_plausibility("tiny-babi-1-masked-s0-babi-1")),
     Table("budget-pareto", "docs/budgeted-search.md", budget_pareto_report("tiny-rt-budget")),
+    Table("faith-plausibility-babi1", "docs/faithfulness-plausibility.md",
+          faith_plausibility_report("tiny-babi1-small-3seeds", "tiny-babi1-small-rationales")),
 )
 
 
