@@ -116,3 +116,23 @@ def test_the_report_table_states_spearman_with_n_for_the_shipped_runs():
 
     text = report_table(SHIPPED_RACU_RUN, SHIPPED_RATIONALE_RUN)(ROOT / "results")
     assert text.count("\n| ") >= 8 and "Spearman's rho between RACU and AUPRC over the" in text
+
+
+def test_the_benchmarks_view_shows_the_shipped_pairing_when_the_current_view_has_no_rationale_run():
+    """Out of the box the section draws the shipped bAbI-1 pairing (labelled) with gold AUPRC selected: a chart and
+    a table of the measures, not an empty state."""
+    from streamlit.testing.v1 import AppTest
+
+    def page():
+        import pandas as pd
+
+        from app.benchmark_views import render_faith_plausibility
+
+        render_faith_plausibility(pd.DataFrame(), None)
+
+    at = AppTest.from_function(page, default_timeout=120).run()
+    assert not at.exception
+    assert any("shipped bAbI-1 pairing" in c.value for c in at.caption)
+    assert any("Spearman over the" in c.value for c in at.caption)
+    table = at.dataframe[0].value
+    assert len(table) >= 8 and (table["plaus_low"] <= table["plaus"]).all()

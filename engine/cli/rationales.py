@@ -61,8 +61,8 @@ def run(args: argparse.Namespace) -> int:
         def within(cell, done, total):
             bar.set_postfix_str(f"{cell.model} {cell.measure}: {done}/{total} examples")
 
-        done, skipped = run_rationales(cells, args.run, command, batch_size=args.batch_size, progress=within)
-        bar.update(len(cells))
+        done, skipped = run_rationales(cells, args.run, command, batch_size=args.batch_size, progress=within,
+                                       cell_done=lambda cell: bar.update(1))
     print(f"{len(done)} cells computed, {len(skipped)} already in the store")
     rows = load_rationales(args.run)
     rows = rows[rows["model"].isin({c.model for c in cells}) & rows["measure"].isin(args.measures)]

@@ -117,21 +117,27 @@ def compute_rationale_cell(cell: RationaleCell, command: str = "engine.plausibil
 
 
 def run_rationales(cells: Sequence[RationaleCell], run: str, command: str, results_dir: str | os.PathLike | None = None,
-                   batch_size: int = 16, progress: Callable[[RationaleCell, int, int], None] | None = None
+                   batch_size: int = 16, progress: Callable[[RationaleCell, int, int], None] | None = None,
+                   cell_done: Callable[[RationaleCell], None] | None = None
                    ) -> tuple[list[RationaleCell], list[RationaleCell]]:
     """Compute and store every cell not yet in the run; returns (computed, skipped).
-    progress(cell, done, total): inputs finished in the current cell."""
+    progress(cell, done, total): inputs finished in the current cell; cell_done(cell): after each cell, computed
+    or skipped."""
     store = rationale_store(results_dir)
     done, skipped = [], []
     for cell in cells:
         if store.has_cell(run, cell.key()):
             skipped.append(cell)
+            if cell_done is not None:
+                cell_done(cell)
             continue
         rows, record = compute_rationale_cell(
             cell, command=command, batch_size=batch_size,
             progress=None if progress is None else (lambda d, n, c=cell: progress(c, d, n)))
         store.write_cell(run, cell.key(), rows, record)
         done.append(cell)
+        if cell_done is not None:
+            cell_done(cell)
     return done, skipped
 
 
