@@ -1,7 +1,8 @@
 """Faithfulness against plausibility, per measure (the Benchmarks page's view): one axis a faithfulness number
-(RACU from a recursive-masking run, NAOPC from an evaluation run with `--naopc`), the other a plausibility number
-from the annotation store (TrueSkill rating of the annotators' rankings; rationale AUPRC against the annotators'
-rationales or against bAbI's supporting facts), each with its 95% interval.
+(RACU from a recursive-masking run, NAOPC from an evaluation run with `--naopc`), the other a plausibility number:
+AUPRC against bAbI's supporting facts from the stored rationale runs (`python -m engine rationales`,
+engine.plausibility.rationale_runs), or from the annotation store (TrueSkill rating of the annotators' rankings;
+AUPRC against the annotators' rationales or the tasks' supporting facts), each with its 95% interval.
 
 Intervals: RACU and NAOPC over seeds (BCa, as the results tables); AUPRC over inputs (BCa bootstrap of the
 per-input average precisions); the rating as TrueSkill's mu +- 1.96 sigma (a posterior spread, not a bootstrap).
