@@ -106,25 +106,43 @@ def render_upload(classifier) -> None:
 
 def render_faith_plausibility(view: pd.DataFrame, model_id: str | None, classifier=None) -> None:
     """Per measure: faithfulness (RACU of the page's current view, or NAOPC from the evaluation store) against
-    plausibility (annotation store: ratings, AUPRC against annotated or bAbI rationales)."""
+    plausibility (AUPRC against bAbI's supporting facts from the stored rationale runs; the annotation store's
+    ratings and AUPRC against annotated rationales). Where the current view has no gold-rationale run, the
+    shipped bAbI-1 pairing is shown, labelled."""
     from app.faith_plausibility import (
         FAITHFULNESS,
         PLAUSIBILITY,
+        SHIPPED_RACU_RUN,
+        SHIPPED_RATIONALE_RUN,
         figure,
+        gold_auprc_by_measure,
         joined,
         naopc_by_measure,
         plausibility_by_measure,
         racu_by_measure,
+        shipped_pairing,
         spearman,
     )
     from engine.plausibility import AnnotationStore, AnnotationStoreError
+    from engine.results import default_results_dir
 
     st.subheader("Faithfulness against plausibility")
     c1, c2 = st.columns(2)
     faith_kind = c1.radio("Faithfulness", list(FAITHFULNESS), horizontal=True, key="fp_faith",
                           format_func=FAITHFULNESS.get)
     plaus_kind = c2.radio("Plausibility", list(PLAUSIBILITY), horizontal=True, key="fp_plaus",
-                          format_func=PLAUSIBILITY.get)
+                          index=list(PLAUSIBILITY).index("auprc-gold"), format_func=PLAUSIBILITY.get)
+    plaus = None
+    if plaus_kind == "auprc-gold":
+        models = set(view["model"]) if not view.empty and "model" in view else set()
+        plaus = gold_auprc_by_measure(models, results_dir=default_results_dir() / "rationales")
+        if plaus.empty:
+            shipped_rows, shipped_plaus = shipped_pairing()
+            if not shipped_plaus.empty:
+                st.caption(f"The current view's checkpoints have no run against the supporting facts: showing the "
+                           f"shipped bAbI-1 pairing (RACU from run `{SHIPPED_RACU_RUN}`, AUPRC from "
+                           f"`rationales/{SHIPPED_RATIONALE_RUN}`; `python -m engine rationales` adds a run).")
+                view, plaus = shipped_rows, shipped_plaus
     try:
         if faith_kind == "racu":
             faith = racu_by_measure(view)
@@ -138,19 +156,20 @@ def render_faith_plausibility(view: pd.DataFrame, model_id: str | None, classifi
     except ValueError as err:
         st.info(f"No faithfulness numbers for this view: {md(err)}")
         return
-    try:
-        store = AnnotationStore(read_only=True)
-        models = store.model_ids()
-    except (AnnotationStoreError, OSError) as err:
-        st.info(f"The annotation store cannot be read: {md(err)}")
-        return
-    if not models:
-        st.info("The annotation store holds no tasks yet: make some on the Annotate page (bAbI tasks carry their "
-                "supporting facts as gold rationales).")
-        return
-    index = models.index(model_id) if model_id in models else 0
-    chosen = st.selectbox("Annotated model", models, index=index, key="fp_model", format_func=md)
-    plaus = plausibility_by_measure(store, chosen)[plaus_kind]
+    if plaus is None or plaus.empty:
+        try:
+            store = AnnotationStore(read_only=True)
+            models = store.model_ids()
+        except (AnnotationStoreError, OSError) as err:
+            st.info(f"The annotation store cannot be read: {md(err)}")
+            return
+        if not models:
+            st.info("No plausibility numbers: the annotation store holds no tasks yet (make some on the Annotate "
+                    "page), and no rationale run (`python -m engine rationales`) scored these checkpoints.")
+            return
+        index = models.index(model_id) if model_id in models else 0
+        chosen = st.selectbox("Annotated model", models, index=index, key="fp_model", format_func=md)
+        plaus = plausibility_by_measure(store, chosen)[plaus_kind]
     both = joined(faith, plaus)
     if both.empty:
         st.info(f"No measure has both numbers: faithfulness for {md(', '.join(faith['measure']) or 'none')}, "

@@ -1,7 +1,8 @@
 """Faithfulness against plausibility, per measure (the Benchmarks page's view): one axis a faithfulness number
-(RACU from a recursive-masking run, NAOPC from an evaluation run with `--naopc`), the other a plausibility number
-from the annotation store (TrueSkill rating of the annotators' rankings; rationale AUPRC against the annotators'
-rationales or against bAbI's supporting facts), each with its 95% interval.
+(RACU from a recursive-masking run, NAOPC from an evaluation run with `--naopc`), the other a plausibility number:
+AUPRC against bAbI's supporting facts from the stored rationale runs (`python -m engine rationales`,
+engine.plausibility.rationale_runs), or from the annotation store (TrueSkill rating of the annotators' rankings;
+AUPRC against the annotators' rationales or the tasks' supporting facts), each with its 95% interval.
 
 Intervals: RACU and NAOPC over seeds (BCa, as the results tables); AUPRC over inputs (BCa bootstrap of the
 per-input average precisions); the rating as TrueSkill's mu +- 1.96 sigma (a posterior spread, not a bootstrap).
@@ -14,8 +15,6 @@ import math
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-
-from engine.errors import InvalidInputError
 
 FAITHFULNESS = {"racu": "RACU % (recursive masking)", "naopc": "NAOPC (erasure, comprehensiveness)"}
 PLAUSIBILITY = {"rating": "annotators' rating (TrueSkill mu)", "auprc-human": "AUPRC against annotated rationales",
@@ -30,20 +29,9 @@ def _frame(rows: list[dict]) -> pd.DataFrame:
 def racu_by_measure(results: pd.DataFrame) -> pd.DataFrame:
     """Per measure: RACU % with its 95% CI over seeds, from recursive-masking rows of ONE group (one run, dataset,
     model, schedule, examples: the Benchmarks page's filtered view); n = seeds."""
-    from engine.faithfulness.summary import area_metrics_table
+    from engine.plausibility.rationale_runs import racu_by_measure as racu
 
-    if results.empty:
-        return _frame([])
-    table = area_metrics_table(results)
-    if table.empty:
-        return _frame([])
-    from engine.faithfulness.summary import GROUP
-
-    if len(table.drop_duplicates([c for c in GROUP if c in table.columns])) > 1:
-        raise InvalidInputError("RACU per measure needs rows of one run, dataset, model, schedule and set of examples")
-    table = table[table["measure"] != "random"]
-    return _frame([{"measure": r.measure, "value": r.racu_pct, "low": r.racu_low, "high": r.racu_high, "n": r.seeds}
-                   for r in table.itertuples()])
+    return _frame(racu(results).to_dict("records"))
 
 
 def naopc_by_measure(evaluation: pd.DataFrame) -> pd.DataFrame:
@@ -110,9 +98,9 @@ def plausibility_by_measure(store, model_id: str | None) -> dict[str, pd.DataFra
 def joined(faithfulness: pd.DataFrame, plausibility: pd.DataFrame) -> pd.DataFrame:
     """Measures present on both sides: measure, faith, faith_low, faith_high, faith_n, plaus, plaus_low,
     plaus_high, plaus_n; sorted by measure."""
-    f = faithfulness.rename(columns={"value": "faith", "low": "faith_low", "high": "faith_high", "n": "faith_n"})
-    p = plausibility.rename(columns={"value": "plaus", "low": "plaus_low", "high": "plaus_high", "n": "plaus_n"})
-    return f.merge(p, on="measure", how="inner").sort_values("measure").reset_index(drop=True)
+    from engine.plausibility.rationale_runs import paired
+
+    return paired(faithfulness, plausibility)[0]
 
 
 def spearman(both: pd.DataFrame) -> float:
@@ -122,6 +110,40 @@ def spearman(both: pd.DataFrame) -> float:
     if len(both) < 3:
         return float("nan")
     return float(spearmanr(both["faith"], both["plaus"]).statistic)
+
+
+def gold_auprc_by_measure(models, dataset: str | None = None, results_dir=None) -> pd.DataFrame:
+    """Per measure: AUPRC against bAbI's supporting facts from the stored rationale runs
+    (`python -m engine rationales`) of exactly these checkpoints, mean over inputs with a 95% BCa CI over inputs
+    (each input averaged over the checkpoints first); n = inputs. Empty when no run scored them."""
+    from engine.plausibility.rationale_runs import by_measure, load_rationales
+
+    rows = load_rationales(results_dir=results_dir)
+    if rows.empty:
+        return _frame([])
+    rows = rows[rows["model"].isin(set(models))]
+    if dataset is not None:
+        rows = rows[rows["dataset"] == dataset]
+    return _frame(by_measure(rows, "auprc").drop(columns="seeds").to_dict("records"))
+
+
+# The shipped pairing the view falls back to when the page's current view has no rationale run of its own:
+# RACU of `tiny` masked-fine-tuned on a 2000-story subset of bAbI-1 (3 seeds) and the same checkpoints' AUPRC.
+SHIPPED_RACU_RUN = "tiny-babi1-small-3seeds"
+SHIPPED_RATIONALE_RUN = "tiny-babi1-small-rationales"
+
+
+def shipped_pairing(results_dir=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(RACU rows of the shipped bAbI-1 run, its per-measure gold AUPRC); both empty when not shipped."""
+    from engine.results import ResultsStore
+
+    store = ResultsStore(results_dir)
+    if SHIPPED_RACU_RUN not in store.runs():
+        return pd.DataFrame(), _frame([])
+    rows = store.load(SHIPPED_RACU_RUN)
+    models = set(rows["model"])
+    root = store.root / "rationales"
+    return rows, gold_auprc_by_measure(models, results_dir=root)
 
 
 def _bars(values: pd.Series, low: pd.Series, high: pd.Series) -> dict | None:

@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "engine.cli.roar",
     "engine.cli.attention",
     "engine.cli.annotations",
+    "engine.cli.rationales",
     "engine.cli.study",
     "engine.cli.report",
     "engine.cli.self_explain",

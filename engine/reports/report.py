@@ -366,6 +366,13 @@ def budget_pareto_report(run: str) -> Callable[[Path], str]:
     return report_table(run)
 
 
+def faith_plausibility_report(racu_run: str, rationale_run: str) -> Callable[[Path], str]:
+    """RACU against AUPRC of the supporting facts per measure (engine.plausibility.rationale_runs)."""
+    from engine.plausibility.rationale_runs import report_table
+
+    return report_table(racu_run, rationale_run)
+
+
 TABLES: tuple[Table, ...] = (
     Table("summary", "README.md", summary_per_model),
     Table("fmm-ordering", "docs/results.md", fmm_ordering),
@@ -399,6 +406,8 @@ TABLES: tuple[Table, ...] = (
                                                    ("masked LoRA", "smollm2-rt-lora-masking")), 10)),
     Table("llm-selfexplain", "docs/llm.md",
           selfexplain_table("smollm2-rt-selfexplain", (("zero-shot", "smollm2-rt-prompt"), ("masked LoRA", "smollm2-rt-lora")))),
+    Table("faith-plausibility-babi1", "docs/faithfulness-plausibility.md",
+          faith_plausibility_report("tiny-babi1-small-3seeds", "tiny-babi1-small-rationales")),
 )
 
 
