@@ -133,7 +133,7 @@ def main(argv=None) -> int:
         for ex in alone:
             ex.attribute(batch)
 
-    counted = getattr(classifier.model, "base_model", classifier.model)  # a prompted LM runs its base model
+    counted = classifier.counted_module  # a prompted LM runs its base model
     clear_memo(classifier.model)
     with counting_rows(counted) as rows:
         bundle()

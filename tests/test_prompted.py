@@ -414,3 +414,21 @@ def test_byte_level_pieces_are_shown_as_text_without_the_space_marker():
     assert any(piece.startswith("Ġ") for piece in raw)  # the marker is there to be removed
     assert not any("Ġ" in piece for piece in shown)
     assert "".join((" " if r.startswith("Ġ") else "") + s for r, s in zip(raw, shown)) == text
+
+
+def test_cost_meter_counts_the_rows_a_prompted_lm_computes(bert_tokenizer):
+    """The cost columns of a benchmark cell (rows per explanation) are counted on `classifier.counted_module`; for a
+    prompted LM that is its base model, which every forward runs (a hook on the causal LM itself counted 0 rows):
+    leave-one-out of n slot tokens is n + 1 forward rows, a gradient one forward (the prediction) and one
+    forward+backward row."""
+    from engine.faithfulness.cost import CostMeter
+
+    clf = make("llama", bert_tokenizer, examples=[])
+    batch = clf.batch([TEXT])
+    n = int(batch.maskable[0].sum())
+    for measure, forward, backward in (("loo-sign", n + 1, 0), ("grad-l2", 1, 1)):
+        explainer = get_explainer(measure, clf, memo=False)
+        meter = CostMeter(clf.counted_module)
+        explainer.attribute = meter.wrap(explainer.attribute)
+        explainer.attribute(batch)
+        assert (meter.rows.forward, meter.rows.backward) == (forward, backward), measure

@@ -95,7 +95,7 @@ def compute_cell(cell: Cell, context: CellContext) -> CellResult:
     options = dict(cell.options)
     explainer = get_explainer(cell.measure, classifier, **({"seed": cell.seed} if cell.measure == "random" else {}), **options)
     # Cost (docs/methods.md#sanity-checks-and-cost): wall time and model rows of every explanation the curve needed.
-    meter = CostMeter(classifier.model)
+    meter = CostMeter(classifier.counted_module)
     explainer.attribute = meter.wrap(explainer.attribute)
     schedule = "count" if cell.counts is not None else "ratio"
     levels = list(cell.counts if cell.counts is not None else cell.ratios)

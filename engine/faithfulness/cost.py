@@ -48,7 +48,7 @@ def counting_rows(model):
 class CostMeter:
     """Wraps an explainer's `attribute` so that every call's wall time, inputs and model rows are added up.
 
-        meter = CostMeter(classifier.model)
+        meter = CostMeter(classifier.counted_module)
         explainer.attribute = meter.wrap(explainer.attribute)
         ... recursive masking / a sweep ...
         meter.summary()   # seconds, rows and explanations (inputs explained) in total and per explanation

@@ -155,7 +155,7 @@ def compute_evaluation_cell(cell: EvaluationCell, context: CellContext, batch_si
     order = np.argsort([len(e.primary) + len(e.auxiliary or "") for e in examples], kind="stable")
     parts = []
     metrics_s = 0.0
-    meter = CostMeter(classifier.model)
+    meter = CostMeter(classifier.counted_module)
     explain = meter.wrap(explainer.attribute)
     metric_rows = RowCounter()
     lengths = []
@@ -165,7 +165,7 @@ def compute_evaluation_cell(cell: EvaluationCell, context: CellContext, batch_si
         word_ids = word_ids_of(batch, [e.primary for e in chunk]) if cell.whole_words else None
         lengths += batch.attention_mask.sum(1).tolist()
         importance = explain(batch, batch.target, should_stop=should_stop)
-        with counting_rows(classifier.model) as rows:
+        with counting_rows(classifier.counted_module) as rows:
             t = time.perf_counter()
             parts.append(erasure_metrics(classifier, batch, importance.scores, target=batch.target,
                                          metrics=erasure_families, masf=masf, removal=cell.removal,

@@ -236,6 +236,14 @@ class Classifier:
     def batch_of(self, examples: Sequence[Example]) -> Batch:
         return collate_examples(self.tokenizer, list(examples), self.max_length).to(self.device)
 
+    # -- cost ------------------------------------------------------------------------------------------------
+    @property
+    def counted_module(self) -> torch.nn.Module:
+        """The module every forward of this classifier runs, once per row: where the cost meter
+        (`engine.faithfulness.cost`) counts rows. The model itself; a prompted LM overrides it (its forward runs the
+        LM's base model, not the LM's own forward)."""
+        return self.model
+
     # -- what the measures explain ----------------------------------------------------------------
     def explained_logits(self, logits: torch.Tensor) -> torch.Tensor:
         """The per-class quantity [N, C] every measure explains (gradients, IG, LOO, occlusion, SHAP/LIME, beam),

@@ -401,6 +401,13 @@ class PromptedClassifier(Classifier):
     def logits_from_embeddings(self, inputs_embeds: torch.Tensor, batch: Batch) -> torch.Tensor:
         return self.forward(inputs_embeds=inputs_embeds, attention_mask=batch.attention_mask).logits
 
+    @property
+    def counted_module(self) -> torch.nn.Module:
+        """The LM's base model: `forward` runs it (and the LM head on the answer position only), never the causal
+        LM's own forward, so a hook there would count nothing. Teacher-forced multi-token label words run it again
+        on B x W rows, which are counted: they are rows the model computes."""
+        return self.model.base_model
+
     def explained_logits(self, logits: torch.Tensor) -> torch.Tensor:
         """What the measures explain per class [N, C], from `logits` = log p [N, C]: the log-odds
         l_c = log p(c) - logsumexp_{k != c} log p(k) (exact for any number of classes, finite when p(c) rounds
