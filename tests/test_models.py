@@ -1,6 +1,7 @@
 """Tokenisation into `Batch`, the masked fine-tuning transform, checkpoints and their failure modes."""
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -151,8 +152,10 @@ def test_broken_checkpoint_is_a_clear_error_and_left_untouched(toy_classifier, m
 
 
 def test_pickled_weights_are_never_loaded(toy_classifier, models_cache):
-    """A folder whose weights come only as a pickle (which could run code) is refused."""
-    folder = save_classifier(toy_classifier, "pickled")
+    """A folder whose weights come only as a pickle (which could run code) is refused. Saved from a shallow copy:
+    saving points the classifier at the new folder, whose weights this test deletes, and the session's shared
+    `toy_classifier` must keep naming loadable weights for the tests after it (test_export hashes them)."""
+    folder = save_classifier(copy.copy(toy_classifier), "pickled")
     (folder / "model.safetensors").unlink()
     torch.save(toy_classifier.model.state_dict(), folder / "pytorch_model.bin")
     with pytest.raises(CheckpointError, match="missing model.safetensors"):
