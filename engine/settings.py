@@ -27,6 +27,8 @@ SETTINGS = {
     "ENGINE_ATTENTION": ("auto", "attention kernel: auto (SDPA where the architecture has it, eager for attention "
                          "weights), sdpa or eager"),
     "ENGINE_NETWORK": ("0", "1: the dashboard is served to a network even on a loopback bind (behind a reverse proxy)"),
+    "ENGINE_PREFIX_CACHE": ("1", "1: a prompted LM computes the prompt before the input slot once per batch of perturbations "
+                            "(key/value cache); 0: every row runs the whole prompt"),
     "ENGINE_ADMIN_SECRET": ("unset", "the dashboard's admin secret (else admin_secret in .streamlit/secrets.toml)"),
 }
 
@@ -94,6 +96,14 @@ def admin_secret_request() -> str | None:
     """The dashboard's admin secret from `ENGINE_ADMIN_SECRET`; None when unset or blank."""
     value = os.environ.get("ENGINE_ADMIN_SECRET")
     return value if value and value.strip() else None
+
+
+def prefix_cache_enabled() -> bool:
+    """Whether prompted LMs serve the shared prompt prefix from a key/value cache (`ENGINE_PREFIX_CACHE`, default 1)."""
+    value = (os.environ.get("ENGINE_PREFIX_CACHE") or "1").strip().lower()
+    if value not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+        raise InvalidInputError(f"ENGINE_PREFIX_CACHE must be 1 or 0, got {value!r}")
+    return value in ("1", "true", "yes", "on")
 
 
 def threads_request() -> int | None:

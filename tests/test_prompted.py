@@ -420,15 +420,19 @@ def test_cost_meter_counts_the_rows_a_prompted_lm_computes(bert_tokenizer):
     """The cost columns of a benchmark cell (rows per explanation) are counted on `classifier.counted_module`; for a
     prompted LM that is its base model, which every forward runs (a hook on the causal LM itself counted 0 rows):
     leave-one-out of n slot tokens is n + 1 forward rows, a gradient one forward (the prediction) and one
-    forward+backward row."""
+    forward+backward row. With the prompt prefix cached (engine/models/prefix_cache.py) the prefix is one more
+    row, computed once: the first explanation counts it, the next ones do not."""
     from engine.faithfulness.cost import CostMeter
 
     clf = make("llama", bert_tokenizer, examples=[])
     batch = clf.batch([TEXT])
     n = int(batch.maskable[0].sum())
-    for measure, forward, backward in (("loo-sign", n + 1, 0), ("grad-l2", 1, 1)):
+    for cached, measure, forward, backward in ((False, "loo-sign", n + 1, 0), (False, "grad-l2", 1, 1),
+                                               (True, "loo-sign", n + 2, 0), (True, "loo-sign", n + 1, 0),
+                                               (True, "grad-l2", 1, 1)):
+        clf.prefix_cache = cached
         explainer = get_explainer(measure, clf, memo=False)
         meter = CostMeter(clf.counted_module)
         explainer.attribute = meter.wrap(explainer.attribute)
         explainer.attribute(batch)
-        assert (meter.rows.forward, meter.rows.backward) == (forward, backward), measure
+        assert (meter.rows.forward, meter.rows.backward) == (forward, backward), (measure, cached)

@@ -38,9 +38,11 @@ from engine.models.classifier import Classifier, ForwardOutput
 from engine.models.foreign import max_length_for
 from engine.models.llm_package import PACKAGED_LLMS, resolve_llm
 from engine.models.metadata import CheckpointMeta
+from engine.models.prefix_cache import MIN_PREFIX, PrefixKV, shared_prefix_length
 from engine.models.prompt_spec import PromptSpec
 from engine.models.weights import weight_files, weights_sha256
 from engine.runtime import configure, pick_device
+from engine.settings import prefix_cache_enabled
 
 MASK_TOKEN = "<|mask|>"
 _MARK1, _MARK2 = "\ue000", "\ue001"  # private-use characters standing in for the slots while rendering
@@ -101,6 +103,10 @@ class PromptedClassifier(Classifier):
         }
         self._render_cache: dict = {}
         self._words = self._label_tokens()
+        # Perturbed rows share the prompt before the slot: its keys and values are computed once
+        # (engine/models/prefix_cache.py). ENGINE_PREFIX_CACHE=0 turns it off (the benches compare both).
+        self.prefix_cache = prefix_cache_enabled()
+        self._prefix_store: PrefixKV | None = None
 
     # -- the prompt -------------------------------------------------------------------------------
     def _template(self) -> tuple[str, str, str | None, str]:
@@ -337,60 +343,111 @@ class PromptedClassifier(Classifier):
 
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, inputs_embeds=None,
                 output_attentions: bool = False, output_hidden_states: bool = False) -> ForwardOutput:
-        """Class log-probabilities [B, C] (see the module docstring) from ids [B, T] or word embeddings [B, T, H]."""
+        """Class log-probabilities [B, C] (see the module docstring) from ids [B, T] or word embeddings [B, T, H].
+
+        From ids, without a gradient and without attentions, the rows' shared prompt prefix is served from the
+        key/value cache (engine/models/prefix_cache.py): the same numbers to float rounding, computed over the
+        suffix only."""
         index = None
+        P = 0
         if input_ids is not None:
             if attention_mask is None:
                 attention_mask = torch.ones_like(input_ids)
             input_ids, attention_mask, index = self._expand(input_ids, attention_mask)
-            embeds = self.model.get_input_embeddings()(input_ids)
+            if self.prefix_cache and not output_attentions and not torch.is_grad_enabled():
+                P = shared_prefix_length(input_ids, attention_mask, self._template_prefix_ids())
+                P = P if P >= MIN_PREFIX else 0
+            embeds = None if P else self.model.get_input_embeddings()(input_ids)
         else:
             embeds = inputs_embeds
             if attention_mask is None:
                 attention_mask = torch.ones(embeds.shape[:2], dtype=torch.long, device=embeds.device)
-        base = self.model.base_model
-        kwargs = {"attention_mask": attention_mask, "inputs_embeds": embeds}
-        if output_attentions:
-            kwargs["output_attentions"] = True
-        if output_hidden_states:
-            kwargs["output_hidden_states"] = True
-        out = base(**kwargs)
-        B = embeds.shape[0]
-        rows = torch.arange(B, device=embeds.device)
+        B = attention_mask.shape[0]
+        rows = torch.arange(B, device=attention_mask.device)
         last = self.pooled_positions(attention_mask)
+        atts = None
+        if P:
+            embed = self.model.get_input_embeddings()
+            kv = self._prefix_kv()
+            suffix, hidden = kv.run(input_ids[0, :P], embed(input_ids[:, P:]), attention_mask,
+                                    output_hidden_states=output_hidden_states)
+            if self.single_token_words:
+                final = suffix[rows, last - P]
+            else:
+                word_scores = self._multi_token_scores(embed(input_ids[:, P:]), attention_mask, last, prefix=(kv, input_ids[0, :P]))
+        else:
+            base = self.model.base_model
+            kwargs = {"attention_mask": attention_mask, "inputs_embeds": embeds}
+            if output_attentions:
+                kwargs["output_attentions"] = True
+            if output_hidden_states:
+                kwargs["output_hidden_states"] = True
+            out = base(**kwargs)
+            atts, hidden = getattr(out, "attentions", None), getattr(out, "hidden_states", None)
+            if self.single_token_words:
+                final = out.last_hidden_state[rows, last]
+            else:
+                word_scores = self._multi_token_scores(embeds, attention_mask, last)
         if self.single_token_words:
-            logp = self._head(out.last_hidden_state[rows, last])  # [B, V]
+            logp = self._head(final)  # [B, V]
             ids = torch.tensor([t[0] for _, t in self._words], device=logp.device)
             word_scores = logp[:, ids]
-        else:
-            word_scores = self._multi_token_scores(embeds, attention_mask, last)
         s = self._class_scores(word_scores)
         logits = torch.log_softmax(s, -1)
-        atts, hidden = getattr(out, "attentions", None), getattr(out, "hidden_states", None)
         if index is not None:
             atts = None if atts is None else tuple(_gather2(a, index) for a in atts)
             hidden = None if hidden is None else tuple(h.gather(1, index[..., None].expand(-1, -1, h.shape[-1])) for h in hidden)
         return ForwardOutput(logits, atts, hidden)
 
-    def _multi_token_scores(self, embeds: torch.Tensor, attention_mask: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
-        """Word scores [B, W] by teacher forcing: every input extended by every label word, one batched pass."""
+    def _template_prefix_ids(self) -> torch.Tensor:
+        """[P0] the tokens of the prompt before the input slot: the longest prefix ever shared. Every input and
+        every perturbation of it starts so, so one cached entry serves them all (a perturbation batch that
+        happens to share more, e.g. an unmasked first word, is still cut here)."""
+        if "prefix_ids" not in self._render_cache:
+            prompt, (start, _), _ = self.render("x", "x" if self.spec.paired else None)
+            before = prompt[:start]
+            ids = self.tokenizer(before, add_special_tokens=False)["input_ids"] if before else []
+            self._render_cache["prefix_ids"] = torch.tensor(ids, dtype=torch.long)
+        return self._render_cache["prefix_ids"]
+
+    def _prefix_kv(self) -> PrefixKV:
+        """The prefix cache of this model (made on first use; cleared by `clear_prefix_cache`)."""
+        if self._prefix_store is None or self._prefix_store.base is not self.model.base_model:
+            self._prefix_store = PrefixKV(self.model.base_model)
+        return self._prefix_store
+
+    def clear_prefix_cache(self) -> None:
+        """Forget the cached prefixes (call after changing the weights in place, e.g. a training step)."""
+        self._prefix_store = None
+
+    def _multi_token_scores(self, embeds: torch.Tensor, attention_mask: torch.Tensor, last: torch.Tensor,
+                            prefix: tuple | None = None) -> torch.Tensor:
+        """Word scores [B, W] by teacher forcing: every input extended by every label word, one batched pass.
+
+        `embeds` [B, T - P, H] are the embeddings after a cached prefix of P tokens when `prefix` = (PrefixKV,
+        prefix ids [P]) is given (P = 0 otherwise); `attention_mask` [B, T] and `last` [B] are over the whole
+        sequence."""
         table = self.model.get_input_embeddings()
-        B, T, H = embeds.shape
+        P = 0 if prefix is None else int(prefix[1].shape[0])
+        B, S, H = embeds.shape
         W = len(self._words)
         m = max(len(t) for _, t in self._words)
-        ext = embeds.new_zeros(B * W, T + m, H)
-        mask = attention_mask.new_zeros(B * W, T + m)
+        ext = embeds.new_zeros(B * W, S + m, H)
+        mask = attention_mask.new_zeros(B * W, P + S + m)
         for b in range(B):
             n = int(last[b]) + 1
             for w, (_, toks) in enumerate(self._words):
                 r = b * W + w
-                ext[r, :n] = embeds[b, :n]
-                ext[r, n:n + len(toks)] = table(torch.tensor(toks, device=embeds.device))
+                ext[r, :n - P] = embeds[b, :n - P]
+                ext[r, n - P:n - P + len(toks)] = table(torch.tensor(toks, device=embeds.device))
                 mask[r, :n + len(toks)] = 1
-        hidden = self.model.base_model(inputs_embeds=ext, attention_mask=mask).last_hidden_state
+        if prefix is None:
+            hidden = self.model.base_model(inputs_embeds=ext, attention_mask=mask).last_hidden_state
+        else:
+            hidden, _ = prefix[0].run(prefix[1], ext, mask)
         scores = []
         for b in range(B):
-            n = int(last[b]) + 1
+            n = int(last[b]) + 1 - P
             for w, (_, toks) in enumerate(self._words):
                 r = b * W + w
                 logp = self._head(hidden[r, n - 1:n - 1 + len(toks)])  # position j predicts token j+1
