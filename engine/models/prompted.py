@@ -348,6 +348,16 @@ class PromptedClassifier(Classifier):
         From ids, without a gradient and without attentions, the rows' shared prompt prefix is served from the
         key/value cache (engine/models/prefix_cache.py): the same numbers to float rounding, computed over the
         suffix only."""
+        s, atts, hidden = self._scores(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states)
+        return ForwardOutput(torch.log_softmax(s, -1), atts, hidden)
+
+    def class_scores(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """s [B, C]: each class's label-word log-probability under the LM, before the renormalisation over the
+        label set that `forward` applies (what captum's LLMAttribution explains for a one-word target)."""
+        return self._scores(input_ids, attention_mask, None, False, False)[0]
+
+    def _scores(self, input_ids, attention_mask, inputs_embeds, output_attentions: bool, output_hidden_states: bool):
+        """(s [B, C], attentions or None, hidden states or None): see `forward`."""
         index = None
         P = 0
         if input_ids is not None:
@@ -392,12 +402,10 @@ class PromptedClassifier(Classifier):
             logp = self._head(final)  # [B, V]
             ids = torch.tensor([t[0] for _, t in self._words], device=logp.device)
             word_scores = logp[:, ids]
-        s = self._class_scores(word_scores)
-        logits = torch.log_softmax(s, -1)
         if index is not None:
             atts = None if atts is None else tuple(_gather2(a, index) for a in atts)
             hidden = None if hidden is None else tuple(h.gather(1, index[..., None].expand(-1, -1, h.shape[-1])) for h in hidden)
-        return ForwardOutput(logits, atts, hidden)
+        return self._class_scores(word_scores), atts, hidden
 
     def _template_prefix_ids(self) -> torch.Tensor:
         """[P0] the tokens of the prompt before the input slot: the longest prefix ever shared. Every input and
