@@ -106,3 +106,25 @@ def sweep_backend(args: argparse.Namespace, max_retries: int = 2):
 
     return Backend.from_options(workers=getattr(args, "workers", 1), ray=getattr(args, "ray", None),
                                 max_retries=max_retries)
+
+
+class FitProgress:
+    """A progress bar for a MaSF fit (or any `progress(done, total)` callback), opened on the first call: a fit
+    that finds its stored calibration draws nothing. Use as `with FitProgress("fitting MaSF") as progress:`."""
+
+    def __init__(self, desc: str, unit: str = "input"):
+        self.desc, self.unit, self.bar = desc, unit, None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=self.desc, unit=self.unit)
+        self.bar.update(done - self.bar.n)
+
+    def __enter__(self) -> FitProgress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.close()

@@ -44,6 +44,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from engine.cli.arguments import FitProgress
     from engine.data import get_dataset
     from engine.errors import InvalidInputError
     from engine.faithfulness.recursive import dataset_masking_curve
@@ -53,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
 
     classifier = load_classifier(args.model)
     # Calibrated on the data the split comes from (or, for a model fine-tuned elsewhere and one text, its only fit).
-    masf = load_or_fit_masf(classifier, args.dataset)
+    with FitProgress("fitting MaSF (once per model and calibration data; stored)") as progress:
+        masf = load_or_fit_masf(classifier, args.dataset, progress=progress)
     print(f"MaSF p-values calibrated on {masf.provenance['calibration']}")
     counts = list(range(0, args.counts + 1)) if args.counts else None
     if args.text is not None:

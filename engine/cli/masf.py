@@ -25,12 +25,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from engine.cli.arguments import FitProgress
     from engine.data import get_dataset
     from engine.models import load_classifier, mask_all_primary
     from engine.ood import fit_masf, hidden_state_features
 
     classifier = load_classifier(args.model)
-    masf = fit_masf(classifier, limit=args.limit, dataset=args.dataset)
+    with FitProgress("fitting MaSF") as progress:
+        masf = fit_masf(classifier, limit=args.limit, dataset=args.dataset, progress=progress)
     key = masf.provenance["key"]
     print(f"MaSF calibrated on {masf.provenance['calibration']}")
     test = get_dataset(key["dataset"], key["split_seed"]).split("test")[:500]
