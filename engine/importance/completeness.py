@@ -105,10 +105,10 @@ def completeness_warning(measure: str, extras: Mapping, i: int = 0) -> str | Non
             f"{delta:+.3g} (allowed {allowed:.2g}){spent}. Fix: {fix}.")
 
 
-def completeness_summary(extras_list: list[Mapping]) -> dict | None:
+def completeness_summary(extras_list: list[Mapping], measure: str | None = None) -> dict | None:
     """Over many explanations (e.g. every masking step of a curve): how many were checked and how many missed
-    the tolerance, the largest |gap| and relative gap, and (IG) the largest number of steps used; None when none
-    of them reports completeness."""
+    the tolerance, the largest |gap| and relative gap, (IG) the largest number of steps used and, when some
+    missed, a `warning` with the fix; None when none of them reports completeness."""
     rows = []
     for extras in extras_list:
         if "complete" not in extras:
@@ -122,16 +122,21 @@ def completeness_summary(extras_list: list[Mapping]) -> dict | None:
     if not rows:
         return None
     steps = [r["steps"] for r in rows if r["steps"] is not None]
-    return {"explanations": len(rows), "incomplete": sum(not r["complete"] for r in rows),
-            "max_abs_gap": max(r["gap"] for r in rows), "max_relative_gap": max(r["relative"] for r in rows),
-            **({"max_steps_used": max(steps)} if steps else {})}
+    out = {"explanations": len(rows), "incomplete": sum(not r["complete"] for r in rows),
+           "max_abs_gap": max(r["gap"] for r in rows), "max_relative_gap": max(r["relative"] for r in rows),
+           **({"max_steps_used": max(steps)} if steps else {})}
+    if out["incomplete"] and measure:
+        out["warning"] = (f"{out['incomplete']} of {out['explanations']} explanations of {measure} do not add up to "
+                          f"f(x) - f(baseline) within the tolerance. Fix: {_FIX.get(measure, 'treat them with caution')}.")
+    return out
 
 
 class CompletenessMeter:
     """Collects the completeness extras of every `attribute` call of an explainer (wrap it like CostMeter), so a
     curve's provenance can say whether its explanations added up (`summary()`)."""
 
-    def __init__(self):
+    def __init__(self, measure: str | None = None):
+        self.measure = measure
         self.extras: list[Mapping] = []
 
     def wrap(self, attribute):
@@ -143,4 +148,4 @@ class CompletenessMeter:
         return wrapped
 
     def summary(self) -> dict | None:
-        return completeness_summary(self.extras)
+        return completeness_summary(self.extras, self.measure)
