@@ -72,9 +72,9 @@ def compute_cell(cell: Cell, context: CellContext) -> CellResult:
     """
     from engine.data import get_dataset
     from engine.faithfulness.cost import CostMeter
-    from engine.importance.completeness import CompletenessMeter
     from engine.faithfulness.recursive import dataset_masking_curve
     from engine.importance import get_explainer
+    from engine.importance.completeness import CompletenessMeter
     from engine.models import load_classifier
     from engine.ood import load_or_fit_masf
     from engine.runtime import configure, seed_everything
