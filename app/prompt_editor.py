@@ -126,6 +126,8 @@ class Preview:
     n_tokens: int
     n_maskable: int
     label_tokens: list[tuple[str, str, list[str]]]
+    warnings: list[str] = dataclasses.field(default_factory=list)  # label words glued to the prompt (prompt_checks)
+    layout: str = ""  # the separators the template adds (engine.models.prompt_checks.template_layout)
 
 
 def preview(tokenizer, spec: PromptSpec, text: str = PREVIEW_TEXT, text2: str | None = None) -> Preview:
@@ -137,14 +139,21 @@ def preview(tokenizer, spec: PromptSpec, text: str = PREVIEW_TEXT, text2: str | 
     checked = dataclasses.replace(spec, replacement="delete") if spec.replacement == "special" else spec
     if spec.paired and not text2:
         text2 = "a question"
-    classifier = PromptedClassifier(_Weightless(len(tokenizer)), tokenizer, checked, max_length=1 << 20)
+    import warnings
+
+    from engine.models.prompt_checks import PromptSpecWarning, template_layout
+
+    with warnings.catch_warnings():  # shown under the preview from `prompt_warnings` instead
+        warnings.simplefilter("ignore", PromptSpecWarning)
+        classifier = PromptedClassifier(_Weightless(len(tokenizer)), tokenizer, checked, max_length=1 << 20)
     prompt, span, span2 = classifier.render(text, text2 if spec.paired else None)
     ids, segments, _ = classifier._encode(text, text2 if spec.paired else None)
     from engine.models.batch import PRIMARY
 
     words = [(classifier.classes[k], word, tokenizer.convert_ids_to_tokens(tokens))
              for (k, tokens), word in zip(classifier._words, [w for c in classifier.classes for w in spec.verbalizer[c]])]
-    return Preview(prompt, span, span2, len(ids), sum(s == PRIMARY for s in segments), words)
+    return Preview(prompt, span, span2, len(ids), sum(s == PRIMARY for s in segments), words,
+                   list(classifier.prompt_warnings), template_layout(spec))
 
 
 def preview_html(view: Preview) -> str:
@@ -311,6 +320,9 @@ def prompt_editor() -> None:
         words = "; ".join(f"{c}: {w!r} = {' '.join(t)}" for c, w, t in view.label_tokens)
         st.caption(f"{view.n_tokens} tokens, {view.n_maskable} of them the input's (maskable); label words and their "
                    f"tokens: {md(words)}")
+        st.caption(md(view.layout))
+        for message in view.warnings:  # a label word glued to the prompt's last word: the tokens the model reads
+            st.warning(md(message), icon=":material/warning:")
     g1, g2, g3 = st.columns([2, 1, 1])
     new_id = g1.text_input("Register as id (optional: the folder's name + '-prompt')", key=KEY + "id")
     overwrite = g2.checkbox("Replace a registered id", key=KEY + "overwrite")

@@ -29,6 +29,7 @@ from engine.colours import (
 )
 from engine.csv_safe import safe_row
 from engine.errors import InvalidInputError
+from engine.importance.completeness import completeness_warning
 from engine.importance.levels import DEFAULT_AGGREGATION, LEVELS, aggregate, check_aggregation, check_level, unit_index
 
 FORMATS = ("json", "csv", "html", "latex")
@@ -41,6 +42,20 @@ def _number(value) -> float | None:
     """A JSON-safe float: NaN and infinities become null."""
     value = float(value)
     return value if math.isfinite(value) else None
+
+
+_COMPLETENESS_KEYS = ("completeness_gap", "f_input", "f_baseline", "allowed_gap", "initial_gap")
+
+
+def _completeness(extras: dict) -> dict:
+    """{'completeness': {...}} for a measure that reports completeness (the record's one input), else {}."""
+    if "complete" not in extras:
+        return {}
+    out = {k: _number(extras[k][0]) for k in _COMPLETENESS_KEYS if k in extras}
+    out["complete"] = bool(extras["complete"][0])
+    if "steps_used" in extras:
+        out["steps_used"], out["rule_used"] = int(extras["steps_used"][0]), str(extras["rule_used"][0])
+    return {"completeness": out}
 
 
 def explanation_record(explanation, classifier, level: str = "word", aggregation: str = DEFAULT_AGGREGATION,
@@ -77,8 +92,11 @@ def explanation_record(explanation, classifier, level: str = "word", aggregation
                        "predicted_class": classes[predicted]},
         "target": e.target, "target_class": classes[e.target], "target_source": e.target_source,
         "truncated": bool(e.truncated),
-        "measures": {m: {"signed": bool(e.signed[m]), "options": e.options.get(m, {})} for m in e.scores},
+        "measures": {m: {"signed": bool(e.signed[m]), "options": e.options.get(m, {}),
+                         **_completeness(e.extras.get(m, {}))} for m in e.scores},
         "errors": dict(e.errors),
+        # scores that do not add up to f(x) - f(baseline) (engine.importance.completeness), each with its fix
+        "warnings": [w for m in e.scores if (w := completeness_warning(m, e.extras.get(m, {})))],
         "provenance": {
             "model_id": classifier.id,
             "weights_sha256": weights_sha256(classifier.folder) if classifier.folder is not None else None,
@@ -118,7 +136,8 @@ def to_csv(record: dict) -> str:
                 "target_source": record["target_source"], "predicted_class": record["prediction"]["predicted_class"],
                 "p_predicted": record["prediction"]["probabilities"][record["prediction"]["predicted"]],
                 "model_id": prov["model_id"], "weights_sha256": prov["weights_sha256"],
-                "code_version": prov["code_version"], "created": prov["created"]}
+                "code_version": prov["code_version"], "created": prov["created"],
+                "warnings": " | ".join(record.get("warnings", []))}
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(safe_row(["level", "index", "text", "start", "end", "word", *measures, *constant]))
@@ -196,11 +215,15 @@ def to_html(record: dict, level: str | None = None) -> str:
         values = [float("nan") if v is None else v for v in scores]
         parts.append(heatmap_html([u["text"] for u in units], values, info["signed"], title=measure))
         parts.append(f'<p class="legend">{e(LEGEND_SIGNED if info["signed"] else LEGEND_ABSOLUTE)}</p>')
+        completeness = info.get("completeness")
+        if completeness is not None and completeness["complete"] is False:
+            warning = next((w for w in record.get("warnings", []) if w.startswith(measure + ":")), "")
+            parts.append(f'<p class="warning"><b>Warning:</b> {e(warning)}</p>')
     rows = "".join(f"<tr><th>{e(str(k))}</th><td>{e(str(v))}</td></tr>" for k, v in prov.items())
     parts.append(f"<h2>Provenance</h2><table>{rows}</table><h2>Text</h2><pre>{e(record['text'])}</pre>")
     return ("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>Explanation</title>"
             "<style>body{font-family:sans-serif;max-width:60rem;margin:2rem auto}th{text-align:left;padding-right:1rem}"
-            "pre{white-space:pre-wrap}.legend{font-size:0.8rem;color:#555}</style></head><body>\n"
+            "pre{white-space:pre-wrap}.legend{font-size:0.8rem;color:#555}.warning{color:#8a4b00}</style></head><body>\n"
             + "\n".join(parts) + "\n</body></html>\n")
 
 
@@ -232,6 +255,7 @@ def to_latex(record: dict, level: str | None = None) -> str:
                      f"(sha256 {prov['weights_sha256']}); level {level}; aggregation {record['aggregation']}; "
                      f"created {prov['created']}"),
              comment("Needs \\usepackage{xcolor} in the preamble."),
+             *(comment("Warning: " + w) for w in record.get("warnings", [])),
              "{\\setlength{\\fboxsep}{1.5pt}%"]
     for measure, info in record["measures"].items():
         values = [float("nan") if u["scores"][measure] is None else u["scores"][measure] for u in units]

@@ -19,6 +19,7 @@ from engine.explain import LIVE_MEASURES, by_cost, explain_text
 from engine.export import FORMATS, MIME, SUFFIX, explanation_record, write
 from engine.faithfulness.measure_agreement import agreement_matrix
 from engine.importance import describe, measure_availability
+from engine.importance.completeness import completeness_warning
 from engine.importance.levels import AGGREGATIONS, LEVELS
 from engine.models import EmptyInputError
 
@@ -100,9 +101,14 @@ def _heatmap(col, result, measure: str, units, level_scores) -> None:
     col.html(token_heatmap_html([u.text for u in units], level_scores[measure], result.signed[measure],
                                 title=describe(measure)))
     col.caption(LEGEND_SIGNED if result.signed[measure] else LEGEND_ABSOLUTE)
-    gap = result.extras.get(measure, {}).get("completeness_gap")
+    extras = result.extras.get(measure, {})
+    gap = extras.get("completeness_gap")
     if gap is not None:
-        col.caption(f"IG completeness gap: {gap[0]:+.4f} (sum of attributions minus f(x) - f(baseline))")
+        used = f", {extras['steps_used'][0]} {extras['rule_used'][0]} steps" if "steps_used" in extras else ""
+        col.caption(f"Completeness gap: {gap[0]:+.4f} (sum of the scores minus f(x) - f(baseline){used})")
+    warning = completeness_warning(measure, extras)
+    if warning:  # the scores do not add up: say so next to the heatmap, with the fix
+        col.warning(warning)
 
 
 if st.button("Explain", type="primary") or from_url:

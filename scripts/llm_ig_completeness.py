@@ -8,6 +8,16 @@ plus seconds per explanation. Also checks that f_c(x) from the embedding path eq
     ENGINE_THREADS=1 python scripts/llm_ig_completeness.py --model smollm2-rt-prompt \\
         --text "a gripping , funny film , but far too long" --steps 20 60 --rules midpoint gausslegendre \\
         --out results/llm/ig-completeness-smollm2.json
+
+With --dataset, the gap before and after the convergence check (engine.importance.completeness) on a seeded sample
+of the split: for each sentence, ig-sign with its default options, recording the gap of the configured 20 midpoint
+steps (`initial_gap`: what IG gave before the check), the final gap, the steps used and whether the scores add up.
+One JSON line per sentence is appended to --jsonl (a rerun skips the sentences already there); --cpu-budget stops
+after that many seconds of this process's CPU time; --table prints the summary table from the JSON lines.
+
+    ENGINE_THREADS=1 python scripts/llm_ig_completeness.py --model smollm2-rt-prompt --dataset rt --n 100 --seed 0 \
+        --cpu-budget 1200 --jsonl results/llm/ig-completeness/smollm2-rt-convergence.jsonl
+    python scripts/llm_ig_completeness.py --table results/llm/ig-completeness/smollm2-rt-convergence.jsonl
 """
 from __future__ import annotations
 
@@ -36,7 +46,17 @@ def main(argv=None) -> int:
     parser.add_argument("--target", type=int, default=None, help="class explained (default: the predicted one)")
     parser.add_argument("--out", default=None)
     parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+    parser.add_argument("--dataset", default=None, help="measure the convergence check on a sample of this dataset")
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--n", type=int, default=100, help="sentences sampled (seeded) from the split")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cpu-budget", type=float, default=None, help="stop after this many CPU seconds")
+    parser.add_argument("--jsonl", default=None, help="one line per sentence (appended; resumable)")
+    parser.add_argument("--table", default=None, help="print the summary table of this JSON-lines file and exit")
     args = parser.parse_args(argv)
+    if args.table:
+        print(convergence_table(args.table))
+        return 0
 
     import torch
 
@@ -51,6 +71,8 @@ def main(argv=None) -> int:
         from engine.models import load_classifier
 
         classifier = load_classifier(args.model)
+    if args.dataset:
+        return measure_convergence(classifier, args, argv)
     batch = classifier.batch([args.text])
     with torch.no_grad():
         probs = torch.softmax(classifier.logits(batch).float(), -1)[0]
@@ -104,6 +126,93 @@ def main(argv=None) -> int:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         write_text(Path(args.out), json.dumps(record, indent=2))
     return 0
+
+
+def measure_convergence(classifier, args, argv) -> int:
+    """ig-sign with its default options on a seeded sample of a split, one JSON line per sentence."""
+    import numpy as np
+    import torch
+
+    from engine.data import load_dataset
+    from engine.importance import get_explainer
+    from engine.runtime import code_version
+
+    dataset = classifier.check_dataset(load_dataset(args.dataset))
+    examples = dataset.split(args.split)
+    pick = sorted(np.random.default_rng(args.seed).choice(len(examples), size=min(args.n, len(examples)),
+                                                           replace=False).tolist())
+    out = Path(args.jsonl) if args.jsonl else None
+    done = set()
+    if out is not None and out.exists():
+        done = {json.loads(line)["index"] for line in out.read_text().splitlines() if line.strip()}
+    command = "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])])
+    explainer = get_explainer("ig-sign", classifier, memo=False)
+    for j, idx in enumerate(pick):
+        if idx in done:
+            continue
+        if args.cpu_budget is not None and time.process_time() > args.cpu_budget:
+            print(f"CPU budget of {args.cpu_budget:.0f} s spent after {j} of {len(pick)} sentences", flush=True)
+            break
+        ex = examples[idx]
+        batch = classifier.batch([ex.primary])
+        cpu, wall = time.process_time(), time.perf_counter()
+        imp = explainer.attribute(batch)
+        e = imp.extras
+        row = {"index": idx, "text": ex.primary, "label": int(ex.label), "target": int(imp.target[0]),
+               "slot_tokens": int(batch.maskable[0].sum()), "tokens": int(batch.attention_mask[0].sum()),
+               "f_input": float(e["f_input"][0]), "f_baseline": float(e["f_baseline"][0]),
+               "difference": float(e["f_input"][0] - e["f_baseline"][0]),
+               "initial_gap": float(e["initial_gap"][0]), "final_gap": float(e["completeness_gap"][0]),
+               "allowed_gap": float(e["allowed_gap"][0]), "complete": bool(e["complete"][0]),
+               "steps_used": int(e["steps_used"][0]), "rule_used": e["rule_used"][0],
+               "options": dict(imp.options), "cpu_seconds": round(time.process_time() - cpu, 2),
+               "wall_seconds": round(time.perf_counter() - wall, 2), "torch_threads": torch.get_num_threads(),
+               "model": classifier.id, "code_version": code_version(), "command": command}
+        print(f"{j + 1}/{len(pick)} #{idx}: gap {row['initial_gap']:+.3f} -> {row['final_gap']:+.3f} "
+              f"(f(x)-f(b) {row['difference']:+.3f}, {row['steps_used']} {row['rule_used']}, "
+              f"{row['cpu_seconds']:.0f} CPU s)", flush=True)
+        if out is not None:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with out.open("a") as fh:
+                fh.write(json.dumps(row) + "\n")
+    return 0
+
+
+def convergence_table(path: str) -> str:
+    """The markdown summary of a --jsonl file: the gap at 20 midpoint steps (before) and after the check."""
+    import statistics
+
+    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    if not rows:
+        return "no rows"
+
+    def within(gap_key):
+        return sum(abs(r[gap_key]) <= r["allowed_gap"] for r in rows)
+
+    def median_abs(key):
+        return statistics.median(abs(r[key]) for r in rows)
+
+    def median_rel(key):
+        return statistics.median(abs(r[key]) / max(abs(r["difference"]), 1e-12) for r in rows)
+
+    def worst(key):
+        return max(abs(r[key]) for r in rows)
+
+    steps = {}
+    for r in rows:
+        steps[r["steps_used"]] = steps.get(r["steps_used"], 0) + 1
+    n = len(rows)
+    lines = ["| IG | sentences | within tolerance | median abs gap | median relative gap | largest abs gap |",
+             "|---|---|---|---|---|---|",
+             f"| before: 20 midpoint steps | {n} | {within('initial_gap')}/{n} | {median_abs('initial_gap'):.3f} | "
+             f"{median_rel('initial_gap'):.1%} | {worst('initial_gap'):.3f} |",
+             f"| after: the check (budget {rows[0]['options'].get('max_steps')} steps) | {n} | {within('final_gap')}/{n} | "
+             f"{median_abs('final_gap'):.3f} | {median_rel('final_gap'):.1%} | {worst('final_gap'):.3f} |",
+             "",
+             "steps used: " + ", ".join(f"{k}: {v}" for k, v in sorted(steps.items()))
+             + f"; CPU seconds per sentence: median {statistics.median(r['cpu_seconds'] for r in rows):.0f}, "
+               f"total {sum(r['cpu_seconds'] for r in rows):.0f}"]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

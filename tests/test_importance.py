@@ -277,7 +277,8 @@ def test_importance_records_target_and_its_source(toy_classifier):
     assert imp.target.tolist() == predicted.tolist() and imp.target_source == "predicted"
     given = get_explainer("ig-abs", toy_classifier, steps=10).attribute(batch, target=0)
     assert given.target.tolist() == [0, 0] and given.target_source == "given"
-    assert given.measure == "ig-abs" and given.options == {"steps": 10, "baseline": "zero", "rule": "midpoint"}
+    assert given.measure == "ig-abs" and given.options == {"steps": 10, "baseline": "zero", "rule": "midpoint", "tolerance": 0.05,
+                                                          "abs_tolerance": 0.01, "max_steps": 180}
 
 
 def test_results_are_memoised_per_input_target_and_options(toy_classifier):

@@ -151,6 +151,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: the text was truncated to {classifier.max_length} tokens; only the kept part is classified and explained", file=info)
     for measure, why in result.errors.items():
         print(f"skipped {measure}: {why}", file=info)
+    from engine.importance.completeness import completeness_warning
+
+    for measure, extras in result.extras.items():  # scores that do not add up to f(x) - f(baseline), with the fix
+        warning = completeness_warning(measure, extras)
+        if warning:
+            print(f"warning: {warning}", file=info)
     if any(MEASURES[m].uses_replacement for m in result.scores) and not classifier.masked_fine_tuned:
         # A prompted LM records what masking writes (its sentinel ids are outside the vocabulary); an encoder's
         # replacement is a token of its vocabulary.
@@ -199,8 +205,12 @@ def run(args: argparse.Namespace) -> int:
         if "completeness_gap" in extras:
             gap = float(extras["completeness_gap"][0])
             delta = float(extras["f_input"][0] - extras["f_baseline"][0])
-            print(f"{m}: completeness gap sum(IG) - (f(x) - f(baseline)) = {gap:+.2e} logits "
-                  f"(f(x) - f(baseline) = {delta:+.4f})")
+            used = (f" after {extras['steps_used'][0]} {extras['rule_used'][0]} steps"
+                    if "steps_used" in extras else "")
+            verdict = "" if "complete" not in extras else (
+                " (within the tolerance)" if extras["complete"][0] else " (NOT within the tolerance: see the warning)")
+            print(f"{m}: completeness gap sum(scores) - (f(x) - f(baseline)) = {gap:+.2e} logits "
+                  f"(f(x) - f(baseline) = {delta:+.4f}){used}{verdict}")
         if "beam_score" in extras:
             print(f"{m}: {extras['forwards']} forward rows, best order's summed logit drop {float(extras['beam_score'][0]):.4f}")
     if colour:

@@ -123,10 +123,17 @@ def run(args: argparse.Namespace) -> int:
         if args.replacement and args.prompt != "sentiment":
             spec = PromptSpec.from_dict(dict(spec.to_dict(), replacement=args.replacement))
         prompt = spec.to_dict()
-    manifest = register_model(args.path, args.id, tokenizer=args.tokenizer,
-                              replacement=None if prompt else args.replacement,
-                              masked_fine_tuned=args.masked_fine_tuned, max_length=args.max_length, copy=args.copy,
-                              overwrite=args.overwrite, prompt=prompt)
+    import warnings
+
+    from engine.models.prompt_checks import PromptSpecWarning
+
+    with warnings.catch_warnings(record=True) as caught:  # the prompt spec's warnings, printed below
+        warnings.simplefilter("always", PromptSpecWarning)
+        manifest = register_model(args.path, args.id, tokenizer=args.tokenizer,
+                                  replacement=None if prompt else args.replacement,
+                                  masked_fine_tuned=args.masked_fine_tuned, max_length=args.max_length, copy=args.copy,
+                                  overwrite=args.overwrite, prompt=prompt)
+    spec_warnings = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, PromptSpecWarning)))
     print(f"registered {manifest['id']}: {manifest['architecture']}, classes {', '.join(manifest['classes'])}, "
           f"max length {manifest['resolved_max_length']}, replacement token {manifest['replacement_token'] or 'none'}"
           f"{'' if manifest['masked_fine_tuned'] else ' (masked inputs out of distribution until masked-fine-tuned)'}")
@@ -134,5 +141,12 @@ def run(args: argparse.Namespace) -> int:
           f"weights sha256 {manifest['weights_sha256'][:16]}...")
     if manifest["replacement_token"] is None:
         print("  no replacement token: gradient, IG and attention measures only; add --replacement pad|unk|TOKEN to mask")
+    if prompt is not None:
+        from engine.models.prompt_checks import template_layout
+        from engine.models.prompt_spec import PromptSpec
+
+        print(f"  {template_layout(PromptSpec.from_dict(prompt))}")
+    for message in spec_warnings:
+        print(f"  warning: {message}")
     print(f"  use it: python -m engine explain --model {manifest['id']} --text \"...\" --measure live")
     return 0

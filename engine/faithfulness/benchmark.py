@@ -74,6 +74,7 @@ def compute_cell(cell: Cell, context: CellContext) -> CellResult:
     from engine.faithfulness.cost import CostMeter
     from engine.faithfulness.recursive import dataset_masking_curve
     from engine.importance import get_explainer
+    from engine.importance.completeness import CompletenessMeter
     from engine.models import load_classifier
     from engine.ood import load_or_fit_masf
     from engine.runtime import configure, seed_everything
@@ -97,6 +98,8 @@ def compute_cell(cell: Cell, context: CellContext) -> CellResult:
     # Cost (docs/methods.md#sanity-checks-and-cost): wall time and model rows of every explanation the curve needed.
     meter = CostMeter(classifier.counted_module)
     explainer.attribute = meter.wrap(explainer.attribute)
+    completeness = CompletenessMeter(cell.measure)  # did IG / DeepLift / GradientSHAP's scores add up at every step?
+    explainer.attribute = completeness.wrap(explainer.attribute)
     schedule = "count" if cell.counts is not None else "ratio"
     levels = list(cell.counts if cell.counts is not None else cell.ratios)
     rows = dataset_masking_curve(classifier, explainer, dataset, split=cell.split,
@@ -119,7 +122,7 @@ def compute_cell(cell: Cell, context: CellContext) -> CellResult:
     } for r in rows])
     record = provenance(context.command or "engine.faithfulness.benchmark.run_cell", started, classifier, masf=masf,
                         n_examples=n_examples, measure_options=options, target="gold label", split=cell.split,
-                        cost=cost)
+                        cost=cost, **({"completeness": summary} if (summary := completeness.summary()) else {}))
     return CellResult(tidy, record)
 
 

@@ -22,6 +22,12 @@ import torch
 
 from engine.errors import InvalidInputError
 from engine.importance.batching import explained
+from engine.importance.completeness import (
+    ABSOLUTE_TOLERANCE,
+    GRADIENT_SHAP_STANDARD_ERRORS,
+    allowed_gap,
+    completeness_extras,
+)
 from engine.importance.explainer import Explainer
 from engine.importance.random_baseline import row_seed
 from engine.importance.registry import register
@@ -243,16 +249,24 @@ class _EmbeddingForward(torch.nn.Module):
 
 
 class _CaptumEmbeddings(Explainer):
+    """Base of the gradient methods on word embeddings. Both have a completeness property (sum of the scores =
+    f_c(x) - f_c(b): exactly for DeepLift's rescale rule, in expectation for GradientSHAP), checked per input by
+    `_allowed` (engine.importance.completeness) and reported in `extras`; the scores are never changed by it."""
     uses_replacement = True  # replaces tokens by the mask (or chosen replacement) token
     signed = True
 
-    def _attribute_row(self, forward, e, base, target, att, types):
+    def _attribute_row(self, forward, e, base, target, att, types) -> tuple[torch.Tensor, torch.Tensor]:
+        """(attributions [1, L, H], captum's convergence deltas [n]: one per input, or per sample)."""
         raise NotImplementedError
+
+    def _allowed(self, delta_f: float, deltas: torch.Tensor) -> float:
+        return float(allowed_gap(torch.tensor([delta_f]))[0])
 
     def _scores(self, call: Call):
         b = call.batch
         B, T = b.input_ids.shape
         out = torch.zeros(B, T, dtype=torch.float64, device=b.device)
+        gaps, f_x, f_b, allowed = (torch.zeros(B, dtype=torch.float64) for _ in range(4))
         mask_emb = self.classifier.word_embeddings(torch.tensor([[self.classifier.mask_token_id]], device=b.device))
         forward = _EmbeddingForward(self.classifier)
         for i in range(B):
@@ -261,11 +275,17 @@ class _CaptumEmbeddings(Explainer):
             ids = b.input_ids[i:i + 1, :L]
             e = self.classifier.word_embeddings(ids).detach()
             base = torch.where(b.maskable[i:i + 1, :L, None], mask_emb.detach(), e)
+            att, types = b.attention_mask[i:i + 1, :L], b.token_type_ids[i:i + 1, :L]
             with _seeded(row_seed(self.options.get("seed", 0), ids), b.device):
-                attr = self._attribute_row(forward, e, base, int(call.target[i]), b.attention_mask[i:i + 1, :L],
-                                           b.token_type_ids[i:i + 1, :L])
-            out[i, :L] = attr[0].sum(-1).to(torch.float64)
-        return out, {}
+                attr, deltas = self._attribute_row(forward, e, base, int(call.target[i]), att, types)
+            out[i, :L] = attr[0].detach().sum(-1).to(torch.float64)
+            with torch.no_grad():
+                ends = forward(torch.cat([e, base]), att.expand(2, -1), types.expand(2, -1))[:, int(call.target[i])]
+            f_x[i], f_b[i] = float(ends[0]), float(ends[1])
+            gaps[i] = float(out[i, :L][b.maskable[i, :L]].sum()) - (f_x[i] - f_b[i])
+            allowed[i] = self._allowed(float(f_x[i] - f_b[i]), deltas.detach().to(torch.float64).cpu())
+        extras = completeness_extras(gaps, f_x, f_b, allowed)
+        return out, extras
 
 
 @register
@@ -274,7 +294,9 @@ class GradientShapImportance(_CaptumEmbeddings):
 
     With one baseline this is IG with random path points (expected gradients): n_samples draws of
     alpha ~ U(0, 1) (default 20) and Gaussian noise stdev (default 0), seeded per input by `seed` (captum draws
-    the alphas from NumPy's global generator: it is seeded too, and restored after). Unit: logit; signed."""
+    the alphas from NumPy's global generator: it is seeded too, and restored after). Completeness holds in
+    expectation: the gap is checked against 3 standard errors of the sample mean (engine.importance.completeness)
+    and reported in extras. Unit: logit; signed."""
 
     name = "gradient-shap"
     defaults = {"n_samples": 20, "stdevs": 0.0, "seed": 0}
@@ -284,7 +306,15 @@ class GradientShapImportance(_CaptumEmbeddings):
 
         with torch.enable_grad():
             return GradientShap(forward).attribute(e, baselines=base, target=target, additional_forward_args=(att, types),
-                                                   n_samples=self.options["n_samples"], stdevs=self.options["stdevs"])
+                                                   n_samples=self.options["n_samples"], stdevs=self.options["stdevs"],
+                                                   return_convergence_delta=True)
+
+    def _allowed(self, delta_f: float, deltas: torch.Tensor) -> float:
+        # Completeness holds in expectation: the gap is the mean of the n per-sample gaps (captum's deltas), so it
+        # is allowed GRADIENT_SHAP_STANDARD_ERRORS standard errors of that mean, or the absolute floor.
+        n = len(deltas)
+        se = float(deltas.std(unbiased=True)) / n ** 0.5 if n > 1 else float("inf")
+        return max(GRADIENT_SHAP_STANDARD_ERRORS * se, ABSOLUTE_TOLERANCE)
 
 
 @register
@@ -294,7 +324,8 @@ class DeepLiftImportance(_CaptumEmbeddings):
     Caveat: captum applies DeepLift's rescale rule only to nonlinearities that are nn.Module instances of
     the kinds it knows (in BERT: the pooler's Tanh); BERT's GELU (a custom module) and its attention
     softmax (a function call) fall back to plain gradients, so on transformers this is close to
-    (e - b) * gradient. Unit: logit; signed."""
+    (e - b) * gradient, and its completeness (sum = f_c(x) - f_c(b)) can miss: the gap is checked (5% of
+    |f_c(x) - f_c(b)|, 0.01 logits at least) and reported in extras. Unit: logit; signed."""
 
     name = "deeplift"
     defaults = {}
@@ -306,4 +337,5 @@ class DeepLiftImportance(_CaptumEmbeddings):
 
         with torch.enable_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return DeepLift(forward).attribute(e, baselines=base, target=target, additional_forward_args=(att, types))
+            return DeepLift(forward).attribute(e, baselines=base, target=target, additional_forward_args=(att, types),
+                                               return_convergence_delta=True)

@@ -12,6 +12,13 @@ and position/type embeddings are added by the model and never scaled. So complet
 and the gap (left minus right, in logits) is reported per input in `extras['completeness_gap']`, with
 f_c(x) and f_c(b) in `extras['f_input']`, `extras['f_baseline']`.
 
+Convergence (engine.importance.completeness): an input whose |gap| exceeds max(tolerance * |f_c(x) - f_c(b)|,
+abs_tolerance) (defaults 5% and 0.01 logits) is recomputed with Gauss-Legendre nodes at 3x, 9x, ... the steps,
+until it is within or the step budget `max_steps` (default 180) is spent; `extras` records per input the steps and
+rule used, the first and the final gap and whether it is `complete`. An input already within the tolerance keeps
+the configured rule's scores, so the numbers of a model whose IG converges at 20 midpoint steps (the encoders)
+do not change. `max_steps=steps` turns the escalation off (the check is still reported).
+
 Quadrature over alpha in [0, 1] (option `rule`):
   midpoint (default)  alpha_i = (i + 1/2) / k, w_i = 1/k: the "mean of k gradients" of docs/methods.md#importance-measures
                       formula; error O(1/k^2). Same as captum's method='riemann_middle'.
@@ -28,6 +35,14 @@ import numpy as np
 import torch
 
 from engine.errors import InvalidInputError, NotApplicableError
+from engine.importance.completeness import (
+    ABSOLUTE_TOLERANCE,
+    DEFAULT_MAX_STEPS,
+    RELATIVE_TOLERANCE,
+    allowed_gap,
+    completeness_extras,
+    escalation,
+)
 from engine.importance.explainer import Explainer
 from engine.importance.registry import register
 from engine.importance.types import Call
@@ -56,13 +71,19 @@ def quadrature(rule: str, k: int) -> tuple[list[float], list[float]]:
 class _IntegratedGradients(Explainer):
     bf16_ok = True  # rankings within tolerance under bf16 autocast (bench/importance.py --bf16-agreement)
 
-    defaults = {"steps": 20, "baseline": "zero", "rule": "midpoint"}
+    defaults = {"steps": 20, "baseline": "zero", "rule": "midpoint", "tolerance": RELATIVE_TOLERANCE,
+                "abs_tolerance": ABSOLUTE_TOLERANCE, "max_steps": DEFAULT_MAX_STEPS}
     choices = {"baseline": BASELINES, "rule": RULES}
 
     def _check_options(self) -> None:
         k = self.options["steps"]
         if not 1 <= k <= 1000:
             raise InvalidInputError(f"steps must be between 1 and 1000, got {k}")
+        if not k <= self.options["max_steps"] <= 5000:
+            raise InvalidInputError(f"max_steps (the step budget) must be between steps ({k}) and 5000, got "
+                                    f"{self.options['max_steps']}")
+        if self.options["tolerance"] < 0 or self.options["abs_tolerance"] < 0:
+            raise InvalidInputError("tolerance and abs_tolerance must be >= 0")
         if self.options["rule"] == "trapezoid" and k < 2:
             raise InvalidInputError("the trapezoid rule needs at least 2 steps")
         if self.options["baseline"] == "mask" and self.classifier.replacement_token_id is None:
@@ -82,37 +103,60 @@ class _IntegratedGradients(Explainer):
             base = self.classifier.word_embeddings(torch.full_like(batch.input_ids, int(tok))).detach()
         return torch.where(batch.maskable[..., None], base, e)
 
+    def _path_integral(self, call: Call, rows_of: torch.Tensor, rule: str, k: int, e: torch.Tensor,
+                       base: torch.Tensor) -> torch.Tensor:
+        """IG [B, T] (float64) with `rule` and `k` steps for the batch rows `rows_of` (others: 0)."""
+        alphas, weights = quadrature(rule, k)
+        diff = e - base
+        dev = e.device
+        n = len(rows_of)
+        alpha = torch.tensor(alphas, dtype=e.dtype, device=dev).repeat(n)  # row-major: input, then step
+        weight = torch.tensor(weights, dtype=torch.float64, device=dev).repeat(n)
+        rows = rows_of.repeat_interleave(k)
+        target = call.target[rows_of].repeat_interleave(k)
+
+        def make(sl):
+            r = rows[sl]
+            return base[r] + alpha[sl, None, None] * diff[r]
+
+        gsum, _ = self.embedding_gradients(call, n * k, make, rows, target, weight)
+        return (diff.to(torch.float64) * gsum.to(torch.float64)).sum(-1)
+
     def _integrated(self, call: Call) -> tuple[torch.Tensor, dict]:
         def compute():
             b = call.batch
-            B, T = b.input_ids.shape
-            k = self.options["steps"]
-            alphas, weights = quadrature(self.options["rule"], k)
+            B = b.input_ids.shape[0]
+            k, rule = self.options["steps"], self.options["rule"]
             e = self.classifier.word_embeddings(b.input_ids).detach()
             base = self.baseline_embeddings(b)
-            diff = e - base
             dev = e.device
-            alpha = torch.tensor(alphas, dtype=e.dtype, device=dev).repeat(B)  # row-major: input, then step
-            weight = torch.tensor(weights, dtype=torch.float64, device=dev).repeat(B)
-            rows = torch.arange(B, device=dev).repeat_interleave(k)
-            target = call.target.repeat_interleave(k)
-
-            def make(sl):
-                r = rows[sl]
-                return base[r] + alpha[sl, None, None] * diff[r]
-
-            gsum, _ = self.embedding_gradients(call, B * k, make, rows, target, weight)
-            ig = (diff.to(torch.float64) * gsum.to(torch.float64)).sum(-1)  # [B, T]
             # completeness: f_c(x) and f_c(b) in one no-grad forward of 2B rows
             logits = self.embedding_logits(call, torch.cat([e, base]), torch.arange(B, device=dev).repeat(2))
             f = logits.gather(1, call.target.repeat(2)[:, None]).squeeze(1).to(torch.float64)
             f_x, f_b = f[:B], f[B:]
-            total = (ig * b.maskable).sum(1)
-            gap = total - (f_x - f_b)
-            extras = {"completeness_gap": gap.cpu(), "f_input": f_x.cpu(), "f_baseline": f_b.cpu(),
-                      "relative_gap": (gap.abs() / (f_x - f_b).abs().clamp_min(1e-12)).cpu()}
+            allowed = allowed_gap(f_x - f_b, self.options["tolerance"], self.options["abs_tolerance"])
+            ig = self._path_integral(call, torch.arange(B, device=dev), rule, k, e, base)
+            gap = (ig * b.maskable).sum(1) - (f_x - f_b)
+            initial_gap = gap.clone()
+            steps_used = torch.full((B,), k, dtype=torch.long)
+            rules_used = [rule] * B
+            # Inputs whose scores do not add up are recomputed with more (Gauss-Legendre) steps, until they do or
+            # the step budget is spent; inputs already within the tolerance keep the configured rule's scores.
+            for next_rule, next_k in escalation(rule, k, self.options["max_steps"]):
+                todo = (gap.abs() > allowed).nonzero().flatten()
+                if not len(todo):
+                    break
+                finer = self._path_integral(call, todo, next_rule, next_k, e, base)
+                ig[todo] = finer[todo]
+                gap[todo] = (finer[todo] * b.maskable[todo]).sum(1) - (f_x - f_b)[todo]
+                steps_used[todo.cpu()] = next_k
+                for i in todo.tolist():
+                    rules_used[i] = next_rule
+            extras = completeness_extras(gap, f_x, f_b, allowed)
+            extras.update({"initial_gap": initial_gap.cpu(), "steps_used": steps_used, "rule_used": rules_used})
             return ig, extras
-        key = ("ig", self.options["steps"], self.options["baseline"], self.options["rule"])
+        key = ("ig", self.options["steps"], self.options["baseline"], self.options["rule"], self.options["tolerance"],
+               self.options["abs_tolerance"], self.options["max_steps"])
         return self._shared(key, compute, call)
 
 
@@ -121,7 +165,9 @@ class IntegratedGradientsSign(_IntegratedGradients):
     """ig-sign: integrated gradients on word embeddings, summed over the hidden dimension (signed).
 
     Options: steps (k, default 20), baseline 'zero' (default) | 'mask' | 'pad' embedding, rule 'midpoint'
-    (default) | 'trapezoid' | 'gausslegendre'. Unit: logit; completeness gap reported in extras."""
+    (default) | 'trapezoid' | 'gausslegendre'; tolerance (relative, default 0.05), abs_tolerance (logits, default
+    0.01) and max_steps (the step budget, default 180) of the completeness check (module docstring).
+    Unit: logit; completeness gap, steps used and whether it converged reported in extras."""
 
     name = "ig-sign"
     signed = True

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -39,6 +40,7 @@ from engine.models.foreign import max_length_for
 from engine.models.llm_package import PACKAGED_LLMS, resolve_llm
 from engine.models.metadata import CheckpointMeta
 from engine.models.prefix_cache import MIN_PREFIX, PrefixKV, shared_prefix_length
+from engine.models.prompt_checks import PromptSpecWarning, label_word_warnings
 from engine.models.prompt_spec import PromptSpec
 from engine.models.weights import weight_files, weights_sha256
 from engine.runtime import configure, pick_device
@@ -107,6 +109,11 @@ class PromptedClassifier(Classifier):
         # (engine/models/prefix_cache.py). ENGINE_PREFIX_CACHE=0 turns it off (the benches compare both).
         self.prefix_cache = prefix_cache_enabled()
         self._prefix_store: PrefixKV | None = None
+        # label words glued to the prompt's last word ("was" + "very"): accepted, but said (engine.models.prompt_checks)
+        self.prompt_warnings = label_word_warnings(self.tokenizer, self.render("x", "x" if spec.paired else None)[0],
+                                                   [w for name in self.classes for w in spec.verbalizer[name]])
+        for message in self.prompt_warnings:
+            warnings.warn(message, PromptSpecWarning, stacklevel=2)
 
     # -- the prompt -------------------------------------------------------------------------------
     def _template(self) -> tuple[str, str, str | None, str]:
@@ -149,7 +156,9 @@ class PromptedClassifier(Classifier):
         return before, rest, None, ""
 
     def render(self, text: str, text2: str | None = None) -> tuple[str, tuple[int, int], tuple[int, int] | None]:
-        """The exact string the model sees for input `text` (and `text2`), with the character spans of the slots."""
+        """The exact string the model sees for input `text` (and `text2`), with the character spans of the slots.
+        The separators the template adds (the plain template's newline before answer_prefix):
+        engine.models.prompt_checks.template_layout."""
         if "parts" not in self._render_cache:
             self._render_cache["parts"] = self._template()
         before, between, after, _ = self._render_cache["parts"]

@@ -14,7 +14,8 @@ these are single tokens like the label words, so classification stays one forwar
 published rule that "neutral = success for faithfulness, incorrect for accuracy". With `abstain=()` a
 redaction or attribution is faithful iff the class changed at all.
 
-Verdicts: faithful, unfaithful, not parsable (the answer could not be read, or names no word of the text), and
+Verdicts: faithful, unfaithful, not parsable (the answer could not be read, names no word of the text, or is not
+the object asked for: engine.selfexplain.replies), and
 skipped (the first classification was wrong: as in the paper, only correctly classified inputs are explained,
 so the counterfactual target is also the opposite of the prediction). Every record keeps the exact prompt, the
 model's answer and every intermediate text.
@@ -111,6 +112,13 @@ def check_prompted(classifier) -> None:
         raise NotApplicableError("self-explanations are implemented for single-text tasks; this prompt has a second slot")
 
 
+def label_words(judge) -> list[str]:
+    """The class names and every verbalizer word of `judge` (the abstentions included): a reply made of these
+    (and label talk) is a statement about the label, not a rewrite (engine.selfexplain.replies)."""
+    verbalizer = judge.spec.to_dict()["verbalizer"]
+    return [*judge.classes, *(w for ws in verbalizer.values() for w in ws)]
+
+
 def _letters(text: str) -> str:
     return "".join(ch for ch in text.lower() if ch.isalnum())
 
@@ -164,14 +172,15 @@ def explain_one(classifier, generator: Generator, kind: str, text: str, *, label
     record.prompt = generator.chat_prompt(record.request)
     record.answer = generator.generate(record.prompt, on_text=on_text, should_stop=should_stop)
     record.cached = generator.last_cached
+    labels = label_words(judge)
     if kind == "counterfactual":
-        value, why = parse_counterfactual(record.answer)
+        value, why = parse_counterfactual(record.answer, text, labels)
         edited = value
     elif kind == "attribution":
         value, why = parse_attribution(record.answer, text)
         edited = None if value is None else redact_words(text, value, mask)
     else:
-        value, why = parse_redaction(record.answer, mask)
+        value, why = parse_redaction(record.answer, mask, text, labels)
         edited = value
     record.explanation = value
     if value is None:

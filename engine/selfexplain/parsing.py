@@ -1,7 +1,10 @@
 """The self-explanation prompts and the parsing of the model's answers (docs/methods.md#self-explanations, after Madsen,
 Chandar & Reddy 2024; the wording here is this project's own).
 
-Every parser returns `(value, reason)`: value None means "not parsable" and `reason` says why.
+Every parser returns `(value, reason)`: value None means "not parsable" and `reason` says why. Given the input
+text, each also applies the rules of engine.selfexplain.replies: a counterfactual or a redaction must be a rewrite
+of the input (not a label word, a statement about the label, gibberish or the input unchanged), an attribution
+must not name every word of it.
 
     counterfactual   the edited text: the answer with preambles ("Here is the edited text:"), HTML, markdown
                      and surrounding quotes stripped; a refusal or an empty answer is not parsable
@@ -17,6 +20,9 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Iterable
+
+from engine.selfexplain.replies import check_attribution, check_redaction, check_rewrite
 
 KINDS = ("counterfactual", "attribution", "redaction")
 MAX_WORDS = 5  # longest item of an attribution list that counts as a named word or phrase
@@ -97,8 +103,14 @@ def extract_paragraph(answer: str) -> tuple[str | None, str]:
     return text, ""
 
 
-def parse_counterfactual(answer: str) -> tuple[str | None, str]:
-    return extract_paragraph(answer)
+def parse_counterfactual(answer: str, text: str | None = None, labels: Iterable[str] = ()) -> tuple[str | None, str]:
+    """The edited text of a counterfactual answer. With the input `text`, the reply must also be a rewrite of it
+    (engine.selfexplain.replies.check_rewrite; `labels`: the label words, so "not negative" is refused)."""
+    edited, why = extract_paragraph(answer)
+    if edited is None or text is None:
+        return edited, why
+    ok, why = check_rewrite(edited, text, labels)
+    return (edited, "") if ok else (None, why)
 
 
 def normalise_mask(text: str, mask: str = "[REDACTED]") -> str:
@@ -107,13 +119,20 @@ def normalise_mask(text: str, mask: str = "[REDACTED]") -> str:
     return re.sub(r"[\[(]\s*" + word + r"\s*[\])]", mask, text, flags=re.IGNORECASE)
 
 
-def parse_redaction(answer: str, mask: str = "[REDACTED]") -> tuple[str | None, str]:
+def parse_redaction(answer: str, mask: str = "[REDACTED]", source: str | None = None,
+                    labels: Iterable[str] = ()) -> tuple[str | None, str]:
+    """The redacted text of an answer. With the input `source`, it must also be a redacted copy of it
+    (engine.selfexplain.replies.check_redaction)."""
     text, why = extract_paragraph(answer)
     if text is None:
         return None, why
     text = normalise_mask(text, mask)
     if mask not in text:
         return None, f"the answer redacts nothing (no {mask})"
+    if source is not None:
+        ok, why = check_redaction(text, source, mask, labels)
+        if not ok:
+            return None, why
     return text, ""
 
 
@@ -167,6 +186,9 @@ def parse_attribution(answer: str, text: str | None = None) -> tuple[list[str] |
         found = [w for w in words if _word_pattern(w).search(text)]
         if not found:
             return None, "none of the named words occurs in the text"
+        ok, why = check_attribution(found, text)
+        if not ok:
+            return None, why
         words = found
     return words, ""
 
