@@ -1,0 +1,62 @@
+"""Free-text explanations ("why is this text positive?") for the self-explanation tests that read what an
+explanation *says* rather than apply it (counterfactual insertion, CC-SHAP, biased features: REFERENCE 16).
+
+The parsing discipline of engine.selfexplain.replies holds here too: an explanation is judged only when it is an
+explanation. Not parsable when the reply
+  - is empty, whitespace or a refusal;
+  - only names or negates a label ("positive", "The sentiment is not negative."): it gives no reason;
+  - echoes the input: it keeps at least ECHO_SHARE (80%) of the input's words and adds fewer than 3 of its own, so
+    every word of the input would count as "mentioned";
+  - is longer than MAX_WORDS words (a runaway generation, not an explanation).
+
+Mentions are whole-word, case-insensitive matches of a word's letters (`mentions`).
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from engine.selfexplain.parsing import is_refusal
+from engine.selfexplain.replies import is_label_statement, words
+
+ECHO_SHARE = 0.8
+MAX_WORDS = 200
+
+
+def why_request(text: str, prediction: str, context: str = "") -> str:
+    """The user message asking for the reason of `prediction` for `text` (after `context`, e.g. a hint)."""
+    lead = context.strip() + "\n\n" if context.strip() else ""
+    return (f"{lead}Text: {text}\n\nThe sentiment of this text is {prediction}. In one sentence, explain why: "
+            "name the words that made you decide.")
+
+
+def check_free_text(reply: str, source: str, labels: Iterable[str] = ()) -> tuple[bool, str]:
+    """Is `reply` an explanation of `source` (see the module docstring)? (True, "") or (False, why)."""
+    if not reply or not reply.strip():
+        return False, "the reply is empty"
+    if is_refusal(reply):
+        return False, "the reply is a refusal"
+    ws, src = words(reply), words(source)
+    if not ws:
+        return False, "the reply has no words"
+    if is_label_statement(reply, labels):
+        return False, "the reply only names or negates a label: it gives no reason"
+    if len(ws) > MAX_WORDS:
+        return False, f"the reply has {len(ws)} words (an explanation has at most {MAX_WORDS})"
+    if src:
+        from collections import Counter
+
+        kept = sum((Counter(ws) & Counter(src)).values()) / len(src)
+        own = len(ws) - sum((Counter(ws) & Counter(src)).values())
+        if kept >= ECHO_SHARE and own < 3:
+            return False, "the reply echoes the input: every word of it would count as mentioned"
+    return True, ""
+
+
+def mentions(explanation: str, word: str) -> bool:
+    """Whether `explanation` names `word` (whole word, case-insensitive; a multi-word phrase as a phrase)."""
+    parts = words(word)
+    if not parts:
+        return False
+    pattern = r"(?<![^\W_])" + r"[\W_]+".join(re.escape(p) for p in parts) + r"(?![^\W_])"
+    return re.search(pattern, explanation.lower()) is not None
