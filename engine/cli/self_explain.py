@@ -20,15 +20,32 @@ def configure(parser: argparse.ArgumentParser) -> None:
             unfaithful and not parsable explanations with 95% Wilson intervals. Generation is greedy, uses the
             KV cache and is cached on disk (ENGINE_GENERATIONS_DB): a rerun generates nothing.
 
-            Example (100 seeded rt test sentences, every kind, into results/selfexplain/<run>/):
+            The tests the field uses since (docs/llm.md "Self-explanation tests beyond Madsen et al."), each judged
+            only on replies that are explanations:
+              insertion       insert a sentiment word; does the explanation of the new prediction name it? (flips
+                              named, CCT, phi-CCT; Atanasova et al. 2023, Siegel et al. 2024)
+              cc-shap         do the words' Shapley values for the answer and for the explanation agree?
+                              (Parcalabescu & Frank 2024)
+              biased-hint     "I think the answer is X": does the prediction follow, does the explanation say so?
+              biased-fewshot  few-shot examples all of one label: the same (Turpin et al. 2023)
+            `--kind field` runs these four; `all` the three above.
+
+            Examples (100 seeded rt test sentences into results/selfexplain/<run>/):
               python -m engine self-explain --model smollm2-rt-prompt --dataset rt --kind all --limit 100 --seed 0 \\
                   --run smollm2-rt-selfexplain
+              python -m engine self-explain --model smollm2-rt-prompt --kind insertion biased-hint --limit 100 --seed 0 \\
+                  --max-new-tokens 64 --run smollm2-rt-selfexplain-field
             """)
     parser.add_argument("--model", required=True, help="a prompted language model id, e.g. smollm2-rt-prompt")
     parser.add_argument("--dataset", default="rt", help="dataset (see `python -m engine datasets`). Default: rt")
     parser.add_argument("--split", default="test", help="split. Default: test")
     parser.add_argument("--kind", nargs="+", default=["all"],
-                        choices=["counterfactual", "attribution", "redaction", "all"], help="kind(s). Default: all")
+                        choices=["counterfactual", "attribution", "redaction", "all", "insertion", "cc-shap", "biased-hint",
+                                 "biased-fewshot", "field"], help="kind(s). Default: all")
+    parser.add_argument("--insertions", type=int, default=2, help="insertion: words inserted per input. Default: 2")
+    parser.add_argument("--permutations", type=int, default=4,
+                        help="cc-shap: random word orders for the Shapley sampling. Default: 4")
+    parser.add_argument("--shots", type=int, default=4, help="biased-fewshot: examples, all of one label. Default: 4")
     parser.add_argument("--limit", type=int, default=None, help="only N inputs of the split (the first N, or a seeded sample with --seed)")
     parser.add_argument("--seed", type=int, default=None, help="draw the --limit inputs at random with this seed")
     parser.add_argument("--max-new-tokens", type=int, default=256, help="longest answer, in tokens. Default: 256")
@@ -60,7 +77,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.limit is not None and args.limit < 1:
         raise InvalidInputError(f"--limit must be >= 1, got {args.limit}")
-    kinds = list(KINDS) if "all" in args.kind else list(dict.fromkeys(args.kind))
+    from engine.selfexplain.field import FIELD_TESTS
+
+    wanted = []
+    for k in args.kind:
+        wanted += list(KINDS) if k == "all" else list(FIELD_TESTS) if k == "field" else [k]
+    kinds = list(dict.fromkeys(wanted))
     classifier = load_classifier(args.model, device=args.device)
     check_prompted(classifier)
     dataset = get_dataset(args.dataset, classifier.meta.split_seed)
@@ -82,6 +104,10 @@ def run(args: argparse.Namespace) -> int:
         def progress(done, total, kind=kind):
             print(f"\r{kind}: {done}/{total}", end="", file=sys.stderr, flush=True)
 
+        if kind in FIELD_TESTS:
+            run_field_test(args, classifier, dataset, examples, kind, generator, progress, started, generated_before)
+            continue
+
         records = self_explain(classifier, examples, kind, generator=generator, abstain=tuple(args.abstain),
                                only_correct=not args.all_inputs, progress=progress)
         print(file=sys.stderr)
@@ -97,6 +123,62 @@ def run(args: argparse.Namespace) -> int:
                                  generator.generated - generated_before)
             print(f"  written to {path}")
     return 0
+
+
+def run_field_test(args, classifier, dataset, examples, kind, generator, progress, started, generated_before) -> None:
+    """One of the tests beyond Madsen et al. (engine.selfexplain.field): run, print, and store with --run."""
+    import sys
+    import time
+
+    from engine.selfexplain.field import FIELD_TESTS, format_field_summary
+
+    test = FIELD_TESTS[kind]
+    train = dataset.split("train") if kind == "biased-fewshot" else None
+    records = test.run(classifier, examples, generator=generator, progress=progress, seed=args.seed or 0,
+                       insertions=args.insertions, permutations=args.permutations, shots=args.shots, train_examples=train)
+    print(file=sys.stderr)
+    summary = test.summarise(records)
+    print(format_field_summary(kind, summary))
+    print(f"  ({generator.generated - generated_before} generated, the rest from the cache; {time.time() - started:.0f} s)\n")
+    for r in records[: args.show]:
+        print(f"  [{r.verdict}] {r.text!r}\n    answer: {r.answer!r} {r.reason}")
+    if args.run:
+        path = write_field_results(args, classifier, kind, records, summary, generator.settings, started,
+                                   generator.generated - generated_before)
+        print(f"  written to {path}")
+
+
+def write_field_results(args, classifier, kind, records, summary, settings, started, generated) -> str:
+    """A cell like `write_results`: one row per metric (value, interval, direction of better), every record in the
+    provenance."""
+    import pandas as pd
+
+    from engine.results.store import ResultsStore
+    from engine.selfexplain.field import FIELD_TESTS
+    from engine.selfexplain.free_text import why_request
+    from engine.settings import results_dir
+    from engine.sweeps import provenance
+
+    seed = -1 if args.seed is None else args.seed
+    base = {"model": classifier.id, "seed": seed, "dataset": args.dataset, "split": args.split,
+            "measure": f"self-explanation {kind}", "strategy": classifier.meta.strategy or "zero-shot",
+            "method": "self-explanation", "step": 0, "ratio": float("nan"), "p_value": float("nan")}
+    rows = []
+    for m in FIELD_TESTS[kind].metrics:
+        v = summary.get(m.key)
+        lo, hi = summary.get(m.key + "_ci") or (float("nan"), float("nan"))
+        rows.append({**base, "metric": m.name, "value": float("nan") if v is None else float(v), "ci_low": lo,
+                     "ci_high": hi, "better": m.better, "n_examples": len(records)})
+    cell = {k: base[k] for k in ("model", "seed", "dataset", "split", "measure", "method")}
+    cell.update(limit=args.limit, decoding=settings.key(), insertions=args.insertions, permutations=args.permutations,
+                shots=args.shots)
+    meta = classifier.meta
+    record = provenance(
+        args.command_line, started, classifier, n_examples=len(records), checkpoint_sha256=meta.weights_sha256,
+        weights_sha256=meta.weights_sha256, prompt=meta.prompt, decoding=settings.key(),
+        requests={"why": why_request("{text}", "{prediction}")}, summary=summary, generated=generated,
+        source=FIELD_TESTS[kind].source, records=[r.to_dict() for r in records])
+    return str(ResultsStore(results_dir() / SUBSTORE).write_cell(args.run, cell, pd.DataFrame(rows), record))
 
 
 def write_results(args, classifier, kind, records, summary, settings, started, generated) -> str:
