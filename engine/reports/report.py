@@ -22,6 +22,7 @@ from scipy import stats
 from engine.atomic import write_text
 from engine.errors import InvalidInputError
 from engine.reports.llm_tables import llm_curves, llm_racu, selfexplain_table
+from engine.reports.selfexplain_field_tables import field_tests_table
 
 # Our dataset -> FMM Table 1's row of the same task (rt and SST2: movie-review sentences, binary sentiment).
 SAME_TASK_FMM = {"rt": "SST2"}
@@ -406,6 +407,9 @@ TABLES: tuple[Table, ...] = (
                                                    ("masked LoRA", "smollm2-rt-lora-masking")), 10)),
     Table("llm-selfexplain", "docs/llm.md",
           selfexplain_table("smollm2-rt-selfexplain", (("zero-shot", "smollm2-rt-prompt"), ("masked LoRA", "smollm2-rt-lora")))),
+    Table("llm-selfexplain-field", "docs/llm.md",
+          field_tests_table(("smollm2-rt-field-insertion", "smollm2-rt-field-biased", "smollm2-rt-field-ccshap"),
+                            (("SmolLM2 zero-shot", "smollm2-rt-prompt"),))),
     Table("faith-plausibility-babi1", "docs/faithfulness-plausibility.md",
           faith_plausibility_report("tiny-babi1-small-3seeds", "tiny-babi1-small-rationales")),
 )
