@@ -29,12 +29,12 @@ SETTINGS = {
     "ENGINE_NETWORK": ("0", "1: the dashboard is served to a network even on a loopback bind (behind a reverse proxy)"),
     "ENGINE_ADMIN_SECRET": ("unset", "the dashboard's admin secret (else admin_secret in .streamlit/secrets.toml)"),
     "ENGINE_PUBLIC_MAX_ROWS": ("20000", "served to a network: model rows one visitor's request may use (Explain, masking)"),
-    "ENGINE_PUBLIC_MAX_SECONDS": ("60", "served to a network: seconds one visitor's request may run"),
+    "ENGINE_PUBLIC_MAX_SECONDS": ("120", "served to a network: seconds one visitor's request may run"),
     "ENGINE_PUBLIC_PER_MINUTE": ("6", "served to a network: computations one browser session may start per minute"),
     "ENGINE_PUBLIC_CONCURRENT": ("2", "served to a network: visitors' computations running at once on the server"),
 }
 #: the public compute limits' defaults (app/limits.py applies them)
-PUBLIC_LIMIT_DEFAULTS = {"ENGINE_PUBLIC_MAX_ROWS": 20_000, "ENGINE_PUBLIC_MAX_SECONDS": 60.0,
+PUBLIC_LIMIT_DEFAULTS = {"ENGINE_PUBLIC_MAX_ROWS": 20_000, "ENGINE_PUBLIC_MAX_SECONDS": 120.0,
                          "ENGINE_PUBLIC_PER_MINUTE": 6, "ENGINE_PUBLIC_CONCURRENT": 2}
 
 
