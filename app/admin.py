@@ -15,8 +15,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import logging
+import math
 import sys
+import threading
 import time
+from collections import Counter
 
 import streamlit as st
 
@@ -27,7 +31,16 @@ NETWORK_ENV = "ENGINE_NETWORK"
 SECRET_NAME = "admin_secret"  # its key in .streamlit/secrets.toml
 SESSION_KEY = "admin_signed_in"  # the SHA-256 of the secret the session signed in with
 MIN_SECRET_LENGTH = 12
-FAILED_SIGN_IN_DELAY_S = 1.0  # a wrong secret costs a second: guessing through the form is slow
+MIN_SECRET_BITS = 60.0  # estimated entropy (secret_bits): a repeated letter or a short pattern has far less
+MAKE_SECRET = 'python -c "import secrets; print(secrets.token_urlsafe(24))"'  # 32 characters, about 190 bits
+FAILED_SIGN_IN_DELAY_S = 1.0  # a wrong secret costs its session a second: guessing through one form is slow
+# Server-wide, whatever the session: after FREE_FAILURES wrong secrets, each further one closes the sign-in of every
+# session for twice as long as the last (from 2 s, at most MAX_BACKOFF_S); a right one or FAILURE_MEMORY_S without a
+# wrong one forgets them. Many sessions guessing at once are then as slow as one.
+FREE_FAILURES = 3
+MAX_BACKOFF_S = 300.0
+FAILURE_MEMORY_S = 900.0
+LOG = logging.getLogger("app.admin")
 
 
 class AdminRequired(PermissionError):
@@ -91,11 +104,65 @@ def is_admin() -> bool:
     return bool(secret) and isinstance(signed, bytes) and hmac.compare_digest(signed, _digest(secret))
 
 
+class SignInBackoff:
+    """Wrong secrets counted over the whole server (every session of this process): past FREE_FAILURES, each one
+    closes the sign-in for a doubling pause, logged with the count; a right secret or a quiet FAILURE_MEMORY_S
+    resets it. `clock` is injectable for tests."""
+
+    def __init__(self, clock=time.monotonic) -> None:
+        self._lock = threading.Lock()
+        self.clock = clock
+        self.failures = 0
+        self.last_failure = -math.inf
+        self.closed_until = -math.inf
+
+    def wait_s(self) -> float:
+        """Seconds until the next attempt is taken (0: now)."""
+        with self._lock:
+            return max(0.0, self.closed_until - self.clock())
+
+    def failed(self) -> float:
+        """Record a wrong secret; the pause it starts, in seconds."""
+        with self._lock:
+            now = self.clock()
+            if now - self.last_failure > FAILURE_MEMORY_S:
+                self.failures = 0
+            self.failures += 1
+            self.last_failure = now
+            extra = self.failures - FREE_FAILURES
+            pause = 0.0 if extra <= 0 else min(MAX_BACKOFF_S, 2.0 ** extra)
+            self.closed_until = now + pause
+            LOG.warning("admin sign-in: wrong secret (%d in a row on this server); sign-in closed for %.0f s",
+                        self.failures, pause)
+            return pause
+
+    def succeeded(self) -> None:
+        with self._lock:
+            if self.failures:
+                LOG.warning("admin sign-in: right secret after %d wrong ones", self.failures)
+            self.failures = 0
+            self.closed_until = -math.inf
+
+
+BACKOFF = SignInBackoff()
+
+
+class SignInClosed(PermissionError):
+    """Sign-in is paused server-wide after too many wrong secrets; the message says for how long."""
+
+
 def sign_in(given: str) -> bool:
-    """Sign this session in if `given` is the secret; a wrong one waits FAILED_SIGN_IN_DELAY_S."""
+    """Sign this session in if `given` is the secret; a wrong one waits FAILED_SIGN_IN_DELAY_S and counts towards
+    the server-wide pause (SignInBackoff). While the pause lasts, no secret is even compared: SignInClosed."""
+    wait = BACKOFF.wait_s()
+    if wait > 0:
+        raise SignInClosed(f"Too many wrong secrets on this server: sign-in is closed for everyone for another "
+                           f"{math.ceil(wait)} s. Try again then.")
     if secret_matches(given):
+        BACKOFF.succeeded()
         st.session_state[SESSION_KEY] = _digest(admin_secret())
         return True
+    BACKOFF.failed()
     time.sleep(FAILED_SIGN_IN_DELAY_S)
     return False
 
@@ -133,9 +200,12 @@ def sign_in_box() -> None:
         with st.form("admin_sign_in", clear_on_submit=True):
             given = st.text_input("Admin secret", type="password", key="admin_secret_input")
             if st.form_submit_button("Sign in"):
-                if sign_in(given):
-                    st.rerun()
-                st.error("Wrong secret.")
+                try:
+                    if sign_in(given):
+                        st.rerun()
+                    st.error("Wrong secret.")
+                except SignInClosed as err:
+                    st.error(str(err))
 
 
 def open_without_secret_message(address: str | None) -> str:
@@ -143,21 +213,42 @@ def open_without_secret_message(address: str | None) -> str:
     return (f"Refusing to serve the dashboard to a network ({where}"
             f"{', ENGINE_NETWORK=1' if network_request() else ''}) without an admin secret: "
             f"anyone reaching it could register server folders, train, upload and run studies. Set "
-            f"{SECRET_ENV} (at least {MIN_SECRET_LENGTH} characters) or `{SECRET_NAME} = \"...\"` in "
-            f".streamlit/secrets.toml, or serve on 127.0.0.1 (the default) and forward the port over SSH.")
+            f"{SECRET_ENV} (at least {MIN_SECRET_LENGTH} characters, not easy to guess: `{MAKE_SECRET}` makes one) "
+            f"or `{SECRET_NAME} = \"...\"` in .streamlit/secrets.toml, or serve on 127.0.0.1 (the default) and "
+            f"forward the port over SSH.")
+
+
+def secret_bits(secret: str) -> float:
+    """An estimate of the secret's entropy in bits: its length times the Shannon entropy of its own characters'
+    frequencies. A repeated letter is 0, `abcabcabcabc` 19; a random 32-character token_urlsafe about 150. It
+    catches repeats and short patterns, not a dictionary phrase: a secret made by `secrets` is the safe choice."""
+    counts = Counter(secret)
+    n = len(secret)
+    return max(0.0, -sum(c * math.log2(c / n) for c in counts.values()))
+
+
+def weak_secret_problem(secret: str) -> str | None:
+    """Why `secret` is too weak to guard a server open to a network (too short or too little entropy), or None."""
+    how = f"Make one with `{MAKE_SECRET}` and set it as {SECRET_ENV} or `{SECRET_NAME}` in .streamlit/secrets.toml."
+    if len(secret) < MIN_SECRET_LENGTH:
+        return (f"The admin secret is {len(secret)} characters long; a server open to a network needs at least "
+                f"{MIN_SECRET_LENGTH}. {how}")
+    bits = secret_bits(secret)
+    if bits < MIN_SECRET_BITS:
+        return (f"The admin secret is too easy to guess: about {bits:.0f} bits of entropy by its characters "
+                f"(repeated or few distinct characters), and a server open to a network needs {MIN_SECRET_BITS:.0f}. "
+                f"{how}")
+    return None
 
 
 def serving_problem(address: str | None = None) -> str | None:
-    """Why this server must not serve (open to a network with no secret, or one too short), or None."""
+    """Why this server must not serve (open to a network with no secret, or a weak one), or None."""
     if not served_to_network(address):
         return None
     secret = admin_secret()
     if secret is None:
         return open_without_secret_message(st.get_option("server.address") if address is None else address)
-    if len(secret) < MIN_SECRET_LENGTH:
-        return (f"The admin secret is {len(secret)} characters long; a server open to a network needs at least "
-                f"{MIN_SECRET_LENGTH}. Set a longer {SECRET_ENV} or `{SECRET_NAME}` in .streamlit/secrets.toml.")
-    return None
+    return weak_secret_problem(secret)
 
 
 def address_from_args(args: list[str]) -> str | None:

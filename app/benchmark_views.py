@@ -56,11 +56,16 @@ def render_pareto() -> None:
 
 def render_upload(classifier) -> None:
     """Upload a scores file (docs/own-explanations.md) and see it beside built-in measures."""
+    from app.availability import may, require
     from app.own_scores import MAX_INPUTS, SUFFIXES, aggregate_rows, evaluate_upload
     from engine.data import get_dataset
     from engine.importance import measure_availability
 
     st.subheader("Evaluate your own explanations")
+    if not may("upload-scores"):  # an upload is kept on the server and evaluated there (app/availability.py)
+        st.caption("Evaluating an uploaded scores file runs on the server: sign in as the admin, or run "
+                   "`python -m engine evaluate --scores FILE` on your own machine (docs/own-explanations.md).")
+        return
     st.caption("A scores file as `python -m engine evaluate --scores FILE` reads it: CSV (id or text, start, end, "
                "score), JSON / JSONL records with offsets, or the outputs of inseq, captum and ferret "
                "(docs/own-explanations.md). Every row is checked before any work, and the gold label is explained.")
@@ -84,6 +89,7 @@ def render_upload(classifier) -> None:
         return
     if not st.button("Evaluate", key="upload_go"):
         return
+    require("upload-scores")  # checked where it runs, not only where it is offered
     bar = st.progress(0.0, text="evaluating")
     try:
         dataset = classifier.check_dataset(get_dataset(dataset_name, classifier.metadata.get("split_seed", 0)))

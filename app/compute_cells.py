@@ -7,7 +7,7 @@ import re
 
 import streamlit as st
 
-from app.admin import is_admin
+from app.availability import may, require
 from app.text import md
 from engine import EngineError, dataset_names, measure_availability
 from engine.faithfulness.benchmark import Cell, run_sweep
@@ -23,7 +23,7 @@ def run_name(model_id: str) -> str:
 def compute_cells_form(model_id: str | None, classifier) -> None:
     """An expander with the form; on submit, computes `random` plus the chosen measures on the first N test
     examples (one seed) and opens the page on the run that holds them."""
-    if classifier is None or not is_admin():  # computing writes to the results store: only the admin (app/admin.py)
+    if classifier is None or not may("compute-cells"):  # it writes to the results store (app/availability.py)
         return
     with st.expander(f"Compute cells for {md(model_id)} (your model, your data)"):
         names = dataset_names()
@@ -43,6 +43,7 @@ def compute_cells_form(model_id: str | None, classifier) -> None:
             submitted = st.form_submit_button("Compute", type="primary")
         if not submitted:
             return
+        require("compute-cells")
         run = run_name(model_id)
         cells = [Cell(model=model_id, dataset=dataset, measure=m, seed=int(seed), limit=int(limit))
                  for m in ["random", *measures]]

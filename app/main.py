@@ -1,17 +1,13 @@
 """Entrypoint: `streamlit run app/main.py`. A frame: page navigation and the shared sidebar."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import streamlit as st
 
-from app import admin, study_view
+from app import admin, availability, study_view
 from app.shared import MODEL_KEY, PENDING_MODEL_KEY, usable_checkpoints
 from app.text import md
 from engine import CheckpointMeta
 from engine.runtime import configure
-
-ROOT = Path(__file__).resolve().parent.parent  # pages/ are files of the checkout
 
 configure()
 st.set_page_config(page_title="Faithfulness dashboard", page_icon=":material/search:", layout="wide")
@@ -22,13 +18,14 @@ problem = admin.serving_problem()
 if problem:
     st.error(problem, icon=":material/lock:")
     st.stop()
-if study_view.is_study_link(st.query_params):
+role = availability.current_role()
+if role == availability.ANNOTATOR:
     # A study link: its holder sees the study and nothing else; with one page in the navigation, any other URL
     # path falls back to it, and no sidebar (model picker, sign-in) is drawn.
     st.navigation([st.Page(study_view.page, title="Study", icon=":material/rate_review:", default=True)],
                   position="hidden").run()
     st.stop()
-is_admin = admin.is_admin()
+is_admin = role == availability.ADMIN
 
 checkpoints = usable_checkpoints()
 if not is_admin:
@@ -75,28 +72,6 @@ with st.sidebar:
         st.session_state[MODEL_KEY] = None
 admin.sign_in_box()
 
-EXPLAIN = str(ROOT / "pages" / "explain.py")
-pages = [
-    # The default page answers only at the app's root ("/"); its own url_path is never public, so it is named
-    # apart from the alias below (url paths must be unique).
-    st.Page(EXPLAIN, title="Explain", icon=":material/search:", default=True, url_path="start"),
-    st.Page(str(ROOT / "pages" / "masking.py"), title="Step-by-step masking", icon=":material/layers_clear:"),
-    st.Page(str(ROOT / "pages" / "benchmarks.py"), title="Benchmarks", icon=":material/monitoring:"),
-    # free-form annotation writes to the server's store under any typed name: served to a network, people
-    # annotate through a study's links instead, and only the admin has this page
-    *([st.Page(str(ROOT / "pages" / "annotate.py"), title="Annotate", icon=":material/rate_review:")] if is_admin else []),
-    st.Page(str(ROOT / "pages" / "attention.py"), title="Attention", icon=":material/visibility:"),
-    st.Page(str(ROOT / "pages" / "simulability.py"), title="Simulability", icon=":material/school:"),
-    # /explain?text=... (the path every other page has the form of: /masking, /models) opens the Explain page
-    # too; without it Streamlit shows "Page not found" and then falls back to the default page.
-    st.Page(EXPLAIN, title="Explain", icon=":material/search:", url_path="explain", visibility="hidden"),
-]
-if is_admin:
-    # pages that change the server; a session that is not the admin has no such page, so their URLs fall back
-    # to the start page (and each page checks again at its top)
-    pages[-1:-1] = [
-        st.Page(str(ROOT / "pages" / "models.py"), title="Models", icon=":material/model_training:"),
-        st.Page(str(ROOT / "pages" / "data.py"), title="Your data", icon=":material/dataset:"),
-        st.Page(str(ROOT / "pages" / "study_admin.py"), title="Studies", icon=":material/groups:", url_path="studies"),
-    ]
-st.navigation(pages).run()
+# which pages a session has: app/availability.py, the one table of who may open and compute what (a page that
+# changes the server also checks again at its top, and each gated action where it runs)
+st.navigation(availability.navigation(role)).run()

@@ -7,6 +7,7 @@ bytes and shows the table or the error (escaped with app.text.md: an error quote
 from __future__ import annotations
 
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,10 +69,10 @@ def evaluate_upload(data: bytes, filename: str, classifier, dataset, split: str 
     """Read, check and align an uploaded scores file against `dataset`'s `split` and the classifier's tokens
     (any bad row refuses the whole file, naming it), then compute the erasure metrics (comprehensiveness and
     sufficiency families, MaSF-free) and, with `naopc`, NAOPC for each imported measure and each `builtin`
-    measure on the first `limit` inputs the file scores. progress(done, total) counts measures."""
-    from engine.faithfulness.erasure import erasure_metrics
-    from engine.importance import MEASURES, get_explainer
-    from engine.importance.imported import import_scores, target_index
+    measure on the first `limit` inputs the file scores. progress(done, total) counts measures. The upload is
+    saved under a fresh temporary folder (in `folder`, else the system's) that is removed when the evaluation ends
+    or fails."""
+    from engine.importance import MEASURES
 
     if not 1 <= limit <= MAX_INPUTS:
         raise UploadError(f"limit must be 1..{MAX_INPUTS} inputs, got {limit}")
@@ -79,6 +80,18 @@ def evaluate_upload(data: bytes, filename: str, classifier, dataset, split: str 
     if unknown:
         raise UploadError(f"unknown built-in measure(s) {', '.join(unknown)}; known: {', '.join(sorted(MEASURES))}")
     path = save_upload(data, filename, folder)
+    try:  # the file is read whole by import_scores: its folder goes when the evaluation ends or fails
+        return _evaluate_saved(path, filename, classifier, dataset, split, builtin, limit, naopc, name, progress)
+    finally:
+        shutil.rmtree(path.parent, ignore_errors=True)
+
+
+def _evaluate_saved(path: Path, filename: str, classifier, dataset, split, builtin, limit, naopc, name,
+                    progress) -> UploadResult:
+    from engine.faithfulness.erasure import erasure_metrics
+    from engine.importance import MEASURES, get_explainer
+    from engine.importance.imported import import_scores, target_index
+
     examples = dataset.split(split)
     registered = import_scores(path, examples, classifier, name=name or safe_name(filename), split=split)
     order = {e.uid: i for i, e in enumerate(examples)}

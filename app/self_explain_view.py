@@ -80,7 +80,13 @@ def self_explanation_section(classifier, text: str) -> None:
 
     if not isinstance(classifier, PromptedClassifier) or classifier.spec.paired:
         return
+    from app.availability import may, require
+
     st.subheader("Ask the model to explain itself")
+    if not may("self-explain"):  # generation takes minutes of the server and writes its cache (app/availability.py)
+        st.caption("Asking the model to explain itself generates text on the server: sign in as the admin, or run "
+                   "`python -m engine self-explain` on your own machine.")
+        return
     st.caption("A self-explanation is checked the way Madsen, Chandar & Reddy (2024) check it: the explanation is "
                "applied and the model classifies again. The answer streams in as it is generated; answers are cached "
                "on disk, so asking the same again shows the cached one.")
@@ -90,6 +96,7 @@ def self_explanation_section(classifier, text: str) -> None:
     max_new = c2.number_input("Longest answer (tokens)", 8, 1024, 64, step=8, key=KEY + "max_new_tokens")
     st.caption(md(KIND_HELP[kind]))
     if st.button("Ask for a self-explanation", key=KEY + "ask", type="primary"):
+        require("self-explain")
         st.session_state.pop(KEY + "record", None)
         if not text.strip():
             st.warning("Type a text above first.")

@@ -30,7 +30,14 @@ SETTINGS = {
     "ENGINE_PREFIX_CACHE": ("1", "1: a prompted LM computes the prompt before the input slot once per batch of perturbations "
                             "(key/value cache); 0: every row runs the whole prompt"),
     "ENGINE_ADMIN_SECRET": ("unset", "the dashboard's admin secret (else admin_secret in .streamlit/secrets.toml)"),
+    "ENGINE_PUBLIC_MAX_ROWS": ("20000", "served to a network: model rows one visitor's request may use (Explain, masking)"),
+    "ENGINE_PUBLIC_MAX_SECONDS": ("120", "served to a network: seconds one visitor's request may run"),
+    "ENGINE_PUBLIC_PER_MINUTE": ("6", "served to a network: computations one browser session may start per minute"),
+    "ENGINE_PUBLIC_CONCURRENT": ("2", "served to a network: visitors' computations running at once on the server"),
 }
+#: the public compute limits' defaults (app/limits.py applies them)
+PUBLIC_LIMIT_DEFAULTS = {"ENGINE_PUBLIC_MAX_ROWS": 20_000, "ENGINE_PUBLIC_MAX_SECONDS": 120.0,
+                         "ENGINE_PUBLIC_PER_MINUTE": 6, "ENGINE_PUBLIC_CONCURRENT": 2}
 
 
 def _path(name: str, default: Path) -> Path:
@@ -104,6 +111,23 @@ def prefix_cache_enabled() -> bool:
     if value not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
         raise InvalidInputError(f"ENGINE_PREFIX_CACHE must be 1 or 0, got {value!r}")
     return value in ("1", "true", "yes", "on")
+
+
+def public_limit_request(name: str) -> float:
+    """One of the public compute limits (`ENGINE_PUBLIC_MAX_ROWS`, `_MAX_SECONDS`, `_PER_MINUTE`, `_CONCURRENT`):
+    its value, or the default when unset; a value that is not a positive number is refused naming the variable."""
+    if name not in PUBLIC_LIMIT_DEFAULTS:
+        raise InvalidInputError(f"unknown public limit {name!r}; limits: {', '.join(PUBLIC_LIMIT_DEFAULTS)}")
+    value = os.environ.get(name)
+    if not value:
+        return PUBLIC_LIMIT_DEFAULTS[name]
+    try:
+        number = float(value)
+    except ValueError:
+        number = 0.0
+    if not number > 0 or number != number or number == float("inf"):
+        raise InvalidInputError(f"{name} must be a positive number, got {value!r}")
+    return number
 
 
 def threads_request() -> int | None:

@@ -10,6 +10,7 @@ import plotly.express as px
 import streamlit as st
 
 from app.heatmap import LEGEND_ABSOLUTE, LEGEND_SIGNED, token_heatmap_html
+from app.limits import PublicLimitError, admitted, capped
 from app.share import arrived_from_url, publish, split_list
 from app.shared import selected_classifier
 from app.text import md
@@ -135,14 +136,17 @@ if st.button("Explain", type="primary") or from_url:
                 _heatmap(st, partial, name, units, level_scores)
 
     try:
-        result_ = explain_text(classifier, text, aux if paired else None, order, target, on_measure=show)
+        # served to a network, a visitor's request is bounded (app/limits.py): a refusal, or the measures done
+        # before the cap, each with a message
+        with admitted("Explain"), capped(classifier, "Explain"):
+            result_ = explain_text(classifier, text, aux if paired else None, order, target, on_measure=show)
         st.session_state["explanation"] = result_
         st.session_state["explanation_stopped"] = None
         streamed.empty()  # the full view below takes over (same order)
         bar.empty()
         cancel.empty()
         publish("explain", _view())
-    except EmptyInputError as err:
+    except (EmptyInputError, PublicLimitError) as err:
         st.session_state.pop("explanation", None)
         streamed.empty()
         bar.empty()

@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.heatmap import token_heatmap_html
+from app.limits import admitted, capped
 from app.share import arrived_from_url, publish
 from app.shared import note_if_not_masked_fine_tuned, selected_classifier
 from app.text import md
@@ -107,10 +108,14 @@ if run or from_url:
         else:
             levels = {"ratios": list(np.round(np.arange(0, 1 + 1e-9, size), 4))}
         target = None if target_choice == "predicted" else classifier.classes.index(target_choice)
-        masf = masf_for(classifier.id, calibration)
-        st.session_state["masking_result"] = mask_single_input(
-            classifier, text, measure, aux if paired else None, random_seeds=range(int(n_seeds)),
-            masf=masf, progress=report, target=target, whole_words=whole_words, **levels)
+        # served to a network, a visitor's request is bounded (app/limits.py); MaSF's fit, once per model and
+        # calibration data, is outside the per-request cap (every later request reuses it)
+        with admitted("Step-by-step masking"):
+            masf = masf_for(classifier.id, calibration)
+            with capped(classifier, "Step-by-step masking"):
+                st.session_state["masking_result"] = mask_single_input(
+                    classifier, text, measure, aux if paired else None, random_seeds=range(int(n_seeds)),
+                    masf=masf, progress=report, target=target, whole_words=whole_words, **levels)
         # What calibrated these p-values, kept with the result (the selection may change before it is shown again).
         st.session_state["masking_masf_calibration"] = masf.provenance["calibration"]
         bar.progress(1.0, text="done")

@@ -11,7 +11,7 @@ bash scripts/setup.sh
 if [ "${ENGINE_SMOKE:-}" = 1 ]; then
   PY=${PYTHON:-.venv/bin/python}
   port=$("$PY" -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
-  "$PY" -m streamlit run app/main.py --server.address 127.0.0.1 --server.port "$port" --server.headless true \
+  "$PY" -m app.serve --server.address 127.0.0.1 --server.port "$port" --server.headless true \
     --browser.gatherUsageStats false >/dev/null 2>&1 &
   app=$!
   trap 'kill $app 2>/dev/null || true' EXIT
@@ -25,14 +25,16 @@ if [ "${ENGINE_SMOKE:-}" = 1 ]; then
   echo "start smoke: the dashboard did not answer on 127.0.0.1:$port within 120 s"
   exit 1
 fi
+# served to a network (a non-loopback --server.address, or ENGINE_NETWORK=1) with no admin secret, or one easy to
+# guess: refuse to start, before anything slow (building the default model takes minutes)
+.venv/bin/python -m app.admin check-serve --server.address 127.0.0.1 "$@"
 if ! .venv/bin/python -c "
 from engine.models import list_checkpoints
 import sys; sys.exit(0 if any('error' not in m for m in list_checkpoints()) else 1)"; then
   echo "== no usable model in models_cache: building the default one (tiny, rt, masked fine-tuning)"
   .venv/bin/python -m engine train --model tiny --dataset rt --strategy masked
 fi
-# served to a network (a non-loopback --server.address, or ENGINE_NETWORK=1) with no admin secret: refuse to start
-.venv/bin/python -m app.admin check-serve --server.address 127.0.0.1 "$@"
 # --server.address here as well as in the config: the config is only read from the working directory, and a
 # later --server.address in "$@" still wins (the last value of an option counts)
-exec .venv/bin/python -m streamlit run app/main.py --server.address 127.0.0.1 "$@"
+# app.serve is `streamlit run app/main.py` that exits within seconds of SIGTERM even with dead browsers attached
+exec .venv/bin/python -m app.serve --server.address 127.0.0.1 "$@"  # streamlit run app/main.py

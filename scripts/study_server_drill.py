@@ -37,6 +37,7 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+STOP_LIMIT_S = 20.0  # SIGTERM to exit, at the end of the drill (app.serve's own bound is 15 s)
 _STARTED: list = []  # processes and browsers this run started: stopped on the way out, whatever happened
 MEASURES = ("grad-l2", "loo-sign", "random")
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
@@ -133,10 +134,11 @@ def _free_port() -> int:
 
 
 def start_server(port: int, env: dict, log) -> tuple[subprocess.Popen, float]:
-    """`streamlit run app/main.py` on `port`; returns (process, seconds until /_stcore/health said ok)."""
+    """`streamlit run app/main.py` on `port` (through app.serve, which exits on SIGTERM even with browsers that
+    died attached); returns (process, seconds until /_stcore/health said ok)."""
     t0 = time.time()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.port", str(port), "--server.address",
+        [sys.executable, "-m", "app.serve", "--server.port", str(port), "--server.address",
          "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
          "--server.fileWatcherType", "none"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 120
@@ -390,6 +392,8 @@ def verdict(f: dict) -> list[str]:
         failed.append(f"errors: {f['errors'][:5]}")
     if not f["killed_mid_study"]:
         failed.append("the kill did not come mid-study (every answer was in before it, or none)")
+    if f.get("stopped_on_sigterm") is False:
+        failed.append(f"the server did not exit within {STOP_LIMIT_S:g} s of SIGTERM (it was SIGKILLed)")
     return failed
 
 
@@ -491,11 +495,16 @@ def run(args) -> dict:
     sampler.join(timeout=10)
     for b in browsers:
         b.quit()
-    server.terminate()
+    t_stop = time.time()
+    server.terminate()  # the browsers have quit: the server must exit on its own (app/serve.py bounds it)
     try:
-        server.wait(timeout=20)
+        server.wait(timeout=STOP_LIMIT_S)
+        stopped_on_sigterm = True
     except subprocess.TimeoutExpired:
         server.kill()
+        server.wait()
+        stopped_on_sigterm = False
+    stop_seconds = time.time() - t_stop
     log.close()
 
     studies = StudyStore(db)
@@ -518,6 +527,7 @@ def run(args) -> dict:
         "lost": lost, "unfinished": unfinished, "wall_seconds": round(wall, 1),
         "answers_per_second": round(facts["answers"] / wall, 2) if wall > 0 else None,
         "first_start_seconds": round(first_start, 1), "time_to_restart_seconds": round(time_to_restart, 1),
+        "stopped_on_sigterm": stopped_on_sigterm, "stop_seconds": round(stop_seconds, 1),
         "browser_first_answer_after_restart_seconds": round(max(
             (b.first_ack_after_restart for b in browsers if b.first_ack_after_restart is not None), default=0.0), 1),
         "browser_reloads": sum(b.reloads for b in browsers),

@@ -117,3 +117,15 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(autouse=True)
+def fresh_admin_sign_in_backoff():
+    """The dashboard's server-wide sign-in backoff (app/admin.py) lives for the process, as a server's does: each
+    test starts from no wrong secret, so one test's wrong guesses never close another's sign-in."""
+    import sys
+
+    admin = sys.modules.get("app.admin")
+    if admin is not None:
+        admin.BACKOFF = admin.SignInBackoff()
+    yield

@@ -55,11 +55,17 @@ def test_rankings_csv_neutralises_annotator_names(tmp_path):
                                target=1, target_name="=pos", target_source="predicted", label=1, label_name="=pos",
                                dataset="toy", code_version="test")])
     task = store.tasks()[0]
-    for name in HOSTILE:
+    from engine.errors import InvalidInputError
+
+    typed = [n for n in HOSTILE if not n.startswith(("\t", "\r"))]  # a control character is refused at entry
+    for name in set(HOSTILE) - set(typed):
+        with pytest.raises(InvalidInputError, match="control character"):
+            store.submit_ranking(task.id, name, [[slot] for slot in task.slots])
+    for name in typed:
         store.submit_ranking(task.id, name, [[slot] for slot in task.slots])
     rows = assert_no_formula_cells(rankings_csv(store))
     annotators = [row[rows[0].index("annotator")] for row in rows[1:]]
-    assert sorted(set(annotators)) == sorted("'" + n for n in HOSTILE)
+    assert sorted(set(annotators)) == sorted("'" + n for n in typed)
 
 
 def test_masking_curve_csv_neutralises_masked_tokens(toy_classifier):

@@ -12,7 +12,7 @@ import torch
 from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
-from app.text import WORD_JOINER, md
+from app.text import md
 
 MAIN = str(Path(__file__).resolve().parent.parent / "app" / "main.py")
 # each holds a bare address too: GFM (Streamlit's renderer) links those even inside escaped text
@@ -30,14 +30,20 @@ def rendered(markdown: str) -> str:
 
 
 def shown_text(markdown: str) -> str:
-    """What a reader sees: the rendered HTML without its tags, entities decoded, invisible word joiners dropped."""
-    return html.unescape(re.sub(r"<[^>]+>", "", rendered(markdown))).replace(WORD_JOINER, "")
+    """What a reader sees (and copies): the rendered HTML without its tags, entities decoded; nothing removed."""
+    return html.unescape(re.sub(r"<[^>]+>", "", rendered(markdown)))
 
 
 def linked(markdown: str) -> bool:
-    """Whether a GFM renderer would turn part of the text into a link (CommonMark links, or bare addresses)."""
-    text = html.unescape(re.sub(r"<[^>]+>", "", rendered(markdown)))
+    """Whether a GFM renderer would turn part of the text into a link (CommonMark links, or bare addresses in
+    text: GFM's autolink step never looks inside a code span)."""
+    outside_code = re.sub(r"<code>.*?</code>", " ", rendered(markdown), flags=re.DOTALL)
+    text = html.unescape(re.sub(r"<[^>]+>", "", outside_code))
     return "<a " in rendered(markdown) or any(p.search(text) for p in GFM_BARE_LINKS)
+
+
+def code_spans(markdown: str) -> list[str]:
+    return [html.unescape(c) for c in re.findall(r"<code>(.*?)</code>", rendered(markdown), flags=re.DOTALL)]
 
 
 @pytest.mark.parametrize("text", HOSTILE + ["**bold** _it_ `code` # head", "1. list\n- item", "- item", "12. item",
@@ -48,7 +54,10 @@ def test_md_shows_every_character_and_renders_no_link_image_or_html(text):
     out = rendered(md(text))
     assert not linked(md(text))
     assert "<a " not in out and "<img" not in out and "<script" not in out and "<strong" not in out and "<em" not in out
-    assert "<code" not in out and "<h1" not in out and "<ol" not in out and "<ul" not in out and "<blockquote" not in out
+    assert "<h1" not in out and "<ol" not in out and "<ul" not in out and "<blockquote" not in out
+    # a code span only around a word holding an address, showing exactly that word (never the user's backticks)
+    words = " ".join(text.splitlines()).split()
+    assert all(c in words and any(p.search(c) for p in GFM_BARE_LINKS) for c in code_spans(md(text)))
     assert shown_text(md(text)).strip() == " ".join(text.splitlines())
 
 

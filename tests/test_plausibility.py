@@ -190,9 +190,13 @@ def test_bad_import_line_imports_nothing(store, tmp_path):
 
 # -- bad input ------------------------------------------------------------------------------------------
 def test_odd_annotator_names_are_stored_verbatim(store):
-    """Markup, quotes, emoji, RTL and control characters survive as typed; an empty name is refused."""
+    """Markup, quotes, emoji and right-to-left text survive as typed; an empty name, and one holding a control
+    character or a bidirectional override (which would show something else than was typed), is refused."""
     task_id = store.tasks()[0].id
-    names = ['<script>alert("x")</script>', "Zoë 'O'Brien' \u202e\u05e9\u05dc\u05d5\u05dd 🙂", "  spaced  ", "tab\there"]
+    names = ['<script>alert("x")</script>', "Zoë 'O'Brien' \u05e9\u05dc\u05d5\u05dd 🙂", "  spaced  ", "a=b"]
+    for name in ("tab\there", "rtl \u202eevil", "nul\x00"):
+        with pytest.raises(ValueError, match="the annotator name holds"):
+            store.submit_ranking(task_id, name, _all_slots(store, task_id))
     for name in names:
         store.submit_ranking(task_id, name, _all_slots(store, task_id))
     assert store.annotators() == names

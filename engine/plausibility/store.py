@@ -32,6 +32,7 @@ from pathlib import Path
 
 from engine.errors import AnnotationStoreError, InvalidInputError  # noqa: F401 (re-exported)
 from engine.plausibility.tasks import AnonymisedExplanation, Task
+from engine.plausibility.text_fields import check_text
 
 KINDS = ("ranking", "rationale")
 MAX_NAME_LENGTH = 200
@@ -207,13 +208,13 @@ def ordering_from_ranks(ranks: dict[str, int]) -> tuple[tuple[str, ...], ...]:
 
 
 def check_annotator_name(name: str) -> str:
-    """Names are stored verbatim (markup and odd characters included: they are escaped on display);
-    only an empty or over-long name is refused."""
+    """Names are stored verbatim (markup and odd characters included: they are escaped on display); an empty or
+    over-long name, or one holding a control character (engine.plausibility.text_fields), is refused."""
     if not isinstance(name, str) or not name.strip():
         raise InvalidInputError("type your name (any text) before annotating")
     if len(name) > MAX_NAME_LENGTH:
         raise InvalidInputError(f"the annotator name is {len(name)} characters long; at most {MAX_NAME_LENGTH} are allowed")
-    return name
+    return check_text(name, "the annotator name")
 
 
 # -- the store ----------------------------------------------------------------------------------------

@@ -62,6 +62,7 @@ from engine.plausibility.store import (
     utc_now,
 )
 from engine.plausibility.tasks import SLOTS, AnonymisedExplanation, Task
+from engine.plausibility.text_fields import check_text
 
 KINDS = ("ranking", "rationale")
 CHECK_KINDS = ("instructed", "gold")
@@ -161,6 +162,7 @@ class StudyConfig:
         c = replace(self, measures=tuple(self.measures), kinds=tuple(self.kinds), example_ids=tuple(self.example_ids))
         if not isinstance(c.name, str) or not c.name.strip() or len(c.name) > 200:
             raise InvalidInputError("a study needs a name of 1 to 200 characters")
+        check_text(c.name, "the study name")
         if not c.kinds or any(k not in KINDS for k in c.kinds) or len(set(c.kinds)) != len(c.kinds):
             raise InvalidInputError(f"kinds must be one or both of {', '.join(KINDS)}; got {list(c.kinds)}")
         if len(set(c.measures)) != len(c.measures) or not c.measures:
@@ -186,10 +188,13 @@ class StudyConfig:
             text = getattr(c, name)
             if not isinstance(text, str) or len(text) > MAX_TEXT_LENGTH:
                 raise InvalidInputError(f"{name} must be text of at most {MAX_TEXT_LENGTH} characters")
+            check_text(text, f"the {name}", multiline=True)
         if not c.worker_param or not c.worker_param.replace("_", "").isalnum():
             raise InvalidInputError(f"worker_param must be a URL parameter name (letters, digits, _); got {c.worker_param!r}")
         if c.completion_code is not None and not (1 <= len(c.completion_code) <= 64):
             raise InvalidInputError("completion_code must be 1 to 64 characters")
+        if c.completion_code is not None:
+            check_text(c.completion_code, "the completion code")
         return c
 
 
@@ -1120,6 +1125,8 @@ class StudyStore:
         StudyClosedError, StudyTimeUpError, ParticipantReleasedError; nothing is written then."""
         if comment is not None and (not isinstance(comment, str) or len(comment) > MAX_COMMENT_LENGTH):
             raise InvalidInputError(f"a comment is text of at most {MAX_COMMENT_LENGTH} characters")
+        if comment is not None:
+            check_text(comment, "the comment", multiline=True)
         groups = () if cannot_decide else normalise_ordering(ordering) if ordering else ()
         marks = None if rationale is None else sorted({int(t) for t in rationale})
         submission_id = submission_id or new_submission_id()
