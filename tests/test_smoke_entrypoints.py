@@ -17,9 +17,11 @@ ENTRIES = sorted(p.relative_to(ROOT).as_posix() for folder in ("bench", "scripts
 NEEDS_BROWSER = {"bench/dashboard.py"}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def smoke_dir(tmp_path_factory):
-    """One scratch folder for every entry: the smoke checkpoint is trained once, by the first entry that needs it."""
+    """One scratch folder for every entry a test process runs: the smoke checkpoint is trained once, by the first
+    entry that needs it. Session-scoped, so under pytest-xdist the entries spread over the workers (each worker
+    has its own folder: no two processes train into one)."""
     return tmp_path_factory.mktemp("smoke")
 
 
