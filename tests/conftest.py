@@ -52,15 +52,34 @@ def pytest_configure(config):
         torch.set_num_threads(WORKER_THREADS)
 
 
+# The `slow` tests (`-m "not slow"` leaves them out for a quick iteration; the README's full command and CI run them):
+# each starts processes (a browser and a server, a script, a pool or a Ray cluster) or trains more than a toy step.
+# Node-id prefixes; tests marked `ray` are slow too. Under xdist they are also handed out first, so that the
+# longest work does not start last.
+SLOW = (
+    "tests/test_browser",
+    "tests/test_smoke_entrypoints.py::test_entry_runs_in_smoke_mode",
+    "tests/test_attention_diagnostics.py::test_diagnostics_sweep_in_a_pool",
+    "tests/test_simulability.py::test_pool_run_equals_the_one_process_run",
+    "tests/test_admin.py::test_server_refuses_to_start_open_to_the_network_without_a_secret",
+    "tests/test_bilstm.py::test_trains_saves_and_reloads",
+    "tests/test_study_load.py::test_30_annotators_in_three_processes",
+    "tests/test_study_load.py::test_a_sigkilled_annotating_process",
+)
 _CHEAP_FIXTURES = {"one_thread"}  # module-scoped but costs nothing: no reason to keep its module on one worker
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups (--dist loadgroup)
 def pytest_collection_modifyitems(config, items):
-    """xdist groups, so that what a module builds once is built by one worker: tests marked `ray` run on one
+    """The `slow` marks (SLOW), and xdist groups, so that what a module builds once is built by one worker: tests marked `ray` run on one
     worker, one after the other (each local Ray cluster asks for both cores); the tests of a module that use a
     module- or class-scoped fixture (a server and browser, a model trained for the module) run on one worker;
     every other test goes wherever a worker is free."""
+    for item in items:
+        if item.nodeid.startswith(SLOW) or item.get_closest_marker("ray") is not None:
+            item.add_marker(pytest.mark.slow)
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # every worker sorts alike: xdist needs the same collection
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: slow first, else in order
     for item in items:
         if item.get_closest_marker("xdist_group") is not None:
             pass
@@ -69,7 +88,7 @@ def pytest_collection_modifyitems(config, items):
         elif any(defs and defs[-1].scope in ("module", "class", "package") and name not in _CHEAP_FIXTURES
                  for name, defs in getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {}).items()):
             item.add_marker(pytest.mark.xdist_group(item.path.name))
-        if config.getvalue("loadgroup"):
+        if getattr(config.option, "loadgroup", False):  # set in xdist workers under --dist loadgroup
             _suffix_group(item)
 
 
@@ -178,9 +197,11 @@ def cache_entry(key: str):
     with open(root / f"{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (final / "COMPLETE").is_file():
+            os.utime(final / "COMPLETE")  # last used now: pruning keeps it
             yield final, None
             return
         shutil.rmtree(final, ignore_errors=True)  # an entry some killed run left half written
+        _prune(root)
         tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
         try:
             yield final, tmp
@@ -190,12 +211,22 @@ def cache_entry(key: str):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _prune(root: Path, days: float = 7.0) -> None:
+    """Remove entries unused for `days` (each code version leaves its own; a lock file is left for its entry)."""
+    cutoff = time.time() - days * 86400
+    for complete in root.glob("*/COMPLETE"):
+        with contextlib.suppress(OSError):
+            if complete.stat().st_mtime < cutoff:
+                shutil.rmtree(complete.parent, ignore_errors=True)
+
+
 def cached_classifier(config, **train_kwargs):
     """`engine.models.train_classifier(config)` once per machine and code version: the first call trains and
     stores the best epoch's weights (safetensors) and the metadata (JSON); later calls, in any process, rebuild
     the same untrained model as training starts from and load those weights into it, so the classifier is the one
     training returned (float32, same attention kernel, `folder` None, the same metadata). Only for fixtures
     whose tests use a trained model; tests of training itself call `train_classifier`."""
+    import torch
     from safetensors.torch import load_file, save_file
 
     from engine.data import get_dataset
@@ -203,7 +234,8 @@ def cached_classifier(config, **train_kwargs):
     from engine.models.training import _new_classifier
     from engine.runtime import pick_device
 
-    key = cache_key("classifier", config=asdict(config), kwargs=train_kwargs)
+    # the intra-op threads change the float sums, so a model trained with other threads is another entry
+    key = cache_key("classifier", config=asdict(config), kwargs=train_kwargs, threads=torch.get_num_threads())
     with cache_entry(key) as (folder, build):
         if build is not None:
             classifier = train_classifier(config, show_progress_bar=False, **train_kwargs)
