@@ -22,9 +22,9 @@ problem = admin.serving_problem()
 if problem:
     st.error(problem, icon=":material/lock:")
     st.stop()
-if study_view.is_study_link(st.query_params):
-    # A study link: its holder sees the study and nothing else; with one page in the navigation, any other URL
-    # path falls back to it, and no sidebar (model picker, sign-in) is drawn.
+if study_view.is_study_session(st.query_params, st.session_state):
+    # A study link (or a session that came with one): its holder sees the study and nothing else; with one page in
+    # the navigation, any other URL path falls back to it, and no sidebar (model picker, sign-in) is drawn.
     st.navigation([st.Page(study_view.page, title="Study", icon=":material/rate_review:", default=True)],
                   position="hidden").run()
     st.stop()
