@@ -26,6 +26,7 @@ from engine.plausibility.studies import (
     StudyStore,
     StudyTimeUpError,
 )
+from engine.plausibility.task_words import task_words
 
 SESSION_KEY = "study_session"  # (link key, engine Session) of this browser session
 UNAVAILABLE = "The study cannot be reached right now; please try again later."
@@ -111,7 +112,8 @@ def _task(store: StudyStore, session, assignment) -> None:
     if task.class_name is not None:
         st.caption(f"Explained decision: **{md(task.class_name)}**")
     show_input(task.primary, task.auxiliary)
-    show_explanations(task.tokens, task.explanations)
+    units = None if session.shown_as == "token" else task_words(task.primary, task.tokens)  # the study's choice
+    show_explanations(task.tokens, task.explanations, units=units)
     ranks, cannot, selected = None, False, None
     if "ranking" in assignment.kinds:
         st.markdown("**Rank the explanations** (1 = most convincing; equal numbers are ties)")
@@ -119,7 +121,7 @@ def _task(store: StudyStore, session, assignment) -> None:
         cannot = st.checkbox("Cannot decide", key=f"study_cannot_{aid}")
     if "rationale" in assignment.kinds:
         selected = rationale_picker(task.tokens, key=f"study_rationale_{aid}",
-                                    label="Words that justify the decision")
+                                    label="Words that justify the decision", units=units)
     comment = st.text_area("Comment (optional)", key=f"study_comment_{aid}", max_chars=MAX_COMMENT_LENGTH)
     if not st.button("Submit and continue", key=f"study_submit_{aid}", type="primary"):
         return
