@@ -198,8 +198,10 @@ if result is not None:
     if steps[0].p_value is not None:
         pfig = go.Figure()
         pfig.add_trace(go.Scatter(x=x, y=[float(s.p_value[0]) for s in steps], name=result.measure.measure, mode="lines+markers"))
-        pfig.add_hline(y=0.05, line_dash="dash", annotation_text="0.05: below, out of distribution",
-                       annotation_position="bottom right")
+        pfig.add_hline(y=0.05, line_dash="dash")
+        # placed by hand: on a log axis, add_hline's own label lands at 10^0.05 (plotly reads its y as a log)
+        pfig.add_annotation(x=1, xref="paper", xanchor="right", y=np.log10(0.05), yref="y", yanchor="top",
+                            text="below 0.05: out of distribution", showarrow=False, font={"size": 11})
         # A log axis with plotly's default ticks reads "2, 1, 5, 2, 1": name the decades and the 0.05 line. The
         # axis title fits the chart's height (a longer one is cut at both ends); the line's label says the rest.
         ticks = [0.001, 0.01, 0.05, 0.1, 0.5, 1.0]

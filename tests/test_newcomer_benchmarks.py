@@ -57,6 +57,11 @@ def test_the_page_opens_on_the_headline_results_and_every_table_has_readable_hea
     assert len(frames) >= 4, "area, faithfulness against plausibility, budget, published tables at least"
     raw = {h for f in frames for h in _headers(f) if re.match(RAW_NAME, h)}
     assert not raw, raw
+    # the MaSF share chart names its 5% line in the legend: a label on the line sat on the curves running along it
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    (masf,) = [c for c in charts if "p < 0.05" in str(c["layout"].get("yaxis", {}).get("title", ""))]
+    assert not masf["layout"].get("annotations"), masf["layout"].get("annotations")
+    assert "5% expected under the null" in [t.get("name") for t in masf["data"]]
 
 
 def _label_boxes(fig, height: int) -> list[tuple[str, tuple]]:

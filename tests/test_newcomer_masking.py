@@ -5,6 +5,7 @@ MaSF chart's axis titles fit the chart."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -115,3 +116,6 @@ def test_masking_run_leaves_no_cancel_button_and_its_axis_titles_fit(models_cach
     assert len(charts) == 2, "the curve and the MaSF p-values"
     problems = [p for spec in charts for p in _axis_titles_fit(spec)]
     assert not problems, problems
+    # the 0.05 line's label sits on the line (on a log axis plotly reads an annotation's y as its log10)
+    (label,) = charts[1]["layout"]["annotations"]
+    assert label["y"] == pytest.approx(math.log10(0.05)) and "0.05" in label["text"]
