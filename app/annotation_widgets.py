@@ -14,6 +14,8 @@ from engine.importance.levels import Unit, aggregate
 # The colours' names come from where the colours are defined (engine/colours.py), so the text cannot drift from them.
 HEATMAP_HELP_SIGNED = f"Darker = more important · {LEGEND_SIGNED}."
 HEATMAP_HELP_ABSOLUTE = f"Darker = more important · {LEGEND_ABSOLUTE}."
+# a task with both kinds of explanation: the signed legend, and the unsigned one's colour clause
+HEATMAP_HELP_BOTH = f"Darker = more important · {LEGEND_SIGNED} · unsigned ones: {LEGEND_ABSOLUTE.split(' · ')[0]}."
 
 
 def show_input(primary: str, auxiliary: str | None) -> None:
@@ -28,10 +30,10 @@ def show_explanations(tokens: Sequence[str], explanations: Sequence, as_tables: 
     """One heatmap (or token/score table) per explanation; `explanations`: objects with `slot` (a letter) and
     `scores` (one float per token). units: show these words (each scored by the sum of its tokens' scores)
     instead of the tokens (engine.plausibility.task_words)."""
-    any_signed = False
+    kinds = set()
     for e in explanations:
         signed = any(s < 0 for s in e.scores)
-        any_signed |= signed
+        kinds.add(signed)
         texts = list(tokens) if units is None else [u.text for u in units]
         scores = list(e.scores) if units is None else aggregate(e.scores, units, "sum").tolist()
         if as_tables:
@@ -39,7 +41,8 @@ def show_explanations(tokens: Sequence[str], explanations: Sequence, as_tables: 
             st.dataframe(pd.DataFrame({"token" if units is None else "word": texts, "score": scores}), hide_index=True)
         else:
             st.html(token_heatmap_html(texts, scores, signed=signed, title=f"Explanation {e.slot}"))
-    st.caption(HEATMAP_HELP_SIGNED if any_signed else HEATMAP_HELP_ABSOLUTE)
+    st.caption(HEATMAP_HELP_BOTH if kinds == {True, False} else HEATMAP_HELP_SIGNED if True in kinds
+               else HEATMAP_HELP_ABSOLUTE)
 
 
 def rank_pickers(slots: Sequence[str], key: str) -> dict[str, int | None]:

@@ -149,7 +149,7 @@ def test_an_instructed_word_check_names_a_word_and_expects_all_its_pieces(toy_cl
 def test_the_legend_names_the_colours_drawn(study_store):
     """Signed heatmaps: the colour said to support the class is the positive end's hue, the one said to speak
     against it the negative end's (engine/colours.py); no other colour word appears."""
-    from engine.colours import NEGATIVE, POSITIVE
+    from engine.colours import NEGATIVE, POSITIVE, UNSIGNED
 
     _store, links, _tokens = study_store
     at = _task_page(links["word"])
@@ -158,3 +158,5 @@ def test_the_legend_names_the_colours_drawn(study_store):
     against = re.search(r"(\w+): speaks against", legend).group(1)
     assert (supports, against) == (_hue_name(POSITIVE), _hue_name(NEGATIVE)) == ("orange", "purple"), legend
     assert not {"red", "blue"} & set(re.findall(r"\w+", legend)), legend
+    unsigned = re.search(r"unsigned ones: darker (\w+)", legend).group(1)  # the task has an unsigned explanation too
+    assert unsigned == _hue_name(UNSIGNED) == "teal", legend
