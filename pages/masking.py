@@ -13,7 +13,7 @@ from app.shared import note_if_not_masked_fine_tuned, selected_classifier
 from app.text import md
 from engine import PACKAGED_DATASETS, EngineError, dataset_names, load_or_fit_masf, mask_single_input, measure_availability
 from engine.csv_safe import frame_to_csv
-from engine.faithfulness.shipped_ranking import first_measure, ranked_measures
+from engine.faithfulness.shipped_ranking import first_measure, ranked_measures, stored_rows_for
 from engine.importance.levels import LEVELS, aggregate
 from engine.ood import MASF_FIT_VERSION, calibration_key, stored_calibrations
 from engine.results import ResultsStore
@@ -32,7 +32,7 @@ def _ranked(root: str, fingerprint: tuple, model_id: str, base_model: str | None
             strategy: str | None) -> list[str]:
     """The measures the results store ranks most faithful for this checkpoint (or its family), best first; kept per
     state of the store (`fingerprint` is in the key)."""
-    return ranked_measures(ResultsStore(root).load(), model_id, base_model, dataset, strategy)
+    return ranked_measures(stored_rows_for(ResultsStore(root), model_id, dataset), model_id, base_model, dataset, strategy)
 
 
 def _opening_measure(classifier, offered: list[str]) -> str | None:

@@ -52,6 +52,13 @@ def test_ranking_of_a_shipped_checkpoint_is_the_reports_ranking():
     assert ranked_measures(data, "tiny-babi-1-masked-s9", "tiny", "babi-1", "masked") == expected
     # no shipped cells of the checkpoint or its family: nothing ranked
     assert ranked_measures(data, "toy-x", "tiny", "toy", "masked") == []
+    # the page reads only the runs that can hold the checkpoint's cells, and ranks the same
+    from engine.faithfulness.shipped_ranking import stored_rows_for
+
+    rows = stored_rows_for(store, "tiny-babi-1-masked-s0", "babi-1")
+    assert set(rows["run"]) == {"tiny-babi1-3seeds", "tiny-babi1-beam-subset"}
+    assert ranked_measures(rows, "tiny-babi-1-masked-s0", "tiny", "babi-1", "masked") == expected
+    assert stored_rows_for(store, "toy-x", "toy").empty
 
 
 def test_opening_measure_falls_back_to_loo_sign_then_the_first_offered():

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from engine.faithfulness.summary import area_metrics_table
-from engine.results.store import RECURSIVE_MASKING
+from engine.faithfulness.summary import area_metrics_per_seed
+from engine.results.store import RECURSIVE_MASKING, ResultsStore, cell_key
 
 BASELINE = "random"
 
@@ -53,13 +53,30 @@ def ranked_measures(results: pd.DataFrame, model_id: str, base_model: str | None
                                             else rows["n_examples"].isna())]
         if part["model"].nunique() > 1 and (part.groupby("seed")["model"].nunique() > 1).any():
             part = part[part["model"] == sorted(part["model"].unique())[0]]  # one checkpoint per seed
-        table = area_metrics_table(part, baseline=BASELINE)
-        if table.empty:
+        per_seed = area_metrics_per_seed(part, baseline=BASELINE)  # the mean over seeds is what ranks; no CIs needed
+        if per_seed.empty:
             continue  # no random baseline in this set: try the next
-        table = table[table["measure"] != BASELINE].dropna(subset=["racu_pct"])
-        if not table.empty:
-            return list(table.sort_values("racu_pct", ascending=False)["measure"].drop_duplicates())
+        racu = per_seed[per_seed["measure"] != BASELINE].groupby("measure")["racu"].mean().dropna()
+        if not racu.empty:
+            return list(racu.sort_values(ascending=False, kind="stable").index)
     return []
+
+
+def _cells_named(store: ResultsStore, run: str, pattern: str) -> bool:
+    return any((store.root / run / "cells").glob(pattern))
+
+
+def stored_rows_for(store: ResultsStore, model_id: str, dataset: str | None) -> pd.DataFrame:
+    """The rows `ranked_measures` may need, read from only the runs that can hold them: those with a cell of the
+    checkpoint, else those with a cell on its dataset (a cell's file name starts with its model and dataset; see
+    `cell_key`). Reading the whole shipped store takes seconds on 2 cores; a model without stored cells reads none."""
+    prefix = cell_key({"model": model_id}).rsplit("_", 1)[0]
+    runs = [run for run in store.runs() if _cells_named(store, run, f"{prefix}_*.json")]
+    if not runs and dataset is not None:
+        on_dataset = cell_key({"dataset": dataset}).rsplit("_", 1)[0]
+        runs = [run for run in store.runs() if _cells_named(store, run, f"*_{on_dataset}_*.json")]
+    frames = [store.load(run) for run in runs]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def first_measure(offered: list[str], ranked: list[str], fallback: str = "loo-sign") -> str | None:
