@@ -201,6 +201,11 @@ def render_faith_plausibility(view: pd.DataFrame, model_id: str | None, classifi
     st.caption("Error bars: 95% intervals (RACU and NAOPC over seeds; AUPRC over inputs; the rating mu +- 1.96 "
                "sigma). " + (f"Spearman over the {len(both)} measures: {rho:.2f}." if rho == rho else
                              "Spearman needs 3 measures or more."))
+    # short headers (a long one widens its column past the table's edge), the full names as their help
+    faith_short = {"racu": "RACU %", "naopc": "NAOPC"}[faith_kind]
+    plaus_short = {"rating": "rating (mu)", "auprc-human": "AUPRC", "auprc-gold": "AUPRC"}[plaus_kind]
     st.dataframe(both, hide_index=True, column_config=column_config(both, {
-        "faith": (f"{FAITHFULNESS[faith_kind]} (higher: more faithful)", "mean over seeds"),
-        "plaus": (f"{PLAUSIBILITY[plaus_kind]} (higher: more plausible)", None)}))
+        "faith": (faith_short, f"{FAITHFULNESS[faith_kind]}, mean over seeds; higher: more faithful"),
+        "faith_low": (f"{faith_short} 95% low", None), "faith_high": (f"{faith_short} 95% high", None),
+        "plaus": (plaus_short, f"{PLAUSIBILITY[plaus_kind]}; higher: more plausible"),
+        "plaus_low": (f"{plaus_short} 95% low", None), "plaus_high": (f"{plaus_short} 95% high", None)}))

@@ -16,7 +16,8 @@ import numpy as np
 CHAR_PX, LINE_PX, GAP_PX = 7.0, 16.0, 6.0
 POSITIONS = ("top center", "bottom center", "middle right", "middle left", "top right", "top left", "bottom right",
              "bottom left")
-SAME_POINT_PX = 6.0  # points closer than this (in both directions) are one point to the eye
+SAME_POINT_PX = 11.0  # points closer than a marker's size (in both directions) are one point to the eye
+PAD_PX = 4.0  # space kept between two labels, so that two names never read as one
 
 
 def pixels(x: Sequence[float], y: Sequence[float], width: float, height: float) -> tuple[np.ndarray, np.ndarray]:
@@ -41,8 +42,9 @@ def label_box(px: float, py: float, text: str, position: str) -> tuple[float, fl
     return left, top, left + w, top + h
 
 
-def overlaps(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
-    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+def overlaps(a: tuple[float, float, float, float], b: tuple[float, float, float, float], pad: float = PAD_PX) -> bool:
+    """Whether boxes a and b come closer than `pad` pixels."""
+    return a[0] < b[2] + pad and b[0] < a[2] + pad and a[1] < b[3] + pad and b[1] < a[3] + pad
 
 
 def point_labels(x: Sequence[float], y: Sequence[float], names: Sequence[str], width: float = 800.0,
@@ -68,7 +70,7 @@ def point_labels(x: Sequence[float], y: Sequence[float], names: Sequence[str], w
         for position in POSITIONS:
             box = label_box(px[i], py[i], texts[i], position)
             if not any(overlaps(box, other) for other in placed) and \
-                    not any(overlaps(box, m) for k, m in enumerate(markers) if k != i):
+                    not any(overlaps(box, m, 0.0) for k, m in enumerate(markers) if k != i):
                 break
         else:
             position = POSITIONS[0]
