@@ -59,7 +59,7 @@ def point_labels(x: Sequence[float], y: Sequence[float], names: Sequence[str], w
             continue
         for j in range(i + 1, n):
             if texts[j] and abs(px[i] - px[j]) < SAME_POINT_PX and abs(py[i] - py[j]) < SAME_POINT_PX:
-                texts[i] = f"{texts[i]}, {texts[j]}"
+                texts[i] = f"{texts[i]} / {texts[j]}"
                 texts[j] = ""
     markers = [(px[k] - 6, py[k] - 6, px[k] + 6, py[k] + 6) for k in range(n)]
     placed: list[tuple[float, float, float, float]] = []

@@ -84,7 +84,7 @@ def test_measure_names_beside_the_faithfulness_plausibility_points_do_not_overla
     assert len(both) >= 8
     fig = figure(both, "RACU %", "AUPRC", height=460)
     boxes = _label_boxes(fig, 460)
-    named = [name for text, _ in boxes for name in text.split(", ")]
+    named = [name for text, _ in boxes for name in text.split(" / ")]
     assert sorted(named) == sorted(both["measure"]), "every measure is named exactly once"
     clashes = [(a, b) for i, (a, box_a) in enumerate(boxes) for b, box_b in boxes[i + 1:] if overlaps(box_a, box_b)]
     assert not clashes, clashes
@@ -96,7 +96,7 @@ def test_coinciding_points_share_a_label_and_near_ones_move_apart():
     x, y = [0.30, 0.3001, 0.31, 0.50], [100.0, 100.0, 100.5, 160.0]
     names = ["grad-l1", "grad-l2", "loo-abs", "loo-sign"]
     texts, positions = point_labels(x, y, names, height=360)
-    assert texts[:2] == ["grad-l1, grad-l2", ""]
+    assert texts[:2] == ["grad-l1 / grad-l2", ""]
     px, py = pixels(x, y, 800.0, 360.0)
     boxes = [label_box(px[k], py[k], texts[k], positions[k]) for k in range(4) if texts[k]]
     assert not any(overlaps(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
