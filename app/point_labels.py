@@ -1,6 +1,6 @@
 """Text labels beside the points of a scatter plot that do not overlap: plotly places every label at the one
 `textposition` it is given, so two measures with nearly the same numbers (grad-l1 and grad-l2) print their names on
-top of each other. Here points that coincide share one label ("grad-l1, grad-l2"), and every other label takes the
+top of each other. Here points that coincide share one label ("grad-l1 / grad-l2"), and every other label takes the
 first of eight places around its point whose box overlaps no label placed before it.
 
 Boxes are estimated in pixels of the plot area: plotly's 12 px label font is about 7 px per character and 16 px
