@@ -8,9 +8,14 @@ from collections.abc import Sequence
 import pandas as pd
 import streamlit as st
 
-from app.heatmap import token_heatmap_html
+from app.heatmap import LEGEND_ABSOLUTE, LEGEND_SIGNED, token_heatmap_html
+from engine.importance.levels import Unit, aggregate
 
-HEATMAP_HELP = "Darker = more important (signed: red supports the explained class, blue speaks against it)."
+# The colours' names come from where the colours are defined (engine/colours.py), so the text cannot drift from them.
+HEATMAP_HELP_SIGNED = f"Darker = more important · {LEGEND_SIGNED}."
+HEATMAP_HELP_ABSOLUTE = f"Darker = more important · {LEGEND_ABSOLUTE}."
+# a task with both kinds of explanation: the signed legend, and the unsigned one's colour clause
+HEATMAP_HELP_BOTH = f"Darker = more important · {LEGEND_SIGNED} · unsigned ones: {LEGEND_ABSOLUTE.split(' · ')[0]}."
 
 
 def show_input(primary: str, auxiliary: str | None) -> None:
@@ -20,17 +25,24 @@ def show_input(primary: str, auxiliary: str | None) -> None:
         st.text(f"Question: {auxiliary}")
 
 
-def show_explanations(tokens: Sequence[str], explanations: Sequence, as_tables: bool = False) -> None:
+def show_explanations(tokens: Sequence[str], explanations: Sequence, as_tables: bool = False,
+                      units: Sequence[Unit] | None = None) -> None:
     """One heatmap (or token/score table) per explanation; `explanations`: objects with `slot` (a letter) and
-    `scores` (one float per token)."""
+    `scores` (one float per token). units: show these words (each scored by the sum of its tokens' scores)
+    instead of the tokens (engine.plausibility.task_words)."""
+    kinds = set()
     for e in explanations:
         signed = any(s < 0 for s in e.scores)
+        kinds.add(signed)
+        texts = list(tokens) if units is None else [u.text for u in units]
+        scores = list(e.scores) if units is None else aggregate(e.scores, units, "sum").tolist()
         if as_tables:
             st.markdown(f"**Explanation {e.slot}**")  # a slot is a letter the store made, never user text
-            st.dataframe(pd.DataFrame({"token": list(tokens), "score": list(e.scores)}), hide_index=True)
+            st.dataframe(pd.DataFrame({"token" if units is None else "word": texts, "score": scores}), hide_index=True)
         else:
-            st.html(token_heatmap_html(list(tokens), list(e.scores), signed=signed, title=f"Explanation {e.slot}"))
-    st.caption(HEATMAP_HELP)
+            st.html(token_heatmap_html(texts, scores, signed=signed, title=f"Explanation {e.slot}"))
+    st.caption(HEATMAP_HELP_BOTH if kinds == {True, False} else HEATMAP_HELP_SIGNED if True in kinds
+               else HEATMAP_HELP_ABSOLUTE)
 
 
 def rank_pickers(slots: Sequence[str], key: str) -> dict[str, int | None]:
@@ -42,11 +54,19 @@ def rank_pickers(slots: Sequence[str], key: str) -> dict[str, int | None]:
             for i, slot in enumerate(slots)}
 
 
-def rationale_picker(tokens: Sequence[str], key: str, label: str = "Tokens that justify the label") -> list[int]:
-    """A multiselect of token positions (shown as `token (#i)`) and a heatmap of the selection; returns the
-    selected positions."""
+def rationale_picker(tokens: Sequence[str], key: str, label: str = "Tokens that justify the label",
+                     units: Sequence[Unit] | None = None) -> list[int]:
+    """A multiselect of token positions (shown as `token (#i)`), or of words when `units` are given (shown as
+    `word (#k)`, k counting words from 1), and a heatmap of the selection; returns the selected token positions
+    (a word: all of its tokens), sorted."""
     tokens = list(tokens)
-    selected = st.multiselect(label, list(range(len(tokens))), format_func=lambda i: f"{tokens[i]} (#{i})", key=key)
-    st.html(token_heatmap_html(tokens, [1.0 if i in selected else 0.0 for i in range(len(tokens))], signed=False,
-                               title="Your selection"))
-    return selected
+    if units is None:
+        selected = st.multiselect(label, list(range(len(tokens))), format_func=lambda i: f"{tokens[i]} (#{i})", key=key)
+        st.html(token_heatmap_html(tokens, [1.0 if i in selected else 0.0 for i in range(len(tokens))], signed=False,
+                                   title="Your selection"))
+        return selected
+    words = list(units)
+    chosen = st.multiselect(label, list(range(len(words))), format_func=lambda k: f"{words[k].text} (#{k + 1})", key=key)
+    st.html(token_heatmap_html([u.text for u in words], [1.0 if k in chosen else 0.0 for k in range(len(words))],
+                               signed=False, title="Your selection"))
+    return sorted(i for k in chosen for i in words[k].tokens)

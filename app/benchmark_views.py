@@ -6,8 +6,29 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from app.column_labels import column_config
 from app.text import md
 from engine.csv_safe import frame_to_csv
+from engine.results.store import RECURSIVE_MASKING
+
+
+def opening_run(data: pd.DataFrame, model_id: str | None = None) -> str:
+    """The run the Benchmarks page opens on: the headline results (the README summary's runs, in its order) of the
+    sidebar's model where it has cells there, else the first headline run stored, else the first run of recursive
+    masking, else the first run. Never a ROAR run first: its BiLSTM curves are a side experiment, not the headline."""
+    from engine.reports.report import RACU_RUNS
+
+    runs = sorted(data["run"].unique())
+    headline = [run for *_, run, _n in RACU_RUNS if run in runs]
+    if model_id is not None:
+        mine = set(data.loc[data["model"] == model_id, "run"])
+        for run in headline + runs:
+            if run in mine:
+                return run
+    if headline:
+        return headline[0]
+    masking = sorted(data.loc[data["method"] == RECURSIVE_MASKING, "run"].unique())
+    return (masking or runs)[0]
 
 
 def render_pareto() -> None:
@@ -43,7 +64,7 @@ def render_pareto() -> None:
         st.caption(f"Anytime at or above beam's curve (the best of LOO, greedy and the beams a budget affords) at "
                    f"{above} of {len(versus)} budgets up to beam-20's cost.")
     shown = summary_for_display(summary)
-    st.dataframe(shown, hide_index=True)
+    st.dataframe(shown, hide_index=True, column_config=column_config(shown))
     config = provenance.get("config", {})
     st.caption(f"Model {md(provenance.get('checkpoint', '?'))} (weights sha256 "
                f"{md(str(provenance.get('checkpoint_sha256', '?'))[:12])}), {int(table['input'].nunique())} "
@@ -186,4 +207,11 @@ def render_faith_plausibility(view: pd.DataFrame, model_id: str | None, classifi
     st.caption("Error bars: 95% intervals (RACU and NAOPC over seeds; AUPRC over inputs; the rating mu +- 1.96 "
                "sigma). " + (f"Spearman over the {len(both)} measures: {rho:.2f}." if rho == rho else
                              "Spearman needs 3 measures or more."))
-    st.dataframe(both, hide_index=True)
+    # short headers (a long one widens its column past the table's edge), the full names as their help
+    faith_short = {"racu": "RACU %", "naopc": "NAOPC"}[faith_kind]
+    plaus_short = {"rating": "rating (mu)", "auprc-human": "AUPRC", "auprc-gold": "AUPRC"}[plaus_kind]
+    st.dataframe(both, hide_index=True, column_config=column_config(both, {
+        "faith": (faith_short, f"{FAITHFULNESS[faith_kind]}, mean over seeds; higher: more faithful"),
+        "faith_low": (f"{faith_short} 95% low", None), "faith_high": (f"{faith_short} 95% high", None),
+        "plaus": (plaus_short, f"{PLAUSIBILITY[plaus_kind]}; higher: more plausible"),
+        "plaus_low": (f"{plaus_short} 95% low", None), "plaus_high": (f"{plaus_short} 95% high", None)}))

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from app.column_labels import label
 from engine.results.budget_pareto import BEAM_CURVE, METRICS, POINTS, pareto_front
 
 AXIS = {"racu": "RACU % (higher: more faithful)", "naopc": "NAOPC (1 = the best attainable AOPC)",
@@ -67,12 +68,9 @@ def pareto_figure(summary: pd.DataFrame, metric: str = "racu") -> go.Figure:
 
 
 def summary_for_display(summary: pd.DataFrame) -> pd.DataFrame:
-    """The summary with the front flags per metric and readable column names, for a table beside the plot."""
+    """The summary with the front flags per metric and the readable column names of app.column_labels, for a table
+    beside the plot."""
     out = summary.assign(front_racu=pareto_front(summary, "racu"), front_naopc=pareto_front(summary, "naopc"))
     out = out.round({"forwards": 1, "forwards_per_g": 2, "aopc": 4, "naopc": 4, "naopc_low": 4, "naopc_high": 4,
                      "racu": 1, "racu_low": 1, "racu_high": 1, "complete": 2})
-    return out.rename(columns={"multiple": "budget (x G)", "forwards": "passes per input",
-                               "forwards_per_g": "passes / G", "racu": "RACU %", "racu_low": "RACU low",
-                               "racu_high": "RACU high", "naopc": "NAOPC", "naopc_low": "NAOPC low",
-                               "naopc_high": "NAOPC high", "aopc": "AOPC", "complete": "share complete",
-                               "front_racu": "Pareto (RACU)", "front_naopc": "Pareto (NAOPC)"})
+    return out.rename(columns={c: label(c) for c in out.columns})

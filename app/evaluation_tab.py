@@ -11,6 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from app.column_labels import column_config
 from app.text import md
 from engine import ERASURE_METRICS as METRICS
 from engine.csv_safe import frame_to_csv
@@ -100,8 +101,9 @@ def _sanity_section(data: pd.DataFrame) -> None:
         st.plotly_chart(fig, width="stretch")
         final = part[part["passes"].notna()] if "passes" in part else part.iloc[0:0]
         if not final.empty:
-            st.dataframe(final[["base_model", "strategy", "measure", "seed", "value", "ci_low", "ci_high", "passes"]]
-                         .rename(columns={"value": "Spearman after full randomisation"}), hide_index=True)
+            shown = final[["base_model", "strategy", "measure", "seed", "value", "ci_low", "ci_high", "passes"]]
+            st.dataframe(shown, hide_index=True, column_config=column_config(shown, {
+                "value": ("Spearman after full randomisation", "with the trained model's scores (lower: passes)")}))
 
 
 def _agreement_section(data: pd.DataFrame) -> None:
@@ -115,7 +117,7 @@ def _agreement_section(data: pd.DataFrame) -> None:
     for strategy, g in part.groupby("strategy"):
         wide = g.pivot_table(index=["measure_a", "measure_b"], columns="metric", values="value").reset_index()
         st.markdown(f"**{md(strategy)}** ({md(g['base_model'].iloc[0])}, {int(g['n_examples'].iloc[0])} inputs per seed)")
-        st.dataframe(wide.round(3), hide_index=True)
+        st.dataframe(wide.round(3), hide_index=True, column_config=column_config(wide))
 
 
 def _cost_section() -> None:

@@ -153,18 +153,23 @@ def _bars(values: pd.Series, low: pd.Series, high: pd.Series) -> dict | None:
             "arrayminus": (values - low).fillna(0).to_numpy(), "thickness": 1}
 
 
-def figure(both: pd.DataFrame, faith_label: str, plaus_label: str) -> go.Figure:
-    """One point per measure: plausibility on x, faithfulness on y, each with its interval as error bars. The
+def figure(both: pd.DataFrame, faith_label: str, plaus_label: str, height: int = 460) -> go.Figure:
+    """One point per measure: plausibility on x, faithfulness on y, each with its interval as error bars, and its
+    name beside it where it overlaps no other name (app.point_labels: coinciding measures share one label). The
     measure names come from stores a user may have filled: plotly reads <a>, <b>, <br> in text, so they are
     HTML-escaped (plotly shows the entities as the characters)."""
+    from app.point_labels import point_labels
+
+    texts, positions = point_labels(both["plaus"], both["faith"], [str(m) for m in both["measure"]],
+                                    height=height - 100)
     fig = go.Figure()
-    for r in both.itertuples():
+    for k, r in enumerate(both.itertuples()):
         one = both[both["measure"] == r.measure]
         fig.add_trace(go.Scatter(
             x=one["plaus"], y=one["faith"], mode="markers+text", name=html.escape(str(r.measure)),
-            text=[html.escape(str(r.measure))],
-            textposition="top center", marker={"size": 11},
+            text=[html.escape(texts[k])], textposition=positions[k], marker={"size": 11},
+            hovertemplate="%{x:.3g}, %{y:.3g}<extra>" + html.escape(str(r.measure)) + "</extra>",
             error_x=_bars(one["plaus"], one["plaus_low"], one["plaus_high"]),
             error_y=_bars(one["faith"], one["faith_low"], one["faith_high"])))
-    fig.update_layout(xaxis_title=plaus_label, yaxis_title=faith_label, height=460, showlegend=False)
+    fig.update_layout(xaxis_title=plaus_label, yaxis_title=faith_label, height=height, showlegend=False)
     return fig

@@ -19,9 +19,11 @@ if problem:
     st.error(problem, icon=":material/lock:")
     st.stop()
 role = availability.current_role()
-if role == availability.ANNOTATOR:
-    # A study link: its holder sees the study and nothing else; with one page in the navigation, any other URL
-    # path falls back to it, and no sidebar (model picker, sign-in) is drawn.
+# A study link, or a session that ever came with one (a page switch through the browser's history drops the link's
+# parameters from the URL but not from the session): its holder sees the study and nothing else; with one page in
+# the navigation, any other URL path falls back to it, and no sidebar (model picker, sign-in) is drawn.
+if study_view.is_study_session(st.query_params, st.session_state) or role == availability.ANNOTATOR:
+    role = availability.ANNOTATOR
     st.navigation([st.Page(study_view.page, title="Study", icon=":material/rate_review:", default=True)],
                   position="hidden").run()
     st.stop()

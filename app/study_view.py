@@ -26,6 +26,7 @@ from engine.plausibility.studies import (
     StudyStore,
     StudyTimeUpError,
 )
+from engine.plausibility.task_words import task_words
 
 SESSION_KEY = "study_session"  # (link key, engine Session) of this browser session
 UNAVAILABLE = "The study cannot be reached right now; please try again later."
@@ -33,9 +34,31 @@ RESUME_NOTE = ("You can close this page at any time and come back with the same 
                "you continue where you left off.")
 
 
+LINK_KEY = "study_link"  # the study link's parameters this browser session first came with
+
+
 def is_study_link(query_params: Mapping[str, str]) -> bool:
     """Whether the URL is a study link (then the session sees only the study)."""
     return TOKEN_PARAM in query_params
+
+
+def is_study_session(query_params: Mapping[str, str], session_state) -> bool:
+    """Whether this browser session is an annotator's: its URL is a study link, or it ever came with one. Once a study
+    link is seen, the session keeps to the study whatever the URL says next: a page switch in the browser (the history
+    API: pushState to another path, then popstate) reruns the app with that path's URL, without the token, in the
+    same session, and must not bring up the dashboard. The link's parameters are kept for `page()`."""
+    if is_study_link(query_params):
+        session_state[LINK_KEY] = {k: str(v) for k, v in query_params.items()}
+        return True
+    return LINK_KEY in session_state
+
+
+def _link_params() -> Mapping[str, str]:
+    """The study link's parameters: the URL's, or, after the browser moved to a URL without them, the link's."""
+    params = st.query_params
+    if is_study_link(params):
+        return params
+    return st.session_state.get(LINK_KEY, {})
 
 
 def worker_id_from(query_params: Mapping[str, str], store: StudyStore) -> str | None:
@@ -89,7 +112,8 @@ def _task(store: StudyStore, session, assignment) -> None:
     if task.class_name is not None:
         st.caption(f"Explained decision: **{md(task.class_name)}**")
     show_input(task.primary, task.auxiliary)
-    show_explanations(task.tokens, task.explanations)
+    units = None if session.shown_as == "token" else task_words(task.primary, task.tokens)  # the study's choice
+    show_explanations(task.tokens, task.explanations, units=units)
     ranks, cannot, selected = None, False, None
     if "ranking" in assignment.kinds:
         st.markdown("**Rank the explanations** (1 = most convincing; equal numbers are ties)")
@@ -97,7 +121,7 @@ def _task(store: StudyStore, session, assignment) -> None:
         cannot = st.checkbox("Cannot decide", key=f"study_cannot_{aid}")
     if "rationale" in assignment.kinds:
         selected = rationale_picker(task.tokens, key=f"study_rationale_{aid}",
-                                    label="Words that justify the decision")
+                                    label="Words that justify the decision", units=units)
     comment = st.text_area("Comment (optional)", key=f"study_comment_{aid}", max_chars=MAX_COMMENT_LENGTH)
     if not st.button("Submit and continue", key=f"study_submit_{aid}", type="primary"):
         return
@@ -122,7 +146,7 @@ def _task(store: StudyStore, session, assignment) -> None:
 
 def page() -> None:
     """The whole annotator view (a callable page of st.navigation)."""
-    params = st.query_params
+    params = _link_params()
     token = params.get(TOKEN_PARAM, "")
     try:
         store = StudyStore()

@@ -2,11 +2,14 @@
 beside the published numbers."""
 from __future__ import annotations
 
+import html
+
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.benchmark_views import render_faith_plausibility, render_pareto, render_upload
+from app.benchmark_views import opening_run, render_faith_plausibility, render_pareto, render_upload
+from app.column_labels import column_config
 from app.compute_cells import compute_cells_form
 from app.shared import MODEL_KEY, get_classifier, note_if_not_masked_fine_tuned
 from app.text import md
@@ -16,58 +19,19 @@ from engine.results import ResultsStore
 from engine.results.published import load_published
 from engine.results.store import RECURSIVE_MASKING, is_count_schedule
 
+
+def md_plotly(text: str) -> str:
+    """Store text (model names) as plotly shows it: escaped, since plotly reads <b>, <a>, <br> in labels."""
+    return html.escape(str(text))
+
+
 METHOD_TITLE = {RECURSIVE_MASKING: "Recursive masking (no retraining)", "recursive-roar": "Recursive ROAR",
                 "roar": "ROAR"}
 SCHEDULE_HELP = ("ratio / quantile: a share of each input's tokens. count 0..N: k tokens per input (capped at its "
                  "length); ACU is then taken over k / N, so it stays a mean gap on the same scale.")
-# The area table's columns as a reader names them: unit and which direction is better (FMM: the further the
-# measure's curve falls below random masking, the larger ACU / RACU and the more faithful the measure).
-BETTER = "higher: more faithful"
-AREA_COLUMNS = {
-    "dataset": ("dataset", None), "split": ("split", None), "base_model": ("model", None),
-    "strategy": ("fine-tuning", None), "method": ("method", None), "schedule": ("masking schedule", None),
-    "n_examples": ("examples", "inputs averaged per curve"), "grid": ("masking levels", None),
-    "measure": ("measure", None),
-    "acu_pct": (f"ACU % ({BETTER})", "Area of the random curve above the measure's curve (metric x masked share, "
-                "in %); mean over seeds"),
-    "acu_low": ("ACU 95% CI low", None), "acu_high": ("ACU 95% CI high", None), "acu_ci": ("ACU CI method", None),
-    "racu_pct": (f"RACU % ({BETTER})", "ACU over the random curve's area above its fully-masked value "
-                 "(100%: the measure's curve drops there at once; unclipped, signed measures can exceed it); mean over "
-                 "seeds"),
-    "racu_low": ("RACU 95% CI low", None), "racu_high": ("RACU 95% CI high", None), "racu_ci": ("RACU CI method", None),
-    "racu_clipped_pct": (f"RACU clipped to ±100 % ({BETTER})", "R-ROAR's variant, clipped to [-100, 100]"),
-    "racu_clipped_low": ("clipped RACU CI low", None), "racu_clipped_high": ("clipped RACU CI high", None),
-    "seeds": ("seeds", "fine-tuned models (seeds) averaged"),
-}
-
-
-# The published tables' columns (their +/- are the papers' CI offsets).
-PUBLISHED_COLUMNS = {
-    "dataset": ("dataset", None), "importance_measure": ("measure", None), "model": ("model", None),
-    "acu_pct": (f"ACU % ({BETTER})", None), "acu_plus": ("ACU CI +", "upper offset of the 95% CI"),
-    "acu_minus": ("ACU CI −", "lower offset of the 95% CI"),
-    "racu_pct": (f"RACU % ({BETTER})", None), "racu_plus": ("RACU CI +", "upper offset of the 95% CI"),
-    "racu_minus": ("RACU CI −", "lower offset of the 95% CI"),
-    "ci_plus": ("RACU CI +", "upper offset of the 95% CI"), "ci_minus": ("RACU CI −", "lower offset of the 95% CI"),
-}
 # The area table's reading order: the measure and its results first, then the CIs' methods.
 AREA_ORDER = ["measure", "racu_pct", "racu_low", "racu_high", "acu_pct", "acu_low", "acu_high", "racu_clipped_pct",
               "racu_clipped_low", "racu_clipped_high", "seeds", "racu_ci", "acu_ci"]
-
-
-def _column_config(table: pd.DataFrame, labels: dict) -> dict:
-    """Human labels, units, the better direction and one decimal (the data keep their names, so the CSV
-    download below is unchanged)."""
-    config = {}
-    for column in table.columns:
-        label, help_text = labels.get(column, (column, None))
-        if column in ("n_examples", "seeds"):
-            config[column] = st.column_config.NumberColumn(label, help=help_text, format="%d")
-        elif pd.api.types.is_float_dtype(table[column]):
-            config[column] = st.column_config.NumberColumn(label, help=help_text, format="%.1f")
-        else:
-            config[column] = st.column_config.Column(label, help=help_text)
-    return config
 
 
 def _area_column_order(table: pd.DataFrame) -> list[str]:
@@ -103,20 +67,27 @@ def _method_comparison(data, dataset: str) -> None:
     measure = st.selectbox("Measure to compare", measures, index=measures.index(default) if default else 0,
                            key="bench_compare_measure")
     fig = go.Figure()
-    # Curves over different examples (a beam subset, the whole split) are kept apart, never averaged together.
+    # Curves over different examples (a beam subset, the whole split) are kept apart, never averaged together. One
+    # legend entry per curve group (its title: method, model, examples), and the legend below the plot: a legend
+    # of long names beside it took half the width and was cut off.
+    groups = 0
     for i, ((method, model, strategy, _split, n_examples, _grid), group) in enumerate(
             part.groupby(["method", "base_model", "strategy", "split", "n_examples", "grid"], dropna=False)):
         if not (group["measure"] == measure).any():
             continue  # a random curve alone (e.g. a beam subset without this measure) compares nothing
         examples = f" · {int(n_examples)} examples" if pd.notna(n_examples) else ""
         color = f"hsl({(i * 83 + 20) % 360},65%,42%)"
+        title = f"{METHOD_TITLE.get(method, method)} · {model} ({strategy}){examples}"
+        groups += 1
         for name, dash in ((measure, "solid"), ("random", "dot")):
             curve = group[group["measure"] == name].groupby("ratio")["value"].mean()
             if curve.empty:
                 continue
             fig.add_trace(go.Scatter(x=curve.index, y=curve.values, mode="lines+markers", line={"color": color, "dash": dash},
-                                     name=f"{METHOD_TITLE.get(method, method)} · {model} ({strategy}){examples} · {name}"))
-    fig.update_layout(xaxis_title="fraction of tokens masked", yaxis_title="test metric", xaxis_tickformat=".0%", height=440)
+                                     name=name, legendgroup=title, legendgrouptitle_text=md_plotly(title)))
+    fig.update_layout(xaxis_title="fraction of tokens masked", yaxis_title="test metric", xaxis_tickformat=".0%",
+                      height=420 + 60 * groups, legend={"orientation": "h", "yanchor": "top", "y": -0.18,
+                                                          "xanchor": "left", "x": 0})
     st.plotly_chart(fig, width="stretch")
 
 
@@ -163,7 +134,10 @@ if data.empty:
             "`python -m engine benchmark --help`.")
 else:
     c1, c2, c3 = st.columns(3)
-    run = c1.selectbox("Run", sorted(data["run"].unique()), key="bench_run")
+    runs = sorted(data["run"].unique())
+    if st.session_state.get("bench_run") not in runs:  # open on the headline results, not the first name in the list
+        st.session_state["bench_run"] = opening_run(data, _model_id)
+    run = c1.selectbox("Run", runs, key="bench_run")
     data = data[data["run"] == run]
     dataset = c2.selectbox("Dataset", sorted(data["dataset"].unique()), key="bench_dataset")
     data = data[data["dataset"] == dataset]
@@ -257,7 +231,7 @@ else:
                        "what stood in for it; one seed has none). Each measure is paired with the random curve of the "
                        "same seed."
                        + (" Count schedule: ACU is taken over k / k_max." if counted else ""))
-            st.dataframe(table, hide_index=True, column_config=_column_config(table, AREA_COLUMNS),
+            st.dataframe(table, hide_index=True, column_config=column_config(table),
                          column_order=_area_column_order(table))
             _paired_comparison(data, sorted(set(table["measure"]) - {"random"}))
 
@@ -267,7 +241,10 @@ else:
         for measure, part in data.groupby("measure"):
             mean = part.groupby("ratio")["p_below_005"].mean()
             pfig.add_trace(go.Scatter(x=mean.index * k_max, y=mean.values, name=measure, mode="lines+markers"))
-        pfig.add_hline(y=0.05, line_dash="dash", annotation_text="5% expected under the null")
+        # the 5% line is named in the legend: a label on the line sat on the curves, which run along it
+        x_ends = [float(data["ratio"].min() * k_max), float(data["ratio"].max() * k_max)]
+        pfig.add_trace(go.Scatter(x=x_ends, y=[0.05, 0.05], mode="lines", name="5% expected under the null",
+                                  line={"dash": "dash", "color": "black", "width": 1}, hoverinfo="skip"))
         pfig.update_layout(xaxis_title=x_title, yaxis_title="share of inputs with p < 0.05",
                            xaxis_tickformat=x_format, yaxis_tickformat=".0%", height=380)
         st.plotly_chart(pfig, width="stretch")
@@ -289,8 +266,8 @@ render_upload(_classifier)
 st.subheader("Published numbers")
 published, citation = load_published("fmm_table1")
 st.caption(f"Published, not measured here: {citation}")
-st.dataframe(published, hide_index=True, column_config=_column_config(published, PUBLISHED_COLUMNS))
+st.dataframe(published, hide_index=True, column_config=column_config(published))
 roar, roar_citation = load_published("recursive_roar_table2")
 with st.expander("Recursive ROAR (published)"):
     st.caption(roar_citation)
-    st.dataframe(roar, hide_index=True, column_config=_column_config(roar, PUBLISHED_COLUMNS))
+    st.dataframe(roar, hide_index=True, column_config=column_config(roar))

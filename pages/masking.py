@@ -14,14 +14,36 @@ from app.shared import note_if_not_masked_fine_tuned, selected_classifier
 from app.text import md
 from engine import PACKAGED_DATASETS, EngineError, dataset_names, load_or_fit_masf, mask_single_input, measure_availability
 from engine.csv_safe import frame_to_csv
+from engine.faithfulness.shipped_ranking import first_measure, ranked_measures, stored_rows_for
 from engine.importance.levels import LEVELS, aggregate
 from engine.ood import MASF_FIT_VERSION, calibration_key, stored_calibrations
+from engine.results import ResultsStore
 from engine.runtime import code_version
 
+MASF_AXIS_TITLE = "MaSF p-value (log)"
 LEVEL_LABELS = {"token": "tokens (word pieces)", "word": "words", "sentence": "sentences"}
 # Ratio mode masks a share of the input's tokens per step (FMM); count mode one token per step, up to 10.
 SCHEDULES = {"10% of the tokens": ("ratios", 0.1), "20% of the tokens": ("ratios", 0.2),
              "25% of the tokens": ("ratios", 0.25), "1 token (up to 10)": ("counts", 10)}
+
+
+
+@st.cache_data(show_spinner="Reading which measures the stored results rank best ...", max_entries=16)
+def _ranked(root: str, fingerprint: tuple, model_id: str, base_model: str | None, dataset: str | None,
+            strategy: str | None) -> list[str]:
+    """The measures the results store ranks most faithful for this checkpoint (or its family), best first; kept per
+    state of the store (`fingerprint` is in the key)."""
+    return ranked_measures(stored_rows_for(ResultsStore(root), model_id, dataset), model_id, base_model, dataset, strategy)
+
+
+def _opening_measure(classifier, offered: list[str]) -> str | None:
+    """The measure the page opens on: the one the shipped results rank best for this model (the first measure in
+    the list, attention-cls-last, sits on random masking and reads "no better than random"), else loo-sign."""
+    store = ResultsStore()
+    meta = classifier.meta
+    ranked = _ranked(str(store.root), store.fingerprint(), classifier.id, meta.base_model, meta.dataset, meta.strategy)
+    return first_measure(offered, ranked)
+
 
 st.title("Step-by-step masking")
 classifier = selected_classifier()
@@ -41,6 +63,8 @@ from_url = arrived_from_url("masking", {
     "step": ("masking_step", lambda v: v if v in SCHEDULES else None),
     "words": ("masking_whole_words", lambda v: v == "1"),
 })
+if st.session_state.get("masking_measure") not in offered:  # first visit, or a model without the measure held
+    st.session_state["masking_measure"] = _opening_measure(classifier, offered)
 if "masking_text" not in st.session_state:
     st.session_state["masking_text"] = st.session_state.get("explain_text", "")
 
@@ -96,7 +120,9 @@ def _view() -> dict:
 
 run = st.button("Mask step by step", type="primary", key="masking_run")
 if run or from_url:
-    st.button("Cancel", key="masking_cancel")  # any click reruns the page, which stops the running computation
+    # any click reruns the page, which stops the running computation; the button goes once the run ends
+    cancel = st.empty()
+    cancel.button("Cancel", key="masking_cancel")
     bar = st.progress(0.0, text="starting ...")
 
     def report(name: str, done: int, total: int) -> None:
@@ -123,6 +149,8 @@ if run or from_url:
     except EngineError as err:  # an empty input, or a MaSF that cannot be calibrated (too few inputs): a message
         st.session_state.pop("masking_result", None)
         st.warning(md(err))
+    finally:
+        cancel.empty()  # nothing left to cancel
 elif st.session_state.get("masking_result") is not None and st.session_state.get("masking_url_applied", {}).get("text") == text:
     publish("masking", _view())  # another level keeps the URL in step with the view
 
@@ -175,10 +203,14 @@ if result is not None:
     if steps[0].p_value is not None:
         pfig = go.Figure()
         pfig.add_trace(go.Scatter(x=x, y=[float(s.p_value[0]) for s in steps], name=result.measure.measure, mode="lines+markers"))
-        pfig.add_hline(y=0.05, line_dash="dash", annotation_text="0.05")
-        # A log axis with plotly's default ticks reads "2, 1, 5, 2, 1": name the decades and the 0.05 line.
+        pfig.add_hline(y=0.05, line_dash="dash")
+        # placed by hand: on a log axis, add_hline's own label lands at 10^0.05 (plotly reads its y as a log)
+        pfig.add_annotation(x=1, xref="paper", xanchor="right", y=np.log10(0.05), yref="y", yanchor="top",
+                            text="below 0.05: out of distribution", showarrow=False, font={"size": 11})
+        # A log axis with plotly's default ticks reads "2, 1, 5, 2, 1": name the decades and the 0.05 line. The
+        # axis title fits the chart's height (a longer one is cut at both ends); the line's label says the rest.
         ticks = [0.001, 0.01, 0.05, 0.1, 0.5, 1.0]
-        pfig.update_layout(xaxis_title=x_title, yaxis_title="MaSF p-value (log scale; below 0.05: out of distribution)",
+        pfig.update_layout(xaxis_title=x_title, yaxis_title=MASF_AXIS_TITLE,
                            yaxis_type="log", yaxis_tickvals=ticks, yaxis_ticktext=[f"{t:g}" for t in ticks],
                            yaxis_range=[-3.2, 0.05], height=300, xaxis_tickformat=x_format)
         st.plotly_chart(pfig, width="stretch")

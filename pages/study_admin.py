@@ -28,6 +28,7 @@ from engine.plausibility.studies import (
     build_study_tasks,
 )
 from engine.plausibility.study_results import answers_csv, export_records, study_results
+from engine.plausibility.task_words import SHOWN_AS
 
 require_admin()  # served to a network, only the admin may use this page (app/admin.py)
 
@@ -35,6 +36,7 @@ SELECTED_KEY = "studies_selected"
 LINKS_KEY = "studies_links"  # {study id: [(label, url)]}: raw tokens exist only here and in the links sent
 PREFERRED = ("random", "grad-l2", "loo-sign", "ig-sign", "x-grad-sign", "attention")
 N_BOOT = 200
+SHOWN_AS_LABELS = {"word": "words", "token": "word pieces"}
 
 
 def fmt(value, digits: int = 3) -> str:
@@ -107,6 +109,11 @@ with st.expander("New study", icon=":material/add:", expanded=not studies):
                                           help="instructed: the item says which explanation to put first; gold: the "
                                                "gold rationale against a random one (datasets with rationales)")
                 kinds = c8.multiselect("Each task asks for", KINDS, default=["ranking"], key="study_kinds")
+                shown_as = st.radio("Annotators see", SHOWN_AS, horizontal=True, key="study_shown_as",
+                                    format_func=SHOWN_AS_LABELS.get,
+                                    help="words: the text's words as typed, each coloured by the sum of its pieces' "
+                                         "scores, and a marked word marks all of its pieces; word pieces: the model's "
+                                         "tokens (me ##hta), for annotators who know them. Recorded with the study.")
                 instructions = st.text_area("Instructions", DEFAULT_INSTRUCTIONS, max_chars=MAX_TEXT_LENGTH,
                                             key="study_instructions")
                 consent = st.text_area("Consent text", DEFAULT_CONSENT, max_chars=MAX_TEXT_LENGTH, key="study_consent")
@@ -118,7 +125,7 @@ with st.expander("New study", icon=":material/add:", expanded=not studies):
                                      n_examples=int(n_examples), kinds=tuple(kinds), tasks_per_annotator=int(per),
                                      overlap=int(overlap), attention_checks=int(checks), check_kind=check_kind,
                                      instructions=instructions, consent=consent,
-                                     time_limit_minutes=float(limit) if limit > 0 else None)
+                                     time_limit_minutes=float(limit) if limit > 0 else None, shown_as=shown_as)
                 bar = st.progress(0.0, text="Explaining the examples ...")
                 made = {}
 
@@ -146,7 +153,8 @@ c = study.config
 st.subheader(md(study.name), anchor=False)
 st.caption(f"{md(study.id)} · {study.state} · model {md(c.model_id)} on {md(c.dataset or 'its dataset')} · measures "
            f"{md(', '.join(c.measures))} · {study.n_tasks} tasks, overlap {c.overlap}, {c.tasks_per_annotator} per "
-           f"annotator + {c.attention_checks} {c.check_kind} checks · {study.annotators_needed} annotators needed")
+           f"annotator + {c.attention_checks} {c.check_kind} checks · {study.annotators_needed} annotators needed · "
+           f"annotators see {SHOWN_AS_LABELS[c.shown_as]}")
 
 # -- invite -----------------------------------------------------------------------------------------------
 st.markdown("#### Invite")
@@ -195,7 +203,8 @@ m1.metric("Tasks", cov["tasks"])
 m2.metric("Overlap", cov["overlap"])
 m3.metric("Tasks complete", f"{cov['complete']} of {cov['tasks']}")
 m4.metric("Answers (checks included)", cov["answers"])
-m5.metric("Annotators", f"{cov['annotators']} of {cov['annotators_needed']} needed")
+# a metric's value is cut to its column's width: the short value here, what it counts in the label
+m5.metric("Annotators (of needed)", f"{cov['annotators']} of {cov['annotators_needed']}")
 counts = Counter(cov["per_task"].values())
 st.text("Answers per task: " + ", ".join(f"{n} answers: {k} tasks" for n, k in sorted(counts.items()))
         + (f" · {cov['over']} tasks over the overlap" if cov["over"] else ""))

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 import textwrap
+import time
 
 from engine.errors import InvalidInputError, UnknownMeasureError
 
@@ -124,21 +125,57 @@ def _chosen_measures(names: list[str], classifier) -> list[str]:
     return measures
 
 
+class _Progress:
+    """Progress lines on a terminal's stderr (stdout may carry an export): the model loading, then each measure as it
+    starts and ends with its seconds, and beam search's steps. A prompted LLM takes minutes here on a CPU, which
+    printed nothing after its conversion bar."""
+
+    def __init__(self, stream=None):
+        self.stream = stream if stream is not None else sys.stderr
+        self.shown = self.stream.isatty()
+        self.started = time.perf_counter()
+        self.current: str | None = None
+
+    def line(self, text: str) -> None:
+        if self.shown:
+            print(text, file=self.stream, flush=True)
+
+    def loaded(self, model_id: str, n_measures: int) -> None:
+        self.line(f"loaded {model_id} in {time.perf_counter() - self.started:.1f} s; classifying the text and "
+                  f"explaining it with {n_measures} measure(s) ...")
+        self.started = time.perf_counter()
+
+    def measure(self, measure: str, done: int, total: int) -> None:
+        """explain_text's progress: (measure, index, count) as each measure starts; beam's steps while it runs."""
+        if not self.shown:
+            return
+        if measure == self.current:  # only beam search calls again while it runs, with its steps
+            print(f"\r      step {done}/{total}", end="" if done < total else "\n", file=self.stream, flush=True)
+            return
+        self.current, self.started = measure, time.perf_counter()
+        self.line(f"[{done + 1}/{total}] {measure} ...")
+
+    def finished(self, measure: str, result) -> None:
+        """explain_text's on_measure: the measure's time, or that it was skipped."""
+        outcome = "skipped" if measure in result.errors else "done"
+        self.line(f"      {measure} {outcome} in {time.perf_counter() - self.started:.1f} s")
+
+
 def run(args: argparse.Namespace) -> int:
     from engine.explain import explain_text
     from engine.importance import MEASURES
     from engine.models import load_classifier
 
+    shown = _Progress()
+    shown.line(f"loading {args.model} ...")
     classifier = load_classifier(args.model, device=args.device)
     measures = _chosen_measures(args.measure, classifier)
     options = _parse_options(args.option, measures)
     target = None if args.target is None else classifier.check_target(args.target)
-    progress = None
-    if sys.stderr.isatty():  # beam search streams its steps; the others are one pass each
-        def progress(measure, done, total):
-            if measure == "beam":
-                print(f"\r{measure}: step {done}/{total}", end="" if done < total else "\n", file=sys.stderr, flush=True)
-    result = explain_text(classifier, args.text, args.aux, measures, target, options=options, progress=progress)
+    shown.loaded(classifier.id, len(measures))
+    result = explain_text(classifier, args.text, args.aux, measures, target, options=options,
+                          progress=shown.measure if shown.shown else None,
+                          on_measure=shown.finished if shown.shown else None)
     colour = args.color == "always" or (args.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
 
     probs = result.probabilities

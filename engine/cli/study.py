@@ -76,6 +76,9 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="per annotator from their first visit; afterwards their unanswered tasks go to others")
     c.add_argument("--worker-param", default="PROLIFIC_PID", help="URL parameter with a crowd worker's id (default PROLIFIC_PID)")
     c.add_argument("--completion-code", default=None, help="the code shown when done (default: made up)")
+    c.add_argument("--show", default="word", choices=["word", "token"],
+                   help="what annotators see of each text: its words (default; each scored by the sum of its word "
+                        "pieces) or the model's word pieces (me ##hta); recorded with the study")
     c.add_argument("--id", default=None, help="the study id (default: study-XXXXXX)")
     c.set_defaults(func=_create)
 
@@ -172,7 +175,8 @@ def _create(args) -> int:
         attention_checks=args.checks, check_kind=args.check_kind,
         instructions=_read_text(args.instructions, args.instructions_file, DEFAULT_INSTRUCTIONS),
         consent=_read_text(args.consent, args.consent_file, DEFAULT_CONSENT), time_limit_minutes=args.time_limit,
-        worker_param=args.worker_param, completion_code=args.completion_code).checked()
+        worker_param=args.worker_param, completion_code=args.completion_code,
+        shown_as=args.show).checked()
     studies = _studies(args, create=True)
     try:
         tasks = build_study_tasks(config)

@@ -61,6 +61,7 @@ from engine.plausibility.store import (
     normalise_ordering,
     utc_now,
 )
+from engine.plausibility.task_words import check_shown_as, task_words
 from engine.plausibility.tasks import SLOTS, AnonymisedExplanation, Task
 from engine.plausibility.text_fields import check_text
 
@@ -137,6 +138,9 @@ class StudyConfig:
     time_limit_minutes: per annotator from their first visit; None = no limit.
     worker_param: the URL parameter carrying a crowd worker's id on the open link.
     completion_code: shown on the done page of the open link (None: one is made).
+    shown_as: what annotators see of each task: 'word' (the words as typed, each scored by the sum of its pieces;
+        rationales mark whole words) or 'token' (the model's word pieces, `me ##hta`). Studies stored before this
+        field existed showed pieces and read back as 'token'.
     """
 
     name: str
@@ -156,6 +160,7 @@ class StudyConfig:
     time_limit_minutes: float | None = None
     worker_param: str = DEFAULT_WORKER_PARAM
     completion_code: str | None = None
+    shown_as: str = "word"
 
     def checked(self) -> StudyConfig:
         """This config with tuples normalised, or InvalidInputError naming the first bad field."""
@@ -195,6 +200,7 @@ class StudyConfig:
             raise InvalidInputError("completion_code must be 1 to 64 characters")
         if c.completion_code is not None:
             check_text(c.completion_code, "the completion code")
+        check_shown_as(c.shown_as)
         return c
 
 
@@ -261,6 +267,7 @@ class Session:
     title, instructions, consent, kinds: what the annotator's view shows (no model, dataset or measure names).
     deadline: ISO time after which they get no more tasks (None: no limit).
     total: items they will be given at most (tasks + attention checks).
+    shown_as: 'word' or 'token', the study's choice of what each task shows (StudyConfig.shown_as).
     """
 
     study_id: str
@@ -274,6 +281,7 @@ class Session:
     started_at: str
     deadline: str | None
     total: int
+    shown_as: str = "word"
 
 
 @dataclass(frozen=True)
@@ -514,6 +522,7 @@ def _config_from_json(text: str) -> StudyConfig:
     data = json.loads(text)
     for key in ("measures", "kinds", "example_ids"):
         data[key] = tuple(data.get(key) or ())
+    data.setdefault("shown_as", "token")  # stored before studies chose: they showed word pieces
     known = StudyConfig.__dataclass_fields__
     return StudyConfig(**{k: v for k, v in data.items() if k in known})
 
@@ -617,6 +626,12 @@ def make_checks(tasks: Sequence[Task], config: StudyConfig, n: int, seed: int = 
                 note = (f"Attention check: for this task only, put explanation {slot} first, whatever you think of it, "
                         "and rank the others as you like.")
                 expected = {"first": slot}
+            elif config.shown_as == "word":  # the word as shown; marking it marks all of its pieces
+                words = task_words(base.primary, base.tokens)
+                index = rng.randrange(len(words))
+                note = (f"Attention check: for this task only, mark only word number {index + 1} "
+                        f"(\u201c{words[index].text}\u201d) and nothing else.")
+                expected = {"tokens": list(words[index].tokens)}
             else:
                 index = rng.randrange(len(base.tokens))
                 note = (f"Attention check: for this task only, mark only word number {index + 1} "
@@ -946,7 +961,7 @@ class StudyStore:
             deadline = (_parse_time(started_at) + timedelta(minutes=c.time_limit_minutes)).isoformat(timespec="microseconds")
         return Session(study_id=study.id, participant_id=participant_id, label=label, worker_id=worker_id, title=c.name,
                        instructions=c.instructions, consent=c.consent, kinds=c.kinds, started_at=started_at,
-                       deadline=deadline, total=self._total(conn, study, participant_id))
+                       deadline=deadline, total=self._total(conn, study, participant_id), shown_as=c.shown_as)
 
     def record_consent(self, session: Session) -> str:
         """Record that the annotator accepted the consent text (the first time only); returns that time.

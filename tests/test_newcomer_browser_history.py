@@ -1,0 +1,83 @@
+"""An annotator's browser session keeps to the study after a client-side page switch (issue 35, item 9): the
+browser's history API (pushState to another page's path, then popstate, as a back button or a script does) reruns
+the app in the same session with a URL that carries no study token. That rerun must show the study again, with no
+sidebar and no other page, both on localhost and served as to a network (ENGINE_NETWORK=1 with an admin secret).
+
+Headless Debian chromium with selenium, as tests/test_browser_study.py; the study is made in the store directly
+(no model is needed to show it)."""
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+
+import pytest
+from test_browser import CHROMEDRIVER, CHROMIUM, _wait, browser, serve_app  # noqa: F401 (browser: the fixture)
+from test_browser_own import _page_text, _wait_text
+
+pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
+
+SECRET = "a history-test admin secret, long enough"
+TITLE = "Which highlight convinces you?"
+DASHBOARD_TITLES = {"Explain", "Explain a prediction", "Step-by-step masking", "Benchmarks", "Models", "Your data", "Studies", "Attention"}
+
+
+@pytest.fixture(scope="module", params=["localhost", "network"])
+def study_link(request, tmp_path_factory):
+    """(app URL, a study link) with the app served on localhost or as to a network."""
+    from engine.plausibility.studies import StudyConfig, StudyStore
+    from engine.plausibility.tasks import make_task
+
+    cache, results = tmp_path_factory.mktemp("history_cache"), tmp_path_factory.mktemp("history_results")
+    store = StudyStore(results / "annotations.sqlite3")
+    tokens = ["a", "gorgeous", ",", "witty", "film"]
+    tasks = [make_task("history-model", f"a gorgeous, witty film {k}", tokens,
+                       {"x": [0.1, 0.9, 0.0, 0.5, 0.2], "y": [0.4, -0.3, 0.0, 0.1, 0.6]}) for k in range(3)]
+    study = store.create(StudyConfig(name=TITLE, model_id="history-model", measures=("x", "y"), n_examples=3,
+                                     tasks_per_annotator=3, overlap=1, attention_checks=0), tasks, code_version="test")
+    (link,) = store.invite(study.id, ["alice"])
+    network = {"ENGINE_NETWORK": "1", "ENGINE_ADMIN_SECRET": SECRET} if request.param == "network" else {}
+    saved = {k: os.environ.get(k) for k in ("ENGINE_NETWORK", "ENGINE_ADMIN_SECRET")}
+    for key in saved:
+        os.environ.pop(key, None)
+    os.environ.update(network)  # serve_app passes the environment on
+    with contextlib.ExitStack() as stack:
+        try:
+            url = stack.enter_context(serve_app(cache, results))
+        finally:
+            for k, v in saved.items():
+                os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+        yield url, f"{url}/?study_token={link.token}"
+
+
+def _only_the_study(driver) -> None:
+    """The page shows the study's title and nothing of the dashboard (no sidebar, no page title of it)."""
+    from selenium.webdriver.common.by import By
+
+    time.sleep(3.0)  # a rerun that would draw the dashboard has had time to draw it
+    _wait(driver, "h1", timeout=60)
+    titles = {h.text.strip() for h in driver.find_elements(By.TAG_NAME, "h1")}
+    assert TITLE in titles, (titles, _page_text(driver)[-600:])
+    assert not titles & DASHBOARD_TITLES, titles
+    assert not driver.find_elements(By.CSS_SELECTOR, "[data-testid='stSidebar']"), "no sidebar in a study session"
+    assert "Admin" not in _page_text(driver)
+
+
+@pytest.mark.parametrize("path", ["masking", "", "studies"])
+def test_a_history_page_switch_keeps_the_annotator_in_the_study(study_link, browser, path):  # noqa: F811
+    _url, link = study_link
+    browser.get(link)
+    _wait_text(browser, "I have read the above", timeout=120)
+    _only_the_study(browser)
+    # the browser moves to another page of the app without a reload: pushState twice, then back (a real popstate)
+    browser.execute_script(
+        "window.history.pushState({}, '', '/' + arguments[0]);"
+        "window.history.pushState({}, '', '/benchmarks');"
+        "window.history.back();", path)
+    time.sleep(1.0)
+    assert "study_token" not in browser.current_url, "the switch took the token out of the URL"
+    _only_the_study(browser)
+    # and a popstate event dispatched by a script on the current URL
+    browser.execute_script("window.history.pushState({}, '', '/explain');"
+                           "window.dispatchEvent(new PopStateEvent('popstate', {state: {}}));")
+    _only_the_study(browser)
