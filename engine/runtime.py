@@ -12,9 +12,10 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from engine import __version__, settings
+import engine.settings as settings
 from engine.errors import InvalidInputError
 from engine.settings import PROJECT_ROOT  # noqa: F401 (re-exported)
+from engine.version import __version__
 
 # Nothing may reach a hub at run time: the machines are offline, and a silent download attempt
 # costs a long timeout before failing. Users with a network can override these variables.

@@ -240,7 +240,7 @@ def _run_pool(todo: list, compute, backend: Backend, command, finish, report: Sw
     """The cells on `backend.workers` spawned processes, one cell at a time each. A worker that dies (killed,
     out of memory) is replaced, and its cell alone is sent again, up to max_retries times: the driver knows
     which cell each worker holds, unlike concurrent.futures, whose pool breaks as a whole."""
-    from engine import settings
+    import engine.settings as settings
 
     settings.set_threads_for_workers(backend.workers)  # workers share the cores: each takes its part
     ctx = mp.get_context("spawn")  # fork would copy this process's torch threads and locks
@@ -348,7 +348,7 @@ def ray_runtime_env(num_cpus: float = 1) -> dict:
     """The environment of the Ray workers: this checkout on PYTHONPATH (nodes run the same code from the same
     path) and the driver's ENGINE_* settings (models cache, dtype, attention ...; not the device, which Ray
     assigns), with ENGINE_THREADS = the task's CPUs unless set."""
-    from engine import settings
+    import engine.settings as settings
 
     env = {name: os.environ[name] for name in settings.SETTINGS if name in os.environ and name != "ENGINE_DEVICE"}
     env.setdefault("ENGINE_THREADS", str(max(1, int(num_cpus))))
