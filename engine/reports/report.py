@@ -421,11 +421,23 @@ def table_names() -> list[str]:
 
 def build(names: list[str] | None = None, results_dir: str | Path | None = None) -> dict[str, str]:
     """{name: markdown} of the chosen tables (default: all), from the results root (default: the project's)."""
-    from engine.runtime import PROJECT_ROOT
-
-    root = Path(results_dir) if results_dir is not None else PROJECT_ROOT / "results"
+    root = results_root(results_dir)
     chosen = _chosen(names)
     return {t.name: t.build(root).strip("\n") for t in chosen}
+
+
+def results_root(results_dir: str | Path | None = None) -> Path:
+    from engine.runtime import PROJECT_ROOT
+
+    return Path(results_dir) if results_dir is not None else PROJECT_ROOT / "results"
+
+
+def code_provenance_check(results_dir: str | Path | None = None) -> list[str]:
+    """The shipped results the tables are built from whose code no commit holds (engine.results.code_provenance):
+    one line each, empty when every one names committed code or carries its audit's label."""
+    from engine.results.code_provenance import code_provenance_problems
+
+    return code_provenance_problems(results_root(results_dir))
 
 
 def _chosen(names: list[str] | None) -> list[Table]:
