@@ -34,7 +34,7 @@ def _check_features(features, minimum: int = 30) -> torch.Tensor:
     if feats.ndim != 3:
         raise InvalidInputError(f"features must be [N, L, H], got shape {tuple(feats.shape)}")
     if feats.shape[0] < minimum:
-        raise InvalidInputError(f"MaSF needs at least {minimum} calibration inputs (10 per level and fold), got {feats.shape[0]}")
+        raise InvalidInputError(f"MaSF needs at least {minimum} calibration inputs (10 per level), got {feats.shape[0]}")
     return feats
 
 
@@ -243,7 +243,9 @@ class CrossFitMaSF:
         return [[int(f.level1.shape[0]), int(f.level2.shape[0]), int(f.level3.shape[0])] for f in self.fits]
 
     def fit(self, features) -> CrossFitMaSF:
-        feats = _check_features(features, minimum=30 * max(1, self.folds) // 3 if self.folds > 1 else 30)
+        feats = _check_features(features)
+        if feats.shape[0] < 2 * self.folds + 2:
+            raise InvalidInputError(f"{self.folds} folds need at least {2 * self.folds + 2} calibration inputs, got {feats.shape[0]}")
         if self.folds == 1:
             self.fits = [MaSF(seed=self.seed, rtol=self.rtol).fit(feats)]
             return self
