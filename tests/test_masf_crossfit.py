@@ -16,7 +16,6 @@ from engine.ood import (
     CrossFitMaSF,
     MaSF,
     false_alarm_interval,
-    fit_masf,
     load_masf,
     load_or_fit_masf,
     naive_pvalues,
