@@ -366,6 +366,13 @@ def budget_pareto_report(run: str) -> Callable[[Path], str]:
     return report_table(run)
 
 
+def masf_false_alarms(run: str) -> Callable[[Path], str]:
+    """MaSF's false alarms on fresh masked fine-tunings before and after cross-fitting (engine.results.masf_calibration)."""
+    from engine.results.masf_calibration import report_table
+
+    return report_table(run)
+
+
 def faith_plausibility_report(racu_run: str, rationale_run: str) -> Callable[[Path], str]:
     """RACU against AUPRC of the supporting facts per measure (engine.plausibility.rationale_runs)."""
     from engine.plausibility.rationale_runs import report_table
@@ -406,6 +413,7 @@ TABLES: tuple[Table, ...] = (
                                                    ("masked LoRA", "smollm2-rt-lora-masking")), 10)),
     Table("llm-selfexplain", "docs/llm.md",
           selfexplain_table("smollm2-rt-selfexplain", (("zero-shot", "smollm2-rt-prompt"), ("masked LoRA", "smollm2-rt-lora")))),
+    Table("masf-false-alarms", "docs/masf.md", masf_false_alarms("tiny-rt-fresh-seeds")),
     Table("faith-plausibility-babi1", "docs/faithfulness-plausibility.md",
           faith_plausibility_report("tiny-babi1-small-3seeds", "tiny-babi1-small-rationales")),
 )
