@@ -86,6 +86,18 @@ def test_each_verdict_carries_the_calibration_uncertainty():
     assert false_alarm_interval(284)[1] - false_alarm_interval(284)[0] > high - low, "fewer ranked inputs: wider"
 
 
+def test_the_masf_command_prints_the_calibration_uncertainty_beside_its_verdicts(toy_classifier, models_cache, capsys):
+    """`masf` prints the false-alarm interval in the calibration line and, per check, the share of verdicts the folds
+    disagree on."""
+    from engine.cli import main
+
+    save_classifier(toy_classifier, "toy-crossfit-cli")
+    assert main(["masf", "--model", "toy-crossfit-cli"]) == 0
+    out = capsys.readouterr().out
+    assert "5-fold cross-fit" in out and "(95%) given this calibration" in out
+    assert out.count("the folds disagree on") == 2
+
+
 def test_the_tool_fits_a_cross_fit_keyed_by_its_folds_and_refits_older_fits(toy_classifier, models_cache):
     """fit_masf stores a K-fold cross-fit whose key and provenance say so, with the false-alarm interval in the
     calibration's words; a single-split fit of fit version 3 stored beside it is never returned; a file holding
