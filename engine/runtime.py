@@ -44,6 +44,9 @@ def configure() -> None:
     threads = settings.threads_request()
     if threads is not None and torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
+    # The code version is read once, now, when the entry starts with the code it imported: read at the end of a long
+    # run (when a checkpoint or result is saved) it named whatever the checkout held by then.
+    code_version()
     _configured = True
 
 

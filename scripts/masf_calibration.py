@@ -18,6 +18,7 @@ checkpoint already there is skipped). `python -m engine report --tables masf-fal
     done
     python scripts/masf_calibration.py --models tiny-rt-masked-s6 tiny-rt-masked-s7 tiny-rt-masked-s8 \\
         tiny-rt-masked-s9 tiny-rt-masked-s10 --run tiny-rt-fresh-seeds
+    python scripts/masf_calibration.py --smoke     # CI: the toy smoke checkpoint, two divisions, in a scratch folder
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ import json
 import shlex
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -37,8 +39,9 @@ from engine.models import load_classifier, training_transform
 from engine.models.batch import SPECIAL
 from engine.ood import DEFAULT_MASK_SEED, calibration_features, calibration_strategy, hidden_state_features
 from engine.ood.masf import CrossFitMaSF, MaSF
-from engine.results.masf_calibration import ALPHA, DIVISIONS, FOLDS, run_folder
+from engine.results.masf_calibration import ALPHA, DIVISIONS, FOLDS, report_table, run_folder
 from engine.runtime import code_version, configure
+from engine.smoke import SMOKE_HELP, smoke_checkpoint, use_scratch_folders
 from engine.sweeps.provenance import provenance
 
 TEST_MASK_SEED = 99
@@ -60,7 +63,7 @@ def test_features(classifier) -> tuple[torch.Tensor, np.ndarray]:
     return torch.cat(feats), np.concatenate(shares)
 
 
-def measure(model_id: str, command: str) -> dict:
+def measure(model_id: str, command: str, divisions: int = DIVISIONS) -> dict:
     started = time.time()
     classifier = load_classifier(model_id)
     meta = classifier.metadata
@@ -70,7 +73,7 @@ def measure(model_id: str, command: str) -> dict:
     all_masked = share >= 1
     rows = {"before": [], "after": []}
     disagree = None
-    for seed in tqdm(range(DIVISIONS), desc=model_id, file=sys.stderr):
+    for seed in tqdm(range(divisions), desc=model_id, file=sys.stderr):
         for name, masf in (("before", MaSF(seed=seed)), ("after", CrossFitMaSF(FOLDS, seed=seed))):
             masf.fit(cal)
             if name == "after":
@@ -91,11 +94,18 @@ def measure(model_id: str, command: str) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", nargs="+", required=True, help="masked fine-tunings (checkpoint ids)")
-    ap.add_argument("--run", required=True, help="run name: results/masf-calibration/<run>/")
+    ap.add_argument("--models", nargs="+", help="masked fine-tunings (checkpoint ids)")
+    ap.add_argument("--run", help="run name: results/masf-calibration/<run>/")
     ap.add_argument("--results-dir", default=None, help="results root (default: the project's results/)")
+    ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = ap.parse_args()
     configure()
+    divisions = DIVISIONS
+    if args.smoke:  # CI: the toy smoke checkpoint, two divisions, the table printed from the scratch results
+        root = use_scratch_folders()
+        args.models, args.run, args.results_dir, divisions = [smoke_checkpoint("toy")], "smoke", str(root / "results"), 2
+    elif not args.models or not args.run:
+        ap.error("--models and --run are needed (or --smoke)")
     version = code_version()  # fixed now: the code this process imported
     command = "python scripts/masf_calibration.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     folder = run_folder(args.run, args.results_dir)
@@ -105,10 +115,12 @@ def main() -> int:
         if path.is_file():
             print(f"{model_id}: already measured ({path})")
             continue
-        record = measure(model_id, command)
+        record = measure(model_id, command, divisions)
         assert record["provenance"]["code_version"] == version
         write_text(path, json.dumps(record, indent=2))
         print(f"{model_id}: before {record['before'][0]['share']:.2%}, after {record['after'][0]['share']:.2%}")
+    if args.smoke:
+        print(report_table(args.run)(Path(args.results_dir)))
     return 0
 
 

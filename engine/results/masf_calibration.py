@@ -58,8 +58,9 @@ def report_table(run: str):
     def build(root: Path) -> str:
         records = load_run(run, root)
         alpha = records[0]["alpha"]
-        lines = [f"| model | test inputs | before: as fitted (parts seed 0) | before: {DIVISIONS} divisions, mean [min, max] | "
-                 f"after: as fitted (fold seed 0) | after: {DIVISIONS} divisions, mean [min, max] | all masked flagged, "
+        divisions = len(records[0]["before"])
+        lines = [f"| model | test inputs | before: as fitted (parts seed 0) | before: {divisions} divisions, mean [min, max] | "
+                 f"after: as fitted (fold seed 0) | after: {divisions} divisions, mean [min, max] | all masked flagged, "
                  "before / after (mean) | folds disagree (after) |", "|---|---|---|---|---|---|---|---|"]
         for r in records:
             b = [row["share"] for row in r["before"]]
@@ -76,7 +77,7 @@ def report_table(run: str):
             width = [max(row["share"] for row in r[key]) - min(row["share"] for row in r[key]) for r in records]
             lines.append(f"- {label}: p < {alpha:g} on {_t_interval(fitted)} of the test inputs as fitted (mean over "
                          f"{len(records)} seeds, 95% t-interval), {_t_interval(every)} averaged over the divisions; "
-                         f"spread over the {DIVISIONS} divisions of one model: standard deviation {np.mean(spread):.2%} "
+                         f"spread over the {divisions} divisions of one model: standard deviation {np.mean(spread):.2%} "
                          f"(mean over seeds), max - min {np.mean(width):.2%}")
         versions = sorted({r["provenance"]["code_version"] for r in records})
         lines.append("")
