@@ -20,7 +20,7 @@ import importlib
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (about 15 ms), as type checkers accept
 
-__version__ = "0.1.0"
+from engine.version import __version__  # noqa: E402 (set in engine/version.py, which modules below import)
 
 #: public name -> the module it is read from (the one callers imported it from before)
 _EXPORTS = {

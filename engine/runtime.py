@@ -4,6 +4,7 @@ Kept in one place so every entry point (CLI, dashboard, tests) behaves the same.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import subprocess
@@ -12,9 +13,10 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from engine import __version__, settings
+import engine.settings as settings
 from engine.errors import InvalidInputError
 from engine.settings import PROJECT_ROOT  # noqa: F401 (re-exported)
+from engine.version import __version__
 
 # Nothing may reach a hub at run time: the machines are offline, and a silent download attempt
 # costs a long timeout before failing. Users with a network can override these variables.
@@ -42,6 +44,9 @@ def configure() -> None:
     threads = settings.threads_request()
     if threads is not None and torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
+    # The code version is read once, now, when the entry starts with the code it imported: read at the end of a long
+    # run (when a checkpoint or result is saved) it named whatever the checkout held by then.
+    code_version()
     _configured = True
 
 
@@ -108,19 +113,47 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+#: The files that compute: "dirty" is decided over these only. Runs write tracked files under results/ themselves, and
+#: docs or tests may change beside a run; neither changes a number (issue 35: 475 of 726 shipped files said "-dirty").
+CODE_PATHS = ("engine", "scripts", "bench", "app", "pages", "pyproject.toml", ":(glob)requirements*.txt")
+#: Marks a code version whose code no commit holds; the 12 hex digits after it name the uncommitted code diff.
+DIRTY_MARK = "-dirty"
+
+
+def _git(*args: str, binary: bool = False):
+    out = subprocess.run(["git", "-C", str(PROJECT_ROOT), *args], capture_output=True, timeout=30, check=True).stdout
+    return out if binary else out.decode("utf-8", "replace").strip()
+
+
+def code_diff_sha256() -> str | None:
+    """12 hex digits of sha256 over the uncommitted changes to `CODE_PATHS` (the tracked diff against HEAD, then each
+    untracked, not ignored file's path and bytes, in order), or None when the code is as committed."""
+    status = _git("status", "--porcelain", "--untracked-files=all", "--", *CODE_PATHS)
+    if not status:
+        return None
+    digest = hashlib.sha256(_git("diff", "HEAD", "--binary", "--", *CODE_PATHS, binary=True))
+    for line in sorted(status.splitlines()):
+        if line.startswith("?? "):
+            path = line[3:].strip('"')
+            digest.update(path.encode("utf-8"))
+            digest.update((PROJECT_ROOT / path).read_bytes())
+    return digest.hexdigest()[:12]
+
+
 @lru_cache(maxsize=1)
 def code_version() -> str:
-    """Package version plus the git commit (and '-dirty' when the tree has changes), recorded in
-    every checkpoint and result so a number can be traced to the code that made it."""
+    """Package version plus the git commit, recorded in every checkpoint and result so a number can be traced to the
+    code that made it: `0.1.0+<commit>` when the code (`CODE_PATHS`) is as committed, `0.1.0+<commit>-dirty.<diff>`
+    when it is not (<diff>: `code_diff_sha256`, so two runs of the same uncommitted code say so). Changes outside the
+    code (results/, docs/, tests/) leave it clean."""
     try:
-        commit = subprocess.run(
-            ["git", "-C", str(PROJECT_ROOT), "rev-parse", "--short=12", "HEAD"],
-            capture_output=True, text=True, timeout=5, check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(PROJECT_ROOT), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, timeout=5, check=True,
-        ).stdout.strip()
-        return f"{__version__}+{commit}{'-dirty' if dirty else ''}"
+        commit = _git("rev-parse", "--short=12", "HEAD")
+        diff = code_diff_sha256()
+        return f"{__version__}+{commit}" + (f"{DIRTY_MARK}.{diff}" if diff else "")
     except (OSError, subprocess.SubprocessError):
         return __version__
+
+
+def code_is_committed(version: str) -> bool:
+    """Whether a recorded code version names code a commit holds (a commit, and no uncommitted code changes)."""
+    return "+" in version and DIRTY_MARK not in version

@@ -13,11 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
-
-# The smoke helpers live with the benches (bench/_smoke.py).
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
 
 def last_sentence_location(story: str, classes: list[str]) -> int | None:
@@ -38,7 +33,7 @@ def main() -> None:
                         "bAbI-1 stories in a scratch folder, 16 test stories; the numbers mean nothing")
     args = parser.parse_args()
     if args.smoke:
-        from _smoke import smoke_checkpoint, use_scratch_folders
+        from engine.smoke import smoke_checkpoint, use_scratch_folders
 
         use_scratch_folders()
         args.checkpoints, args.limit = [smoke_checkpoint("babi-1")], 16

@@ -31,13 +31,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import pandas as pd
+import torch
 
 RATIOS = tuple(i / 10 for i in range(11))
 WIDTHS = (2, 5, 10, 20)
@@ -163,7 +159,7 @@ def main() -> None:
     command = "python scripts/budget_pareto.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     torch.set_num_threads(int(os.environ.get("ENGINE_THREADS", "1")))
     if args.smoke:
-        from _smoke import smoke_checkpoint, use_scratch_folders
+        from engine.smoke import smoke_checkpoint, use_scratch_folders
 
         use_scratch_folders()
         args.model, args.dataset, args.limit, args.max_tokens = smoke_checkpoint("toy"), "toy", 2, 8

@@ -8,12 +8,8 @@ the sanity verdicts. The tables in docs/ come from `python -m engine report`, wh
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from engine.reports.evaluation_tables import evaluation_report  # noqa: E402
+from engine.reports.evaluation_tables import evaluation_report
 
 
 def main() -> None:

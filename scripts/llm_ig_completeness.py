@@ -27,9 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-from _llm_smoke import tiny_prompted  # noqa: E402
-from _smoke import SMOKE_HELP, use_scratch_folders  # noqa: E402
+from engine.smoke import SMOKE_HELP, tiny_prompted, use_scratch_folders
 
 DEFAULT_TEXT = "a gripping , funny film , but far too long"
 

@@ -17,8 +17,7 @@ from pathlib import Path
 import numpy as np
 
 # The smoke helpers live with the benches (bench/_smoke.py).
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-from _smoke import SMOKE_HELP, use_scratch_folders  # noqa: E402
+from engine.smoke import SMOKE_HELP, use_scratch_folders
 
 
 def main(argv=None) -> int:

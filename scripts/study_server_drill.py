@@ -350,10 +350,8 @@ class Drill:
 def make_study(db: str, annotators: int, tasks_per_annotator: int, overlap: int) -> tuple[str, list[str], list[str]]:
     """A study over `tiny` fine-tuned on `toy` (trained now into the scratch models cache unless there):
     the explanations of three measures on the first examples of the train split. Returns (study id, names, tokens)."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    from _smoke import smoke_checkpoint
-
     from engine.plausibility.studies import StudyConfig, StudyStore, build_study_tasks
+    from engine.smoke import smoke_checkpoint
 
     model_id = smoke_checkpoint("toy")
     n_tasks = annotators * tasks_per_annotator // overlap

@@ -235,7 +235,7 @@ def test_an_unkeyed_fit_of_older_code_is_recognised_but_fitted_again(toy_classif
     assert (key.dataset, key.fit_version) == ("toy", 1)
     assert load_masf(toy_classifier) is None
     fresh = load_or_fit_masf(toy_classifier)
-    assert fresh.provenance["key"]["fit_version"] == MASF_FIT_VERSION and fresh.level1.shape[0] != 20
+    assert fresh.provenance["key"]["fit_version"] == MASF_FIT_VERSION and fresh.parts()[0][0] != 20
 
 
 def test_a_model_fine_tuned_elsewhere_with_only_an_old_fit_is_refused_with_the_fits_named(toy_classifier, models_cache):

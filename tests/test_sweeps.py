@@ -288,6 +288,10 @@ def test_a_ray_worker_killed_mid_cell_has_its_task_retried_and_the_cell_written_
     workers = {e["cell"]["measure"] + str(e["cell"]["seed"]): e["provenance"]["sweep"]["worker"]
                for e in ResultsStore(tmp_path).provenance("ray")}
     assert not workers["loo-sign1"].endswith(f"pid {killed}"), "the retried cell ran in another worker"
+    attempts = {e["cell"]["measure"] + str(e["cell"]["seed"]): e["provenance"]["sweep"]["attempt"]
+                for e in ResultsStore(tmp_path).provenance("ray")}
+    assert attempts["loo-sign1"] == 2 and set(attempts.values()) == {1, 2}, f"the real attempt of each cell: {attempts}"
+    assert [k for k, _ in report.retried] == [c.key() for c in cells if c.measure == "loo-sign" and c.seed == 1]
     pd.testing.assert_frame_equal(_rows(tmp_path, "one").drop(columns="run"), _rows(tmp_path, "ray").drop(columns="run"),
                                   check_exact=True)
 

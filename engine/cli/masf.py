@@ -37,14 +37,17 @@ def run(args: argparse.Namespace) -> int:
     print(f"MaSF calibrated on {masf.provenance['calibration']}")
     test = get_dataset(key["dataset"], key["split_seed"]).split("test")[:500]
     for label, full in (("unmasked", False), ("100% masked", True)):
-        p = []
+        p, low, high = [], [], []
         for start in range(0, len(test), 64):
             batch = classifier.batch_of(test[start : start + 64])
             if full:
                 batch = mask_all_primary(batch, classifier.mask_token_id)
-            p.append(masf.pvalues(hidden_state_features(classifier, batch)))
-        p = np.concatenate(p)
-        print(f"{label:12} test inputs: {np.mean(p < 0.05):6.1%} with p < 0.05 (n={len(p)})")
+            for out, values in zip((p, low, high), masf.pvalue_ranges(hidden_state_features(classifier, batch))):
+                out.append(values)
+        p, low, high = (np.concatenate(v) for v in (p, low, high))
+        # the calibration's own uncertainty beside the verdicts: inputs whose folds fall on both sides of 0.05
+        print(f"{label:12} test inputs: {np.mean(p < 0.05):6.1%} with p < 0.05 (n={len(p)}; the folds disagree on "
+              f"{np.mean((low < 0.05) != (high < 0.05)):.1%})")
     if classifier.artifacts_dir is not None:
         print(f"stored {classifier.artifacts_dir / ('masf-' + masf.provenance['digest'] + '.safetensors')}")
     return 0

@@ -13,7 +13,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         Compute every results table the documentation shows (README.md, docs/results.md, docs/evaluation.md) from
         the shipped results stores and the published numbers, and print them. Each table lives in its file
         between <!-- report:NAME --> and <!-- /report:NAME -->: --check exits 1 naming every table whose committed
-        text differs from what this command prints (CI runs it), --write rewrites those regions. Published
+        text differs from what this command prints (CI runs it), and every shipped result whose recorded code
+        version no commit holds ("-dirty"; docs/reproduction.md); --write rewrites those regions. Published
         numbers are in columns marked "(published)"; a correlation with a paper's ordering is computed only
         against its row of the same task.""")
     parser.epilog = textwrap.dedent("""\
@@ -35,7 +36,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.reports.report import TABLES, build, sync
+    from engine.reports.report import TABLES, build, code_provenance_check, sync
 
     if args.list:
         for table in TABLES:
@@ -48,9 +49,15 @@ def run(args: argparse.Namespace) -> int:
             print(problem, file=sys.stderr)
         if args.write:
             print(f"{len(tables)} tables written where they differed")
-        else:
-            print(f"{len(tables) - len(problems)} of {len(tables)} tables as committed")
-        return 1 if problems else 0
+            return 1 if problems else 0
+        print(f"{len(tables) - len(problems)} of {len(tables)} tables as committed")
+        # A table is only as reproducible as the code that computed its results: refuse code no commit holds.
+        unheld = code_provenance_check(args.results_dir)
+        for problem in unheld:
+            print(problem, file=sys.stderr)
+        print(f"{len(unheld)} shipped result fields name code no commit holds" if unheld else
+              "every shipped result names committed code or carries its audit's label (scripts/relabel_dirty_provenance.py)")
+        return 1 if problems or unheld else 0
     for name, text in tables.items():
         print(f"<!-- report:{name} -->\n{text}\n<!-- /report:{name} -->\n")
     return 0

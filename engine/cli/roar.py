@@ -52,10 +52,16 @@ def run(args: argparse.Namespace) -> int:
 
     from tqdm import tqdm
 
+    from engine.data import get_dataset
     from engine.faithfulness.retraining import run_retraining_sweep
-    from engine.models import TrainConfig
+    from engine.models import TrainConfig, resolve_encoder
+    from engine.models.loading import check_weights
     from engine.models.training import default_learning_rate
 
+    # Refuse what can be refused before the sweep starts, as `train` does: an unknown dataset, an unknown model, or a
+    # folder whose weights are only pickled (it would otherwise fail inside every cell, "0 curves computed, 1 failed").
+    get_dataset(args.dataset)
+    check_weights(resolve_encoder(args.model))
     lr = args.lr or default_learning_rate(args.model)
     config = TrainConfig(base_model=args.model, dataset=args.dataset, strategy=args.strategy, epochs=args.epochs, lr=lr,
                          batch_size=args.batch_size, train_limit=args.train_limit, eval_limit=args.eval_limit)

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from engine import settings
+import engine.settings as settings
 from engine.faithfulness.cost import CostMeter, RowCounter, counting_rows
 from engine.faithfulness.erasure import FAMILIES
 from engine.importance.levels import word_ids_of

@@ -10,7 +10,7 @@ import json
 import os
 from pathlib import Path
 
-from engine import settings
+import engine.settings as settings
 from engine.atomic import recover_folder, replacing_folder
 from engine.errors import CheckpointError, InvalidInputError  # noqa: F401 (re-exported)
 from engine.models.bilstm import ARCHITECTURE, BiLSTMAttentionClassifier

@@ -44,7 +44,7 @@ def gguf_source(key: str) -> Path:
 
 
 def converted_dir(key: str) -> Path:
-    from engine import settings
+    import engine.settings as settings
 
     return settings.models_cache_dir() / CONVERTED_DIR / key
 

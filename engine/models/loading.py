@@ -136,7 +136,7 @@ def load_pretrained(auto_class, source: str | os.PathLike, *, device: str | torc
     'attn_implementation', 'attn_reason'} for provenance. Raises CheckpointError for pickled-only folders."""
     from transformers import AutoConfig
 
-    from engine import settings
+    import engine.settings as settings
 
     files = check_weights(source)
     device_type = torch.device(device).type

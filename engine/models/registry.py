@@ -13,7 +13,7 @@ import shutil
 import time
 from pathlib import Path
 
-from engine import settings
+import engine.settings as settings
 from engine.atomic import recover_folder, replacing_folder, write_text
 from engine.errors import CheckpointError, InvalidInputError, UnknownModelError
 from engine.models import llm_package

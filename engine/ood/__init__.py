@@ -25,13 +25,22 @@ from engine.data import get_dataset
 from engine.errors import InvalidInputError
 from engine.models import Batch, Classifier
 from engine.ood.features import calibration_features, hidden_state_features, logits_and_features
-from engine.ood.masf import LEVEL1_RTOL, MaSF, naive_pvalues
+from engine.ood.masf import (
+    DEFAULT_FOLDS,
+    LEVEL1_RTOL,
+    CrossFitMaSF,
+    MaSF,
+    false_alarm_interval,
+    naive_pvalues,
+    pvalue_verdict,
+)
 from engine.runtime import code_version
 
 # Version of the fitting code: bumped whenever a fit's stored levels would come out different (2: ties within a
-# tolerance, docs/masf.md; 3: prompted LMs pooled from the slot on). It is part of the key, so a fit by older code is never reused: it is fitted again.
+# tolerance, docs/masf.md; 3: prompted LMs pooled from the slot on; 4: cross-fitted over K folds, docs/masf.md). It is
+# part of the key, so a fit by older code is never reused: it is fitted again.
 # The git commit is recorded too (provenance), but is not part of the key: every commit would refit everything.
-MASF_FIT_VERSION = 3  # 3: a prompted LM's features pooled from its input slot on (engine/ood/features.py)
+MASF_FIT_VERSION = 4  # 4: cross-fitted over `folds` folds (CrossFitMaSF): no verdict hangs on one split
 # Files of the fits made before fits were keyed (one per checkpoint, calibrated on the checkpoint's own dataset).
 LEGACY_MASF_FILE = "masf.safetensors"
 LEGACY_MASF_META = "masf.json"
@@ -47,7 +56,8 @@ class CalibrationKey:
     limit: only its first `limit` inputs (None: all); strategy: how they were transformed (like the model's
     training: masked, only-masking or plain); replacement_token_id: the token masking wrote (None for plain: no
     token is written); mask_seed: the seed of the masking draws; parts_seed: the seed that splits the inputs into
-    the three levels' parts; fit_version: `MASF_FIT_VERSION` of the code that fitted it; data_sha256: 16 hex
+    the three levels' parts (the folds' permutation); folds: K of the cross-fit (1: one split into three parts, as
+    every fit before version 4 was); fit_version: `MASF_FIT_VERSION` of the code that fitted it; data_sha256: 16 hex
     digits of the calibration inputs themselves (texts and label names), so a dataset registered again under the
     same name with other rows is other data (None in keys stored before it was recorded)."""
 
@@ -61,6 +71,7 @@ class CalibrationKey:
     parts_seed: int = 0
     fit_version: int = MASF_FIT_VERSION
     data_sha256: str | None = None
+    folds: int = 1  # a key stored before folds were recorded was a single split
 
     @property
     def digest(self) -> str:
@@ -74,8 +85,9 @@ class CalibrationKey:
             how = "unmasked (plain training)"
         else:
             how = f"masked like {self.strategy} training with token id {self.replacement_token_id}, mask seed {self.mask_seed}"
+        parts = f"{self.folds}-fold cross-fit, fold seed" if self.folds > 1 else "parts seed"
         return (f"{self.dataset} {self.split} split (split seed {self.split_seed}, {inputs}), {how}; "
-                f"parts seed {self.parts_seed}, MaSF fit v{self.fit_version}")
+                f"{parts} {self.parts_seed}, MaSF fit v{self.fit_version}")
 
     def differences(self, other: CalibrationKey) -> str:
         """'field: this vs other' for every field that differs."""
@@ -154,7 +166,7 @@ def calibration_key(classifier: Classifier, dataset: str | None = None, split: s
     split_seed = meta.split_seed
     return CalibrationKey(dataset=name, split_seed=split_seed, split=split, limit=limit,
                           strategy=strategy, replacement_token_id=None if strategy == "plain" else classifier.mask_token_id,
-                          mask_seed=DEFAULT_MASK_SEED + seed, parts_seed=seed,
+                          mask_seed=DEFAULT_MASK_SEED + seed, parts_seed=seed, folds=DEFAULT_FOLDS,
                           data_sha256=calibration_data_sha256(name, split_seed, split, limit))
 
 
@@ -187,7 +199,7 @@ def _fit_environment(classifier: Classifier) -> dict:
 
 
 def fit_masf(classifier: Classifier, split: str = "validation", limit: int | None = None, seed: int = 0,
-             save: bool = True, progress=None, dataset: str | None = None) -> MaSF:
+             save: bool = True, progress=None, dataset: str | None = None) -> CrossFitMaSF:
     """Fit MaSF on `split` of `dataset` (default: the checkpoint's own) transformed like the model's training,
     and store it beside the checkpoint under its calibration key (safetensors + JSON provenance) when the model
     has a folder for that (`Classifier.artifacts_dir`). The returned MaSF's `provenance` says what calibrated it."""
@@ -196,10 +208,13 @@ def fit_masf(classifier: Classifier, split: str = "validation", limit: int | Non
     data = classifier.check_dataset(data)  # labels in the model's class order
     examples = data.split(split)[:limit]
     feats = calibration_features(classifier, examples, key.strategy, seed=key.mask_seed, progress=progress)
-    masf = MaSF(seed=seed).fit(feats)
+    masf = CrossFitMaSF(folds=key.folds, seed=seed).fit(feats)
+    low, high = false_alarm_interval(masf.n_level3, FALSE_ALARM_ALPHA)
     masf.provenance = {
-        "calibration": key.describe(), "key": asdict(key), "digest": key.digest, "checkpoint": classifier.id,
-        "n_inputs": len(examples), "parts": [int(masf.level1.shape[0]), int(masf.level2.shape[0]), int(masf.level3.shape[0])],
+        "calibration": f"{key.describe()}; {calibration_uncertainty(masf.n_level3)}",
+        "key": asdict(key), "digest": key.digest, "checkpoint": classifier.id,
+        "n_inputs": len(examples), "folds": masf.folds, "parts": masf.parts(), "n_level3": masf.n_level3,
+        "false_alarm_interval": {"alpha": FALSE_ALARM_ALPHA, "level": 0.95, "low": low, "high": high},
         "feature_shape": list(masf.shape), "level1_rtol": masf.rtol, **_fit_environment(classifier),
         "code_version": code_version(), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
@@ -221,7 +236,7 @@ def _files(folder: Path, key: CalibrationKey) -> tuple[Path, Path]:
 
 
 def load_masf(classifier: Classifier, dataset: str | None = None, split: str = "validation", limit: int | None = None,
-              seed: int = 0) -> MaSF | None:
+              seed: int = 0) -> CrossFitMaSF | None:
     """The stored MaSF calibrated on `dataset` (default: the checkpoint's own) as `calibration_key` describes, or
     None when no fit with that key is stored (a fit on other data, or by older fitting code, is not returned).
     A stored file whose recorded key differs from the one asked for raises InvalidInputError naming both."""
@@ -237,12 +252,15 @@ def load_masf(classifier: Classifier, dataset: str | None = None, split: str = "
     if found != key:
         raise InvalidInputError(f"the MaSF stored in {weights} was calibrated on {found.describe()}, not on "
                                 f"{key.describe()} ({found.differences(key)}): delete it to fit it again")
-    masf = MaSF.from_state(load_file(str(weights)), seed=key.parts_seed)
+    masf = CrossFitMaSF.from_state(load_file(str(weights)), seed=key.parts_seed)
+    if masf.folds != key.folds:  # the key says one thing, the file another: never read a fit as what it is not
+        raise InvalidInputError(f"the MaSF stored in {weights} holds {masf.folds} fold(s), its key says {key.folds}: "
+                                "delete it to fit it again")
     masf.provenance = provenance
     return masf
 
 
-def load_or_fit_masf(classifier: Classifier, dataset: str | None = None, progress=None) -> MaSF:
+def load_or_fit_masf(classifier: Classifier, dataset: str | None = None, progress=None) -> CrossFitMaSF:
     """The stored MaSF calibrated on the validation split of `dataset` (default: the model's own), else one
     fitted (and stored) now. A fit on other data is never reused for `dataset`.
 
@@ -256,16 +274,35 @@ def load_or_fit_masf(classifier: Classifier, dataset: str | None = None, progres
     return load_masf(classifier, dataset) or fit_masf(classifier, dataset=dataset, progress=progress)
 
 
-def masf_provenance(masf: MaSF | None) -> dict | None:
+def masf_provenance(masf: CrossFitMaSF | MaSF | None) -> dict | None:
     """What calibrated `masf` (the JSON stored beside its fit: key, data in words, device, versions), or None."""
     return None if masf is None else getattr(masf, "provenance", None)
 
 
-def masf_pvalues(classifier: Classifier, masf: MaSF, batch: Batch) -> np.ndarray:
+def masf_pvalues(classifier: Classifier, masf: CrossFitMaSF | MaSF, batch: Batch) -> np.ndarray:
     """In-distribution p-value [B] of each input of the batch (as it is, masked or not)."""
     return masf.pvalues(hidden_state_features(classifier, batch))
 
 
-__all__ = ["MaSF", "CalibrationKey", "LEVEL1_RTOL", "MASF_FIT_VERSION", "calibration_key", "calibration_strategy",
-           "fit_masf", "load_masf", "load_or_fit_masf", "masf_provenance", "masf_pvalues", "stored_calibrations",
+def masf_pvalue_ranges(classifier: Classifier, masf: CrossFitMaSF, batch: Batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(p [B], lowest fold p-value [B], highest [B]) of each input: the p-value with the calibration's own uncertainty
+    (how far it moves with the division of the calibration inputs); `pvalue_verdict` says it in words."""
+    return masf.pvalue_ranges(hidden_state_features(classifier, batch))
+
+
+FALSE_ALARM_ALPHA = 0.05
+
+
+def calibration_uncertainty(n_level3: int, alpha: float = FALSE_ALARM_ALPHA) -> str:
+    """The calibration's own uncertainty in words, shown beside its p-values: the 95% interval of the share of inputs
+    like the calibration inputs that this calibration puts below alpha (`false_alarm_interval`)."""
+    low, high = false_alarm_interval(n_level3, alpha)
+    return (f"{n_level3} inputs rank the final statistic: inputs like them fall below p = {alpha:g} at a rate of "
+            f"{low:.1%} to {high:.1%} (95%) given this calibration")
+
+
+__all__ = ["MaSF", "CrossFitMaSF", "CalibrationKey", "DEFAULT_FOLDS", "LEVEL1_RTOL", "MASF_FIT_VERSION", "calibration_key",
+           "calibration_strategy", "calibration_uncertainty", "false_alarm_interval", "fit_masf", "load_masf",
+           "load_or_fit_masf", "masf_provenance", "masf_pvalues", "masf_pvalue_ranges", "pvalue_verdict",
+           "stored_calibrations",
            "hidden_state_features", "logits_and_features", "calibration_features", "naive_pvalues"]

@@ -29,6 +29,15 @@ def _as_tensor(x) -> torch.Tensor:
     return torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x, dtype=torch.float64)
 
 
+def _check_features(features, minimum: int = 30) -> torch.Tensor:
+    feats = _as_tensor(features)
+    if feats.ndim != 3:
+        raise InvalidInputError(f"features must be [N, L, H], got shape {tuple(feats.shape)}")
+    if feats.shape[0] < minimum:
+        raise InvalidInputError(f"MaSF needs at least {minimum} calibration inputs (10 per level), got {feats.shape[0]}")
+    return feats
+
+
 # Ties (docs/masf.md). Level-1 features are float32 hidden states: many tie exactly (the embedding layer's maxima are
 # those of a few (token, position) pairs, shared by many inputs; all-[MASK] inputs of one length are equal in every
 # layer), and one last-bit difference (another device, BLAS build or thread count, or another padding length) turns
@@ -137,21 +146,27 @@ class MaSF:
         return -2.0 * torch.log(p2).sum(-1)  # [M]
 
     def fit(self, features) -> MaSF:
-        feats = _as_tensor(features)
-        if feats.ndim != 3:
-            raise InvalidInputError(f"features must be [N, L, H], got shape {tuple(feats.shape)}")
+        feats = _check_features(features)
         n = feats.shape[0]
-        if n < 30:
-            raise InvalidInputError(f"MaSF needs at least 30 calibration inputs (10 per level), got {n}")
         perm = torch.from_numpy(np.random.default_rng(self.seed).permutation(n))
         n1 = int(round(self.parts[0] * n))
         n2 = int(round(self.parts[1] * n))
-        part1, part2, part3 = feats[perm[:n1]], feats[perm[n1 : n1 + n2]], feats[perm[n1 + n2 :]]
-        self.shape = tuple(feats.shape[1:])
-        self.level1 = torch.sort(part1.reshape(n1, -1), dim=0).values
+        return self.fit_parts(feats[perm[:n1]], feats[perm[n1 : n1 + n2]], feats[perm[n1 + n2 :]])
+
+    def fit_parts(self, part1: torch.Tensor, part2: torch.Tensor, part3: torch.Tensor) -> MaSF:
+        """Fit level 1 on part1, level 2 on part2 and level 3 on part3 (each [n_i, L, H], float64)."""
+        self.shape = tuple(part1.shape[1:])
+        self.level1 = torch.sort(part1.reshape(len(part1), -1), dim=0).values
         self.level2 = torch.sort(self._simes_per_layer(part2), dim=0).values
         self.level3 = torch.sort(self._fisher(part3)).values
         return self
+
+    def level3_tail(self, features) -> torch.Tensor:
+        """#{level-3 F >= F(x) - tol} [M] (float64): how many calibration inputs of part 3 look at least as unusual."""
+        fisher = self._fisher(_as_tensor(features))
+        rows = self._sorted_rows("level3")
+        n3 = self.level3.shape[0]
+        return (n3 - torch.searchsorted(rows.fit_t[0], fisher - rows.tol[0], right=False)).to(torch.float64)
 
     def pvalues(self, features) -> np.ndarray:
         """In-distribution p-value per input [M]: small = unlike the calibration data."""
@@ -160,11 +175,7 @@ class MaSF:
         feats = _as_tensor(features)
         if tuple(feats.shape[1:]) != self.shape:
             raise InvalidInputError(f"features of shape {tuple(feats.shape[1:])} do not match the fitted {self.shape}")
-        fisher = self._fisher(feats)
-        rows = self._sorted_rows("level3")
-        n3 = self.level3.shape[0]
-        at_least = n3 - torch.searchsorted(rows.fit_t[0], fisher - rows.tol[0], right=False)  # #{fit >= F - tol}
-        return ((1.0 + at_least.to(torch.float64)) / (n3 + 1.0)).numpy()
+        return ((1.0 + self.level3_tail(feats)) / (self.level3.shape[0] + 1.0)).numpy()
 
     @staticmethod
     def dataset_pvalue(pvalues) -> float:
@@ -185,9 +196,149 @@ class MaSF:
         return masf
 
 
-def naive_pvalues(masf: MaSF, features) -> np.ndarray:
+DEFAULT_FOLDS = 5  # the cross-fitted MaSF the tool fits (fit version 4, docs/masf.md)
+
+
+class CrossFitMaSF:
+    """MaSF cross-fitted over K folds of the calibration inputs (cross-conformal, Vovk 2015): no verdict hangs on
+    one division of the inputs into levels, and every calibration input ranks the final statistic.
+
+    The inputs are permuted (`seed`) and cut into K folds. Fit k fits levels 1 and 2 on the other K-1 folds (half
+    each) and ranks fold k's Fisher statistics F_k at level 3. For a query x:
+
+        p(x)   = (1 + sum_k #{i in fold k: F_k(i) >= F_k(x)}) / (N + 1)      the p-value (pooled over folds)
+        p_k(x) = (1 + #{i in fold k: F_k(i) >= F_k(x)}) / (n_k + 1)          fold k's own split-conformal p-value
+
+    Each p_k is an exact conformal p-value of one split (P(p_k <= alpha) <= alpha); p pools their level-3 counts,
+    so its false-alarm rate given the calibration scatters like a conformal p-value's on N inputs instead of N/3,
+    and the division's influence is averaged over K fits. Its worst-case guarantee is weaker than one split's,
+    P(p <= alpha) <= 2 alpha (Vovk 2015; Barber et al. 2021 for the same construction in regression); measured
+    on fresh seeds it is at alpha (docs/masf.md). [min_k p_k, max_k p_k] (`pvalue_ranges`) is the calibration's
+    own uncertainty beside each p-value. With `folds=1` it is a single split, exactly `MaSF(seed=seed)`."""
+
+    def __init__(self, folds: int = DEFAULT_FOLDS, seed: int = 0, rtol: float = LEVEL1_RTOL):
+        if folds < 1:
+            raise InvalidInputError(f"folds must be at least 1 (1: one split into three parts), got {folds}")
+        self.folds = int(folds)
+        self.seed = seed
+        self.rtol = float(rtol)
+        self.provenance: dict | None = None
+        self.fits: list[MaSF] = []  # fit k: levels 1-2 on the other folds, level 3 = fold k's statistics
+
+    @property
+    def fitted(self) -> bool:
+        return bool(self.fits) and all(f.fitted for f in self.fits)
+
+    @property
+    def shape(self) -> tuple[int, int] | None:
+        return self.fits[0].shape if self.fits else None
+
+    @property
+    def n_level3(self) -> int:
+        """N: calibration inputs ranked at level 3, over all folds."""
+        return sum(int(f.level3.shape[0]) for f in self.fits)
+
+    def parts(self) -> list[list[int]]:
+        """[[n1, n2, n3] per fold]: inputs per level of each fit."""
+        return [[int(f.level1.shape[0]), int(f.level2.shape[0]), int(f.level3.shape[0])] for f in self.fits]
+
+    def fit(self, features) -> CrossFitMaSF:
+        feats = _check_features(features)
+        if feats.shape[0] < 2 * self.folds + 2:
+            raise InvalidInputError(f"{self.folds} folds need at least {2 * self.folds + 2} calibration inputs, got {feats.shape[0]}")
+        if self.folds == 1:
+            self.fits = [MaSF(seed=self.seed, rtol=self.rtol).fit(feats)]
+            return self
+        perm = np.random.default_rng(self.seed).permutation(feats.shape[0])
+        folds = np.array_split(perm, self.folds)
+        self.fits = []
+        for k, fold in enumerate(folds):
+            rest = np.concatenate([f for j, f in enumerate(folds) if j != k])  # in permuted order
+            half = int(round(len(rest) / 2))
+            fit = MaSF(seed=self.seed, rtol=self.rtol)
+            self.fits.append(fit.fit_parts(feats[torch.from_numpy(rest[:half])], feats[torch.from_numpy(rest[half:])],
+                                           feats[torch.from_numpy(fold)]))
+        return self
+
+    def _tails(self, features) -> torch.Tensor:
+        """[K, M] level-3 tail counts of each fit."""
+        if not self.fitted:
+            raise RuntimeError("MaSF is not fitted")
+        feats = _as_tensor(features)
+        if tuple(feats.shape[1:]) != self.shape:
+            raise InvalidInputError(f"features of shape {tuple(feats.shape[1:])} do not match the fitted {self.shape}")
+        return torch.stack([f.level3_tail(feats) for f in self.fits])
+
+    def pvalues(self, features) -> np.ndarray:
+        """In-distribution p-value per input [M] (pooled over the folds): small = unlike the calibration data."""
+        return ((1.0 + self._tails(features).sum(0)) / (self.n_level3 + 1.0)).numpy()
+
+    def pvalue_ranges(self, features) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(p [M], lowest fold p-value [M], highest fold p-value [M]): the p-value and how far it moves with the
+        division of the calibration inputs (each fold's own split-conformal p-value)."""
+        tails = self._tails(features)
+        sizes = torch.tensor([float(f.level3.shape[0]) for f in self.fits], dtype=torch.float64)[:, None]
+        per_fold = (1.0 + tails) / (sizes + 1.0)
+        pooled = (1.0 + tails.sum(0)) / (self.n_level3 + 1.0)
+        return pooled.numpy(), per_fold.amin(0).numpy(), per_fold.amax(0).numpy()
+
+    dataset_pvalue = staticmethod(MaSF.dataset_pvalue)
+
+    def state(self) -> dict[str, torch.Tensor]:
+        out = {"folds": torch.tensor([self.folds]), "rtol": torch.tensor([self.rtol], dtype=torch.float64),
+               "shape": torch.tensor(self.shape)}
+        for k, fit in enumerate(self.fits):
+            out.update({f"fold{k}.level1": fit.level1, f"fold{k}.level2": fit.level2, f"fold{k}.level3": fit.level3})
+        return out
+
+    @classmethod
+    def from_state(cls, state: dict[str, torch.Tensor], seed: int = 0) -> CrossFitMaSF:
+        """A stored fit; one stored by a single split (before fit version 4: no `folds`) reads as one fold."""
+        rtol = float(state["rtol"][0]) if "rtol" in state else 0.0
+        if "folds" not in state:
+            masf = cls(folds=1, seed=seed, rtol=rtol)
+            masf.fits = [MaSF.from_state(state, seed=seed)]
+            return masf
+        masf = cls(folds=int(state["folds"][0]), seed=seed, rtol=rtol)
+        shape = tuple(int(v) for v in state["shape"])
+        for k in range(masf.folds):
+            fit = MaSF(seed=seed, rtol=rtol)
+            fit.level1, fit.level2, fit.level3 = (state[f"fold{k}.{name}"].to(torch.float64)
+                                                  for name in ("level1", "level2", "level3"))
+            fit.shape = shape
+            masf.fits.append(fit)
+        return masf
+
+
+def false_alarm_interval(n_level3: int, alpha: float = 0.05, level: float = 0.95) -> tuple[float, float]:
+    """Central `level` interval of the false-alarm rate P(p <= alpha | calibration) of a conformal p-value ranked
+    on n_level3 inputs: for continuous statistics it is Beta(l, n + 1 - l) with l = floor(alpha (n + 1)) (the
+    calibration's own uncertainty of a verdict at alpha; for the cross-fitted p-value an approximation)."""
+    from scipy.stats import beta
+
+    rank = int(np.floor(alpha * (n_level3 + 1)))
+    if rank < 1:
+        return 0.0, 0.0
+    tail = (1.0 - level) / 2
+    return float(beta.ppf(tail, rank, n_level3 + 1 - rank)), float(beta.ppf(1 - tail, rank, n_level3 + 1 - rank))
+
+
+def pvalue_verdict(p: float, low: float, high: float, alpha: float = 0.05) -> str:
+    """A p-value's verdict at alpha with the calibration's uncertainty beside it: whether every fold's p-value
+    agrees with the pooled one's side of alpha."""
+    side = "unlike the calibration inputs" if p < alpha else "like the calibration inputs"
+    agree = (high < alpha) if p < alpha else (low >= alpha)
+    certainty = "every fold agrees" if agree else f"folds disagree: {low:.3g} to {high:.3g} around {alpha:g}"
+    return f"p = {p:.3g} ({'<' if p < alpha else '>='} {alpha:g}): {side}; folds {low:.3g}-{high:.3g}, {certainty}"
+
+
+def naive_pvalues(masf: MaSF | CrossFitMaSF, features) -> np.ndarray:
     """The same p-values by broadcast comparison against every calibration value (O(N) per look-up):
     the reference the fast path is tested and benchmarked against."""
+    if isinstance(masf, CrossFitMaSF):  # pooled level-3 counts: p_k (n_k + 1) - 1 is fold k's count
+        sizes = [int(f.level3.shape[0]) for f in masf.fits]
+        counts = sum(naive_pvalues(f, features) * (n + 1) - 1 for f, n in zip(masf.fits, sizes))
+        return (1.0 + np.round(counts)) / (sum(sizes) + 1.0)
     feats = _as_tensor(features)
     m = feats.shape[0]
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from engine import settings
+import engine.settings as settings
 from engine.errors import InvalidInputError
 
 METHOD = "rationales: bAbI supporting facts"

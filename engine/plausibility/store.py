@@ -40,7 +40,7 @@ MAX_NAME_LENGTH = 200
 
 def default_db_path() -> Path:
     """`annotations/annotations.sqlite3` under the project root; `ENGINE_ANNOTATIONS_DB` overrides."""
-    from engine import settings
+    import engine.settings as settings
 
     return settings.annotations_db_path()
 

@@ -367,6 +367,13 @@ def budget_pareto_report(run: str) -> Callable[[Path], str]:
     return report_table(run)
 
 
+def masf_false_alarms(run: str) -> Callable[[Path], str]:
+    """MaSF's false alarms on fresh masked fine-tunings before and after cross-fitting (engine.results.masf_calibration)."""
+    from engine.results.masf_calibration import report_table
+
+    return report_table(run)
+
+
 def faith_plausibility_report(racu_run: str, rationale_run: str) -> Callable[[Path], str]:
     """RACU against AUPRC of the supporting facts per measure (engine.plausibility.rationale_runs)."""
     from engine.plausibility.rationale_runs import report_table
@@ -410,6 +417,7 @@ TABLES: tuple[Table, ...] = (
     Table("llm-selfexplain-field", "docs/llm.md",
           field_tests_table(("smollm2-rt-field-insertion", "smollm2-rt-field-biased", "smollm2-rt-field-ccshap"),
                             (("SmolLM2 zero-shot", "smollm2-rt-prompt"),))),
+    Table("masf-false-alarms", "docs/masf.md", masf_false_alarms("tiny-rt-fresh-seeds")),
     Table("faith-plausibility-babi1", "docs/faithfulness-plausibility.md",
           faith_plausibility_report("tiny-babi1-small-3seeds", "tiny-babi1-small-rationales")),
 )
@@ -425,11 +433,23 @@ def table_names() -> list[str]:
 
 def build(names: list[str] | None = None, results_dir: str | Path | None = None) -> dict[str, str]:
     """{name: markdown} of the chosen tables (default: all), from the results root (default: the project's)."""
-    from engine.runtime import PROJECT_ROOT
-
-    root = Path(results_dir) if results_dir is not None else PROJECT_ROOT / "results"
+    root = results_root(results_dir)
     chosen = _chosen(names)
     return {t.name: t.build(root).strip("\n") for t in chosen}
+
+
+def results_root(results_dir: str | Path | None = None) -> Path:
+    from engine.runtime import PROJECT_ROOT
+
+    return Path(results_dir) if results_dir is not None else PROJECT_ROOT / "results"
+
+
+def code_provenance_check(results_dir: str | Path | None = None) -> list[str]:
+    """The shipped results the tables are built from whose code no commit holds (engine.results.code_provenance):
+    one line each, empty when every one names committed code or carries its audit's label."""
+    from engine.results.code_provenance import code_provenance_problems
+
+    return code_provenance_problems(results_root(results_dir))
 
 
 def _chosen(names: list[str] | None) -> list[Table]:

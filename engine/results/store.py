@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from engine import settings
+import engine.settings as settings
 from engine.atomic import atomic_path, write_text
 from engine.errors import InvalidInputError
 

@@ -68,7 +68,7 @@ class GenerationCache:
     """SQLite store of finished generations: key -> text (plus what the key was made of, for inspection)."""
 
     def __init__(self, path: str | Path | None = None):
-        from engine import settings
+        import engine.settings as settings
 
         self.path = Path(path) if path is not None else settings.generations_db_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from engine import settings
+import engine.settings as settings
 from engine.errors import InvalidInputError
 from engine.simulability.explainers import EXPLAINERS, MEASURE_EXPLAINERS, check_explainer, head_weighted
 from engine.simulability.training import StudentConfig, max_steps, simulation_accuracy, train_student

@@ -145,7 +145,7 @@ def shared_lock(name: str) -> Iterator[None]:
     """
     from filelock import FileLock
 
-    from engine import settings
+    import engine.settings as settings
 
     folder = settings.models_cache_dir() / ".locks"
     folder.mkdir(parents=True, exist_ok=True)

@@ -92,6 +92,7 @@ class _Outcome:
     result: CellResult | None
     error: str | None
     where: str
+    attempt: int | None = None  # set by a back end that retries on its own (Ray): which run of the cell this was
 
 
 def _where() -> str:
@@ -240,7 +241,7 @@ def _run_pool(todo: list, compute, backend: Backend, command, finish, report: Sw
     """The cells on `backend.workers` spawned processes, one cell at a time each. A worker that dies (killed,
     out of memory) is replaced, and its cell alone is sent again, up to max_retries times: the driver knows
     which cell each worker holds, unlike concurrent.futures, whose pool breaks as a whole."""
-    from engine import settings
+    import engine.settings as settings
 
     settings.set_threads_for_workers(backend.workers)  # workers share the cores: each takes its part
     ctx = mp.get_context("spawn")  # fork would copy this process's torch threads and locks
@@ -334,13 +335,23 @@ def ray_device(gpu_ids: Sequence, visible: str | None) -> str:
     return f"cuda:{listed.index(first)}" if first in listed else f"cuda:{first}"
 
 
+def ray_attempt() -> int:
+    """Which run of the current Ray task this is, from 1 (Ray counts from 0 and runs a task again when its worker or
+    node died). Ray 2.60's public runtime context does not expose it; its core worker does."""
+    from ray._private.worker import global_worker
+
+    return int(global_worker.core_worker.get_current_task_attempt_number()) + 1
+
+
 def _ray_execute(compute, cell, command) -> _Outcome:
-    """`_execute` in a Ray task, on the device Ray assigned to it."""
+    """`_execute` in a Ray task, on the device Ray assigned to it, knowing which attempt of the task it is."""
     import ray
 
     os.environ["ENGINE_DEVICE"] = ray_device(ray.get_gpu_ids(), os.environ.get("CUDA_VISIBLE_DEVICES"))
-    outcome = _execute(compute, cell, CellContext(command=command))
+    attempt = ray_attempt()
+    outcome = _execute(compute, cell, CellContext(command=command, attempt=attempt))
     outcome.where = f"ray node {ray.get_runtime_context().get_node_id()[:12]}, {outcome.where}"
+    outcome.attempt = attempt
     return outcome
 
 
@@ -348,7 +359,7 @@ def ray_runtime_env(num_cpus: float = 1) -> dict:
     """The environment of the Ray workers: this checkout on PYTHONPATH (nodes run the same code from the same
     path) and the driver's ENGINE_* settings (models cache, dtype, attention ...; not the device, which Ray
     assigns), with ENGINE_THREADS = the task's CPUs unless set."""
-    from engine import settings
+    import engine.settings as settings
 
     env = {name: os.environ[name] for name in settings.SETTINGS if name in os.environ and name != "ENGINE_DEVICE"}
     env.setdefault("ENGINE_THREADS", str(max(1, int(num_cpus))))
@@ -389,7 +400,9 @@ def _run_ray(todo: list, compute, backend: Backend, command, finish, report: Swe
             except Exception as err:  # the task's worker or node died on every attempt: reported, the rest go on
                 finish(cell, None, err)
             else:
-                finish(cell, outcome)
+                if outcome.attempt is not None and outcome.attempt > 1:
+                    report.retried.append((cell.key(), f"Ray ran the task {outcome.attempt} times: its worker or node died"))
+                finish(cell, outcome, attempt=outcome.attempt or 1)
     finally:
         if owned:
             ray.shutdown()

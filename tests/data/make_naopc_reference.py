@@ -41,7 +41,6 @@ sys.modules["src.utils.tokenizer"] = tok
 bns = {}
 exec(theirs("src/evaluation/naopc_beam/bound_approximation_methods.py"), bns)
 
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from engine.data import get_dataset  # noqa: E402
 from engine.models import TrainConfig, train_classifier  # noqa: E402
