@@ -358,3 +358,27 @@ def test_models_add_and_the_prompt_editor_show_the_glued_label_word_warning(tmp_
     assert main(["models", "add", str(folder), "--prompt", str(path), "--id", "glued-prompt"]) == 0
     out = capsys.readouterr().out
     assert out.count("warning: label word") == 2 and "wasvery" in out and "plain template" in out
+
+
+def test_a_curves_completeness_meter_counts_the_explanations_that_missed_and_says_the_fix(toy_classifier):
+    """What a benchmark cell's provenance records (engine.faithfulness.benchmark wraps its explainer so): every
+    explanation checked, how many missed the tolerance, the largest gap and steps, and the warning when some missed."""
+    from engine.importance import get_explainer
+    from engine.importance.completeness import CompletenessMeter
+
+    batch = toy_classifier.batch(IG_TEXTS)
+    coarse = get_explainer("ig-sign", toy_classifier, steps=1, max_steps=1, memo=False)
+    meter = CompletenessMeter("ig-sign")
+    coarse.attribute = meter.wrap(coarse.attribute)
+    first = coarse.attribute(batch)
+    summary = meter.summary()
+    missed = int((~first.extras["complete"]).sum())
+    assert summary["explanations"] == len(IG_TEXTS) and summary["incomplete"] == missed >= 1
+    assert summary["max_steps_used"] == 1 and "max_steps" in summary["warning"]
+    assert summary["max_abs_gap"] == pytest.approx(float(first.extras["completeness_gap"].abs().max()))
+    fine = CompletenessMeter("ig-sign")
+    explainer = get_explainer("ig-sign", toy_classifier, memo=False)
+    explainer.attribute = fine.wrap(explainer.attribute)
+    explainer.attribute(batch)
+    assert fine.summary()["incomplete"] == 0 and "warning" not in fine.summary()
+    assert CompletenessMeter("loo-sign").summary() is None
