@@ -181,6 +181,8 @@ def test_ig_raises_its_steps_until_the_scores_add_up_and_records_what_it_used(to
             assert e["steps_used"][i] == 1 and torch.equal(conv.scores[i], fixed.scores[i])
         else:
             assert e["steps_used"][i] in (3, 9, 27, 81) and e["rule_used"][i] == "gausslegendre"
+        # the cost: every attempt's path points (1, then 3, 9, ... up to the steps used)
+        assert e["path_points"][i] == 1 + sum(k for k in (3, 9, 27, 81) if k <= e["steps_used"][i])
         # the recorded gap is the scores' own
         delta = e["f_input"][i] - e["f_baseline"][i]
         assert abs(float(conv.scores[i].double().sum() - delta - e["completeness_gap"][i])) < 1e-4
