@@ -384,3 +384,41 @@ def test_a_curves_completeness_meter_counts_the_explanations_that_missed_and_say
     explainer.attribute(batch)
     assert fine.summary()["incomplete"] == 0 and "warning" not in fine.summary()
     assert CompletenessMeter("loo-sign").summary() is None
+
+
+def test_explain_page_warns_next_to_a_heatmap_whose_scores_do_not_add_up(models_cache, toy_classifier, monkeypatch):
+    """With IG's defaults set to one step and no budget (monkeypatched: the page uses the defaults), the Explain
+    page shows the completeness gap, the steps and a warning naming the fix beside ig-sign's heatmap; with the
+    real defaults it shows the gap and no warning."""
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    from engine.explain import explain_text
+    from engine.importance.integrated_gradients import IntegratedGradientsSign
+    from engine.models import save_classifier
+
+    text = "the acting was truly bad and the story poor"
+    save_classifier(toy_classifier, "toy-app")
+    main = str(Path(__file__).resolve().parent.parent / "app" / "main.py")
+
+    def explain_page():
+        at = AppTest.from_file(main, default_timeout=120)
+        at.run(timeout=120)
+        at.multiselect(key="explain_measures").set_value(["ig-sign"])
+        at.text_area(key="explain_text").input(text)
+        at.button[0].click()
+        at.run(timeout=120)
+        assert not at.exception, [e.message for e in at.exception]
+        return at
+
+    at = explain_page()
+    assert any("Completeness gap" in c.value and "20 midpoint steps" in c.value for c in at.caption)
+    assert not [w for w in at.warning if "do not add up" in w.value]
+    monkeypatch.setattr(IntegratedGradientsSign, "defaults",
+                        {**IntegratedGradientsSign.defaults, "steps": 1, "max_steps": 1})
+    if explain_text(toy_classifier, text, measures=["ig-sign"]).extras["ig-sign"]["complete"][0]:
+        pytest.skip("one IG step happens to be within the tolerance on this input")
+    at = explain_page()
+    warnings = [w.value for w in at.warning if "do not add up" in w.value]
+    assert len(warnings) == 1 and "ig-sign" in warnings[0] and "max_steps" in warnings[0]
