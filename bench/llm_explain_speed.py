@@ -141,7 +141,8 @@ def main(argv=None) -> int:
     t_sep = timed(separately, max(1, args.repeats // 2))
     fwd_peak, fwd_bs = peak_throughput(classifier, batch, target, False, args.repeats, sizes)
     bwd_peak, bwd_bs = peak_throughput(classifier, batch, target, True, args.repeats, sizes)
-    ig_steps = explainers[LIVE_MEASURES.index("ig-sign")].options["steps"]
+    # the path points IG computed, over every attempt of its completeness check (engine.importance.completeness)
+    ig_steps = int(explainers[LIVE_MEASURES.index("ig-sign")].attribute(batch).extras["path_points"][0])
     # needed: prediction 1 + IG end points 2 + LOO N copies (the unmasked row is the prediction) forward;
     # one gradient (grad-l2 and x-grad-sign share it) + IG's steps forward+backward
     n_fwd, n_bwd = 1 + 2 + N, 1 + ig_steps

@@ -181,6 +181,8 @@ def test_ig_raises_its_steps_until_the_scores_add_up_and_records_what_it_used(to
             assert e["steps_used"][i] == 1 and torch.equal(conv.scores[i], fixed.scores[i])
         else:
             assert e["steps_used"][i] in (3, 9, 27, 81) and e["rule_used"][i] == "gausslegendre"
+        # the cost: every attempt's path points (1, then 3, 9, ... up to the steps used)
+        assert e["path_points"][i] == 1 + sum(k for k in (3, 9, 27, 81) if k <= e["steps_used"][i])
         # the recorded gap is the scores' own
         delta = e["f_input"][i] - e["f_baseline"][i]
         assert abs(float(conv.scores[i].double().sum() - delta - e["completeness_gap"][i])) < 1e-4
@@ -358,3 +360,65 @@ def test_models_add_and_the_prompt_editor_show_the_glued_label_word_warning(tmp_
     assert main(["models", "add", str(folder), "--prompt", str(path), "--id", "glued-prompt"]) == 0
     out = capsys.readouterr().out
     assert out.count("warning: label word") == 2 and "wasvery" in out and "plain template" in out
+
+
+def test_a_curves_completeness_meter_counts_the_explanations_that_missed_and_says_the_fix(toy_classifier):
+    """What a benchmark cell's provenance records (engine.faithfulness.benchmark wraps its explainer so): every
+    explanation checked, how many missed the tolerance, the largest gap and steps, and the warning when some missed."""
+    from engine.importance import get_explainer
+    from engine.importance.completeness import CompletenessMeter
+
+    batch = toy_classifier.batch(IG_TEXTS)
+    coarse = get_explainer("ig-sign", toy_classifier, steps=1, max_steps=1, memo=False)
+    meter = CompletenessMeter("ig-sign")
+    coarse.attribute = meter.wrap(coarse.attribute)
+    first = coarse.attribute(batch)
+    summary = meter.summary()
+    missed = int((~first.extras["complete"]).sum())
+    assert summary["explanations"] == len(IG_TEXTS) and summary["incomplete"] == missed >= 1
+    assert summary["max_steps_used"] == 1 and "max_steps" in summary["warning"]
+    assert summary["max_abs_gap"] == pytest.approx(float(first.extras["completeness_gap"].abs().max()))
+    fine = CompletenessMeter("ig-sign")
+    explainer = get_explainer("ig-sign", toy_classifier, memo=False)
+    explainer.attribute = fine.wrap(explainer.attribute)
+    explainer.attribute(batch)
+    assert fine.summary()["incomplete"] == 0 and "warning" not in fine.summary()
+    assert CompletenessMeter("loo-sign").summary() is None
+
+
+def test_explain_page_warns_next_to_a_heatmap_whose_scores_do_not_add_up(models_cache, toy_classifier, monkeypatch):
+    """With IG's defaults set to one step and no budget (monkeypatched: the page uses the defaults), the Explain
+    page shows the completeness gap, the steps and a warning naming the fix beside ig-sign's heatmap; with the
+    real defaults it shows the gap and no warning."""
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    from engine.explain import explain_text
+    from engine.importance.integrated_gradients import IntegratedGradientsSign
+    from engine.models import save_classifier
+
+    text = "the acting was truly bad and the story poor"
+    save_classifier(toy_classifier, "toy-app")
+    main = str(Path(__file__).resolve().parent.parent / "app" / "main.py")
+
+    def explain_page():
+        at = AppTest.from_file(main, default_timeout=120)
+        at.run(timeout=120)
+        at.multiselect(key="explain_measures").set_value(["ig-sign"])
+        at.text_area(key="explain_text").input(text)
+        at.button[0].click()
+        at.run(timeout=120)
+        assert not at.exception, [e.message for e in at.exception]
+        return at
+
+    at = explain_page()
+    assert any("Completeness gap" in c.value and "20 midpoint steps" in c.value for c in at.caption)
+    assert not [w for w in at.warning if "do not add up" in w.value]
+    monkeypatch.setattr(IntegratedGradientsSign, "defaults",
+                        {**IntegratedGradientsSign.defaults, "steps": 1, "max_steps": 1})
+    if explain_text(toy_classifier, text, measures=["ig-sign"]).extras["ig-sign"]["complete"][0]:
+        pytest.skip("one IG step happens to be within the tolerance on this input")
+    at = explain_page()
+    warnings = [w.value for w in at.warning if "do not add up" in w.value]
+    assert len(warnings) == 1 and "ig-sign" in warnings[0] and "max_steps" in warnings[0]

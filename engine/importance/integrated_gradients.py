@@ -15,7 +15,8 @@ f_c(x) and f_c(b) in `extras['f_input']`, `extras['f_baseline']`.
 Convergence (engine.importance.completeness): an input whose |gap| exceeds max(tolerance * |f_c(x) - f_c(b)|,
 abs_tolerance) (defaults 5% and 0.01 logits) is recomputed with Gauss-Legendre nodes at 3x, 9x, ... the steps,
 until it is within or the step budget `max_steps` (default 180) is spent; `extras` records per input the steps and
-rule used, the first and the final gap and whether it is `complete`. An input already within the tolerance keeps
+rule used, the path points computed over all attempts (`path_points`: the cost), the first and the final gap and
+whether it is `complete`. An input already within the tolerance keeps
 the configured rule's scores, so the numbers of a model whose IG converges at 20 midpoint steps (the encoders)
 do not change. `max_steps=steps` turns the escalation off (the check is still reported).
 
@@ -139,6 +140,7 @@ class _IntegratedGradients(Explainer):
             gap = (ig * b.maskable).sum(1) - (f_x - f_b)
             initial_gap = gap.clone()
             steps_used = torch.full((B,), k, dtype=torch.long)
+            path_points = torch.full((B,), k, dtype=torch.long)  # forward+backward rows spent, all attempts
             rules_used = [rule] * B
             # Inputs whose scores do not add up are recomputed with more (Gauss-Legendre) steps, until they do or
             # the step budget is spent; inputs already within the tolerance keep the configured rule's scores.
@@ -150,10 +152,12 @@ class _IntegratedGradients(Explainer):
                 ig[todo] = finer[todo]
                 gap[todo] = (finer[todo] * b.maskable[todo]).sum(1) - (f_x - f_b)[todo]
                 steps_used[todo.cpu()] = next_k
+                path_points[todo.cpu()] += next_k
                 for i in todo.tolist():
                     rules_used[i] = next_rule
             extras = completeness_extras(gap, f_x, f_b, allowed)
-            extras.update({"initial_gap": initial_gap.cpu(), "steps_used": steps_used, "rule_used": rules_used})
+            extras.update({"initial_gap": initial_gap.cpu(), "steps_used": steps_used, "rule_used": rules_used,
+                           "path_points": path_points})
             return ig, extras
         key = ("ig", self.options["steps"], self.options["baseline"], self.options["rule"], self.options["tolerance"],
                self.options["abs_tolerance"], self.options["max_steps"])
