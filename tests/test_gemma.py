@@ -180,6 +180,7 @@ def test_gemma_label_words_are_single_tokens_that_start_a_new_word(use_llm_cache
 
     clf = PromptedClassifier.__new__(PromptedClassifier)  # only the prompt and the tokenizer: no weights loaded
     clf.spec, clf.tokenizer, clf._render_cache = gemma3_rt_prompt(), tokenizer, {}
+    clf.classes = clf.spec.classes
     words = clf._label_tokens()
     pieces = [tokenizer.convert_ids_to_tokens(t) for _, t in words]
     assert pieces == [["▁negative"], ["▁positive"]]

@@ -170,6 +170,7 @@ def convert_gguf(gguf_file: str | os.PathLike, destination: str | os.PathLike, d
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    started, cpu_started = time.time(), time.process_time()
     gguf_file = Path(gguf_file)
     destination = Path(destination)
     folder, name = str(gguf_file.parent), gguf_file.name
@@ -194,7 +195,9 @@ def convert_gguf(gguf_file: str | os.PathLike, destination: str | os.PathLike, d
         tokenizer.save_pretrained(str(tmp))
         (Path(tmp) / "provenance.json").write_text(json.dumps({
             "source": str(gguf_file), "source_bytes": gguf_file.stat().st_size, "stored_dtype": dtype,
-            "converted": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **(extra_provenance or {})},
+            "converted": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "seconds": round(time.time() - started, 1), "cpu_seconds": round(time.process_time() - cpu_started, 1),
+            **(extra_provenance or {})},
             indent=2), encoding="utf-8")
     return destination
 
@@ -206,12 +209,12 @@ def packaged_llm_folder(key: str, show_progress_bar: bool = True) -> Path:
     if (folder / "model.safetensors").is_file() and (folder / "config.json").is_file():
         return folder
     llm = packaged(key)
-    started = time.time()
     print(f"converting the packaged LLM {key} once into {folder} ({llm.cost})", flush=True)
+    started = time.time()
     source = joined_gguf(key, show_progress_bar) if llm.chunked else gguf_source(key)
     out = convert_gguf(source, folder, extra_provenance={
         "package": list(llm.distributions), "licence": llm.licence, "source_sha256": llm.sha256,
-        "seconds": round(time.time() - started, 1)})
+        "join_seconds": round(time.time() - started, 1)})
     if llm.chunked:
         source.unlink(missing_ok=True)  # 253 MB that the converted folder replaces
     return out
