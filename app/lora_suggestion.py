@@ -36,7 +36,7 @@ def suggest_masked_lora(classifier) -> None:
     note, button = st.columns([4, 1])
     note.info(f"**{md(classifier.id)}** was not masked-fine-tuned: masked inputs (with {md(replacement)}) are out of "
               f"distribution for it, so LOO, occlusion, SHAP and the masking curves measure the redaction as much as the "
-              f"explanation. **{md(target)}** is the same LLM and prompt masked-fine-tuned with LoRA (shipped adapter): "
+              f"explanation. **{md(target)}** is the same LLM masked-fine-tuned with LoRA (shipped adapter): "
               "its masked inputs are in distribution.", icon=":material/lightbulb:")
     if button.button(f"Use {target}", key="explain_use_masked_lora", icon=":material/swap_horiz:"):
         st.session_state[PENDING_MODEL_KEY] = target  # applied by the frame before the page runs again

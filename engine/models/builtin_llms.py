@@ -1,11 +1,15 @@
 """The prompted language models the project registers itself (no manifest file; docs/llm.md): a packaged LLM
 (`engine.models.llm_package`), a prompt and, for the masked-LoRA ids, an adapter shipped in the repository.
 
-    id                  LLM           prompt                                        adapter
-    smollm2-rt-lora     smollm2       sentiment_prompt() (zero-shot chat, [REDACTED]) builtin/smollm2-rt-lora/adapter
-    gemma3-rt-lora      gemma3-270m   gemma3_rt_prompt() (4-shot plain text)        builtin/gemma3-rt-lora/adapter
-    smollm2-rt-prompt   smollm2       sentiment_prompt()                            none (zero-shot)
-    gemma3-rt-prompt    gemma3-270m   gemma3_rt_prompt()                            none (few-shot)
+    id                  LLM           prompt                                            adapter
+    smollm2-rt-lora     smollm2       the adapter's (sentiment_prompt(): chat, [REDACTED]) builtin/smollm2-rt-lora/adapter
+    gemma3-rt-lora      gemma3-270m   the adapter's (plain, zero-shot, [REDACTED] notice)  builtin/gemma3-rt-lora/adapter
+    smollm2-rt-prompt   smollm2       sentiment_prompt()                                none (zero-shot)
+    gemma3-rt-prompt    gemma3-270m   gemma3_rt_prompt() (few-shot plain text)          none
+
+A masked-LoRA id uses the prompt it was trained with, saved beside its adapter (adapter/prompt_spec.json): Gemma's
+LoRA starts from the zero-shot plain prompt, not the few-shot one, since a LoRA-trained model needs no examples and
+a prompt a third as long makes every explanation a third as costly.
 
 The masked-LoRA ids come first: their masked inputs are in distribution, so they are the ones a user can measure
 by masking (the sidebar offers them first). A shipped adapter folder holds what `save_lora_classifier` writes
@@ -15,9 +19,9 @@ history, test figures) and `reference_logits.json` (class log-probabilities of a
 shipped, which a test compares against). It is applied to the converted base with
 `lora_training.load_adapter` (safetensors only) and merged.
 
-The Gemma few-shot prompt is `builtin/gemma3-rt-prompt.json`, written by `draw_examples` + `gemma3_rt_spec`
-(seeded draw from rt's *training* split; `python -m engine.models.builtin_llms --write` rewrites it, and a test
-checks that the shipped file is what the draw gives).
+The Gemma few-shot prompt is `builtin/gemma3-rt-prompt.json`: the variant chosen on rt validation sentences among
+those `scripts/llm_prompt_variants.py` writes with `draw_examples` + `gemma3_rt_spec` (a seeded draw from rt's
+*training* split; a test checks that the shipped file is what the draw gives).
 """
 from __future__ import annotations
 
@@ -81,13 +85,23 @@ def gemma3_rt_prompt() -> PromptSpec:
 
 @dataclass(frozen=True)
 class BuiltinPrompted:
-    """A built-in id: the packaged LLM key, its prompt, the shipped adapter folder (or None) and a short label."""
+    """A built-in id: the packaged LLM key, its prompt (None: the adapter's), the shipped adapter folder (or None)
+    and a short label."""
 
     model_id: str
     llm: str
-    prompt: Callable[[], PromptSpec]
+    prompt_of: Callable[[], PromptSpec] | None
     adapter: str | None
     label: str
+
+    def prompt(self) -> PromptSpec:
+        if self.prompt_of is not None:
+            return self.prompt_of()
+        path = self.adapter_dir / "adapter" / "prompt_spec.json"
+        try:
+            return PromptSpec.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            raise CheckpointError(f"the shipped adapter of {self.model_id} has no prompt spec ({path})") from None
 
     @property
     def adapter_dir(self) -> Path | None:
@@ -100,8 +114,8 @@ class BuiltinPrompted:
 
 
 BUILTINS: dict[str, BuiltinPrompted] = {b.model_id: b for b in (
-    BuiltinPrompted("smollm2-rt-lora", "smollm2", sentiment_prompt, "smollm2-rt-lora", "masked LoRA"),
-    BuiltinPrompted("gemma3-rt-lora", "gemma3-270m", gemma3_rt_prompt, "gemma3-rt-lora", "masked LoRA"),
+    BuiltinPrompted("smollm2-rt-lora", "smollm2", None, "smollm2-rt-lora", "masked LoRA"),
+    BuiltinPrompted("gemma3-rt-lora", "gemma3-270m", None, "gemma3-rt-lora", "masked LoRA"),
     BuiltinPrompted("smollm2-rt-prompt", "smollm2", sentiment_prompt, None, "zero-shot"),
     BuiltinPrompted("gemma3-rt-prompt", "gemma3-270m", gemma3_rt_prompt, None, "few-shot"),
 )}
@@ -151,19 +165,3 @@ def apply_shipped_adapter(classifier, model_id: str):
         "weights_sha256": hashlib.sha256(f"{base_hash}+{adapter_hash}".encode()).hexdigest(),
         "note": "a prompted language model masked-fine-tuned with LoRA (shipped adapter): masked inputs are in distribution"})
     return classifier
-
-
-def _write_gemma_prompt() -> Path:
-    from engine.atomic import write_text
-
-    spec = gemma3_rt_spec(draw_examples(**GEMMA_SHOTS))
-    write_text(GEMMA_PROMPT_FILE, json.dumps(spec.to_dict(), indent=2, ensure_ascii=False) + "\n")
-    return GEMMA_PROMPT_FILE
-
-
-if __name__ == "__main__":  # python -m engine.models.builtin_llms --write
-    import sys
-
-    if sys.argv[1:] != ["--write"]:
-        raise SystemExit("usage: python -m engine.models.builtin_llms --write   (rewrites " + str(GEMMA_PROMPT_FILE) + ")")
-    print(_write_gemma_prompt())
