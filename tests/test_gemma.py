@@ -288,3 +288,25 @@ def test_the_adapter_loader_refuses_a_pickled_adapter(tmp_path):
         load_adapter(object(), tmp_path)
 
 
+
+
+def test_explain_page_suggests_the_shipped_masked_lora_of_the_same_llm(monkeypatch):
+    """The Explain page's note names the masked-LoRA model of the same packaged LLM for a prompted LM that was not
+    masked-fine-tuned, and only when the sidebar offers it; never for a masked-fine-tuned model."""
+    from types import SimpleNamespace
+
+    import app.lora_suggestion as suggestion
+
+    offered = [{"id": "smollm2-rt-lora"}, {"id": "gemma3-rt-lora"}, {"id": "gemma3-rt-prompt"}]
+    monkeypatch.setattr(suggestion, "usable_checkpoints", lambda: offered)
+
+    def model(model_id, base, masked=False, source="prompted"):
+        return SimpleNamespace(id=model_id, masked_fine_tuned=masked, metadata={"base_model": base, "source": source})
+
+    assert suggestion.lora_for(model("gemma3-rt-prompt", "gemma3-270m")) == "gemma3-rt-lora"
+    assert suggestion.lora_for(model("smollm2-rt-prompt", "smollm2")) == "smollm2-rt-lora"
+    assert suggestion.lora_for(model("my-gemma-prompt", "gemma3-270m")) == "gemma3-rt-lora"  # registered, same LLM
+    assert suggestion.lora_for(model("gemma3-rt-lora", "gemma3-270m", masked=True, source="lora")) is None
+    assert suggestion.lora_for(model("my-llama-prompt", "/models/llama")) is None  # no shipped adapter for it
+    offered.remove({"id": "gemma3-rt-lora"})
+    assert suggestion.lora_for(model("gemma3-rt-prompt", "gemma3-270m")) is None  # not offered: nothing to switch to
