@@ -185,13 +185,16 @@ def prompt_selection(files: Sequence[tuple[str, str]], chosen: str) -> Callable[
     def build(root: Path) -> str:
         import json
 
-        lines = ["| variant | validation sentences | accuracy % (95% CI) | predicted positive % | chosen |",
-                 "|---|---|---|---|---|"]
+        lines = ["| variant | validation sentences | accuracy % (95% CI) | predicted positive % | "
+                 "label words' share of the next-token probability % | chosen |", "|---|---|---|---|---|---|"]
         for label, name in files:
             r = json.loads((root / "llm" / name).read_text(encoding="utf-8"))
             lines.append(f"| {label} | {r['n']} | {r['accuracy'] * 100:.1f} ({r['ci95_wilson'][0] * 100:.1f}-"
                          f"{r['ci95_wilson'][1] * 100:.1f}) | {r['predicted_share']['positive'] * 100:.1f} | "
-                         f"{'**yes**' if name == chosen else ''} |")
+                         f"{r['label_word_coverage_first64'] * 100:.0f} | {'**yes**' if name == chosen else ''} |")
+        lines.append("")
+        lines.append("Higher accuracy is better; the label words' share (mean over the sentences) says how much of the "
+                     "LM's next-token probability the verbalizer covers before it is renormalised over the classes.")
         return "\n".join(lines)
 
     return build
