@@ -268,6 +268,7 @@ def test_shipped_adapters_load_and_give_the_recorded_logits(model_id, use_llm_ca
     clf = load_classifier(model_id)
     assert clf.masked_fine_tuned and clf.metadata["strategy"] == "masked"
     assert clf.metadata["weights_sha256"] != clf.metadata["base_weights_sha256"]
+    assert clf.metadata["base_weights_as_trained"], "the converted base differs from the one the adapter was trained on"
     with torch.no_grad():
         got = clf.logits(clf.batch(reference["texts"]))
     assert torch.allclose(got, torch.tensor(reference["logits"]), atol=1e-4), (got, reference["logits"])

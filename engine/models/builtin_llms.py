@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,10 +149,13 @@ def apply_shipped_adapter(classifier, model_id: str):
     record = training_record(model_id)
     provenance = json.loads((builtin.adapter_dir / ADAPTER_DIR / "provenance.json").read_text(encoding="utf-8"))
     base_hash = classifier.metadata.get("weights_sha256")
-    if provenance.get("base_weights_sha256") not in (None, base_hash):
-        # the converted base differs from the one the adapter was trained on: the adapter would apply to other weights
-        raise CheckpointError(f"the adapter of {model_id} was trained on base weights {provenance['base_weights_sha256'][:12]}..., "
-                              f"but the converted {builtin.llm} has {str(base_hash)[:12]}...: convert it again from its package")
+    trained_on = provenance.get("base_weights_sha256")
+    if trained_on not in (None, base_hash):
+        # Another conversion of the same package (e.g. another transformers version's rounding): the adapter still
+        # applies, but its recorded figures were measured on other base weights; say so, in the metadata too.
+        warnings.warn(f"the adapter of {model_id} was trained on base weights {trained_on[:12]}..., but the converted "
+                      f"{builtin.llm} has {str(base_hash)[:12]}...; its recorded test figures may not carry over "
+                      f"(convert it again from its package, or retrain)", stacklevel=2)
     peft_model = load_adapter(classifier, builtin.adapter_dir)
     classifier.model = peft_model.merge_and_unload().eval()
     adapter_hash = file_sha256(builtin.adapter_dir / ADAPTER_DIR / "adapter_model.safetensors")
@@ -162,6 +166,7 @@ def apply_shipped_adapter(classifier, model_id: str):
     classifier.metadata.update({
         "id": model_id, "source": "lora", "builtin": True, "adapter": str(builtin.adapter_dir / ADAPTER_DIR),
         "adapter_sha256": adapter_hash, "base_weights_sha256": base_hash,
+        "base_weights_as_trained": trained_on in (None, base_hash),
         "weights_sha256": hashlib.sha256(f"{base_hash}+{adapter_hash}".encode()).hexdigest(),
         "note": "a prompted language model masked-fine-tuned with LoRA (shipped adapter): masked inputs are in distribution"})
     return classifier
