@@ -48,13 +48,13 @@ def main(argv=None) -> int:
     for item in (trained / ADAPTER_DIR).iterdir():
         if item.suffix in (".safetensors", ".json"):  # never a pickle; README.md from peft is not needed
             shutil.copy2(item, target / ADAPTER_DIR / item.name)
-    # The local folders of the training machine mean nothing elsewhere: name the packaged LLM instead.
-    for name in ("adapter_config.json", "provenance.json"):
+    # The local folders of the training machine mean nothing elsewhere: provenance names the packaged LLM instead,
+    # and peft's config names no base (it would compare it with the loaded model's path and warn).
+    for name, key, value in (("adapter_config.json", "base_model_name_or_path", None),
+                             ("provenance.json", "base_folder", builtin.llm)):
         path = target / ADAPTER_DIR / name
         data = json.loads(path.read_text(encoding="utf-8"))
-        for key in ("base_model_name_or_path", "base_folder"):
-            if key in data:
-                data[key] = builtin.llm
+        data[key] = value
         write_text(path, json.dumps(data, indent=2) + "\n")
     keep = {k: v for k, v in metadata.items() if k not in ("folder", "adapter", "artifacts_dir", "base_model_source")}
     keep["from_classifier"] = {k: v for k, v in keep.get("from_classifier", {}).items() if k not in ("folder", "base_model_source")}
