@@ -159,7 +159,7 @@ def llm_accuracy(rows: Sequence[tuple[str, str, str]]) -> Callable[[Path], str]:
         import json
 
         lines = ["| family | model | test sentences | accuracy % (95% CI) | predicted positive % | "
-                 "100%-masked accuracy % | seconds | code version | file |", "|---|---|---|---|---|---|---|---|---|"]
+                 "100%-masked accuracy % | wall seconds | code version | file |", "|---|---|---|---|---|---|---|---|---|"]
         for family, model, name in rows:
             path = root / "llm" / name
             if not path.is_file():
@@ -172,8 +172,8 @@ def llm_accuracy(rows: Sequence[tuple[str, str, str]]) -> Callable[[Path], str]:
         lines.append("")
         lines.append("Accuracy on a seeded sample of rt test sentences (seed 0; the same sentences within a family); "
                      "higher is better. 100%-masked: every slot token masked (with [REDACTED], one prompt for all inputs). "
-                     "seconds: prediction time (zero-/few-shot) or the whole training run (LoRA), one thread of the "
-                     "shared 2-core machine.")
+                     "wall seconds: prediction (zero-/few-shot) or the whole training run (LoRA), one thread of the "
+                     "shared 2-core machine (about a tenth of a core in the 2026-11-27 runs; CPU seconds in the text).")
         return "\n".join(lines)
 
     return build
