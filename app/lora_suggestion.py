@@ -38,6 +38,6 @@ def suggest_masked_lora(classifier) -> None:
               f"distribution for it, so LOO, occlusion, SHAP and the masking curves measure the redaction as much as the "
               f"explanation. **{md(target)}** is the same LLM masked-fine-tuned with LoRA (shipped adapter): "
               "its masked inputs are in distribution.", icon=":material/lightbulb:")
-    if button.button(f"Use {target}", key="explain_use_masked_lora", icon=":material/swap_horiz:"):
+    if button.button(f"Use {target}", key="explain_use_masked_lora"):
         st.session_state[PENDING_MODEL_KEY] = target  # applied by the frame before the page runs again
         st.rerun()
