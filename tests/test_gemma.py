@@ -72,6 +72,25 @@ def test_gemma_chunks_concatenate_to_the_sha256_the_package_states():
     assert PACKAGED_LLMS[GEMMA].sha256 in stated.read_text()
 
 
+@needs_gemma
+def test_the_converted_gemma_folder_is_safetensors_with_its_provenance(use_llm_cache):
+    """The converted folder (made by the fixture's cache or on first load) holds the safetensors weights of a
+    Gemma3 causal LM and a provenance naming the five packages, the licence and the joined GGUF's SHA-256; the joined
+    GGUF was deleted after conversion, and resolving the key again converts nothing."""
+    from engine.models.llm_package import PACKAGED_LLMS, converted_dir, packaged_llm_folder, resolve_llm
+
+    folder = packaged_llm_folder(GEMMA)
+    assert folder == converted_dir(GEMMA) and resolve_llm(GEMMA) == folder
+    assert (folder / "model.safetensors").is_file() and not list(folder.glob("*.bin"))
+    config = json.loads((folder / "config.json").read_text())
+    assert config["model_type"] == "gemma3_text" and config["num_hidden_layers"] == 18 and config["hidden_size"] == 640
+    provenance = json.loads((folder / "provenance.json").read_text())
+    assert provenance["source_sha256"] == PACKAGED_LLMS[GEMMA].sha256
+    assert provenance["package"] == list(PACKAGED_LLMS[GEMMA].distributions)
+    assert "Gemma Terms of Use" in provenance["licence"]
+    assert not (folder.parent / ".sources" / PACKAGED_LLMS[GEMMA].gguf_name).exists()
+
+
 def _fake_chunked_package(tmp_path, monkeypatch, parts: list[bytes]):
     """Chunk packages `fakellm_part<i>` on sys.path holding `parts`, registered as packaged LLM 'fake'."""
     from engine.models import llm_package
