@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import html
 import json
+import re
 import shlex
 from pathlib import Path
 
@@ -33,9 +34,25 @@ KEY = "pe_"  # session-state prefix of the editor's widgets
 
 
 # -- form values <-> spec ---------------------------------------------------------------------------------------
+def _word_text(word: str) -> str:
+    """A label word as typed: in double quotes (JSON) when its spaces at either end matter or it holds a comma or a
+    quote, e.g. Gemma's ' positive', which must start a new word after 'Sentiment:'."""
+    return json.dumps(word, ensure_ascii=False) if word != word.strip() or "," in word or '"' in word else word
+
+
 def verbalizer_text(verbalizer: dict[str, list[str]]) -> str:
-    """One class per line: `class: word, word`."""
-    return "\n".join(f"{name}: {', '.join(words)}" for name, words in verbalizer.items())
+    """One class per line: `class: word, word` (a word whose leading space matters is quoted: `" positive"`)."""
+    return "\n".join(f"{name}: {', '.join(_word_text(w) for w in words)}" for name, words in verbalizer.items())
+
+
+def _parse_word(item: str) -> str:
+    item = item.strip()
+    if len(item) >= 2 and item[0] == item[-1] == '"':
+        try:
+            return json.loads(item)
+        except json.JSONDecodeError:
+            raise InvalidInputError(f"label word {item} is not a valid quoted string (write \\\" for a quote inside)") from None
+    return item
 
 
 def parse_verbalizer(text: str) -> dict[str, list[str]]:
@@ -50,7 +67,9 @@ def parse_verbalizer(text: str) -> dict[str, list[str]]:
                                     f"Positive'), got {line.strip()!r}")
         if name.strip() in out:
             raise InvalidInputError(f"class {name.strip()!r} is given twice in the verbalizer")
-        out[name.strip()] = [w.strip() for w in words.split(",") if w.strip()]
+        # a quoted word keeps its spaces (and may hold a comma): split on commas outside quotes
+        items = [m.group(1) for m in re.finditer(r'\s*("(?:[^"\\]|\\.)*"|[^,]+)', words)]
+        out[name.strip()] = [_parse_word(w) for w in items if w.strip()]
     return out
 
 

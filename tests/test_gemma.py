@@ -330,3 +330,18 @@ def test_explain_page_suggests_the_shipped_masked_lora_of_the_same_llm(monkeypat
     assert suggestion.lora_for(model("my-llama-prompt", "/models/llama")) is None  # no shipped adapter for it
     offered.remove({"id": "gemma3-rt-lora"})
     assert suggestion.lora_for(model("gemma3-rt-prompt", "gemma3-270m")) is None  # not offered: nothing to switch to
+
+
+def test_the_prompt_editor_keeps_the_leading_space_of_gemmas_label_words():
+    """The editor's verbalizer field round-trips Gemma's label words with their leading space (written quoted:
+    `negative: " negative"`), so the preview and a registration from it read 'Sentiment: positive', not
+    'Sentiment:positive'; unquoted words and quoted words holding a comma parse as typed."""
+    from app.prompt_editor import fields_of, parse_verbalizer, spec_from_fields
+    from engine.models.builtin_llms import gemma3_rt_prompt
+
+    spec = gemma3_rt_prompt()
+    fields = fields_of(spec)
+    assert fields["verbalizer"] == 'negative: " negative"\npositive: " positive"'
+    assert spec_from_fields(fields).verbalizer == spec.verbalizer == {"negative": [" negative"], "positive": [" positive"]}
+    assert parse_verbalizer('negative: bad, " awful", "so, so"\npositive: good') == {
+        "negative": ["bad", " awful", "so, so"], "positive": ["good"]}
