@@ -29,7 +29,8 @@ if study_view.is_study_session(st.query_params, st.session_state) or role == ava
     st.stop()
 is_admin = role == availability.ADMIN
 
-checkpoints = usable_checkpoints()
+# the shipped masked-LoRA LLMs first (measurable by masking out of the box), then the rest in their order
+checkpoints = sorted(usable_checkpoints(), key=lambda m: not (m.get("builtin") and m.get("masked_fine_tuned")))
 if not is_admin:
     # choosing a built-in LM that was never converted writes its conversion to the server's disk
     checkpoints = [m for m in checkpoints if not m.get("builtin") or m["converted"]]
@@ -58,7 +59,7 @@ with st.sidebar:
         if meta is None:
             pass
         elif meta.get("builtin"):
-            st.caption(f"{md(meta['base_model'])} · prompted LM, zero-shot · masking writes "
+            st.caption(f"{md(meta['base_model'])} · prompted LM, {md(meta.get('label', 'zero-shot'))} · masking writes "
                        f"{md(meta['replacement_token'])}" + ("" if meta["converted"] else " · converted on first use"))
         elif meta.get("registered"):
             kind = "prompted LM" if meta["strategy"] == "prompted" else "fine-tuned elsewhere"

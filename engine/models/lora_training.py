@@ -38,7 +38,8 @@ from scipy.stats import binomtest
 from tqdm.auto import tqdm
 
 from engine.data import get_dataset, score
-from engine.errors import CheckpointError, InvalidInputError, NotApplicableError, TrainingCancelled
+from engine.errors import InvalidInputError, NotApplicableError, TrainingCancelled
+from engine.models.adapters import ADAPTER_DIR, load_adapter  # noqa: F401 (load_adapter: part of this module's API)
 from engine.models.checkpoint import check_model_id, load_classifier, models_cache_dir, read_metadata
 from engine.models.masking import training_transform
 from engine.models.metadata import CheckpointMeta, trains_on_masks, write_metadata
@@ -47,7 +48,6 @@ from engine.models.training import TrainConfig, epoch_record, report_epoch
 from engine.models.weights import weights_sha256
 from engine.runtime import code_version, configure, pick_device, seed_everything
 
-ADAPTER_DIR = "adapter"
 PROMPT_FILE = "prompt_spec.json"
 
 
@@ -333,17 +333,3 @@ def load_lora_folder(folder: str | os.PathLike, device: str | None = None):
     """The merged prompted classifier of a folder written by `save_lora_classifier` (or any causal-LM folder
     with `metadata.json` holding `prompt`)."""
     return load_prompted_checkpoint(Path(folder), read_metadata(Path(folder)), device)
-
-
-def load_adapter(base, folder: str | os.PathLike):
-    """Apply the adapter saved in `<folder>/adapter` to a prompted classifier `base` (its LM is changed in place);
-    returns the `PeftModel`. Reads only adapter_model.safetensors."""
-    from peft import PeftModel
-
-    adapter = Path(folder) / ADAPTER_DIR
-    # peft falls back to unpickling adapter_model.bin when no safetensors file is there: refuse before it can.
-    if not (adapter / "adapter_model.safetensors").is_file():
-        raise CheckpointError(f"{adapter} has no adapter_model.safetensors; adapters are loaded from safetensors only "
-                              "(a pickled adapter_model.bin is never read: convert it with peft's save_pretrained("
-                              "safe_serialization=True) in an environment you trust)")
-    return PeftModel.from_pretrained(base.model, str(adapter))  # peft reads the safetensors file when it is there

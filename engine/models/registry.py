@@ -17,9 +17,10 @@ import engine.settings as settings
 from engine.atomic import recover_folder, replacing_folder, write_text
 from engine.errors import CheckpointError, InvalidInputError, UnknownModelError
 from engine.models import llm_package
+from engine.models.builtin_llms import BUILTINS, apply_shipped_adapter
 from engine.models.ids import check_model_id
 from engine.models.llm_package import converted_dir
-from engine.models.prompt_spec import PromptSpec, sentiment_prompt
+from engine.models.prompt_spec import PromptSpec
 
 #: files a copy keeps: weights as safetensors, configuration and tokenizer; never a pickle
 _COPIED_SUFFIXES = (".safetensors", ".json", ".txt", ".model", ".tiktoken", ".jinja")
@@ -54,37 +55,46 @@ def read_manifest(model_id: str) -> dict | None:
 
 
 # -- prompted language models (engine.models.prompted) ------------------------------------------------
-#: ids registered by the project itself: a packaged LLM with a prompt, usable as soon as its package is installed
-BUILTIN_PROMPTED = {"smollm2-rt-prompt": ("smollm2", "sentiment")}
+#: ids registered by the project itself (engine.models.builtin_llms): a packaged LLM with a prompt, and for the
+#: masked-LoRA ids an adapter shipped in the repository; usable as soon as the LLM's package is installed
+BUILTIN_PROMPTED = {model_id: (b.llm, b.label) for model_id, b in BUILTINS.items()}
 
 
 def builtin_manifest(model_id: str) -> dict | None:
-    """The manifest of a built-in prompted id (its folder is converted from the package on first load), else None."""
-    if model_id not in BUILTIN_PROMPTED:
+    """The manifest of a built-in prompted id (its folder is converted from the package on first load), else None.
+    A masked-LoRA id whose adapter is not in the checkout is not built in."""
+    builtin = BUILTINS.get(model_id)
+    if builtin is None or not builtin.shipped:
         return None
-    key, _ = BUILTIN_PROMPTED[model_id]
-    return {"id": model_id, "path": str(converted_dir(key)), "packaged_llm": key, "prompt": sentiment_prompt().to_dict(),
-            "builtin": True, "max_length": None}
+    return {"id": model_id, "path": str(converted_dir(builtin.llm)), "packaged_llm": builtin.llm,
+            "prompt": builtin.prompt().to_dict(), "builtin": True, "max_length": None,
+            "adapter": str(builtin.adapter_dir) if builtin.adapter else None,
+            "masked_fine_tuned": builtin.adapter is not None, "label": builtin.label}
 
 
 def builtin_prompted() -> list[dict]:
-    """Every built-in prompted id as a listing row, without converting or loading its LLM (listing stays fast):
-    the manifest plus `description`, `classes`, `replacement_token` (what masking writes), `installed` (its
-    package is on disk) and `converted` (the safetensors folder exists; else it is converted on first load)."""
+    """Every built-in prompted id as a listing row, masked-LoRA ids first, without converting or loading its LLM
+    (listing stays fast): the manifest plus `description`, `classes`, `replacement_token` (what masking writes),
+    `installed` (its package is on disk) and `converted` (the safetensors folder exists; else it is converted on
+    first load)."""
     rows = []
-    for model_id, (key, _task) in BUILTIN_PROMPTED.items():
+    for model_id in BUILTINS:
         manifest = builtin_manifest(model_id)
+        if manifest is None:
+            continue
+        key = manifest["packaged_llm"]
         spec = PromptSpec.from_dict(manifest["prompt"])
-        dist, _, _, description = llm_package.PACKAGED_LLMS[key]
+        llm = llm_package.packaged(key)
         try:
-            llm_package.gguf_source(key)  # finds the package's file; reads nothing
+            llm_package.package_files(key)  # finds the package's files; reads nothing
             installed = True
         except UnknownModelError:
             installed = False
         folder = Path(manifest["path"])
-        rows.append(dict(manifest, description=description, classes=list(spec.classes), package=dist,
+        rows.append(dict(manifest, description=llm.description, classes=list(spec.classes),
+                         package=" ".join(llm.distributions), licence=llm.licence,
                          replacement_token=spec.replacement_text if spec.replacement == "redacted" else spec.replacement,
-                         masked_fine_tuned=False, installed=installed,
+                         installed=installed,
                          converted=(folder / "model.safetensors").is_file() and (folder / "config.json").is_file()))
     return rows
 
@@ -93,9 +103,12 @@ def _load_prompted_manifest(manifest: dict, device: str | None):
     from engine.models.prompted import load_prompted
 
     source = manifest.get("packaged_llm") or manifest["path"]
-    return load_prompted(source, manifest["prompt"], model_id=manifest["id"], max_length=manifest.get("max_length"),
-                         device=device, extra={"registered": manifest.get("registered"),
-                                               "artifacts_dir": str(artifacts_dir(manifest["id"]))})
+    classifier = load_prompted(source, manifest["prompt"], model_id=manifest["id"], max_length=manifest.get("max_length"),
+                               device=device, extra={"registered": manifest.get("registered"),
+                                                     "artifacts_dir": str(artifacts_dir(manifest["id"]))})
+    if manifest.get("builtin") and manifest.get("adapter"):
+        apply_shipped_adapter(classifier, manifest["id"])
+    return classifier
 
 
 def default_id(folder: Path) -> str:

@@ -134,3 +134,67 @@ def llm_curves(runs: Sequence[tuple[str, str]], n_examples: int) -> Callable[[Pa
         return "\n".join(lines)
 
     return build
+
+
+def _accuracy_row(record: dict) -> dict:
+    """Test accuracy, its 95% Wilson interval, n, the predicted-positive share and the 100%-masked accuracy of one
+    result file: either `scripts/llm_zero_shot.py`'s output or a masked-LoRA run's metadata (`test`)."""
+    if "test" in record:  # a LoRA training run
+        t = record["test"]
+        return {"accuracy": t["unmasked_accuracy"], "ci": t["unmasked_accuracy_ci95_wilson"], "n": t["n"],
+                "k": t["unmasked_n_correct"], "positive": t["unmasked_predicted_share"][-1],
+                "masked": (t["masked_100_accuracy"], t["masked_100_accuracy_ci95_wilson"]),
+                "code": record.get("code_version"), "seconds": record.get("train_seconds")}
+    return {"accuracy": record["accuracy"], "ci": record["ci95_wilson"], "n": record["n"], "k": record["n_correct"],
+            "positive": record["predicted_share"].get("positive"), "masked": None,
+            "code": record.get("code_version"), "seconds": record.get("seconds_predict")}
+
+
+def llm_accuracy(rows: Sequence[tuple[str, str, str]]) -> Callable[[Path], str]:
+    """Test accuracy of the prompted LMs of both families, zero-/few-shot and masked LoRA: one row per (family,
+    model, results/llm file), 95% Wilson intervals, higher is better; each file carries its command and code
+    version (provenance), shown in the last column."""
+
+    def build(root: Path) -> str:
+        import json
+
+        lines = ["| family | model | test sentences | accuracy % (95% CI) | predicted positive % | "
+                 "100%-masked accuracy % | wall seconds | code version | file |", "|---|---|---|---|---|---|---|---|---|"]
+        for family, model, name in rows:
+            path = root / "llm" / name
+            if not path.is_file():
+                raise InvalidInputError(f"no result file {path}: run the command in docs/llm.md that writes it")
+            r = _accuracy_row(json.loads(path.read_text(encoding="utf-8")))
+            masked = "—" if r["masked"] is None else f"{r['masked'][0] * 100:.1f} ({r['masked'][1][0] * 100:.1f}-{r['masked'][1][1] * 100:.1f})"
+            lines.append(f"| {family} | `{model}` | {r['n']} | {r['accuracy'] * 100:.1f} ({r['ci'][0] * 100:.1f}-"
+                         f"{r['ci'][1] * 100:.1f}), {r['k']}/{r['n']} | {r['positive'] * 100:.1f} | {masked} | "
+                         f"{r['seconds'] if r['seconds'] is not None else '—'} | {r['code'] or '—'} | `results/llm/{name}` |")
+        lines.append("")
+        lines.append("Accuracy on a seeded sample of rt test sentences (seed 0; the same sentences within a family); "
+                     "higher is better. 100%-masked: every slot token masked (with [REDACTED], one prompt for all inputs). "
+                     "wall seconds: prediction (zero-/few-shot) or the whole training run (LoRA), one thread of the "
+                     "shared 2-core machine (about a tenth of a core in the 2026-11-27 runs; CPU seconds in the text).")
+        return "\n".join(lines)
+
+    return build
+
+
+def prompt_selection(files: Sequence[tuple[str, str]], chosen: str) -> Callable[[Path], str]:
+    """Validation accuracy of the prompt variants (label, results/llm file), the chosen one marked."""
+
+    def build(root: Path) -> str:
+        import json
+
+        lines = ["| variant | validation sentences | accuracy % (95% CI) | predicted positive % | "
+                 "label words' share of the next-token probability % | chosen |", "|---|---|---|---|---|---|"]
+        for label, name in files:
+            r = json.loads((root / "llm" / name).read_text(encoding="utf-8"))
+            lines.append(f"| {label} | {r['n']} | {r['accuracy'] * 100:.1f} ({r['ci95_wilson'][0] * 100:.1f}-"
+                         f"{r['ci95_wilson'][1] * 100:.1f}) | {r['predicted_share']['positive'] * 100:.1f} | "
+                         f"{r['label_word_coverage_first64'] * 100:.0f} | {'**yes**' if name == chosen else ''} |")
+        lines.append("")
+        lines.append("Higher accuracy is better; the label words' share (mean over the sentences) says how much of the "
+                     "LM's next-token probability the verbalizer covers before it is renormalised over the classes.")
+        return "\n".join(lines)
+
+    return build

@@ -21,7 +21,7 @@ from scipy import stats
 
 from engine.atomic import write_text
 from engine.errors import InvalidInputError
-from engine.reports.llm_tables import llm_curves, llm_racu, selfexplain_table
+from engine.reports.llm_tables import llm_accuracy, llm_curves, llm_racu, prompt_selection, selfexplain_table
 from engine.reports.selfexplain_field_tables import field_tests_table
 
 # Our dataset -> FMM Table 1's row of the same task (rt and SST2: movie-review sentences, binary sentiment).
@@ -408,6 +408,17 @@ TABLES: tuple[Table, ...] = (
     Table("simulability-babi1", "docs/simulability.md", simulation_accuracy("tiny-babi-1-masked-s0-babi-1")),
     Table("plausibility-babi1", "docs/simulability.md", sentence_plausibility("tiny-babi-1-masked-s0-babi-1")),
     Table("budget-pareto", "docs/budgeted-search.md", budget_pareto_report("tiny-rt-budget")),
+    Table("llm-accuracy", "docs/llm.md", llm_accuracy((
+        ("SmolLM2-135M-Instruct", "smollm2-rt-prompt", "smollm2-rt-zero-shot.json"),
+        ("SmolLM2-135M-Instruct", "smollm2-rt-lora", "smollm2-rt-lora.json"),
+        ("Gemma 3 270M (base)", "gemma3-270m, one-line zero-shot cue", "gemma3-rt-zero-shot-cue.json"),
+        ("Gemma 3 270M (base)", "gemma3-rt-prompt", "gemma3-rt-prompt.json"),
+        ("Gemma 3 270M (base)", "gemma3-rt-lora", "gemma3-rt-lora.json")))),
+    Table("llm-gemma-prompts", "docs/llm.md", prompt_selection((
+        ("zero-shot, one-line cue, no [REDACTED] notice", "gemma3-validation/gemma3-zero-shot-cue.json"),
+        ("zero-shot with the notice", "gemma3-validation/gemma3-zero-shot-notice.json"),
+        ("4-shot with the notice", "gemma3-validation/gemma3-4shot-notice.json")),
+        chosen="gemma3-validation/gemma3-4shot-notice.json")),
     Table("llm-racu", "docs/llm.md", llm_racu((("SmolLM2 zero-shot (`smollm2-rt-prompt`)", "smollm2-rt-zero-shot-masking"),
                                                ("SmolLM2 masked LoRA (`smollm2-rt-lora`)", "smollm2-rt-lora-masking")), 10)),
     Table("llm-curves", "docs/llm.md", llm_curves((("zero-shot", "smollm2-rt-zero-shot-masking"),

