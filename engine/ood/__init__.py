@@ -59,7 +59,10 @@ class CalibrationKey:
     the three levels' parts (the folds' permutation); folds: K of the cross-fit (1: one split into three parts, as
     every fit before version 4 was); fit_version: `MASF_FIT_VERSION` of the code that fitted it; data_sha256: 16 hex
     digits of the calibration inputs themselves (texts and label names), so a dataset registered again under the
-    same name with other rows is other data (None in keys stored before it was recorded)."""
+    same name with other rows is other data (None in keys stored before it was recorded); prompt_sha256: for a
+    prompted language model, 16 hex digits of its prompt spec (instruction, examples, verbalizer, replacement), since
+    its fits are kept per model id and the same id can come to read another prompt (a built-in whose prompt changed,
+    an id registered again): another prompt is another model, so its fit is made anew."""
 
     dataset: str
     split_seed: int = 0
@@ -72,6 +75,7 @@ class CalibrationKey:
     fit_version: int = MASF_FIT_VERSION
     data_sha256: str | None = None
     folds: int = 1  # a key stored before folds were recorded was a single split
+    prompt_sha256: str | None = None  # a prompted LM's prompt spec (replacement included); None for other models
 
     @property
     def digest(self) -> str:
@@ -87,7 +91,8 @@ class CalibrationKey:
             how = f"masked like {self.strategy} training with token id {self.replacement_token_id}, mask seed {self.mask_seed}"
         parts = f"{self.folds}-fold cross-fit, fold seed" if self.folds > 1 else "parts seed"
         return (f"{self.dataset} {self.split} split (split seed {self.split_seed}, {inputs}), {how}; "
-                f"{parts} {self.parts_seed}, MaSF fit v{self.fit_version}")
+                f"{parts} {self.parts_seed}, MaSF fit v{self.fit_version}"
+                + (f", prompt {self.prompt_sha256}" if self.prompt_sha256 else ""))
 
     def differences(self, other: CalibrationKey) -> str:
         """'field: this vs other' for every field that differs."""
@@ -167,7 +172,16 @@ def calibration_key(classifier: Classifier, dataset: str | None = None, split: s
     return CalibrationKey(dataset=name, split_seed=split_seed, split=split, limit=limit,
                           strategy=strategy, replacement_token_id=None if strategy == "plain" else classifier.mask_token_id,
                           mask_seed=DEFAULT_MASK_SEED + seed, parts_seed=seed, folds=DEFAULT_FOLDS,
-                          data_sha256=calibration_data_sha256(name, split_seed, split, limit))
+                          data_sha256=calibration_data_sha256(name, split_seed, split, limit),
+                          prompt_sha256=prompt_sha256(classifier))
+
+
+def prompt_sha256(classifier: Classifier) -> str | None:
+    """16 hex digits of a prompted classifier's prompt spec (as `load_prompted` records it); None for other models."""
+    spec = getattr(classifier, "spec", None)
+    if spec is None:
+        return None
+    return hashlib.sha256(repr(sorted(spec.to_dict().items())).encode()).hexdigest()[:16]
 
 
 def calibration_data_sha256(dataset: str, split_seed: int, split: str, limit: int | None) -> str:
