@@ -368,7 +368,7 @@ def compute_card_cell(cell: ReportCardCell, context: CellContext) -> CellResult:
 
     configure()
     seed_everything(cell.seed)
-    started = time.time()
+    started, cpu_started = time.time(), time.process_time()
     unknown = [m for m in cell.metrics if m not in METRIC_FAMILIES]
     if unknown:
         raise InvalidInputError(f"unknown metric families {unknown}; use {', '.join(METRIC_FAMILIES)}")
@@ -451,7 +451,7 @@ def compute_card_cell(cell: ReportCardCell, context: CellContext) -> CellResult:
     record = provenance(context.command or "engine.groundtruth.card.compute_card_cell", started, classifier, masf=masf,
                         n_examples=len(examples), target="the predicted class (the mechanism's target on deciding inputs)",
                         planted=spec.to_dict(), truth=truth.summary(), operator=cell.operator, removal=removal,
-                        measure_options=options, masf_dataset_pvalue=None,
+                        measure_options=options, cpu_seconds=round(time.process_time() - cpu_started, 1),
                         judge_definitions={k: {"label": v[0], "better": v[1]} for k, v in JUDGES.items()},
                         notes="RACU on the fixed ranking (not re-explained per step); NAOPC and F-Fidelity only for "
                               "replacement operators (their bounds and draws replace tokens)")
@@ -469,7 +469,7 @@ def _family(metric: str) -> str:
 def compute_truth_cell(cell: TruthCell, context: CellContext) -> CellResult:
     """The truth of one planted model as rows: metric = rate name, value = rate, ci_low / ci_high (Wilson 95%),
     k, n; plus n_deciding and learned (1/0). The per-input table goes into the provenance's counts only."""
-    started = time.time()
+    started, cpu_started = time.time(), time.process_time()
     classifier = _classifier(cell.model)
     truth = truth_of(cell.model, cell.seed)
     meta = classifier.meta
@@ -487,7 +487,8 @@ def compute_truth_cell(cell: TruthCell, context: CellContext) -> CellResult:
         control=truth.control)
     record = provenance(context.command or "engine.groundtruth.card.compute_truth_cell", started, classifier,
                         n_examples=len(truth.inputs), planted=spec.to_dict(), truth=truth.summary(),
-                        options=truth.options, checkpoint_test=meta.test)
+                        options=truth.options, checkpoint_test=meta.test,
+                        cpu_seconds=round(time.process_time() - cpu_started, 1))
     return CellResult(tidy, record)
 
 
