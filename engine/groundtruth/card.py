@@ -331,7 +331,7 @@ def _random_curves(model: str, operator: str, op_classifier, batch, target, remo
             g = torch.Generator().manual_seed(seed * 1000 + s)
             scores = torch.rand(batch.input_ids.shape, generator=g, dtype=torch.float64)
             res = erasure_metrics(op_classifier, batch, scores, target=target, metrics=["deletion"], removal=removal)
-            curves.append(np.stack([res.values[f"deletion@{r}"] for r in CURVE_RATIOS], 1))
+            curves.append(np.stack([res.values[f"deletion@{r:g}"] for r in CURVE_RATIOS], 1))
         return np.mean(curves, 0)
 
     key = ("random-curves", model, operator, seed, tuple(int(x) for x in batch.input_ids.flatten()),
@@ -404,7 +404,7 @@ def compute_card_cell(cell: ReportCardCell, context: CellContext) -> CellResult:
                 if name in res.values and (name.split("@")[0] in cell.metrics or _family(name) in cell.metrics):
                     per[name] = (res.values[name], res.n_perturbed[name], res.n_ood[name], nan)
             if "racu" in cell.metrics:
-                curve = np.stack([res.values[f"deletion@{r}"] for r in CURVE_RATIOS], 1)
+                curve = np.stack([res.values[f"deletion@{r:g}"] for r in CURVE_RATIOS], 1)
                 base = _random_curves(cell.model, cell.operator, op_classifier, batch, target, removal, cell.seed)
                 a = np.array([acu(CURVE_RATIOS, curve[b], base[b]) for b in range(len(chunk))])
                 # RACU's denominator: the random curve's area above its last point (the ACU of a flat curve at b_I)
