@@ -488,7 +488,7 @@ def compute_truth_cell(cell: TruthCell, context: CellContext) -> CellResult:
     record = provenance(context.command or "engine.groundtruth.card.compute_truth_cell", started, classifier,
                         n_examples=len(truth.inputs), planted=spec.to_dict(), truth=truth.summary(),
                         options=truth.options, checkpoint_test=meta.test,
-                        cpu_seconds=round(time.process_time() - cpu_started, 1))
+                        cpu_seconds=round(time.process_time() - cpu_started, 1) + truth.options.get("cpu_seconds", 0))
     return CellResult(tidy, record)
 
 
