@@ -33,6 +33,8 @@ COMMAND_MODULES = (
     "engine.cli.study",
     "engine.cli.report",
     "engine.cli.self_explain",
+    "engine.cli.plant",
+    "engine.cli.report_card",
 )
 
 DESCRIPTION = """\
