@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "engine.cli.study",
     "engine.cli.report",
     "engine.cli.self_explain",
+    "engine.cli.plant",
 )
 
 DESCRIPTION = """\
