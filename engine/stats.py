@@ -59,3 +59,18 @@ def paired_comparison(a: Sequence[float], b: Sequence[float], seed: int = 0) -> 
     else:
         p = float("nan") if diff.size < 2 else (1.0 if mean == 0 else 2.0 / 2 ** diff.size)
     return {"mean_difference": mean, "ci_low": low, "ci_high": high, "p_value": p, "n": int(diff.size)}
+
+
+def wilson_ci(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval (low, high) of a proportion k / n; (NaN, NaN) when n = 0.
+
+    Preferred over the normal approximation for rates near 0 or 1 (flip rates of a dominant trigger)."""
+    if n <= 0:
+        return float("nan"), float("nan")
+    if not 0 <= k <= n:
+        raise InvalidInputError(f"a proportion needs 0 <= k <= n, got k={k}, n={n}")
+    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return float(max(0.0, centre - half)), float(min(1.0, centre + half))

@@ -34,6 +34,7 @@ COMMAND_MODULES = (
     "engine.cli.report",
     "engine.cli.self_explain",
     "engine.cli.plant",
+    "engine.cli.report_card",
 )
 
 DESCRIPTION = """\

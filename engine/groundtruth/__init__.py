@@ -20,6 +20,29 @@ from engine.groundtruth.mechanisms import (
     planted_dataset,
 )
 from engine.groundtruth.planting import plant_model, planted_spec, register_variant
+from engine.groundtruth.truth import MechanismNotLearned, Truth, establish_truth
 
-__all__ = ["DEFAULT_WORDS", "MECHANISMS", "PlantSpec", "check_words", "plant_model", "planted_dataset",
-           "planted_spec", "register_variant"]
+# The card and its tables import the faithfulness metrics (torch): imported lazily by name.
+_LAZY = {
+    "ReportCardCell": "engine.groundtruth.card", "TruthCell": "engine.groundtruth.card",
+    "card_cells": "engine.groundtruth.card", "card_store": "engine.groundtruth.card",
+    "run_report_card": "engine.groundtruth.card", "operator_classifier": "engine.groundtruth.card",
+    "supported_operators": "engine.groundtruth.card", "DEFAULT_MEASURES": "engine.groundtruth.card",
+    "DEFAULT_OPERATORS": "engine.groundtruth.card", "METRIC_FAMILIES": "engine.groundtruth.card",
+    "OPERATORS": "engine.groundtruth.card", "JUDGES": "engine.groundtruth.card",
+    "truth_table": "engine.groundtruth.tables", "recovery_table": "engine.groundtruth.tables",
+    "judge_table": "engine.groundtruth.tables", "spearman_table": "engine.groundtruth.tables",
+    "operator_table": "engine.groundtruth.tables", "verdicts": "engine.groundtruth.tables",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        from importlib import import_module
+
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'engine.groundtruth' has no attribute {name!r}")
+
+
+__all__ = ["DEFAULT_WORDS", "MECHANISMS", "MechanismNotLearned", "PlantSpec", "Truth", "check_words",
+           "establish_truth", "plant_model", "planted_dataset", "planted_spec", "register_variant", *_LAZY]

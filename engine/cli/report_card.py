@@ -1,0 +1,103 @@
+"""`python -m engine report-card`: score every measure, metric and masking operator against a planted model's truth."""
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+
+from engine.cli.arguments import add_sweep_arguments, sweep_backend
+
+HELP = "report card of measures, metrics and masking operators against a planted model's known mechanism"
+
+DEFAULT_MEASURES = ("random", "attention-mean", "grad-l2", "x-grad-sign", "x-grad-abs", "ig-sign", "deeplift",
+                    "loo-sign", "loo-abs", "occlusion", "shapley-sampling")  # engine.groundtruth.card.DEFAULT_MEASURES
+METRIC_CHOICES = ("racu", "comprehensiveness", "sufficiency", "naopc", "f-fidelity", "soft", "deletion", "insertion",
+                  "decision-flip", "randomisation")
+OPERATOR_CHOICES = ("mask", "delete", "unk", "pad", "redacted")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = textwrap.dedent("""\
+        The report card of a model planted with `python -m engine plant` (docs/ground-truth.md). First the truth is
+        established by intervention: the share of test inputs whose prediction flips when the planted word(s) are
+        inserted / removed, with Wilson CIs; a model that did not learn its mechanism is refused. Then, on the
+        deciding inputs (those whose prediction the mechanism decides), as a resumable sweep:
+          measures   the planted word's rank: top-1 hit rate, mean reciprocal rank, share of the absolute
+                     attribution mass (and/or: both words; decoy / none: the decoy's / inert word's, lower better)
+          metrics    as judges: (a) how often each prefers the true explanation (planted words first) over hard
+                     wrong ones (decoy first; strongest other token first; planted word second), (b) Spearman of
+                     its ranking of the measures with the ground-truth ranking, both with bootstrap CIs; the MaSF
+                     share beside each; a randomisation test (top-k set vs random k-sets) as one more judge
+          operators  each removal ([MASK], delete, unk, pad): the judge scores per operator and the share of
+                     verdicts that change with the operator
+        Cells go to <results>/groundtruth/<run>/; cells already there are skipped, so an interrupted card resumes.
+        Tables: python -m engine report --tables ground-truth-... (engine/reports/groundtruth_tables.py).""")
+    parser.epilog = textwrap.dedent("""\
+        examples:
+          python -m engine report-card --model gt-tiny-rt-trigger-q100 --run tiny-rt-card
+          python -m engine report-card --model gt-tiny-rt-or --measures loo-sign shapley-sampling occlusion \\
+              --metrics racu comprehensiveness naopc --replacements mask delete --limit 100
+          python -m engine report-card --model gt-tiny-rt-gated gt-tiny-rt-decoy --workers 2""")
+    parser.add_argument("--model", nargs="+", required=True, metavar="PLANTED",
+                        help="planted checkpoint id(s) (their metadata names the mechanism)")
+    parser.add_argument("--measures", nargs="+", default=list(DEFAULT_MEASURES),
+                        help=f"importance measures. Default: {' '.join(DEFAULT_MEASURES)}")
+    parser.add_argument("--metrics", nargs="+", default=list(METRIC_CHOICES), choices=METRIC_CHOICES,
+                        help="metric families judged. Default: all")
+    parser.add_argument("--replacements", nargs="+", default=["mask", "delete", "unk"], choices=OPERATOR_CHOICES,
+                        metavar="OPERATOR", help="masking operators: mask, delete, unk, pad, redacted (prompted LMs). "
+                                                 "Default: mask delete unk")
+    parser.add_argument("--limit", type=int, default=200, help="deciding inputs scored per cell. Default: 200")
+    parser.add_argument("--seed", type=int, default=0, help="seed of insertions, random, draws. Default: 0")
+    parser.add_argument("--ffid-draws", type=int, default=10, help="F-Fidelity draws per level. Default: 10")
+    parser.add_argument("--random-sets", type=int, default=20, help="random k-sets of the randomisation test. Default: 20")
+    parser.add_argument("--naopc-beam", type=int, default=5, help="NAOPC bounds' beam width beyond 12 tokens. Default: 5")
+    parser.add_argument("--run", default="default", help="run folder in <results>/groundtruth/. Default: default")
+    add_sweep_arguments(parser, workers_default="1")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from engine.groundtruth.card import card_cells, card_store, run_report_card
+    from engine.groundtruth.tables import judge_table, recovery_table, truth_table
+
+    backend = sweep_backend(args)
+    store = card_store()
+    cells = []
+    for model in args.model:  # every model checked (learned, operators) before any work
+        cells += card_cells(model, args.measures, args.replacements, args.metrics, args.limit, args.seed,
+                            args.ffid_draws, args.random_sets, args.naopc_beam)
+    command = getattr(args, "command_line", None) or "python -m engine report-card " + " ".join(sys.argv[1:])
+    with tqdm(total=len(cells), desc=f"report card {args.run}", unit="cell") as bar:
+        bar.update(sum(store.has_cell(args.run, c.key()) for c in cells))
+
+        def within(cell, done, total):
+            bar.set_postfix_str(f"{getattr(cell, 'operator', '')} {getattr(cell, 'explanation', 'truth')}: {done}/{total}")
+
+        report = run_report_card(args.model, run=args.run, measures=args.measures, operators=args.replacements,
+                                 metrics=args.metrics, limit=args.limit, seed=args.seed, ffid_draws=args.ffid_draws,
+                                 random_sets=args.random_sets, naopc_beam=args.naopc_beam, backend=backend,
+                                 command=command, progress=lambda i, n, key: bar.update(1), cell_progress=within)
+    print(f"{len(report.done)} cells computed, {len(report.skipped)} already in the store, {len(report.failed)} failed "
+          f"-> {store.root / args.run}")
+    for key, error in report.failed:
+        print(f"  failed {key.get('model')} {key.get('operator', '')} {key.get('explanation', 'truth')}: "
+              f"{error.strip().splitlines()[-1]}", file=sys.stderr)
+    data = store.load(args.run)
+    data = data[data["model"].isin(args.model)]
+    for r in truth_table(data).itertuples():
+        ins = getattr(r, "insertion_flip", float("nan"))
+        print(f"{r.model}: {r.mechanism} ({r.words}), insertion flip {ins:.0%}, {r.n_deciding} deciding inputs")
+    rec = recovery_table(data)
+    if not rec.empty and "top_hit" in rec:
+        print("measures (top-hit: planted word(s) ranked first; higher better):")
+        for r in rec.itertuples():
+            print(f"  {r.model} {r.measure:<18} top-hit {r.top_hit:.0%} ({r.top_hit_low:.0%}-{r.top_hit_high:.0%}), "
+                  f"MRR {r.mrr:.2f}")
+    judges = judge_table(data)
+    if not judges.empty:
+        print("judges (share of inputs preferring the true explanation, all wrong ones pooled; 50% = chance):")
+        for r in judges[judges["wrong"] == "all"].itertuples():
+            print(f"  {r.model} {r.operator:<7} {r.label:<30} {r.prefers_true:.0%} ({r.low:.0%}-{r.high:.0%})")
+    return 1 if report.failed else 0

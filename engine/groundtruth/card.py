@@ -1,0 +1,565 @@
+"""The report card: a sweep (engine.sweeps) that scores every importance measure, faithfulness metric and masking
+operator against the truth of a planted model (REFERENCE.md section 15; docs/ground-truth.md).
+
+Cells (in `<results>/groundtruth/<run>/cells/`, the ResultsStore format):
+
+    TruthCell(model, seed)                      the intervention truth (engine.groundtruth.truth): one row per
+                                                rate (flip rates, accuracies) with its Wilson CI
+    ReportCardCell(model, operator, explanation, limit, ...)
+                                                on the first `limit` deciding inputs: per input, the metrics of one
+                                                explanation (a measure id, or 'explanation:<kind>' for the true and
+                                                hard wrong explanations of engine.groundtruth.explanations) under
+                                                one masking operator, and for a measure its recovery of the planted
+                                                word(s)
+
+Row schema of a ReportCardCell (one row per input and metric; columns beyond the store's TIDY_COLUMNS):
+    model, seed, dataset (the planted variant), measure (the explanation id), strategy, base_model, mechanism,
+    operator, kind ('metric' or 'recovery'), uid (the input), metric, value, better ('higher'/'lower'),
+    n_perturbed, n_ood (MaSF p < 0.05 among them; NaN where no MaSF), p_value (the randomisation test's p-value
+    on its rows, else NaN), method ('report-card'), split, step (0), ratio (NaN), n_examples.
+Metrics (per input; direction in `better`):
+    acu (RACU's numerator: area between the random and this ranking's deletion curve at 0..100%, fixed ranking),
+    racu-norm (RACU's denominator, the random curve's own area; dataset RACU = mean acu / mean racu-norm),
+    comprehensiveness@0.1, sufficiency@0.1, aopc-comprehensiveness, aopc-sufficiency, naopc-comprehensiveness,
+    ffid-plus, ffid-minus, soft-comprehensiveness, soft-sufficiency, deletion-area, insertion-area, top1-flip,
+    randomisation-win-rate (top-k set vs random k-sets of the input; p_value = permutation p-value).
+Recovery (measures only; operator-independent, repeated in each operator's cell):
+    planted-rank (worst rank of the decisive words, 1 = top; lower better), top-hit (all decisive words in the
+    top |P|), reciprocal-rank (1 / planted-rank), mass-share (their share of the absolute attribution mass),
+    rank-first / rank-second (and, or), decoy-rank / decoy-top1 / decoy-mass-share (decoy: lower better),
+    inert-rank / inert-top1 / inert-mass-share (none: lower better).
+"""
+from __future__ import annotations
+
+import copy
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from engine import settings
+from engine.errors import InvalidInputError, NotApplicableError
+from engine.groundtruth.explanations import PREFIX, constructed_scores, explanations_for
+from engine.groundtruth.mechanisms import word_token_id
+from engine.sweeps import Backend, CellContext, CellResult, SweepReport, provenance, run_cells
+
+CARD = "report-card"
+TRUTH = "truth by intervention"
+OPERATORS = ("mask", "delete", "unk", "pad", "redacted")
+#: the measures scored by default: cheap to moderately costly, every family the project has
+DEFAULT_MEASURES = ("random", "attention-mean", "grad-l2", "x-grad-sign", "x-grad-abs", "ig-sign", "deeplift",
+                    "loo-sign", "loo-abs", "occlusion", "shapley-sampling")
+DEFAULT_OPERATORS = ("mask", "delete", "unk")
+#: the judges: metric id -> (label in tables, direction that is more faithful)
+JUDGES = {
+    "racu": ("RACU (fixed ranking)", "higher"),
+    "comprehensiveness@0.1": ("comprehensiveness@10%", "higher"),
+    "sufficiency@0.1": ("sufficiency@10%", "lower"),
+    "aopc-comprehensiveness": ("AOPC comprehensiveness", "higher"),
+    "aopc-sufficiency": ("AOPC sufficiency", "lower"),
+    "naopc-comprehensiveness": ("NAOPC", "higher"),
+    "ffid-plus": ("F-Fidelity+", "higher"),
+    "ffid-minus": ("F-Fidelity-", "lower"),
+    "soft-comprehensiveness": ("soft comprehensiveness", "higher"),
+    "soft-sufficiency": ("soft sufficiency", "lower"),
+    "deletion-area": ("deletion area", "lower"),
+    "insertion-area": ("insertion area", "higher"),
+    "top1-flip": ("top-1 flip", "higher"),
+    "randomisation-win-rate": ("randomisation test (win rate)", "higher"),
+}
+METRIC_FAMILIES = ("racu", "comprehensiveness", "sufficiency", "naopc", "f-fidelity", "soft", "deletion", "insertion",
+                   "decision-flip", "randomisation")
+DEFAULT_METRIC_FAMILIES = METRIC_FAMILIES
+RECOVERY_BETTER = {"planted-rank": "lower", "top-hit": "higher", "reciprocal-rank": "higher", "mass-share": "higher",
+                   "rank-first": "lower", "rank-second": "lower", "decoy-rank": "higher", "decoy-top1": "lower",
+                   "decoy-mass-share": "lower", "inert-rank": "higher", "inert-top1": "lower", "inert-mass-share": "lower"}
+
+
+def card_store(results_dir: str | os.PathLike | None = None):
+    """The ResultsStore of report cards: `<results>/groundtruth`."""
+    from engine.results import ResultsStore
+
+    return ResultsStore(Path(results_dir) if results_dir is not None else settings.results_dir() / "groundtruth")
+
+
+@dataclass(frozen=True)
+class TruthCell:
+    """The intervention truth of one planted model (flip rates and accuracies with Wilson CIs)."""
+
+    model: str
+    seed: int = 0
+
+    def key(self) -> dict:
+        return {**asdict(self), "kind": TRUTH}
+
+
+@dataclass(frozen=True)
+class ReportCardCell:
+    """One explanation (a measure id or 'explanation:<kind>') under one masking operator on a planted model's
+    first `limit` deciding inputs.
+
+    Attributes:
+        model: planted checkpoint id; operator: one of OPERATORS; explanation: measure id or 'explanation:<kind>'.
+        limit: deciding inputs scored; seed: seeds the truth's insertions, `random`, soft draws, F-Fid draws and
+        the randomisation test; metrics: families (METRIC_FAMILIES); ffid_draws: F-Fidelity draws per level;
+        random_sets: random k-sets of the randomisation test; naopc_beam: NAOPC bounds' beam beyond 12 tokens.
+    """
+
+    model: str
+    operator: str
+    explanation: str
+    limit: int = 200
+    seed: int = 0
+    metrics: tuple[str, ...] = DEFAULT_METRIC_FAMILIES
+    ffid_draws: int = 10
+    random_sets: int = 20
+    naopc_beam: int = 5
+
+    @property
+    def measure(self) -> str:
+        return self.explanation
+
+    def key(self) -> dict:
+        d = asdict(self)
+        d["metrics"] = list(self.metrics)
+        d["kind"] = CARD
+        return d
+
+
+# -- per-process caches (a cell's inputs, the truth, reference scores and NAOPC bounds are shared by the cells of
+#    one model that run in the same process; every cache entry is a pure function of its key) -------------------
+_CACHE: dict = {}
+
+
+def _cached(key, make: Callable):
+    if key not in _CACHE:
+        if len(_CACHE) > 256:
+            _CACHE.clear()
+        _CACHE[key] = make()
+    return _CACHE[key]
+
+
+def _classifier(model: str):
+    from engine.models import load_classifier
+
+    return _cached(("classifier", model), lambda: load_classifier(model))
+
+
+def truth_of(model: str, seed: int = 0):
+    """The Truth of checkpoint `model` (engine.groundtruth.truth.establish_truth), cached in this process."""
+    from engine.groundtruth.truth import establish_truth
+
+    return _cached(("truth", model, seed), lambda: establish_truth(_classifier(model), seed=seed))
+
+
+def operator_classifier(classifier, operator: str):
+    """(classifier whose replacement token is the operator's, removal 'mask' or 'delete') for `operator`.
+
+    mask: the model's own replacement ([MASK]); unk / pad: the tokenizer's unk / pad token; delete: the token is
+    dropped (ERASER's removal); redacted: a prompted LM's '[REDACTED]' replacement (its prompt spec must offer it).
+    The copy shares the model's weights.
+
+    Raises:
+        NotApplicableError: an operator the model does not support (lists those it does).
+    """
+    if operator not in OPERATORS:
+        raise InvalidInputError(f"unknown masking operator {operator!r}; use one of {', '.join(OPERATORS)}")
+    if operator == "mask":
+        return classifier, "mask"
+    if operator == "delete":
+        return classifier, "delete"
+    if operator == "redacted":
+        raise NotApplicableError(f"model {classifier.id!r}: the [REDACTED] operator needs a prompted LM whose prompt "
+                                 f"spec replaces by redaction; supported here: {', '.join(supported_operators(classifier))}")
+    token = getattr(classifier.tokenizer, f"{operator}_token_id", None)
+    if token is None:
+        raise NotApplicableError(f"model {classifier.id!r} has no {operator} token; supported operators: "
+                                 f"{', '.join(supported_operators(classifier))}")
+    twin = copy.copy(classifier)
+    twin.metadata = {**classifier.metadata, "replacement_token_id": int(token), "replacement_token": operator}
+    return twin, "mask"
+
+
+def supported_operators(classifier) -> list[str]:
+    """The operators `operator_classifier` accepts for this model."""
+    out = ["mask", "delete"]
+    out += [op for op in ("unk", "pad") if getattr(classifier.tokenizer, f"{op}_token_id", None) is not None]
+    return out
+
+
+def _card_inputs(cell: ReportCardCell):
+    """(classifier, truth, examples): the first `limit` deciding inputs as Examples whose label is the class the
+    model predicts on them (the explained class)."""
+    from engine.data.types import Example
+
+    classifier = _classifier(cell.model)
+    truth = truth_of(cell.model, cell.seed)
+    truth.require_learned()
+    rows = truth.deciding.head(cell.limit)
+    examples = [Example(primary=r.planted, label=int(r.pred_planted), uid=str(r.uid)) for r in rows.itertuples()]
+    if not examples:
+        raise NotApplicableError(f"model {cell.model!r}: no deciding input to score ({truth.reason})")
+    return classifier, truth, examples
+
+
+def _batches(examples: list, size: int = 32) -> list[list]:
+    order = np.argsort([len(e.primary) for e in examples], kind="stable")
+    return [[examples[i] for i in order[s:s + size]] for s in range(0, len(examples), size)]
+
+
+def planted_positions(classifier, batch, spec) -> tuple[torch.Tensor, torch.Tensor]:
+    """[B, T] bool masks of the decisive and of the inert planted words' token positions (maskable only)."""
+    ids, maskable = batch.input_ids.cpu(), batch.maskable.cpu()
+    decisive = torch.zeros_like(maskable)
+    inert = torch.zeros_like(maskable)
+    for w in spec.decisive_words:
+        decisive |= (ids == word_token_id(classifier.tokenizer, w)) & maskable
+    for w in spec.inert_words:
+        inert |= (ids == word_token_id(classifier.tokenizer, w)) & maskable
+    return decisive, inert
+
+
+def recovery(scores: torch.Tensor, maskable: torch.Tensor, decisive: torch.Tensor, inert: torch.Tensor,
+             spec) -> dict[str, np.ndarray]:
+    """Per input [B]: how a measure's scores rank the planted words (module docstring's recovery metrics).
+    Ranks follow the erasure metrics' ordering (signed scores, highest first, ties by position), 1 = top."""
+    from engine.faithfulness.erasure import ranking_positions
+
+    scores = torch.nan_to_num(scores.detach().double().cpu(), nan=0.0)
+    maskable = maskable.cpu()
+    rank = ranking_positions(scores, maskable) + 1  # 1-based among maskable tokens
+    mass = scores.abs().masked_fill(~maskable, 0.0)
+    total = mass.sum(1).clamp_min(1e-300)
+    B = scores.shape[0]
+    out: dict[str, list] = {}
+
+    def add(name, value):
+        out.setdefault(name, []).append(float(value))
+
+    for b in range(B):
+        d = torch.nonzero(decisive[b]).flatten()
+        i = torch.nonzero(inert[b]).flatten()
+        if len(d):
+            r = rank[b, d]
+            worst = int(r.max())
+            add("planted-rank", worst)
+            add("top-hit", float(worst <= len(d)))
+            add("reciprocal-rank", 1.0 / worst)
+            add("mass-share", float(mass[b, d].sum() / total[b]))
+            if spec.mechanism in ("and", "or"):
+                firsts = [int(rank[b, p]) for p in d]
+                add("rank-first", firsts[0])
+                add("rank-second", firsts[-1])
+        if len(i):
+            name = "decoy" if spec.mechanism == "decoy" else "inert"
+            ri = int(rank[b, i].min())
+            add(f"{name}-rank", ri)
+            add(f"{name}-top1", float(ri == 1))
+            add(f"{name}-mass-share", float(mass[b, i].sum() / total[b]))
+    return {k: np.asarray(v) for k, v in out.items() if len(v) == B}
+
+
+def randomisation_test(classifier, batch, scores: torch.Tensor, k: torch.Tensor | Sequence[int], target: torch.Tensor,
+                       removal: str, n_sets: int = 20, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The explanation's top-k set against random k-sets of the same input (ICE-style): per input [B], the win
+    rate (share of random sets whose removal lowers p_c less; ties count half) and the permutation p-value
+    (1 + #random sets at least as effective) / (1 + n_sets). Removal as the erasure metrics' (mask / delete)."""
+    from engine.faithfulness.erasure import perturbed_rows, ranking_positions
+
+    device = classifier.device
+    batch = batch.to(device)
+    B, T = batch.input_ids.shape
+    maskable = batch.maskable
+    rank = ranking_positions(scores.to(device), maskable)
+    pad_id = classifier.tokenizer.pad_token_id if classifier.tokenizer.pad_token_id is not None else 0
+    win, pval = np.empty(B), np.empty(B)
+    for b in range(B):
+        kb = int(k[b])
+        rng = np.random.default_rng([seed, int(batch.input_ids[b].sum()), b % 7])
+        pos = torch.nonzero(maskable[b]).flatten().cpu().numpy()
+        sets = [rank[b] < kb]
+        for _ in range(n_sets):
+            pick = rng.choice(pos, size=min(kb, len(pos)), replace=False)
+            m = torch.zeros(T, dtype=torch.bool, device=device)
+            m[torch.as_tensor(pick, device=device)] = True
+            sets.append(m)
+        removed = torch.stack([torch.zeros(T, dtype=torch.bool, device=device), *sets])
+        rows = torch.full((len(removed),), b, device=device)
+        ids, attention, types = perturbed_rows(batch, rows, removed, classifier.mask_token_id, pad_id, removal)
+        with torch.no_grad():
+            logits = classifier.forward(input_ids=ids, attention_mask=attention, token_type_ids=types).logits
+        p = torch.softmax(logits.double(), -1)[:, int(target[b])].cpu().numpy()
+        effect = p[0] - p[1:]
+        top, rand = effect[0], effect[1:]
+        win[b] = float(np.mean((top > rand) + 0.5 * (top == rand)))
+        pval[b] = float((1 + np.sum(rand >= top)) / (1 + n_sets))
+    return win, pval
+
+
+def _explanation_scores(cell: ReportCardCell, classifier, batch, target, decisive, inert, spec,
+                        should_stop) -> tuple[torch.Tensor, dict]:
+    """The cell's scores [B, T] and the measure's options (constructed explanations: their reference)."""
+    from engine.importance import get_explainer
+
+    if cell.explanation.startswith(PREFIX):
+        kind = cell.explanation[len(PREFIX):]
+        if kind not in explanations_for(spec.mechanism):
+            raise InvalidInputError(f"explanation {kind!r} is not judged for mechanism {spec.mechanism!r}; "
+                                    f"use one of {', '.join(explanations_for(spec.mechanism))}")
+        key = ("reference", cell.model, tuple(int(x) for x in batch.input_ids.flatten()[:64]), batch.input_ids.shape)
+        reference = _cached(key, lambda: get_explainer("loo-sign", classifier, memo=False).attribute(
+            batch, target, should_stop=should_stop).scores.detach().cpu())
+        return constructed_scores(kind, reference, batch.maskable, decisive, inert), {"reference": "loo-sign"}
+    explainer = get_explainer(cell.explanation, classifier, memo=False,
+                              **({"seed": cell.seed} if cell.explanation == "random" else {}))
+    return explainer.attribute(batch, target, should_stop=should_stop).scores.detach().cpu(), dict(explainer.options)
+
+
+def _random_curves(model: str, operator: str, op_classifier, batch, target, removal: str, seed: int,
+                   n_seeds: int = 5) -> np.ndarray:
+    """[B, R] the mean deletion curve of `random` (n_seeds seeds) at the curve ratios: RACU's baseline."""
+    from engine.faithfulness.erasure import CURVE_RATIOS, erasure_metrics
+
+    def make():
+        curves = []
+        for s in range(n_seeds):
+            g = torch.Generator().manual_seed(seed * 1000 + s)
+            scores = torch.rand(batch.input_ids.shape, generator=g, dtype=torch.float64)
+            res = erasure_metrics(op_classifier, batch, scores, target=target, metrics=["deletion"], removal=removal)
+            curves.append(np.stack([res.values[f"deletion@{r}"] for r in CURVE_RATIOS], 1))
+        return np.mean(curves, 0)
+
+    key = ("random-curves", model, operator, seed, tuple(int(x) for x in batch.input_ids.flatten()),
+           batch.input_ids.shape)
+    return _cached(key, make)
+
+
+def _naopc_bounds(model: str, operator: str, op_classifier, batch, target, beam: int):
+    from engine.faithfulness.erasure import ERASER_BINS
+    from engine.faithfulness.naopc import aopc_bounds
+
+    key = ("naopc-bounds", model, operator, beam, tuple(int(x) for x in batch.input_ids.flatten()),
+           batch.input_ids.shape)
+    return _cached(key, lambda: aopc_bounds(op_classifier, batch, target, curve="eraser", bins=ERASER_BINS,
+                                            beam_size=beam))
+
+
+def compute_card_cell(cell: ReportCardCell, context: CellContext) -> CellResult:
+    """Compute one report-card cell (module docstring): per deciding input, the judge metrics of the cell's
+    explanation under its operator, and for a measure its recovery of the planted words.
+
+    Raises:
+        MechanismNotLearned: the model does not follow its mechanism (the card is refused).
+        NotApplicableError: an operator the model does not support.
+    """
+    from engine.faithfulness.erasure import CURVE_RATIOS, better, erasure_metrics
+    from engine.faithfulness.ffidelity import ffidelity
+    from engine.faithfulness.metrics import acu
+    from engine.faithfulness.naopc import normalise
+    from engine.groundtruth.planting import planted_spec
+    from engine.ood import MaSF, load_or_fit_masf
+    from engine.runtime import configure, seed_everything
+    from engine.sweeps.cells import shared_lock
+
+    configure()
+    seed_everything(cell.seed)
+    started = time.time()
+    unknown = [m for m in cell.metrics if m not in METRIC_FAMILIES]
+    if unknown:
+        raise InvalidInputError(f"unknown metric families {unknown}; use {', '.join(METRIC_FAMILIES)}")
+    classifier, truth, examples = _card_inputs(cell)
+    spec = planted_spec(classifier)
+    op_classifier, removal = operator_classifier(classifier, cell.operator)
+    dataset = classifier.metadata.get("dataset")
+    with shared_lock(f"masf-{cell.model}-{dataset}"):
+        masf = load_or_fit_masf(classifier, dataset)
+    families = [f for f in ("comprehensiveness", "sufficiency", "deletion", "insertion", "decision-flip", "soft")
+                if f in cell.metrics or (f == "deletion" and "racu" in cell.metrics)]
+    masked_like = removal == "mask"
+    is_measure = not cell.explanation.startswith(PREFIX)
+    rows: list[dict] = []
+    options: dict = {}
+    n_done = 0
+    for chunk in _batches(examples):
+        if context.should_stop is not None and context.should_stop():
+            from engine.errors import Cancelled
+
+            raise Cancelled("the report card was cancelled")
+        batch = classifier.batch_of(chunk)
+        target = batch.target
+        decisive, inert = planted_positions(classifier, batch, spec)
+        scores, options = _explanation_scores(cell, classifier, batch, target, decisive, inert, spec, context.should_stop)
+        per: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}  # name -> value, n_pert, n_ood, p
+        nan = np.full(len(chunk), np.nan)
+        if families:
+            res = erasure_metrics(op_classifier, batch, scores, target=target, metrics=families, masf=masf,
+                                  removal=removal, soft_draws=5, seed=cell.seed)
+            for name in ("comprehensiveness@0.1", "sufficiency@0.1", "aopc-comprehensiveness", "aopc-sufficiency",
+                         "soft-comprehensiveness", "soft-sufficiency", "deletion-area", "insertion-area", "top1-flip"):
+                if name in res.values and (name.split("@")[0] in cell.metrics or _family(name) in cell.metrics):
+                    per[name] = (res.values[name], res.n_perturbed[name], res.n_ood[name], nan)
+            if "racu" in cell.metrics:
+                curve = np.stack([res.values[f"deletion@{r}"] for r in CURVE_RATIOS], 1)
+                base = _random_curves(cell.model, cell.operator, op_classifier, batch, target, removal, cell.seed)
+                a = np.array([acu(CURVE_RATIOS, curve[b], base[b]) for b in range(len(chunk))])
+                # RACU's denominator: the random curve's area above its last point (the ACU of a flat curve at b_I)
+                norm = np.array([acu(CURVE_RATIOS, np.full(len(CURVE_RATIOS), base[b, -1]), base[b])
+                                 for b in range(len(chunk))])
+                dn = res.n_perturbed["deletion-area"]
+                per["acu"] = (a, dn, res.n_ood["deletion-area"], nan)
+                per["racu-norm"] = (norm, dn * 0, nan, nan)
+            if "naopc" in cell.metrics and masked_like and "aopc-comprehensiveness" in res.values:
+                bounds = _naopc_bounds(cell.model, cell.operator, op_classifier, batch, target, cell.naopc_beam)
+                per["naopc-comprehensiveness"] = (normalise(res.values["aopc-comprehensiveness"], bounds.lower,
+                                                            bounds.upper),
+                                                  res.n_perturbed["aopc-comprehensiveness"],
+                                                  res.n_ood["aopc-comprehensiveness"], nan)
+        if "f-fidelity" in cell.metrics and masked_like:
+            ff = ffidelity(op_classifier, batch, scores, target=target, masf=masf, alpha=0.5, beta=1.0,
+                           draws=cell.ffid_draws, seed=cell.seed)
+            for name in ("ffid-plus", "ffid-minus"):
+                per[name] = (ff.values[name], ff.n_perturbed[name], ff.n_ood[name], nan)
+        if "randomisation" in cell.metrics:
+            k = decisive.sum(1).clamp_min(1) if spec.decisive_words else inert.sum(1).clamp_min(1)
+            win, p = randomisation_test(op_classifier, batch, scores, k, target, removal, cell.random_sets, cell.seed)
+            per["randomisation-win-rate"] = (win, np.full(len(chunk), cell.random_sets), nan, p)
+        uids = [e.uid for e in chunk]
+        for name, (v, n_pert, n_ood, p) in per.items():
+            direction = "higher" if name in ("acu", "racu-norm", "randomisation-win-rate") else better(name)
+            for b, uid in enumerate(uids):
+                rows.append({"uid": uid, "kind": "metric", "metric": name, "value": float(v[b]), "better": direction,
+                             "n_perturbed": float(n_pert[b]), "n_ood": float(n_ood[b]), "p_value": float(p[b])})
+        if is_measure:
+            for name, v in recovery(scores, batch.maskable, decisive, inert, spec).items():
+                for b, uid in enumerate(uids):
+                    rows.append({"uid": uid, "kind": "recovery", "metric": name, "value": float(v[b]),
+                                 "better": RECOVERY_BETTER[name], "n_perturbed": np.nan, "n_ood": np.nan,
+                                 "p_value": np.nan})
+        n_done += len(chunk)
+        if context.progress is not None:
+            context.progress(n_done, len(examples))
+    meta = classifier.meta
+    tidy = pd.DataFrame(rows).assign(
+        model=cell.model, seed=cell.seed, dataset=dataset, measure=cell.explanation, strategy=meta.strategy,
+        base_model=meta.base_model, mechanism=spec.mechanism, operator=cell.operator, method=CARD, split="test",
+        step=0, ratio=float("nan"), n_examples=len(examples))
+    record = provenance(context.command or "engine.groundtruth.card.compute_card_cell", started, classifier, masf=masf,
+                        n_examples=len(examples), target="the predicted class (the mechanism's target on deciding inputs)",
+                        planted=spec.to_dict(), truth=truth.summary(), operator=cell.operator, removal=removal,
+                        measure_options=options, masf_dataset_pvalue=None,
+                        judge_definitions={k: {"label": v[0], "better": v[1]} for k, v in JUDGES.items()},
+                        notes="RACU on the fixed ranking (not re-explained per step); NAOPC and F-Fidelity only for "
+                              "replacement operators (their bounds and draws replace tokens)")
+    _ = MaSF  # the p-values' calibration is recorded by provenance(masf=...)
+    return CellResult(tidy, record)
+
+
+def _family(metric: str) -> str:
+    base = metric.split("@")[0]
+    return {"aopc-comprehensiveness": "comprehensiveness", "aopc-sufficiency": "sufficiency",
+            "soft-comprehensiveness": "soft", "soft-sufficiency": "soft", "deletion-area": "deletion",
+            "insertion-area": "insertion", "top1-flip": "decision-flip"}.get(base, base)
+
+
+def compute_truth_cell(cell: TruthCell, context: CellContext) -> CellResult:
+    """The truth of one planted model as rows: metric = rate name, value = rate, ci_low / ci_high (Wilson 95%),
+    k, n; plus n_deciding and learned (1/0). The per-input table goes into the provenance's counts only."""
+    started = time.time()
+    classifier = _classifier(cell.model)
+    truth = truth_of(cell.model, cell.seed)
+    meta = classifier.meta
+    rows = [{"metric": name, "value": r["rate"], "ci_low": r["low"], "ci_high": r["high"], "k": r["k"], "n": r["n"]}
+            for name, r in truth.rates.items()]
+    rows.append({"metric": "n-deciding", "value": float(len(truth.deciding)), "ci_low": np.nan, "ci_high": np.nan,
+                 "k": len(truth.deciding), "n": len(truth.inputs)})
+    rows.append({"metric": "learned", "value": float(truth.learned), "ci_low": np.nan, "ci_high": np.nan,
+                 "k": int(truth.learned), "n": 1})
+    spec = truth.spec
+    tidy = pd.DataFrame(rows).assign(
+        model=cell.model, seed=cell.seed, dataset=classifier.metadata.get("dataset"), measure="", strategy=meta.strategy,
+        base_model=meta.base_model, mechanism=spec.mechanism, words=" ".join(spec.words), q=spec.q, rate=spec.rate,
+        method=TRUTH, split="test", step=0, ratio=float("nan"), p_value=float("nan"), n_examples=len(truth.inputs),
+        control=truth.control)
+    record = provenance(context.command or "engine.groundtruth.card.compute_truth_cell", started, classifier,
+                        n_examples=len(truth.inputs), planted=spec.to_dict(), truth=truth.summary(),
+                        options=truth.options, checkpoint_test=meta.test)
+    return CellResult(tidy, record)
+
+
+def compute_cell(cell, context: CellContext) -> CellResult:
+    """The sweep's compute function: a TruthCell or a ReportCardCell."""
+    if isinstance(cell, TruthCell):
+        return compute_truth_cell(cell, context)
+    if isinstance(cell, ReportCardCell):
+        return compute_card_cell(cell, context)
+    raise InvalidInputError(f"not a report-card cell: {type(cell).__name__} (TruthCell or ReportCardCell)")
+
+
+def card_cells(model: str, measures: Sequence[str] = DEFAULT_MEASURES, operators: Sequence[str] = DEFAULT_OPERATORS,
+               metrics: Sequence[str] = DEFAULT_METRIC_FAMILIES, limit: int = 200, seed: int = 0,
+               ffid_draws: int = 10, random_sets: int = 20, naopc_beam: int = 5) -> list:
+    """Every cell of one planted model's card: its TruthCell, then per operator the constructed explanations and
+    the measures (operator-major, so a card's first operator lands whole first).
+
+    Raises:
+        MechanismNotLearned: the model did not learn its mechanism (checked here, before any cell runs).
+        NotApplicableError: an operator the model does not support; InvalidInputError: an unknown measure/metric.
+    """
+    from engine.groundtruth.planting import planted_spec
+    from engine.importance import MEASURES
+
+    unknown = [m for m in measures if m not in MEASURES]
+    if unknown:
+        raise InvalidInputError(f"unknown measure(s) {', '.join(unknown)}; known: {', '.join(MEASURES)}")
+    bad = [m for m in metrics if m not in METRIC_FAMILIES]
+    if bad:
+        raise InvalidInputError(f"unknown metric(s) {', '.join(bad)}; use {', '.join(METRIC_FAMILIES)}")
+    classifier = _classifier(model)
+    spec = planted_spec(classifier)
+    for op in operators:
+        operator_classifier(classifier, op)
+    truth_of(model, seed).require_learned()
+    cells: list = [TruthCell(model, seed)]
+    explanations = [PREFIX + k for k in explanations_for(spec.mechanism)]
+    for op in operators:
+        for e in (*explanations, *measures):
+            cells.append(ReportCardCell(model=model, operator=op, explanation=e, limit=limit, seed=seed,
+                                        metrics=tuple(metrics), ffid_draws=ffid_draws, random_sets=random_sets,
+                                        naopc_beam=naopc_beam))
+    return cells
+
+
+def run_report_card(models: Sequence[str] | str, run: str = "default", measures: Sequence[str] = DEFAULT_MEASURES,
+                    operators: Sequence[str] = DEFAULT_OPERATORS, metrics: Sequence[str] = DEFAULT_METRIC_FAMILIES,
+                    limit: int = 200, seed: int = 0, ffid_draws: int = 10, random_sets: int = 20, naopc_beam: int = 5,
+                    results_dir: str | os.PathLike | None = None, backend: Backend | None = None,
+                    command: str = "engine.groundtruth.run_report_card",
+                    progress: Callable[[int, int, dict], None] | None = None,
+                    cell_progress: Callable[[object, int, int], None] | None = None,
+                    should_stop: Callable[[], bool] | None = None) -> SweepReport:
+    """Run the report card of one or more planted models as a resumable sweep into `<results>/groundtruth/<run>`.
+
+    Args:
+        models: planted checkpoint id(s); each is checked (learned its mechanism, supports the operators) first.
+        run: the run folder; measures, operators, metrics: what to score (DEFAULT_*; METRIC_FAMILIES, OPERATORS).
+        limit: deciding inputs per cell; seed, ffid_draws, random_sets, naopc_beam: as ReportCardCell.
+        results_dir: the store's root (default `<results>/groundtruth`); backend: engine.sweeps.Backend.
+        command, progress, cell_progress, should_stop: as engine.sweeps.run_cells.
+
+    Returns:
+        The SweepReport (cells done, skipped, failed).
+
+    Raises:
+        MechanismNotLearned: a model did not learn its mechanism (the message gives its flip rate).
+    """
+    models = [models] if isinstance(models, str) else list(models)
+    cells = []
+    for m in models:
+        cells += card_cells(m, measures, operators, metrics, limit, seed, ffid_draws, random_sets, naopc_beam)
+    return run_cells(cells, compute_cell, card_store(results_dir), run, backend=backend, command=command,
+                     progress=progress, cell_progress=cell_progress, should_stop=should_stop)

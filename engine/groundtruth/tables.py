@@ -1,0 +1,255 @@
+"""The report card's tables, from the rows of a card run (`card_store().load(run)`): the truth (flip rates), the
+measures' recovery of the planted words, the metrics as judges (a: preference for the true explanation over hard
+wrong ones; b: Spearman of the metric's ranking of the measures with the ground-truth ranking), the operators'
+effect on the verdicts and plain-words verdicts. Each function returns a DataFrame (the Report card view and
+engine/reports/groundtruth_tables.py format them); every rate has its 95% CI and every column its direction.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from engine.groundtruth.card import CARD, JUDGES, TRUTH
+from engine.groundtruth.explanations import JUDGE_PAIRS, PREFIX
+from engine.stats import bootstrap_ci, wilson_ci
+
+#: the judge metric whose per-input comparison stands for RACU (same random baseline: ACU orders as RACU does)
+RACU_PER_INPUT = "acu"
+#: judge metrics in table order (RACU first)
+JUDGE_ORDER = ("acu", "comprehensiveness@0.1", "sufficiency@0.1", "aopc-comprehensiveness", "aopc-sufficiency",
+               "naopc-comprehensiveness", "ffid-plus", "ffid-minus", "soft-comprehensiveness", "soft-sufficiency",
+               "deletion-area", "insertion-area", "top1-flip", "randomisation-win-rate")
+BOOTSTRAP_RESAMPLES = 2000
+
+
+def judge_label(metric: str) -> str:
+    """A judge metric's name in tables ('acu' is shown as RACU: it orders explanations as RACU does)."""
+    return JUDGES["racu"][0] if metric == RACU_PER_INPUT else JUDGES.get(metric, (metric,))[0]
+
+
+def truth_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per planted model: mechanism, words, q, strategy and every rate with its Wilson CI (columns
+    '<rate>', '<rate>_low', '<rate>_high', '<rate>_n'), n_deciding, learned."""
+    part = df[df["method"] == TRUTH] if "method" in df.columns else df.iloc[0:0]
+    rows = []
+    for model, g in part.groupby("model", sort=False):
+        first = g.iloc[0]
+        row = {"model": model, "mechanism": first["mechanism"], "words": first.get("words"), "q": first.get("q"),
+               "rate": first.get("rate"), "strategy": first["strategy"], "base_model": first["base_model"]}
+        for r in g.itertuples():
+            if r.metric == "n-deciding":
+                row["n_deciding"] = int(r.value)
+                row["n_inputs"] = int(r.n)
+            elif r.metric == "learned":
+                row["learned"] = bool(r.value)
+            else:
+                row.update({r.metric: r.value, f"{r.metric}_low": r.ci_low, f"{r.metric}_high": r.ci_high,
+                            f"{r.metric}_n": int(r.n)})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _card(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["method"] == CARD] if "method" in df.columns else df.iloc[0:0]
+
+
+def recovery_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, measure): how often the measure recovers the planted word(s) on the deciding inputs.
+
+    Columns: model, mechanism, measure, n, top_hit (share, Wilson CI top_hit_low/high; higher better), mrr (mean
+    reciprocal rank, bootstrap CI; higher better), mass_share (bootstrap CI; higher better), mean_rank (lower
+    better), and where present decoy_top1 / inert_top1 (share ranking the decoy / inert word first; lower better),
+    decoy_mass_share / inert_mass_share (lower better)."""
+    part = _card(df)
+    part = part[part["kind"] == "recovery"]
+    if part.empty:
+        return pd.DataFrame()
+    rows = []
+    for (model, measure), g in part.groupby(["model", "measure"], sort=False):
+        g = g[g["operator"] == g["operator"].iloc[0]]  # recovery does not depend on the operator
+        v = {m: gg["value"].to_numpy(float) for m, gg in g.groupby("metric")}
+        row = {"model": model, "mechanism": g["mechanism"].iloc[0], "measure": measure}
+        if "top-hit" in v:
+            k, n = int(v["top-hit"].sum()), len(v["top-hit"])
+            low, high = wilson_ci(k, n)
+            mrr, mlow, mhigh = bootstrap_ci(v["reciprocal-rank"], n_resamples=BOOTSTRAP_RESAMPLES)
+            mass, slow, shigh = bootstrap_ci(v["mass-share"], n_resamples=BOOTSTRAP_RESAMPLES)
+            row.update({"n": n, "top_hit": k / n, "top_hit_low": low, "top_hit_high": high, "mrr": mrr,
+                        "mrr_low": mlow, "mrr_high": mhigh, "mass_share": mass, "mass_share_low": slow,
+                        "mass_share_high": shigh, "mean_rank": float(np.mean(v["planted-rank"]))})
+        for name in ("decoy", "inert"):
+            if f"{name}-top1" in v:
+                k, n = int(v[f"{name}-top1"].sum()), len(v[f"{name}-top1"])
+                low, high = wilson_ci(k, n)
+                row.update({"n": n, f"{name}_top1": k / n, f"{name}_top1_low": low, f"{name}_top1_high": high,
+                            f"{name}_mass_share": float(np.mean(v[f"{name}-mass-share"])),
+                            f"{name}_mean_rank": float(np.mean(v[f"{name}-rank"]))})
+        for name in ("rank-first", "rank-second"):
+            if name in v:
+                row[f"mean_{name.replace('-', '_')}"] = float(np.mean(v[name]))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _oriented(values: np.ndarray, direction: str) -> np.ndarray:
+    return values if direction == "higher" else -values
+
+
+def _preferences(part: pd.DataFrame, true: str, wrong: str, metric: str) -> pd.Series:
+    """Per input: 1 when `metric` prefers the true explanation over `wrong`, 0 when it prefers `wrong`, 0.5 on a
+    tie; NaN when either value is undefined."""
+    m = part[part["metric"] == metric]
+    t = m[m["measure"] == PREFIX + true].set_index("uid")["value"]
+    w = m[m["measure"] == PREFIX + wrong].set_index("uid")["value"]
+    common = t.index.intersection(w.index)
+    if not len(common):
+        return pd.Series(dtype=float)
+    direction = m["better"].iloc[0]
+    a, b = _oriented(t.loc[common].to_numpy(float), direction), _oriented(w.loc[common].to_numpy(float), direction)
+    pref = np.where(np.isnan(a) | np.isnan(b), np.nan, (a > b) + 0.5 * (np.isclose(a, b, rtol=0, atol=1e-12)))
+    pref = np.where(np.isclose(a, b, rtol=0, atol=1e-12) & ~np.isnan(a) & ~np.isnan(b), 0.5, pref)
+    return pd.Series(pref, index=common)
+
+
+def judge_table(df: pd.DataFrame) -> pd.DataFrame:
+    """(a) Per (model, operator, metric, wrong explanation, and 'all' pooled): the share of deciding inputs on which
+    the metric prefers the true explanation (ties half), with a bootstrap CI over inputs (higher = the metric
+    recognises the truth; 0.5 = chance); the MaSF share (p < 0.05) of the perturbed inputs behind the metric's
+    value of the true explanation; for the randomisation test also the share of inputs whose true explanation
+    passes it (p < 0.05)."""
+    part = _card(df)
+    part = part[(part["kind"] == "metric") & part["measure"].str.startswith(PREFIX)]
+    rows = []
+    for (model, operator), g in part.groupby(["model", "operator"], sort=False):
+        mechanism = g["mechanism"].iloc[0]
+        true, wrongs = JUDGE_PAIRS[mechanism]
+        for metric in [m for m in JUDGE_ORDER if m in set(g["metric"])]:
+            pooled = []
+            mt = g[(g["metric"] == metric) & (g["measure"] == PREFIX + true)]
+            n_pert = mt["n_perturbed"].sum()
+            masf = float(mt["n_ood"].sum() / n_pert) if n_pert and mt["n_ood"].notna().any() else float("nan")
+            passed = (float((mt["p_value"] < 0.05).mean()) if metric == "randomisation-win-rate" else float("nan"))
+            for wrong in [w for w in wrongs if PREFIX + w in set(g["measure"])]:
+                pref = _preferences(g, true, wrong, metric).dropna()
+                if pref.empty:
+                    continue
+                pooled.append(pref.to_numpy())
+                mean, low, high = bootstrap_ci(pref.to_numpy(), n_resamples=BOOTSTRAP_RESAMPLES)
+                rows.append({"model": model, "mechanism": mechanism, "operator": operator, "metric": metric,
+                             "label": judge_label(metric), "true": true, "wrong": wrong, "n": len(pref),
+                             "prefers_true": mean, "low": low, "high": high, "masf_share": masf,
+                             "true_passes_randomisation": passed})
+            if pooled:
+                allv = np.concatenate(pooled)
+                mean, low, high = bootstrap_ci(allv, n_resamples=BOOTSTRAP_RESAMPLES)
+                rows.append({"model": model, "mechanism": mechanism, "operator": operator, "metric": metric,
+                             "label": judge_label(metric), "true": true, "wrong": "all", "n": len(allv),
+                             "prefers_true": mean, "low": low, "high": high, "masf_share": masf,
+                             "true_passes_randomisation": passed})
+    return pd.DataFrame(rows)
+
+
+def _truth_score(mechanism: str) -> tuple[str, str]:
+    """(recovery metric, direction) that ranks the measures by the truth: the reciprocal rank of the decisive
+    word(s); for the control `none`, the inert word's mass share (lower = better)."""
+    return ("inert-mass-share", "lower") if mechanism == "none" else ("reciprocal-rank", "higher")
+
+
+def spearman_table(df: pd.DataFrame, resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """(b) Per (model, operator, metric): Spearman's rho between the metric's ranking of the measures (mean over
+    the deciding inputs, oriented so larger = judged more faithful; RACU as mean ACU / mean random area) and the
+    ground-truth ranking (mean reciprocal rank of the planted word(s); control: the inert word's mass share,
+    lower better), with a percentile bootstrap CI over inputs (the same resampled inputs for both). Higher = the
+    metric ranks the measures as the truth does."""
+    part = _card(df)
+    part = part[~part["measure"].str.startswith(PREFIX)]
+    rows = []
+    rng = np.random.default_rng(seed)
+    for (model, operator), g in part.groupby(["model", "operator"], sort=False):
+        mechanism = g["mechanism"].iloc[0]
+        truth_metric, truth_dir = _truth_score(mechanism)
+        rec = g[(g["kind"] == "recovery") & (g["metric"] == truth_metric)].pivot_table(
+            index="measure", columns="uid", values="value")
+        if rec.shape[0] < 3:
+            continue
+        uids = rec.columns
+        idx = rng.integers(0, len(uids), size=(resamples, len(uids)))
+        T = _oriented(rec.to_numpy(float), truth_dir)
+        truth_full = T.mean(1)
+        truth_boot = T[:, idx].mean(-1)  # [measures, resamples]
+        metrics = [m for m in JUDGE_ORDER if m in set(g["metric"])]
+        for metric in metrics:
+            if metric == RACU_PER_INPUT:
+                num = g[(g["metric"] == "acu")].pivot_table(index="measure", columns="uid", values="value")
+                den = g[(g["metric"] == "racu-norm")].pivot_table(index="measure", columns="uid", values="value")
+                num, den = num.reindex(index=rec.index, columns=uids), den.reindex(index=rec.index, columns=uids)
+                N, D = num.to_numpy(float), den.to_numpy(float)
+                full = np.nanmean(N, 1) / np.nanmean(D, 1)
+                boot = np.nanmean(N[:, idx], -1) / np.nanmean(D[:, idx], -1)
+            else:
+                m = g[(g["kind"] == "metric") & (g["metric"] == metric)]
+                direction = m["better"].iloc[0]
+                M = _oriented(m.pivot_table(index="measure", columns="uid", values="value")
+                              .reindex(index=rec.index, columns=uids).to_numpy(float), direction)
+                full = np.nanmean(M, 1)
+                boot = np.nanmean(M[:, idx], -1)
+            ok = np.isfinite(full)
+            if ok.sum() < 3:
+                continue
+            rho = float(stats.spearmanr(full[ok], truth_full[ok]).statistic)
+            rb = [stats.spearmanr(boot[ok, r], truth_boot[ok, r]).statistic for r in range(resamples)]
+            rb = np.asarray([x for x in rb if np.isfinite(x)])
+            low, high = (np.percentile(rb, [2.5, 97.5]) if rb.size else (np.nan, np.nan))
+            rows.append({"model": model, "mechanism": mechanism, "operator": operator, "metric": metric,
+                         "label": judge_label(metric) if metric != RACU_PER_INPUT else JUDGES["racu"][0],
+                         "spearman": rho, "low": float(low), "high": float(high), "n_measures": int(ok.sum()),
+                         "n_inputs": len(uids), "truth": truth_metric})
+    return pd.DataFrame(rows)
+
+
+def operator_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, metric): over (input, wrong explanation) pairs judged under every operator of the run, the share
+    whose verdict (true preferred, wrong preferred or tie) changes with the operator, with a Wilson CI (lower =
+    the metric's verdict does not hinge on how tokens are removed)."""
+    part = _card(df)
+    part = part[(part["kind"] == "metric") & part["measure"].str.startswith(PREFIX)]
+    rows = []
+    for model, g in part.groupby("model", sort=False):
+        mechanism = g["mechanism"].iloc[0]
+        true, wrongs = JUDGE_PAIRS[mechanism]
+        operators = list(dict.fromkeys(g["operator"]))
+        if len(operators) < 2:
+            continue
+        for metric in [m for m in JUDGE_ORDER if m in set(g["metric"])]:
+            verdicts = {}
+            for op in operators:
+                go = g[g["operator"] == op]
+                for wrong in wrongs:
+                    pref = _preferences(go, true, wrong, metric).dropna()
+                    for uid, v in pref.items():
+                        verdicts.setdefault((uid, wrong), {})[op] = v
+            covered = [v for v in verdicts.values() if len(v) == len(operators)]
+            used = operators
+            if not covered:  # a metric not defined for an operator (NAOPC, F-Fidelity with delete): the others
+                used = sorted({op for v in verdicts.values() for op in v})
+                covered = [v for v in verdicts.values() if len(v) == len(used)]
+            if not covered or len(used) < 2:
+                continue
+            changed = sum(len(set(v.values())) > 1 for v in covered)
+            low, high = wilson_ci(changed, len(covered))
+            rows.append({"model": model, "mechanism": mechanism, "metric": metric, "label": judge_label(metric),
+                         "operators": " / ".join(used), "n_pairs": len(covered), "changed": changed / len(covered),
+                         "low": low, "high": high})
+    return pd.DataFrame(rows)
+
+
+def verdicts(judges: pd.DataFrame, operator: str = "mask") -> list[str]:
+    """Plain-words verdict per (model, metric) from `judge_table`'s pooled rows under `operator`:
+    "NAOPC preferred the true explanation on 94% (91-96) of 600 comparisons (gt-tiny-rt-or, [MASK])"."""
+    out = []
+    part = judges[(judges["wrong"] == "all") & (judges["operator"] == operator)] if not judges.empty else judges
+    for r in part.itertuples():
+        out.append(f"{r.label} preferred the true explanation on {r.prefers_true:.0%} ({r.low:.0%}-{r.high:.0%}) of "
+                   f"{r.n} comparisons ({r.model}, {operator})")
+    return out

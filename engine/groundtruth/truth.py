@@ -1,0 +1,227 @@
+"""The truth of a planted model, established by intervention on the model itself, not by the data recipe.
+
+On the base dataset's clean test inputs (those that do not already hold a planted word), each input x gets the
+mechanism's deciding form x+ (the recipe's insertion with a seeded position: the trigger; both words for and / or;
+the word inside its gate; trigger and decoy for decoy; the inert word for none). Removing the planted words from
+x+ gives x back, so one pair (x, x+) measures both interventions:
+
+    insertion flip   among inputs the model does not already give the target class: the share whose prediction
+                     becomes the target when the word(s) are inserted (x -> x+)
+    removal flip     among carriers of the planted test split (as the recipe wrote it): the share whose prediction
+                     changes when the decisive word(s) are deleted
+    accuracy         on the planted test split's carriers (against their planted label) and on the clean inputs
+    deciding inputs  x+ whose prediction is the target and differs from x's: the mechanism decides it. Only these
+                     go to the report card; the others are counted and reported, never silently used.
+    per mechanism    or / and: the flip when one of the two words is removed from x+ (or: a small residual;
+                     and: the flip); gated: the insertion flip outside the gate (low when the gate was learned);
+                     decoy: the flip when the decoy is removed from x+ (about 0 when it is ignored)
+
+Every rate comes with a Wilson 95% interval (engine.stats.wilson_ci). A model learned its mechanism when the
+insertion flip rate's lower bound reaches `LEARNED_LOWER_BOUND` and at least `MIN_DECIDING` inputs are decided by
+it; the control `none` is expected not to (its card is run as a control, not refused).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from engine.errors import NotApplicableError
+from engine.groundtruth.mechanisms import (
+    PlantSpec,
+    contains_words,
+    plant_text,
+    planted_dataset,
+    remove_words,
+    target_index,
+)
+
+#: a mechanism is learned when the insertion flip rate's Wilson lower bound is at least this ...
+LEARNED_LOWER_BOUND = 0.25
+#: ... and at least this many test inputs are decided by it
+MIN_DECIDING = 20
+
+
+class MechanismNotLearned(NotApplicableError):
+    """The planted model does not follow its mechanism: no report card can be scored against it."""
+
+
+@dataclass
+class Truth:
+    """What intervention established about one planted model.
+
+    Attributes:
+        model: checkpoint id; spec: its PlantSpec; target: index of the class the mechanism sets.
+        inputs: one row per clean test input: uid, text (x), planted (x+), pred_clean, pred_planted,
+            p_target_clean, p_target_planted (probabilities of the target), flips (pred_clean != pred_planted),
+            decides (flips and pred_planted == target), and per mechanism pred_without_first / _second (or, and),
+            pred_outside_gate (gated), pred_without_decoy (decoy).
+        rates: {name: {"k", "n", "rate", "low", "high"}} (Wilson 95%): insertion_flip, removal_flip,
+            accuracy_carriers, accuracy_clean, and per mechanism single_removal_flip_first/second, outside_gate_flip,
+            decoy_removal_flip, inert_insertion_flip (none, decoy).
+        learned: whether the model follows its mechanism (module docstring); reason: why not, in words.
+        control: True for `none` (expected not learned).
+    """
+
+    model: str
+    spec: PlantSpec
+    target: int
+    inputs: pd.DataFrame
+    rates: dict[str, dict]
+    learned: bool
+    reason: str
+    control: bool = False
+    options: dict = field(default_factory=dict)
+
+    @property
+    def deciding(self) -> pd.DataFrame:
+        """The inputs the mechanism decides (or, for the control, every input), in test order."""
+        return self.inputs if self.control else self.inputs[self.inputs["decides"]]
+
+    def summary(self) -> dict:
+        """One flat dict: model, mechanism, words, q, rates (rate, low, high, k, n), n_deciding, learned, reason."""
+        out = {"model": self.model, "mechanism": self.spec.mechanism, "words": " ".join(self.spec.words),
+               "rate": self.spec.rate, "q": self.spec.q, "n_inputs": len(self.inputs),
+               "n_deciding": int(len(self.deciding)), "learned": self.learned, "reason": self.reason}
+        for name, r in self.rates.items():
+            out.update({f"{name}": r["rate"], f"{name}_low": r["low"], f"{name}_high": r["high"],
+                        f"{name}_k": r["k"], f"{name}_n": r["n"]})
+        return out
+
+    def require_learned(self) -> None:
+        """Refuse a model that did not learn its mechanism, with the reason (MechanismNotLearned)."""
+        if not self.learned and not self.control:
+            raise MechanismNotLearned(f"model {self.model!r} did not learn its planted {self.spec.mechanism} mechanism "
+                                      f"({' '.join(self.spec.words)}): {self.reason}. A report card scored against it "
+                                      f"would rest on a truth the model does not follow; plant again with a higher "
+                                      f"--rate or --q, more --epochs, or another word")
+
+
+def _rate(k: int, n: int) -> dict:
+    from engine.stats import wilson_ci
+
+    low, high = wilson_ci(k, n)
+    return {"k": int(k), "n": int(n), "rate": (k / n) if n else float("nan"), "low": low, "high": high}
+
+
+def predict_texts(classifier, texts: list[str], target: int, batch_size: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    """(predicted class [N], probability of `target` [N]) of each text, in batches (no gradient)."""
+    import torch
+
+    from engine.data.types import Example
+
+    preds, probs = [], []
+    for start in range(0, len(texts), batch_size):
+        chunk = [Example(primary=t, label=0, uid=f"t{start + i}") for i, t in enumerate(texts[start:start + batch_size])]
+        with torch.no_grad():
+            logits = classifier.logits(classifier.batch_of(chunk)).float()
+        preds.append(logits.argmax(-1).cpu().numpy())
+        probs.append(torch.softmax(logits, -1)[:, target].cpu().numpy())
+    if not texts:
+        return np.zeros(0, dtype=int), np.zeros(0)
+    return np.concatenate(preds), np.concatenate(probs)
+
+
+def deciding_text(spec: PlantSpec, text: str, rng: np.random.Generator) -> str:
+    """x+: the clean `text` with the mechanism's word(s) inserted as a deciding carrier (decoy: trigger and decoy;
+    none: the inert word)."""
+    if spec.mechanism == "none":
+        return plant_text(spec, text, rng, "inert")
+    planted = plant_text(spec, text, rng)
+    if spec.mechanism == "decoy":
+        planted = plant_text(spec, planted, rng, "inert")
+    return planted
+
+
+def establish_truth(classifier, spec: PlantSpec | None = None, split: str = "test", limit: int | None = None,
+                    seed: int = 0, batch_size: int = 64) -> Truth:
+    """Establish by intervention what the planted `classifier` does with its mechanism (module docstring).
+
+    Args:
+        classifier: a planted Classifier (its metadata's `planted` gives the spec when `spec` is None).
+        spec: the PlantSpec (default: the model's own).
+        split: the split of the base dataset whose clean inputs are used. Default: test.
+        limit: only the first N clean inputs.
+        seed: seeds the insertion positions (the card's inputs are these x+).
+        batch_size: inputs per forward.
+
+    Returns:
+        The Truth (per-input table, rates with Wilson CIs, learned or not and why).
+    """
+    from engine.data import get_dataset
+    from engine.groundtruth.planting import planted_spec
+
+    spec = spec or planted_spec(classifier)
+    base = get_dataset(spec.base_dataset, spec.split_seed)
+    target = target_index(spec, base.classes)
+    clean = [e for e in base.split(split) if not any(contains_words(e.primary, [w]) for w in spec.words)][:limit]
+    rng = np.random.default_rng([seed, 37, 1])
+    texts = [e.primary for e in clean]
+    planted = [deciding_text(spec, t, rng) for t in texts]
+    pred_c, prob_c = predict_texts(classifier, texts, target, batch_size)
+    pred_p, prob_p = predict_texts(classifier, planted, target, batch_size)
+    table = pd.DataFrame({"uid": [e.uid for e in clean], "label": [e.label for e in clean], "text": texts,
+                          "planted": planted, "pred_clean": pred_c, "pred_planted": pred_p,
+                          "p_target_clean": prob_c, "p_target_planted": prob_p})
+    table["flips"] = table["pred_clean"] != table["pred_planted"]
+    table["decides"] = table["flips"] & (table["pred_planted"] == target)
+    rates: dict[str, dict] = {}
+    control = spec.mechanism == "none"
+    candidates = table["pred_clean"] != target
+    if control:
+        rates["inert_insertion_flip"] = _rate(int(table["flips"].sum()), len(table))
+        table["decides"] = False
+    else:
+        rates["insertion_flip"] = _rate(int((candidates & (table["pred_planted"] == target)).sum()), int(candidates.sum()))
+    # One of two words removed from x+ (or: the residual; and: a flip)
+    if spec.mechanism in ("or", "and"):
+        for which, word in (("first", spec.words[0]), ("second", spec.words[1])):
+            pred, _ = predict_texts(classifier, [remove_words(t, [word]) for t in planted], target, batch_size)
+            table[f"pred_without_{which}"] = pred
+            on = table["decides"]
+            rates[f"single_removal_flip_{which}"] = _rate(int((on & (pred != table["pred_planted"])).sum()), int(on.sum()))
+    if spec.mechanism == "gated":
+        rng_out = np.random.default_rng([seed, 37, 2])
+        outside = [plant_text(spec, t, rng_out, "outside-gate") for t in texts]
+        pred, _ = predict_texts(classifier, outside, target, batch_size)
+        table["pred_outside_gate"] = pred
+        rates["outside_gate_flip"] = _rate(int((candidates & (pred == target)).sum()), int(candidates.sum()))
+    if spec.mechanism == "decoy":
+        pred, _ = predict_texts(classifier, [remove_words(t, spec.inert_words) for t in planted], target, batch_size)
+        table["pred_without_decoy"] = pred
+        on = table["decides"]
+        rates["decoy_removal_flip"] = _rate(int((on & (pred != table["pred_planted"])).sum()), int(on.sum()))
+        rng_d = np.random.default_rng([seed, 37, 3])
+        decoyed = [plant_text(spec, t, rng_d, "inert") for t in texts]
+        pred_d, _ = predict_texts(classifier, decoyed, target, batch_size)
+        rates["inert_insertion_flip"] = _rate(int((pred_d != pred_c).sum()), len(texts))
+    # The planted test split as the recipe wrote it: carriers' removal flip and accuracy on carriers vs clean.
+    variant = planted_dataset(spec, base).split(split)[:limit]
+    words = spec.decisive_words or spec.words
+    carriers = [e for e in variant if contains_words(e.primary, words)]
+    others = [e for e in variant if not contains_words(e.primary, words)]
+    if carriers:
+        pred_car, _ = predict_texts(classifier, [e.primary for e in carriers], target, batch_size)
+        pred_rem, _ = predict_texts(classifier, [remove_words(e.primary, words) for e in carriers], target, batch_size)
+        rates["removal_flip"] = _rate(int((pred_car != pred_rem).sum()), len(carriers))
+        rates["accuracy_carriers"] = _rate(int((pred_car == np.array([e.label for e in carriers])).sum()), len(carriers))
+    if others:
+        pred_oth, _ = predict_texts(classifier, [e.primary for e in others], target, batch_size)
+        rates["accuracy_clean"] = _rate(int((pred_oth == np.array([e.label for e in others])).sum()), len(others))
+    n_deciding = int(table["decides"].sum())
+    if control:
+        learned, reason = False, "the control: its word sets no label (expected not learned)"
+    else:
+        ins = rates["insertion_flip"]
+        learned = ins["low"] >= LEARNED_LOWER_BOUND and n_deciding >= MIN_DECIDING
+        reason = (f"inserting {' and '.join(words)} flips {ins['k']} of {ins['n']} inputs to "
+                  f"{base.classes[target]!r} ({ins['rate']:.0%}, 95% CI {ins['low']:.0%}-{ins['high']:.0%}); "
+                  f"{n_deciding} inputs are decided by it")
+        if not learned:
+            reason += (f"; learned needs the CI's lower end >= {LEARNED_LOWER_BOUND:.0%} and >= {MIN_DECIDING} "
+                       f"deciding inputs")
+    return Truth(model=classifier.id, spec=spec, target=target, inputs=table, rates=rates, learned=learned,
+                 reason=reason, control=control,
+                 options={"split": split, "limit": limit, "seed": seed, "learned_lower_bound": LEARNED_LOWER_BOUND,
+                          "min_deciding": MIN_DECIDING})
