@@ -82,6 +82,7 @@ pages = [
     st.Page(EXPLAIN, title="Explain", icon=":material/search:", default=True, url_path="start"),
     st.Page(str(ROOT / "pages" / "masking.py"), title="Step-by-step masking", icon=":material/layers_clear:"),
     st.Page(str(ROOT / "pages" / "benchmarks.py"), title="Benchmarks", icon=":material/monitoring:"),
+    st.Page(str(ROOT / "pages" / "report_card.py"), title="Report card", icon=":material/fact_check:"),
     # free-form annotation writes to the server's store under any typed name: served to a network, people
     # annotate through a study's links instead, and only the admin has this page
     *([st.Page(str(ROOT / "pages" / "annotate.py"), title="Annotate", icon=":material/rate_review:")] if is_admin else []),
