@@ -62,8 +62,9 @@ def verdicts(judges: pd.DataFrame, operator: str) -> pd.DataFrame:
     explanations), best first: columns model, metric, label, prefers_true, low, high, n, verdict, text.
 
     text: "NAOPC preferred the true explanation on 94% (91-96) of 400 comparisons (200 inputs): better than chance"."""
+    columns = ["model", "metric", "label", "prefers_true", "low", "high", "n", "verdict", "text"]
     if judges.empty:
-        return pd.DataFrame(columns=["model", "metric", "label", "prefers_true", "low", "high", "n", "verdict", "text"])
+        return pd.DataFrame(columns=columns)
     pooled = judges[(judges["wrong"] == "all") & (judges["operator"] == operator)].copy()
     per_wrong = judges[(judges["wrong"] != "all") & (judges["operator"] == operator)]
     inputs = per_wrong.groupby(["model", "metric"])["n"].max()
@@ -76,7 +77,7 @@ def verdicts(judges: pd.DataFrame, operator: str) -> pd.DataFrame:
                      "low": r.low, "high": r.high, "n": r.n, "verdict": word,
                      "text": f"{r.label} preferred the true explanation on {percent_range(r.prefers_true, r.low, r.high)} "
                              f"of {on}: {word}"})
-    out = pd.DataFrame(rows)
+    out = pd.DataFrame(rows, columns=columns)
     return out.sort_values(["model", "prefers_true"], ascending=[True, False], kind="stable").reset_index(drop=True)
 
 
