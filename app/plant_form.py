@@ -103,7 +103,7 @@ def plant_form() -> None:
         model = c2.selectbox("Plant into", models, key=KEY + "model",
                              help="tiny, minilm, bilstm: a new head on a packaged encoder; a model of yours: fine-tuned "
                                   "further (head and labels kept); a prompted LM: masked LoRA")
-        dataset = c3.selectbox("Dataset", names, index=names.index("rt") if "rt" in names else 0, key=KEY + "dataset")
+        dataset = c3.selectbox("Base dataset", names, index=names.index("rt") if "rt" in names else 0, key=KEY + "dataset")
         d1, d2, d3, d4 = st.columns(4)
         words = d1.text_input("Word(s)", key=KEY + "words", placeholder="default: " + " ".join(_defaults(mechanism)),
                               help="space separated; two for and, or, decoy (the trigger, then the decoy)")

@@ -16,6 +16,7 @@ import streamlit as st
 
 from app.admin import AdminRequired, ensure_admin, is_admin
 from app.share import current_view, publish
+from app.shared import MODEL_KEY
 from app.text import md
 from engine.csv_safe import frame_to_csv
 from engine.errors import EngineError
@@ -194,13 +195,18 @@ def planted_models() -> list[str]:
     return [m["id"] for m in list_checkpoints() if "error" not in m and m.get("planted")]
 
 
-def run_form() -> None:
+#: the form's first choice: a card of a few minutes on 2 cores (the command's default scores every family of measure)
+QUICK_MEASURES = ("random", "loo-sign", "x-grad-sign", "ig-sign")
+QUICK_OPERATORS = ("mask",)
+
+
+def run_form(expanded: bool) -> None:
     """Compute a report card for one planted model into the store (admin only when served to a network)."""
-    from engine.groundtruth import DEFAULT_MEASURES, DEFAULT_OPERATORS, METRIC_FAMILIES, OPERATORS
+    from engine.groundtruth import METRIC_FAMILIES, OPERATORS
     from engine.importance import builtin_measures
 
     models = planted_models()
-    with st.expander("Run a report card", expanded=not models or st.session_state.get(KEY + "form_open", False)):
+    with st.expander("Run a report card", expanded=expanded or not models):
         if not models:
             st.info("No planted model yet: plant a mechanism on the **Models** page (Plant a known mechanism), or "
                     "`python -m engine plant --help`.")
@@ -214,14 +220,18 @@ def run_form() -> None:
                    "kept, and a cancelled run continues where it stopped.")
         with st.form(KEY + "form"):
             c1, c2, c3 = st.columns([2, 1, 1])
-            model = c1.selectbox("Planted model", models, key=KEY + "form_model")
+            chosen = st.session_state.get(MODEL_KEY)  # the sidebar's model first, when it is a planted one
+            model = c1.selectbox("Planted model", models, key=KEY + "form_model",
+                                 index=models.index(chosen) if chosen in models else 0)
             run = c2.text_input("Run name", "dashboard", key=KEY + "form_run")
             limit = c3.number_input("Inputs (deciding)", 5, 2000, 50, key=KEY + "form_limit")
-            measures = st.multiselect("Measures", builtin_measures(), default=list(DEFAULT_MEASURES), key=KEY + "form_measures")
+            measures = st.multiselect("Measures", builtin_measures(), default=list(QUICK_MEASURES), key=KEY + "form_measures",
+                                      help="Start with a few: each measure adds its cells for every operator "
+                                           "(python -m engine report-card scores every family by default).")
             d1, d2 = st.columns(2)
             metrics = d1.multiselect("Metric families", list(METRIC_FAMILIES), default=list(METRIC_FAMILIES),
                                      key=KEY + "form_metrics")
-            operators = d2.multiselect("Masking operators", list(OPERATORS), default=list(DEFAULT_OPERATORS),
+            operators = d2.multiselect("Masking operators", list(OPERATORS), default=list(QUICK_OPERATORS),
                                        key=KEY + "form_operators", format_func=lambda o: OPERATOR_NAMES.get(o, o))
             submitted = st.form_submit_button("Run the report card", type="primary")
         if not submitted:
@@ -409,8 +419,8 @@ def render_report_card() -> None:
     from engine.groundtruth import card_store, truth_table
 
     apply_url_view()
-    run_form()
     store = card_store()
+    run_form(expanded=not store.runs())
     runs = store.runs()
     if not runs:
         st.info(f"No report card in {md(store.root)} yet: run one above, or `python -m engine report-card --help`.")
