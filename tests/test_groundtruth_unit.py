@@ -114,6 +114,18 @@ def test_random_ignores_the_model(linear):
     torch.testing.assert_close(scores(linear, "random", LINEAR_TEXT), scores(other, "random", LINEAR_TEXT), **EXACT)
 
 
+def test_linear_model_a_decoy_word_gets_nothing_from_any_attribution(linear):
+    """'loud' has a nonzero embedding (SALIENT = 2) in a feature the linear head never reads: a decoy the model
+    ignores. Its logit effect is 0 however it is removed, so LOO, IG, DeepLift, x-grad (e . g with g = (1, 0, 0, 0,
+    0)), GradientSHAP and the Shapley estimates all give it exactly 0, while 'good' keeps its weight 1. The gradient
+    norms, which do not look at the input, give it the same score as every other word."""
+    text = "loud good the"
+    for measure in ("loo-sign", "ig-sign", "deeplift", "x-grad-sign", "gradient-shap", "shapley-sampling", "kernel-shap"):
+        torch.testing.assert_close(scores(linear, measure, text), t(0, 1, 0), **EXACT, msg=measure)
+    s = scores(linear, "grad-l2", text)
+    assert torch.allclose(s, s[0].expand_as(s))
+
+
 # -- OR of two words, no residual effect ---------------------------------------------------------------------------
 OR_NEAR = "trig pair the film"            # planted words adjacent: one 3-token window covers both
 OR_FAR = "trig the film plot was pair"     # 4 words apart: no 3-token window covers both
