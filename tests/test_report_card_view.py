@@ -151,3 +151,25 @@ def test_without_a_planted_model_the_run_form_says_how_to_plant_one(tmp_path, mo
     at = _run(AppTest.from_file(PAGE, default_timeout=180))
     assert any("No planted model yet" in i.value for i in at.info)
     assert any("No report card" in i.value for i in at.info)
+
+
+def test_served_to_a_network_only_the_admin_gets_the_run_form(card_results, monkeypatch, toy_classifier):
+    """Reading cards is open to every visitor; computing one writes to the server, so a visitor who is not the
+    admin sees why instead of the form (the action checks again where it runs)."""
+    from app import admin
+    from engine.models import save_classifier
+
+    toy_classifier.metadata["planted"] = {"mechanism": "trigger", "words": ["vessel"]}
+    try:
+        save_classifier(toy_classifier, "toy-planted")
+    finally:
+        toy_classifier.metadata.pop("planted")
+    monkeypatch.setenv(admin.NETWORK_ENV, "1")
+    monkeypatch.setenv(admin.SECRET_ENV, "correct horse battery staple")
+    at = _run(AppTest.from_file(PAGE, default_timeout=180))
+    assert any("sign in as the admin" in i.value for i in at.info)
+    assert not [b for b in at.button if b.label == "Run the report card"]
+    assert len(_verdict_lines(at)) == 4  # the cards themselves are shown
+    monkeypatch.delenv(admin.NETWORK_ENV)
+    at = _run(AppTest.from_file(PAGE, default_timeout=180))
+    assert [b for b in at.button if b.label == "Run the report card"]
