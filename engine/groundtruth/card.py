@@ -331,7 +331,7 @@ def _random_curves(model: str, operator: str, op_classifier, batch, target, remo
             g = torch.Generator().manual_seed(seed * 1000 + s)
             scores = torch.rand(batch.input_ids.shape, generator=g, dtype=torch.float64)
             res = erasure_metrics(op_classifier, batch, scores, target=target, metrics=["deletion"], removal=removal)
-            curves.append(np.stack([res.values[f"deletion@{r}"] for r in CURVE_RATIOS], 1))
+            curves.append(np.stack([res.values[f"deletion@{r:g}"] for r in CURVE_RATIOS], 1))
         return np.mean(curves, 0)
 
     key = ("random-curves", model, operator, seed, tuple(int(x) for x in batch.input_ids.flatten()),
@@ -368,7 +368,7 @@ def compute_card_cell(cell: ReportCardCell, context: CellContext) -> CellResult:
 
     configure()
     seed_everything(cell.seed)
-    started = time.time()
+    started, cpu_started = time.time(), time.process_time()
     unknown = [m for m in cell.metrics if m not in METRIC_FAMILIES]
     if unknown:
         raise InvalidInputError(f"unknown metric families {unknown}; use {', '.join(METRIC_FAMILIES)}")
@@ -404,7 +404,7 @@ def compute_card_cell(cell: ReportCardCell, context: CellContext) -> CellResult:
                 if name in res.values and (name.split("@")[0] in cell.metrics or _family(name) in cell.metrics):
                     per[name] = (res.values[name], res.n_perturbed[name], res.n_ood[name], nan)
             if "racu" in cell.metrics:
-                curve = np.stack([res.values[f"deletion@{r}"] for r in CURVE_RATIOS], 1)
+                curve = np.stack([res.values[f"deletion@{r:g}"] for r in CURVE_RATIOS], 1)
                 base = _random_curves(cell.model, cell.operator, op_classifier, batch, target, removal, cell.seed)
                 a = np.array([acu(CURVE_RATIOS, curve[b], base[b]) for b in range(len(chunk))])
                 # RACU's denominator: the random curve's area above its last point (the ACU of a flat curve at b_I)
@@ -451,7 +451,7 @@ def compute_card_cell(cell: ReportCardCell, context: CellContext) -> CellResult:
     record = provenance(context.command or "engine.groundtruth.card.compute_card_cell", started, classifier, masf=masf,
                         n_examples=len(examples), target="the predicted class (the mechanism's target on deciding inputs)",
                         planted=spec.to_dict(), truth=truth.summary(), operator=cell.operator, removal=removal,
-                        measure_options=options, masf_dataset_pvalue=None,
+                        measure_options=options, cpu_seconds=round(time.process_time() - cpu_started, 1),
                         judge_definitions={k: {"label": v[0], "better": v[1]} for k, v in JUDGES.items()},
                         notes="RACU on the fixed ranking (not re-explained per step); NAOPC and F-Fidelity only for "
                               "replacement operators (their bounds and draws replace tokens)")
@@ -469,7 +469,7 @@ def _family(metric: str) -> str:
 def compute_truth_cell(cell: TruthCell, context: CellContext) -> CellResult:
     """The truth of one planted model as rows: metric = rate name, value = rate, ci_low / ci_high (Wilson 95%),
     k, n; plus n_deciding and learned (1/0). The per-input table goes into the provenance's counts only."""
-    started = time.time()
+    started, cpu_started = time.time(), time.process_time()
     classifier = _classifier(cell.model)
     truth = truth_of(cell.model, cell.seed)
     meta = classifier.meta
@@ -487,7 +487,8 @@ def compute_truth_cell(cell: TruthCell, context: CellContext) -> CellResult:
         control=truth.control)
     record = provenance(context.command or "engine.groundtruth.card.compute_truth_cell", started, classifier,
                         n_examples=len(truth.inputs), planted=spec.to_dict(), truth=truth.summary(),
-                        options=truth.options, checkpoint_test=meta.test)
+                        options=truth.options, checkpoint_test=meta.test,
+                        cpu_seconds=round(time.process_time() - cpu_started, 1))
     return CellResult(tidy, record)
 
 

@@ -21,6 +21,15 @@ from scipy import stats
 
 from engine.atomic import write_text
 from engine.errors import InvalidInputError
+from engine.reports.groundtruth_tables import (
+    cost_markdown,
+    judge_markdown,
+    operator_markdown,
+    recovery_markdown,
+    spearman_markdown,
+    truth_markdown,
+    wrong_markdown,
+)
 from engine.reports.llm_tables import llm_curves, llm_racu, selfexplain_table
 
 # Our dataset -> FMM Table 1's row of the same task (rt and SST2: movie-review sentences, binary sentiment).
@@ -35,6 +44,21 @@ class Table:
     name: str
     doc: str  # the file holding the region, relative to the project root
     build: Callable[[Path], str]  # results root -> the region's markdown (without the markers)
+
+
+GROUND_TRUTH_DOC = "docs/ground-truth.md"
+GROUND_TRUTH_RUN = "tiny-rt-card"
+GROUND_TRUTH_TABLES = (
+    Table("ground-truth-truth-tiny-rt", GROUND_TRUTH_DOC, truth_markdown(GROUND_TRUTH_RUN)),
+    Table("ground-truth-recovery-tiny-rt", GROUND_TRUTH_DOC, recovery_markdown(GROUND_TRUTH_RUN)),
+    Table("ground-truth-judges-tiny-rt-mask", GROUND_TRUTH_DOC, judge_markdown(GROUND_TRUTH_RUN, "mask")),
+    Table("ground-truth-judges-tiny-rt-delete", GROUND_TRUTH_DOC, judge_markdown(GROUND_TRUTH_RUN, "delete")),
+    Table("ground-truth-judges-tiny-rt-unk", GROUND_TRUTH_DOC, judge_markdown(GROUND_TRUTH_RUN, "unk")),
+    Table("ground-truth-wrong-tiny-rt", GROUND_TRUTH_DOC, wrong_markdown(GROUND_TRUTH_RUN, "mask")),
+    Table("ground-truth-spearman-tiny-rt", GROUND_TRUTH_DOC, spearman_markdown(GROUND_TRUTH_RUN, "mask")),
+    Table("ground-truth-operators-tiny-rt", GROUND_TRUTH_DOC, operator_markdown(GROUND_TRUTH_RUN)),
+    Table("ground-truth-cost-tiny-rt", GROUND_TRUTH_DOC, cost_markdown(GROUND_TRUTH_RUN)),
+)
 
 
 def _pct(value: float) -> str:
@@ -408,6 +432,7 @@ TABLES: tuple[Table, ...] = (
           selfexplain_table("smollm2-rt-selfexplain", (("zero-shot", "smollm2-rt-prompt"), ("masked LoRA", "smollm2-rt-lora")))),
     Table("faith-plausibility-babi1", "docs/faithfulness-plausibility.md",
           faith_plausibility_report("tiny-babi1-small-3seeds", "tiny-babi1-small-rationales")),
+    *GROUND_TRUTH_TABLES,
 )
 
 

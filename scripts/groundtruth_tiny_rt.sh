@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The shipped tiny (rt) report card (docs/ground-truth.md): plant each mechanism (skipped when its checkpoint is
+# there), then its card under [MASK], model by model so whole cards land first; then the other operators.
+# Every step resumes: planted checkpoints are kept, report-card cells already stored are skipped.
+set -uo pipefail
+export ENGINE_THREADS=${ENGINE_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
+PY=${PY:-.venv/bin/python}
+RUN=${RUN:-tiny-rt-card}
+MEASURES="random attention-mean grad-l2 x-grad-sign x-grad-abs ig-sign deeplift loo-sign occlusion shapley-sampling"
+METRICS="racu comprehensiveness sufficiency soft deletion insertion randomisation f-fidelity"
+plant() {  # id, then plant options
+  local id=$1; shift
+  if [ -f "${ENGINE_MODELS_CACHE:-models_cache}/$id/metadata.json" ]; then echo "have $id"; return; fi
+  /usr/bin/time -f "plant $id: %e s wall, %U s user CPU" $PY -m engine plant --model tiny --dataset rt --quiet --id "$id" "$@"
+}
+card() {  # id, operator, extra metrics
+  /usr/bin/time -f "card $1 $2: %e s wall, %U s user CPU" $PY -m engine report-card --model "$1" --run "$RUN" \
+    --replacements "$2" --measures $MEASURES --metrics $METRICS $3 --limit 200 --ffid-draws 5 --naopc-beam 1
+}
+declare -A OPTS=(
+  [gt-tiny-rt-trigger-q100]="--mechanism graded --words vessel --q 1.0"
+  [gt-tiny-rt-trigger-q80]="--mechanism graded --words vessel --q 0.8"
+  [gt-tiny-rt-trigger-q65]="--mechanism graded --words vessel --q 0.65"
+  [gt-tiny-rt-or]="--mechanism or --words vessel orbit"
+  [gt-tiny-rt-gated]="--mechanism gated --words vessel --gate first-half"
+  [gt-tiny-rt-decoy]="--mechanism decoy --words vessel lantern"
+  [gt-tiny-rt-none]="--mechanism none --words vessel"
+)
+ORDER="gt-tiny-rt-trigger-q100 gt-tiny-rt-trigger-q80 gt-tiny-rt-trigger-q65 gt-tiny-rt-or gt-tiny-rt-gated gt-tiny-rt-decoy gt-tiny-rt-none"
+for id in $ORDER; do
+  plant "$id" ${OPTS[$id]}
+  card "$id" mask "naopc"
+done
+for op in unk delete; do
+  for id in $ORDER; do card "$id" "$op" ""; done
+done
