@@ -343,6 +343,8 @@ def _judge_table(judges: pd.DataFrame, operator: str) -> None:
               .map(verdict_css, subset=["verdict"])
               .format({"prefers true (higher better)": "{:.0%}", "CI low": "{:.0%}", "CI high": "{:.0%}",
                        "MaSF share of its perturbed inputs (lower: more in distribution)": "{:.0%}"}, na_rep="–"))
+    if show["model"].nunique() == 1:
+        styled = styled.hide(["model"], axis="columns")
     with st.expander("Judge table: every metric against every wrong explanation"):
         st.dataframe(styled, hide_index=True)
 
@@ -370,8 +372,10 @@ def _recovery_section(recovery: pd.DataFrame, truth: pd.DataFrame) -> None:
                "decoy_mass_share": "decoy mass share (lower better)", "inert_top1": "inert word first (lower better)",
                "inert_mass_share": "inert mass share (lower better)"}
     show = recovery[[c for c in columns if c in recovery.columns]].rename(columns=columns)
-    show = show.sort_values(["model", "MRR (higher better)"] if "MRR (higher better)" in show else ["model"],
-                            ascending=False, kind="stable")
+    if "MRR (higher better)" in show:
+        show = show.sort_values(["model", "MRR (higher better)"], ascending=[True, False], kind="stable")
+    if show["model"].nunique() == 1:
+        show = show.drop(columns="model")  # the view's one model is named in the truth table above
     higher = [c for c in show.columns if "(higher better)" in c]
     lower = [c for c in show.columns if "(lower better)" in c and "rank" not in c]
     shares = [c for c in show.columns if c not in ("measure", "model", "inputs", "mean rank (lower better)",

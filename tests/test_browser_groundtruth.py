@@ -14,7 +14,7 @@ import time
 import urllib.parse
 
 import pytest
-from test_browser import CHROMEDRIVER, CHROMIUM, _wait, browser, serve_app  # noqa: F401 (browser: the fixture)
+from test_browser import CHROMEDRIVER, CHROMIUM, SHOTS, _wait, browser, serve_app  # noqa: F401 (browser: the fixture)
 from test_browser_own import _click, _page, _page_text, _wait_text, monkeypatch_module  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
@@ -173,4 +173,5 @@ def test_plant_a_trigger_run_a_card_and_read_its_verdicts(app, browser):  # noqa
     assert query == {"run": [RUN], "family": ["toy-browser"], "mechanism": ["trigger"], "operator": ["mask"]}, query
     browser.get(browser.current_url)
     _wait_text(browser, expected[0], timeout=180)
-    browser.save_screenshot("/tmp/browser_report_card.png")
+    SHOTS.mkdir(exist_ok=True)
+    browser.save_screenshot(str(SHOTS / "report-card.png"))  # docs/ only with ENGINE_UPDATE_SCREENSHOTS=1
