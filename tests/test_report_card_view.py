@@ -173,3 +173,19 @@ def test_served_to_a_network_only_the_admin_gets_the_run_form(card_results, monk
     monkeypatch.delenv(admin.NETWORK_ENV)
     at = _run(AppTest.from_file(PAGE, default_timeout=180))
     assert [b for b in at.button if b.label == "Run the report card"]
+
+
+def test_a_planted_word_that_looks_like_markdown_is_shown_as_typed(tmp_path, monkeypatch, models_cache):
+    """Planted words are the user's (any characters but spaces): one shaped like a link reaches the page's markdown
+    escaped, so no link or image comes out of it."""
+    from engine.results import ResultsStore
+
+    monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
+    store = ResultsStore(tmp_path / "results" / "groundtruth")
+    hostile = "[x](http://evil.example)"
+    for model, q in MODELS.items():
+        store.write_cell("small", {"model": model, "kind": "truth"}, _truth_rows(model, q).assign(words=hostile), {})
+        store.write_cell("small", {"model": model, "operator": "mask"}, _card_rows(model, q, "mask"), {})
+    at = _run(AppTest.from_file(PAGE, default_timeout=180))
+    shown = [m.value for m in at.markdown if "evil" in m.value]
+    assert shown and all("](http" not in v and "\\[x\\]" in v for v in shown), shown
