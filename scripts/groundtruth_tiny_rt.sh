@@ -26,11 +26,21 @@ declare -A OPTS=(
   [gt-tiny-rt-decoy]="--mechanism decoy --words vessel lantern"
   [gt-tiny-rt-none]="--mechanism none --words vessel"
 )
-ORDER="gt-tiny-rt-trigger-q100 gt-tiny-rt-trigger-q80 gt-tiny-rt-trigger-q65 gt-tiny-rt-or gt-tiny-rt-gated gt-tiny-rt-decoy gt-tiny-rt-none"
-for id in $ORDER; do
+# Order chosen to fit 2 shared cores: the three trigger strengths under [MASK] first (NAOPC's bounds only for the
+# first: they cost about as much as the rest of its card), then the other operators on the weakest trigger, then
+# the rest. Each line resumes.
+card gt-tiny-rt-trigger-q100 mask "naopc"
+truth() { $PY -m engine report-card --model "$1" --run "$RUN" --truth-only; }
+truth gt-tiny-rt-trigger-q80
+plant gt-tiny-rt-trigger-q65 ${OPTS[gt-tiny-rt-trigger-q65]}
+truth gt-tiny-rt-trigger-q65
+card gt-tiny-rt-trigger-q65 mask ""
+card gt-tiny-rt-trigger-q80 mask ""
+card gt-tiny-rt-trigger-q65 unk ""
+card gt-tiny-rt-trigger-q65 delete ""
+for id in gt-tiny-rt-trigger-q100 gt-tiny-rt-trigger-q80; do card "$id" unk ""; card "$id" delete ""; done
+for id in gt-tiny-rt-or gt-tiny-rt-gated gt-tiny-rt-decoy gt-tiny-rt-none; do
   plant "$id" ${OPTS[$id]}
-  card "$id" mask "naopc"
-done
-for op in unk delete; do
-  for id in $ORDER; do card "$id" "$op" ""; done
+  truth "$id"
+  for op in mask unk delete; do card "$id" "$op" ""; done
 done

@@ -37,7 +37,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
           python -m engine report-card --model gt-tiny-rt-trigger-q100 --run tiny-rt-card
           python -m engine report-card --model gt-tiny-rt-or --measures loo-sign shapley-sampling occlusion \\
               --metrics racu comprehensiveness naopc --replacements mask delete --limit 100
-          python -m engine report-card --model gt-tiny-rt-gated gt-tiny-rt-decoy --workers 2""")
+          python -m engine report-card --model gt-tiny-rt-gated gt-tiny-rt-decoy --workers 2
+          python -m engine report-card --model gt-tiny-rt-trigger-q80 --truth-only   # flip rates only""")
     parser.add_argument("--model", nargs="+", required=True, metavar="PLANTED",
                         help="planted checkpoint id(s) (their metadata names the mechanism)")
     parser.add_argument("--measures", nargs="+", default=list(DEFAULT_MEASURES),
@@ -52,6 +53,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ffid-draws", type=int, default=10, help="F-Fidelity draws per level. Default: 10")
     parser.add_argument("--random-sets", type=int, default=20, help="random k-sets of the randomisation test. Default: 20")
     parser.add_argument("--naopc-beam", type=int, default=5, help="NAOPC bounds' beam width beyond 12 tokens. Default: 5")
+    parser.add_argument("--truth-only", action="store_true",
+                        help="only establish and store each model's truth (flip rates with CIs); no card cells")
     parser.add_argument("--run", default="default", help="run folder in <results>/groundtruth/. Default: default")
     add_sweep_arguments(parser, workers_default="1")
 
@@ -67,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     cells = []
     for model in args.model:  # every model checked (learned, operators) before any work
         cells += card_cells(model, args.measures, args.replacements, args.metrics, args.limit, args.seed,
-                            args.ffid_draws, args.random_sets, args.naopc_beam)
+                            args.ffid_draws, args.random_sets, args.naopc_beam, args.truth_only)
     command = getattr(args, "command_line", None) or "python -m engine report-card " + " ".join(sys.argv[1:])
     with tqdm(total=len(cells), desc=f"report card {args.run}", unit="cell") as bar:
         bar.update(sum(store.has_cell(args.run, c.key()) for c in cells))
@@ -77,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
 
         report = run_report_card(args.model, run=args.run, measures=args.measures, operators=args.replacements,
                                  metrics=args.metrics, limit=args.limit, seed=args.seed, ffid_draws=args.ffid_draws,
-                                 random_sets=args.random_sets, naopc_beam=args.naopc_beam, backend=backend,
+                                 random_sets=args.random_sets, naopc_beam=args.naopc_beam,
+                                 truth_only=args.truth_only, backend=backend,
                                  command=command, progress=lambda i, n, key: bar.update(1), cell_progress=within)
     print(f"{len(report.done)} cells computed, {len(report.skipped)} already in the store, {len(report.failed)} failed "
           f"-> {store.root / args.run}")

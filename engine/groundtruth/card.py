@@ -488,7 +488,7 @@ def compute_truth_cell(cell: TruthCell, context: CellContext) -> CellResult:
     record = provenance(context.command or "engine.groundtruth.card.compute_truth_cell", started, classifier,
                         n_examples=len(truth.inputs), planted=spec.to_dict(), truth=truth.summary(),
                         options=truth.options, checkpoint_test=meta.test,
-                        cpu_seconds=round(time.process_time() - cpu_started, 1))
+                        cpu_seconds=round(time.process_time() - cpu_started, 1) + truth.options.get("cpu_seconds", 0))
     return CellResult(tidy, record)
 
 
@@ -503,9 +503,10 @@ def compute_cell(cell, context: CellContext) -> CellResult:
 
 def card_cells(model: str, measures: Sequence[str] = DEFAULT_MEASURES, operators: Sequence[str] = DEFAULT_OPERATORS,
                metrics: Sequence[str] = DEFAULT_METRIC_FAMILIES, limit: int = 200, seed: int = 0,
-               ffid_draws: int = 10, random_sets: int = 20, naopc_beam: int = 5) -> list:
+               ffid_draws: int = 10, random_sets: int = 20, naopc_beam: int = 5, truth_only: bool = False) -> list:
     """Every cell of one planted model's card: its TruthCell, then per operator the constructed explanations and
-    the measures (operator-major, so a card's first operator lands whole first).
+    the measures (operator-major, so a card's first operator lands whole first). truth_only: the TruthCell alone
+    (the flip rates of a model whose card is not run; no refusal, since nothing is scored against it).
 
     Raises:
         MechanismNotLearned: the model did not learn its mechanism (checked here, before any cell runs).
@@ -522,6 +523,8 @@ def card_cells(model: str, measures: Sequence[str] = DEFAULT_MEASURES, operators
         raise InvalidInputError(f"unknown metric(s) {', '.join(bad)}; use {', '.join(METRIC_FAMILIES)}")
     classifier = _classifier(model)
     spec = planted_spec(classifier)
+    if truth_only:
+        return [TruthCell(model, seed)]
     for op in operators:
         operator_classifier(classifier, op)
     truth_of(model, seed).require_learned()
@@ -538,7 +541,8 @@ def card_cells(model: str, measures: Sequence[str] = DEFAULT_MEASURES, operators
 def run_report_card(models: Sequence[str] | str, run: str = "default", measures: Sequence[str] = DEFAULT_MEASURES,
                     operators: Sequence[str] = DEFAULT_OPERATORS, metrics: Sequence[str] = DEFAULT_METRIC_FAMILIES,
                     limit: int = 200, seed: int = 0, ffid_draws: int = 10, random_sets: int = 20, naopc_beam: int = 5,
-                    results_dir: str | os.PathLike | None = None, backend: Backend | None = None,
+                    truth_only: bool = False, results_dir: str | os.PathLike | None = None,
+                    backend: Backend | None = None,
                     command: str = "engine.groundtruth.run_report_card",
                     progress: Callable[[int, int, dict], None] | None = None,
                     cell_progress: Callable[[object, int, int], None] | None = None,
@@ -549,6 +553,7 @@ def run_report_card(models: Sequence[str] | str, run: str = "default", measures:
         models: planted checkpoint id(s); each is checked (learned its mechanism, supports the operators) first.
         run: the run folder; measures, operators, metrics: what to score (DEFAULT_*; METRIC_FAMILIES, OPERATORS).
         limit: deciding inputs per cell; seed, ffid_draws, random_sets, naopc_beam: as ReportCardCell.
+        truth_only: only each model's truth cell (its flip rates), nothing scored.
         results_dir: the store's root (default `<results>/groundtruth`); backend: engine.sweeps.Backend.
         command, progress, cell_progress, should_stop: as engine.sweeps.run_cells.
 
@@ -561,6 +566,7 @@ def run_report_card(models: Sequence[str] | str, run: str = "default", measures:
     models = [models] if isinstance(models, str) else list(models)
     cells = []
     for m in models:
-        cells += card_cells(m, measures, operators, metrics, limit, seed, ffid_draws, random_sets, naopc_beam)
+        cells += card_cells(m, measures, operators, metrics, limit, seed, ffid_draws, random_sets, naopc_beam,
+                            truth_only)
     return run_cells(cells, compute_cell, card_store(results_dir), run, backend=backend, command=command,
                      progress=progress, cell_progress=cell_progress, should_stop=should_stop)

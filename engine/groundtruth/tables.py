@@ -50,8 +50,16 @@ def truth_table(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+CARD_COLUMNS = ("model", "mechanism", "operator", "measure", "kind", "uid", "metric", "value", "better",
+                "n_perturbed", "n_ood", "p_value")
+
+
 def _card(df: pd.DataFrame) -> pd.DataFrame:
-    return df[df["method"] == CARD] if "method" in df.columns else df.iloc[0:0]
+    """The report-card rows of a run's rows (an empty frame with the card's columns when there are none)."""
+    part = df[df["method"] == CARD] if "method" in df.columns else df.iloc[0:0]
+    if part.empty:
+        return pd.DataFrame(columns=list(CARD_COLUMNS))
+    return part
 
 
 def recovery_table(df: pd.DataFrame) -> pd.DataFrame:

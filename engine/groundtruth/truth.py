@@ -149,9 +149,12 @@ def establish_truth(classifier, spec: PlantSpec | None = None, split: str = "tes
     Returns:
         The Truth (per-input table, rates with Wilson CIs, learned or not and why).
     """
+    import time
+
     from engine.data import get_dataset
     from engine.groundtruth.planting import planted_spec
 
+    cpu_started = time.process_time()
     spec = spec or planted_spec(classifier)
     base = get_dataset(spec.base_dataset, spec.split_seed)
     target = target_index(spec, base.classes)
@@ -224,4 +227,5 @@ def establish_truth(classifier, spec: PlantSpec | None = None, split: str = "tes
     return Truth(model=classifier.id, spec=spec, target=target, inputs=table, rates=rates, learned=learned,
                  reason=reason, control=control,
                  options={"split": split, "limit": limit, "seed": seed, "learned_lower_bound": LEARNED_LOWER_BOUND,
-                          "min_deciding": MIN_DECIDING})
+                          "min_deciding": MIN_DECIDING,
+                          "cpu_seconds": round(time.process_time() - cpu_started, 1)})
