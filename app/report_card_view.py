@@ -233,21 +233,25 @@ def run_form(expanded: bool) -> None:
                                      key=KEY + "form_metrics")
             operators = d2.multiselect("Masking operators", list(OPERATORS), default=list(QUICK_OPERATORS),
                                        key=KEY + "form_operators", format_func=lambda o: OPERATOR_NAMES.get(o, o))
+            truth_only = st.checkbox("Only the truth (flip rates; nothing scored, no refusal)", key=KEY + "form_truth",
+                                     help="Establish whether the model follows its mechanism before paying for a card.")
             submitted = st.form_submit_button("Run the report card", type="primary")
         if not submitted:
             return
-        _run(model, run.strip() or "dashboard", measures, metrics, operators, int(limit))
+        _run(model, run.strip() or "dashboard", measures, metrics, operators, int(limit), truth_only)
 
 
-def card_command(model: str, run: str, measures, metrics, operators, limit: int) -> str:
+def card_command(model: str, run: str, measures, metrics, operators, limit: int, truth_only: bool = False) -> str:
     """The `python -m engine report-card` command that computes the same cells."""
     import shlex
 
+    if truth_only:
+        return shlex.join(["python", "-m", "engine", "report-card", "--model", model, "--run", run, "--truth-only"])
     return shlex.join(["python", "-m", "engine", "report-card", "--model", model, "--run", run, "--measures", *measures,
                        "--metrics", *metrics, "--replacements", *operators, "--limit", str(limit)])
 
 
-def _run(model: str, run: str, measures, metrics, operators, limit: int) -> None:
+def _run(model: str, run: str, measures, metrics, operators, limit: int, truth_only: bool = False) -> None:
     from engine.groundtruth import run_report_card
 
     try:
@@ -258,7 +262,7 @@ def _run(model: str, run: str, measures, metrics, operators, limit: int) -> None
     if not measures or not metrics or not operators:
         st.error("Choose at least one measure, one metric family and one masking operator.")
         return
-    command = card_command(model, run, measures, metrics, operators, limit)
+    command = card_command(model, run, measures, metrics, operators, limit, truth_only)
     st.code(command, language="bash")
     st.button("Cancel", key=KEY + "cancel", help="Stops after the cell in progress; finished cells are kept.")
     bar = st.progress(0.0, text="establishing the truth by intervention ...")
@@ -270,7 +274,8 @@ def _run(model: str, run: str, measures, metrics, operators, limit: int) -> None
     with st.status(f"Report card of {md(model)} ...", expanded=True) as status:
         try:
             report_ = run_report_card(model, run=run, measures=tuple(measures), metrics=tuple(metrics),
-                                      operators=tuple(operators), limit=limit, command=command, progress=report)
+                                      operators=tuple(operators), limit=limit, command=command, progress=report,
+                                      truth_only=truth_only)
         except EngineError as err:  # e.g. MechanismNotLearned, an operator the model lacks
             status.update(label="No report card", state="error")
             st.error(md(err))

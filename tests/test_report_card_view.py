@@ -189,3 +189,22 @@ def test_a_planted_word_that_looks_like_markdown_is_shown_as_typed(tmp_path, mon
     at = _run(AppTest.from_file(PAGE, default_timeout=180))
     shown = [m.value for m in at.markdown if "evil" in m.value]
     assert shown and all("](http" not in v and "\\[x\\]" in v for v in shown), shown
+
+
+def test_the_run_forms_command_is_accepted_by_the_cli_with_the_same_options():
+    """The command shown while a card runs, parsed by `python -m engine report-card`'s own parser, names the same
+    model, run, measures, metrics, operators and limit (or --truth-only), so it reproduces the cells."""
+    import argparse
+    import shlex
+
+    from app.report_card_view import card_command
+    from engine.cli import report_card
+
+    parser = argparse.ArgumentParser()
+    report_card.configure(parser)
+    line = card_command("gt-x", "mine", ["random", "loo-sign"], ["racu", "naopc"], ["mask", "delete"], 10)
+    args = parser.parse_args(shlex.split(line)[4:])
+    assert (args.model, args.run, args.measures, args.metrics, args.replacements, args.limit, args.truth_only) == (
+        ["gt-x"], "mine", ["random", "loo-sign"], ["racu", "naopc"], ["mask", "delete"], 10, False)
+    args = parser.parse_args(shlex.split(card_command("gt-x", "mine", [], [], [], 10, truth_only=True))[4:])
+    assert args.truth_only and args.model == ["gt-x"]
