@@ -117,9 +117,32 @@ def families_and_mechanisms(truth: pd.DataFrame) -> dict[str, list[str]]:
 
 
 def model_caption(row) -> str:
-    """How one planted model differs from its neighbours in a view: words, q (graded), rate, strategy."""
-    q = f", q = {row['q']:g}" if row.get("mechanism") == "graded" and pd.notna(row.get("q")) else ""
-    return f"{row['words']}{q}, rate {row['rate']:g}, {row['strategy']} fine-tuning"
+    """How one planted model differs from its neighbours in a view: words, q (graded), rate, strategy (what the run
+    records of them: a model whose truth cell is not in the run has only its strategy)."""
+    parts = []
+    if pd.notna(row.get("words")):
+        parts.append(str(row["words"]))
+    if row.get("mechanism") == "graded" and pd.notna(row.get("q")):
+        parts.append(f"q = {row['q']:g}")
+    if pd.notna(row.get("rate")):
+        parts.append(f"rate {row['rate']:g}")
+    if pd.notna(row.get("strategy")):
+        parts.append(f"{row['strategy']} fine-tuning")
+    return ", ".join(parts)
+
+
+def planted_models_of(data: pd.DataFrame) -> pd.DataFrame:
+    """One row per planted model of a run: its truth table row (engine.groundtruth.truth_table), and for a model
+    with card rows but no truth cell in this run (its truth stored in another run) what its card rows record
+    (model, mechanism, base_model, strategy; learned unknown)."""
+    from engine.groundtruth import truth_table
+
+    truth = truth_table(data)
+    known = set(truth["model"]) if not truth.empty else set()
+    card = data[(data.get("method") == "report-card") & ~data["model"].isin(known)] if "method" in data else data.iloc[0:0]
+    extra = (card.groupby("model", sort=False)[["mechanism", "base_model", "strategy"]].first().reset_index()
+             if not card.empty else pd.DataFrame())
+    return pd.concat([truth, extra], ignore_index=True) if not extra.empty else truth
 
 
 # -- data, cached per state of the store --------------------------------------------------------------------------
@@ -425,7 +448,7 @@ def _agreement_sections(spearman, operators: pd.DataFrame, operator: str) -> Non
 
 def render_report_card() -> None:
     """The whole view, drawn where it is called (pages/report_card.py)."""
-    from engine.groundtruth import card_store, truth_table
+    from engine.groundtruth import card_store
 
     apply_url_view()
     store = card_store()
@@ -439,9 +462,9 @@ def render_report_card() -> None:
     c1, c2, c3, c4 = st.columns(4)
     with c1:
         run = _select("Run", runs, URL_FIELDS["run"])
-    truth = truth_table(_rows(root, run, fingerprint))
+    truth = planted_models_of(_rows(root, run, fingerprint))
     if truth.empty:
-        st.info("This run holds no truth rows yet.")
+        st.info("This run holds no rows of a planted model yet.")
         return
     families = families_and_mechanisms(truth)
     with c2:
@@ -456,14 +479,19 @@ def render_report_card() -> None:
         operator = _select("Masking operator", ops or ["mask"], URL_FIELDS["operator"],
                            format_func=lambda o: OPERATOR_NAMES.get(o, o))
     publish(PAGE, {"run": run, "family": family, "mechanism": mechanism, "operator": operator})
-    _truth_section(tables["truth"])
+    if tables["truth"].empty:
+        st.info("The truth cells (flip rates) of these models are not in this run: `python -m engine report-card "
+                "--model ID --truth-only --run " + md(run) + "` adds them.")
+    else:
+        _truth_section(tables["truth"])
     if not tables["truth"].empty and not tables["truth"].get("learned", pd.Series([True])).all():
         st.warning("A model here did not learn its mechanism: its card, if any, rests on a truth it does not follow.")
     judges = tables["judges"]
-    _verdict_section(judges, operator, tables["truth"])
+    described = truth[truth["model"].isin(models)]  # each model's words, q, rate, strategy for the captions
+    _verdict_section(judges, operator, described)
     if not judges.empty:
         _judge_table(judges, operator)
-    _recovery_section(tables["recovery"], tables["truth"])
+    _recovery_section(tables["recovery"], described)
     _agreement_sections(lambda: _spearman(root, run, fingerprint, models), tables["operators"], operator)
     st.download_button("Download this view's rows (CSV)", frame_to_csv(card_rows).encode(),
                        file_name=f"report-card-{run}-{family}-{mechanism}.csv", mime="text/csv")

@@ -208,3 +208,17 @@ def test_the_run_forms_command_is_accepted_by_the_cli_with_the_same_options():
         ["gt-x"], "mine", ["random", "loo-sign"], ["racu", "naopc"], ["mask", "delete"], 10, False)
     args = parser.parse_args(shlex.split(card_command("gt-x", "mine", [], [], [], 10, truth_only=True))[4:])
     assert args.truth_only and args.model == ["gt-x"]
+
+
+def test_a_run_whose_truth_cells_are_elsewhere_still_shows_its_card(tmp_path, monkeypatch, models_cache):
+    """Card cells without the model's truth cell in the same run (truths stored with --truth-only in another run):
+    the family and mechanism come from the card rows, the verdicts are shown, and the page says how to add the truth."""
+    from engine.results import ResultsStore
+
+    monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
+    store = ResultsStore(tmp_path / "results" / "groundtruth")
+    store.write_cell("cards-only", {"model": "gt-q100", "operator": "mask"}, _card_rows("gt-q100", 1.0, "mask"), {})
+    at = _run(AppTest.from_file(PAGE, default_timeout=180))
+    assert (at.selectbox(key="card_family").value, at.selectbox(key="card_mechanism").value) == ("tiny", "graded")
+    assert len(_verdict_lines(at)) == 2
+    assert any("--truth-only" in i.value for i in at.info)
