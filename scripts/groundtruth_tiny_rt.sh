@@ -35,9 +35,9 @@ truth gt-tiny-rt-trigger-q80
 plant gt-tiny-rt-trigger-q65 ${OPTS[gt-tiny-rt-trigger-q65]}
 truth gt-tiny-rt-trigger-q65
 card gt-tiny-rt-trigger-q65 mask ""
-card gt-tiny-rt-trigger-q80 mask ""
 card gt-tiny-rt-trigger-q65 unk ""
 card gt-tiny-rt-trigger-q65 delete ""
+card gt-tiny-rt-trigger-q80 mask ""
 for id in gt-tiny-rt-trigger-q100 gt-tiny-rt-trigger-q80; do card "$id" unk ""; card "$id" delete ""; done
 for id in gt-tiny-rt-or gt-tiny-rt-gated gt-tiny-rt-decoy gt-tiny-rt-none; do
   plant "$id" ${OPTS[$id]}
