@@ -159,8 +159,8 @@ def plant_form() -> None:
         status.update(label=f"Saved {md(classifier.id)}: test {md(classifier.metadata.get('metric', 'metric'))} "
                             f"{test.get('unmasked', float('nan')):.3f} · {recipe['with_decisive_words']} of "
                             f"{recipe['n']} training examples carry the decisive word(s)", state="complete")
-    st.success(f"Planted model {md(classifier.id)}: open the **Report card** page to score the measures and metrics "
-               "against its mechanism.")
+    st.success(f"Planted model {md(classifier.id)}: open the **Report card** page to check that it learned its "
+               "mechanism (flip rates: *Only the truth*) and to score the measures and metrics against it.")
     st.session_state[PENDING_MODEL_KEY] = classifier.id
     st.button("Use it", key=KEY + "use")
 
