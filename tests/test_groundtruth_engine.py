@@ -208,3 +208,20 @@ def test_every_help_example_parses(command):
     assert examples
     for example in examples:
         parser.parse_args(shlex.split(example)[3:])  # exits (SystemExit) on an example the parser rejects
+
+
+def test_spearman_is_one_when_a_metric_ranks_the_measures_as_the_truth_does_and_minus_one_when_reversed():
+    from engine.groundtruth.tables import spearman_table
+
+    rows = []
+    for m, (rr, metric) in {"a": (1.0, 0.9), "b": (0.5, 0.5), "c": (0.2, 0.3), "d": (0.1, 0.1)}.items():
+        for i in range(30):
+            base = {"method": "report-card", "model": "m", "mechanism": "trigger", "operator": "mask", "measure": m,
+                    "uid": f"u{i}", "n_perturbed": 1.0, "n_ood": 0.0, "p_value": np.nan}
+            rows.append({**base, "kind": "recovery", "metric": "reciprocal-rank", "value": rr, "better": "higher"})
+            rows.append({**base, "kind": "metric", "metric": "aopc-comprehensiveness", "value": metric,
+                         "better": "higher"})
+            rows.append({**base, "kind": "metric", "metric": "aopc-sufficiency", "value": metric, "better": "lower"})
+    table = spearman_table(pd.DataFrame(rows), resamples=50).set_index("metric")
+    assert table.loc["aopc-comprehensiveness", "spearman"] == pytest.approx(1.0)
+    assert table.loc["aopc-sufficiency", "spearman"] == pytest.approx(-1.0)  # higher sufficiency is judged worse

@@ -97,7 +97,11 @@ def recovery_table(df: pd.DataFrame) -> pd.DataFrame:
             if name in v:
                 row[f"mean_{name.replace('-', '_')}"] = float(np.mean(v[name]))
         rows.append(row)
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    if "mrr" in table:  # best recovery first (mean over the models), so the table reads top-down
+        order = table.groupby("measure")["mrr"].mean().sort_values(ascending=False).index
+        table = table.set_index("measure").loc[order].reset_index()
+    return table
 
 
 def _oriented(values: np.ndarray, direction: str) -> np.ndarray:
