@@ -54,6 +54,7 @@ PAGES = (
     Page("explain", "Explain", ":material/search:", _VISITORS, "explain.py", "start"),
     Page("masking", "Step-by-step masking", ":material/layers_clear:", _VISITORS, "masking.py"),
     Page("benchmarks", "Benchmarks", ":material/monitoring:", _VISITORS, "benchmarks.py"),
+    Page("report-card", "Report card", ":material/fact_check:", _VISITORS, "report_card.py"),
     Page("annotate", "Annotate", ":material/rate_review:", _ADMIN, "annotate.py"),
     Page("attention", "Attention", ":material/visibility:", _VISITORS, "attention.py"),
     Page("simulability", "Simulability", ":material/school:", _VISITORS, "simulability.py"),
@@ -76,6 +77,9 @@ ACTIONS = (
            probe=("expander", "Compute cells")),
     Action("upload-scores", "benchmarks", "upload a scores file and evaluate it (erasure metrics, NAOPC)", _ADMIN,
            probe=("file_uploader", "upload_file")),
+    # probe None: the run form is drawn only once a planted model exists, which the role-by-page test has not; the
+    # form checks the role again where it runs (app/report_card_view.py)
+    Action("report-card", "report-card", "compute a report card for a planted model into the results store", _ADMIN),
     Action("show-attention", "attention", "show two models' attention on a typed text (one forward pass each)",
            _VISITORS, "one forward pass per model, text cut at 5,000 characters", ("button", "attention_show")),
     Action("annotate", "annotate", "annotate and prepare annotation tasks (writes the annotation store)", _ADMIN),

@@ -131,9 +131,13 @@ if submitted:
 # Prompted language models: the prompt editor (register like `models add FOLDER --prompt SPEC.json`) and masked
 # LoRA fine-tuning (like `train --from-classifier ID --lora`); their logic lives in app/.
 from app.lora_form import lora_form  # noqa: E402
+from app.plant_form import plant_form  # noqa: E402
 from app.prompt_editor import prompt_editor  # noqa: E402
 
 st.divider()
 prompt_editor()
 st.divider()
 lora_form()
+# A model whose reasons are known (issue 37): plant a mechanism, then score it on the Report card page.
+st.divider()
+plant_form()
