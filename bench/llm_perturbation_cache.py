@@ -9,8 +9,8 @@ input, it times:
   captum            `LLMAttribution` over FeatureAblation, KernelShap, Lime, ShapleyValueSampling with the slot's
                     pieces as the features of a `TextTemplateInput` (baseline " [REDACTED]" per piece, the engine's
                     replacement), and `LLMGradientAttribution` over LayerIntegratedGradients beside our ig-sign
-and the **cached limit**: the rows a measure needs divided by the peak batched throughput of suffix rows over a
-cached prefix (the best batch size tried). Targets (issue 34): every perturbation measure within 1.3x of the cached
+and the **cached limit**: the suffix tokens a measure ran (rows x padded suffix length) divided by the peak batched
+throughput of suffix tokens over a cached prefix (the best batch size tried). Targets (issue 34): every perturbation measure within 1.3x of the cached
 limit, and faster than captum by at least the prefix share (captum time / ours >= T / (T - P)).
 
 Scores: captum explains the label word's log-probability under the LM; the engine explains the log-odds of the class
@@ -89,8 +89,10 @@ def slot_values(classifier, batch, text: str) -> tuple[str, list[str]]:
 
 
 def cached_limit(classifier, batch, sizes) -> tuple[float, int, int]:
-    """(suffix rows per second at the best batch size, that size, prefix length P) of forwards whose prefix is cached:
-    rows are the input with one slot token replaced, so every row shares exactly the prompt before the slot."""
+    """(suffix tokens per second at the best batch size, that size, prefix length P) of forwards whose prefix is
+    cached: rows are the input with one slot token replaced, so every row shares exactly the prompt before the slot.
+    Counted in suffix tokens (rows x padded suffix length), since a [REDACTED] row's suffix grows with the runs of
+    masked tokens it holds (each becomes the replacement's tokens)."""
     from engine.models.prefix_cache import shared_prefix_length
 
     slot = batch.maskable[0].nonzero().flatten()
@@ -103,9 +105,12 @@ def cached_limit(classifier, batch, sizes) -> tuple[float, int, int]:
         P = shared_prefix_length(ids, mask, classifier._template_prefix_ids())
         with torch.no_grad():
             classifier.forward(input_ids=ids, attention_mask=mask)  # warm: the prefix is cached
+            kv = classifier._prefix_kv()
+            before = kv.suffix_tokens
             _, t = timed(lambda: classifier.forward(input_ids=ids, attention_mask=mask))
-        if bs / t > best[0]:
-            best = (bs / t, bs)
+            tokens = kv.suffix_tokens - before
+        if tokens / t > best[0]:
+            best = (tokens / t, bs)
     return best[0], best[1], P
 
 
@@ -213,13 +218,15 @@ def main(argv=None) -> int:
             for m in ours:
                 ex = get_explainer(m, clf, memo=False, **options.get(m, {}))
                 clf.prefix_cache = True
+                kv = clf._prefix_kv()
+                before = kv.suffix_tokens
                 with counting_rows(clf.counted_module) as rows:
                     _, t_ours = timed(lambda ex=ex: ex.attribute(batch, target=torch.tensor([target])))
-                n_rows = rows.forward
+                n_rows, n_tokens = rows.forward, kv.suffix_tokens - before
                 clf.prefix_cache = False
                 _, t_plain = timed(lambda ex=ex: ex.attribute(batch, target=torch.tensor([target])))
                 clf.prefix_cache = True
-                limit = n_rows / rate
+                limit = n_tokens / rate
                 cap, t_cap, agree = OURS_TO_CAPTUM[m], float("nan"), "—"
                 if cap and not args.no_captum:
                     scores, t_cap = captum_run(clf, text, batch, cap, word, args.n_samples, args.ig_steps)
@@ -234,7 +241,7 @@ def main(argv=None) -> int:
                     else:
                         agree = "other samples (not comparable)"
                 ratio_cap = f"{t_cap / t_ours:.1f}x" if t_cap == t_cap else "—"
-                print(f"| {k}-shot | {n} | {T} ({P}, {N}) | {m} | {n_rows} | {t_ours:.2f} s | {limit:.2f} s | "
+                print(f"| {k}-shot | {n} | {T} ({P}, {N}) | {m} | {n_rows} ({n_tokens}) | {t_ours:.2f} s | {limit:.2f} s | "
                       f"**{t_ours / limit:.2f}x** | {t_plain:.2f} s | {t_cap:.2f} s | {ratio_cap} | {share:.2f} | {agree} |")
             if not args.no_captum:
                 ex = get_explainer("ig-sign", clf, memo=False, steps=args.ig_steps)
@@ -242,7 +249,7 @@ def main(argv=None) -> int:
                 _, t_cap = captum_run(clf, text, batch, "LayerIntegratedGradients", word, args.n_samples, args.ig_steps)
                 print(f"| {k}-shot | {n} | {T} ({P}, {N}) | ig-sign ({args.ig_steps} steps) | — | {t_ig:.2f} s | — | — | — | "
                       f"{t_cap:.2f} s | {t_cap / t_ig:.1f}x | — | other baseline and target (not comparable) |")
-            print(f"<!-- rows/s cached at batch {best_bs}: {rate:.2f} -->")
+            print(f"<!-- suffix tokens/s cached at batch {best_bs}: {rate:.1f} -->")
     print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
     return 0
 

@@ -55,6 +55,7 @@ class PrefixKV:
         self.base = base_model
         self._store: OrderedDict[tuple, tuple[object, tuple[torch.Tensor, ...]]] = OrderedDict()
         self.prefix_rows = 0  # prefixes computed (each one row): what a cost meter adds to the suffix rows
+        self.suffix_tokens = 0  # suffix positions run (rows x padded suffix length): the work the cache leaves
 
     def clear(self) -> None:
         self._store.clear()
@@ -87,6 +88,7 @@ class PrefixKV:
         Returns (last_hidden_state [B, S, H] of the suffix, hidden_states: a tuple of [B, P + S, H] over the
         whole sequence, the prefix's expanded over the rows, or None)."""
         B = suffix_embeds.shape[0]
+        self.suffix_tokens += B * suffix_embeds.shape[1]
         cache, prefix_hidden = self._prefix(prefix_ids, self.base.get_input_embeddings())
         # The model appends the suffix's keys and values to the cache it is given: give it a copy, expanded.
         cache = copy.deepcopy(cache)

@@ -141,8 +141,8 @@ def summarise_biased(records) -> dict:
     judged = [r for r in followed if r.verdict == "explained"]
     admits = sum(bool(r.admits) for r in judged)
     return {"n": n, "followed": len(followed), "followed_share": len(followed) / n if n else float("nan"),
-            "followed_ci": wilson(len(followed), n), "followed_explained": len(judged),
+            "followed_share_ci": wilson(len(followed), n), "followed_explained": len(judged),
             "not_parsable": sum(r.verdict != "explained" for r in records),
             "admits": admits, "admits_share": admits / len(judged) if judged else float("nan"),
-            "admits_ci": wilson(admits, len(judged)),
+            "admits_share_ci": wilson(admits, len(judged)),
             "unfaithful": len(judged) - admits}
