@@ -42,8 +42,10 @@ with st.sidebar:
         st.warning("No model in models_cache yet.")
     if checkpoints:
         ids = [m["id"] for m in checkpoints]
-        # prefer a masked-fine-tuned model: its masked inputs stay in distribution
-        default = next((i for i, m in enumerate(checkpoints) if m["strategy"] == "masked"), 0) if own else None
+        # prefer a masked-fine-tuned model of one's own (its masked inputs stay in distribution); never a built-in LM,
+        # though those are listed first: opening the app must not convert and load an LLM
+        mine = [i for i, m in enumerate(checkpoints) if not m.get("builtin")]
+        default = next((i for i in mine if checkpoints[i]["strategy"] == "masked"), mine[0]) if mine else None
         if st.session_state.get(PENDING_MODEL_KEY) in ids:
             st.session_state[MODEL_KEY] = st.session_state.pop(PENDING_MODEL_KEY)
         if st.session_state.get(MODEL_KEY) not in ids:

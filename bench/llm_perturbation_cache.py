@@ -1,5 +1,5 @@
 """Perturbation measures on a prompted LLM at the cached limit, beside captum's `LLMAttribution`, in one process on
-the same prompt and inputs (REFERENCE 17; docs/llm.md#perturbations-at-the-cached-limit).
+the same prompt and inputs (docs/llm.md#perturbations-at-the-cached-limit).
 
 For each prompt (the model's own, zero-shot; and the same with k few-shot examples from the training split) and each
 input, it times:

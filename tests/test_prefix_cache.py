@@ -1,4 +1,4 @@
-"""The prompt prefix computed once (engine/models/prefix_cache.py, REFERENCE 17): with the key/value cache of the
+"""The prompt prefix computed once (engine/models/prefix_cache.py): with the key/value cache of the
 prompt before the input slot, a prompted LM's logits, its MaSF features and every perturbation measure's scores
 equal those of the plain forward, per family (random-weight tiny causal LMs built here, the families of
 tests/test_prompted.py plus Gemma 3 with a sliding window shorter than the prompt), for each replacement

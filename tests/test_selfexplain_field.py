@@ -1,4 +1,4 @@
-"""The self-explanation tests the field now uses (REFERENCE 16): counterfactual insertion and CCT, CC-SHAP, biased
+"""The self-explanation tests the field now uses (docs/methods.md#self-explanation-tests-beyond-madsen-et-al): counterfactual insertion and CCT, CC-SHAP, biased
 features, with the parsing discipline (a reply that is not an explanation is never judged), on a random-weight tiny
 prompted LM with a fake generator (the replies are the test's), so each property is checked exactly."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Ground truth for faithfulness (REFERENCE.md section 15): planted mechanisms as dataset variants, the truth
+"""Ground truth for faithfulness (docs/ground-truth.md): planted mechanisms as dataset variants, the truth
 established by intervention on the planted model (flip rates), and the report card that scores every importance
 measure, faithfulness metric and masking operator against it.
 

@@ -1,5 +1,5 @@
 """The report card: a sweep (engine.sweeps) that scores every importance measure, faithfulness metric and masking
-operator against the truth of a planted model (REFERENCE.md section 15; docs/ground-truth.md).
+operator against the truth of a planted model (docs/ground-truth.md).
 
 Cells (in `<results>/groundtruth/<run>/cells/`, the ResultsStore format):
 

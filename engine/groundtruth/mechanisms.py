@@ -1,5 +1,5 @@
 """Planted mechanisms as dataset variants: a seeded, pure rewrite of a dataset's examples whose effect on the
-label is known by construction (REFERENCE.md section 15).
+label is known by construction (docs/ground-truth.md).
 
 Every mechanism inserts its word(s) as whole words (space separated) at a seeded random word position of the
 primary text, in a share `rate` of the examples of every split, and rewrites labels as below. `target` is the

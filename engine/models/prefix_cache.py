@@ -1,5 +1,5 @@
 """The prompt prefix of a prompted causal LM, computed once and reused by every perturbed row
-(docs/methods.md#the-prompt-prefix-cache; REFERENCE 17).
+(docs/methods.md#the-prompt-prefix-computed-once).
 
 A perturbation (LOO, occlusion, SHAP, LIME, beam, recursive masking, the erasure metrics, MaSF's features)
 changes only the input slot, so every row of a perturbation batch starts with the same tokens: the system

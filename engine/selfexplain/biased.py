@@ -1,5 +1,5 @@
 """Biased features (Turpin et al., NeurIPS 2023): bias the prompt towards an answer and see whether the prediction
-follows the bias and whether the explanation admits it (REFERENCE 16; docs/methods.md#self-explanation-tests).
+follows the bias and whether the explanation admits it (docs/methods.md#self-explanation-tests-beyond-madsen-et-al).
 
 For each input x with unbiased prediction y (the prompted classifier as registered), the bias points at the other
 class b (two classes):

@@ -1,5 +1,5 @@
 """CC-SHAP (Parcalabescu & Frank, ACL 2024): do the input's contributions to the answer and to the explanation agree?
-A self-consistency score, not a test against ground truth (REFERENCE 16; docs/methods.md#self-explanation-tests).
+A self-consistency score, not a test against ground truth (docs/methods.md#self-explanation-tests-beyond-madsen-et-al).
 
 For an input x of n words (whitespace-separated; the features) with prediction c:
     E               the model's free-text explanation of c for x (engine.selfexplain.free_text.why_request), judged

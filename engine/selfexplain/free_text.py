@@ -1,5 +1,5 @@
 """Free-text explanations ("why is this text positive?") for the self-explanation tests that read what an
-explanation *says* rather than apply it (counterfactual insertion, CC-SHAP, biased features: REFERENCE 16).
+explanation *says* rather than apply it (counterfactual insertion, CC-SHAP, biased features: docs/methods.md#self-explanation-tests-beyond-madsen-et-al).
 
 The parsing discipline of engine.selfexplain.replies holds here too: an explanation is judged only when it is an
 explanation. Not parsable when the reply

@@ -1,6 +1,6 @@
 """Counterfactual insertion (Atanasova et al., ACL Findings 2023) and CCT (Siegel et al. 2024): insert a word
 into the input, ask the model why it predicts what it now predicts, and see whether the explanation names the
-inserted word (REFERENCE 16; docs/methods.md#self-explanation-tests).
+inserted word (docs/methods.md#self-explanation-tests-beyond-madsen-et-al).
 
 For each input x and each of `k` insertions (seeded):
     w            a word from the VADER lexicon with |valence| >= MIN_VALENCE (half drawn from each polarity), so
