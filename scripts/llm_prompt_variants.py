@@ -27,8 +27,14 @@ def variants() -> dict[str, object]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="results/llm/prompt-variants", help="folder for the spec files")
+    parser.add_argument("--smoke", action="store_true", help="CI smoke mode: the same variants, written into a scratch folder")
     args = parser.parse_args(argv)
     from engine.atomic import write_text
+
+    if args.smoke:
+        from engine.smoke import use_scratch_folders
+
+        args.out = str(use_scratch_folders() / "prompt-variants")
 
     out = Path(args.out)
     for name, spec in variants().items():

@@ -13,15 +13,18 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--run", required=True)
+    parser.add_argument("--run", help="the run under results/selfexplain/ to re-judge")
+    parser.add_argument("--smoke", action="store_true", help="CI smoke mode: a scratch store holding one counterfactual "
+                        "the old rule judged faithful (a bare label), re-judged: it must come out not parsable")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.run = _smoke_store()
+    elif not args.run:
+        parser.error("--run is required")
 
     import pandas as pd
 
@@ -69,7 +72,37 @@ def main(argv=None) -> int:
         store.write_cell(args.run, data["cell"], rows, prov)
         print(f"{path.name}: {len(changed)} judged record(s) now not parsable "
               f"({sum(c['was'] == 'faithful' for c in changed)} were faithful)")
+    if args.smoke:
+        rec = json.loads(next((ResultsStore(results_dir() / "selfexplain").root / args.run / "cells").glob("*.json"))
+                         .read_text())["provenance"]["records"][0]
+        assert rec["verdict"] == "not parsable", rec
     return 0
+
+
+def _smoke_store() -> str:
+    """A scratch results store with one stored cell whose counterfactual answer is a bare label judged faithful."""
+    import pandas as pd
+
+    from engine.results.store import ResultsStore
+    from engine.selfexplain import SelfExplanation, summarise
+    from engine.settings import results_dir
+    from engine.smoke import use_scratch_folders
+
+    use_scratch_folders()
+    rec = SelfExplanation(index=0, kind="counterfactual", text="a gripping , funny film", label="positive",
+                          prediction="positive", probabilities={"negative": 0.2, "positive": 0.8}, correct=True,
+                          verdict="faithful", target="negative", answer="negative", edited_text="negative",
+                          reclassification="negative", reprobabilities={"negative": 0.9, "positive": 0.1})
+    summary = summarise([rec])
+    rows = pd.DataFrame([{"model": "smoke", "seed": 0, "dataset": "toy", "split": "test", "measure":
+                          "self-explanation counterfactual", "method": "self-explanation", "strategy": "zero-shot", "step": 0,
+                          "ratio": float("nan"), "p_value": float("nan"), "metric": m, "value": summary[m],
+                          "ci_low": summary[m + "_ci"][0], "ci_high": summary[m + "_ci"][1], "n_examples": 1}
+                         for m in ("faithful", "unfaithful", "not parsable", "faithfulness", "accuracy")])
+    cell = {"model": "smoke", "seed": 0, "dataset": "toy", "split": "test", "measure": "self-explanation counterfactual",
+            "method": "self-explanation"}
+    ResultsStore(results_dir() / "selfexplain").write_cell("smoke", cell, rows, {"records": [rec.to_dict()]})
+    return "smoke"
 
 
 if __name__ == "__main__":

@@ -24,10 +24,17 @@ REFERENCE_TEXTS = ["a gripping , funny film , but far too long", "the plot is th
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--trained", required=True, help="the folder `train --lora` saved (holds adapter/ and metadata.json)")
-    parser.add_argument("--id", required=True, help="the built-in id it becomes, e.g. smollm2-rt-lora")
-    parser.add_argument("--command", required=True, help="the training command, recorded with the adapter")
+    parser.add_argument("--trained", help="the folder `train --lora` saved (holds adapter/ and metadata.json)")
+    parser.add_argument("--id", help="the built-in id it becomes, e.g. smollm2-rt-lora")
+    parser.add_argument("--command", help="the training command, recorded with the adapter")
+    parser.add_argument("--smoke", action="store_true", help="CI smoke mode: check what this script shipped (every "
+                        "built-in adapter folder: safetensors and JSON only, no base path, its reference logits over "
+                        "REFERENCE_TEXTS) without loading a language model")
     args = parser.parse_args(argv)
+    if args.smoke:
+        return check_shipped()
+    if not (args.trained and args.id and args.command):
+        parser.error("--trained, --id and --command are required")
 
     import torch
 
@@ -79,6 +86,25 @@ def main(argv=None) -> int:
               "shipped": provenance(command, started, checkpoint_sha256=shipped.metadata["weights_sha256"])}
     write_text(Path("results/llm") / f"{args.id}.json", json.dumps(record, indent=2) + "\n")
     print(f"shipped {target} ({record['adapter_bytes']:,} bytes); logits reproduce the trained model within {gap:.1e}")
+    return 0
+
+
+def check_shipped() -> int:
+    """The invariants this script writes, checked on every shipped built-in adapter (0 when all hold)."""
+    from engine.models.builtin_llms import BUILTINS
+    from engine.models.lora_training import ADAPTER_DIR
+
+    shipped = [(name, b) for name, b in BUILTINS.items() if getattr(b, "adapter_dir", None) is not None]
+    assert shipped, "no built-in adapter"
+    for name, builtin in shipped:
+        folder = builtin.adapter_dir / ADAPTER_DIR
+        files = sorted(p.name for p in folder.iterdir())
+        assert files and all(f.endswith((".safetensors", ".json")) for f in files), (name, files)
+        config = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
+        assert config.get("base_model_name_or_path") is None, (name, config.get("base_model_name_or_path"))
+        reference = json.loads((builtin.adapter_dir / "reference_logits.json").read_text(encoding="utf-8"))
+        assert reference["texts"] == REFERENCE_TEXTS and len(reference["logits"]) == len(REFERENCE_TEXTS), name
+        print(f"{name}: {', '.join(files)}; reference logits over {len(REFERENCE_TEXTS)} texts")
     return 0
 
 
