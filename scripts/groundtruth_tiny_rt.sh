@@ -6,6 +6,19 @@ set -uo pipefail
 export ENGINE_THREADS=${ENGINE_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 PY=${PY:-.venv/bin/python}
 RUN=${RUN:-tiny-rt-card}
+if [ "${ENGINE_SMOKE:-}" = 1 ]; then
+  # CI's smoke run: the same plant command on the toy data (64 sentences, 1 epoch) in the scratch folder, then the
+  # truth by intervention on it (a model this small may not learn the trigger: the card would be refused, as it must)
+  PY=${PYTHON:-python3}
+  export ENGINE_MODELS_CACHE="$ENGINE_SMOKE_DIR/models_cache" ENGINE_USER_DIR="$ENGINE_SMOKE_DIR/user" \
+    ENGINE_RESULTS_DIR="$ENGINE_SMOKE_DIR/results"
+  $PY -m engine plant --model tiny --dataset toy --mechanism trigger --words vessel --rate 0.3 --epochs 1 \
+    --train-limit 64 --quiet --id smoke-planted-trigger || exit 1
+  $PY -m engine report-card --model smoke-planted-trigger --run smoke-card --truth-only
+  status=$?
+  [ $status -eq 0 ] || [ $status -eq 2 ] || exit $status  # 2: refused, not learned (said on stderr)
+  exit 0
+fi
 MEASURES="random attention-mean grad-l2 x-grad-sign x-grad-abs ig-sign deeplift loo-sign occlusion shapley-sampling"
 METRICS="racu comprehensiveness sufficiency soft deletion insertion randomisation f-fidelity"
 plant() {  # id, then plant options

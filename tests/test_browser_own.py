@@ -184,7 +184,8 @@ def test_own_model_and_data_explained_masked_and_benchmarked(app, browser, own_f
     # 2. Upload the CSV on the data page and register it under a name.
     _page(browser, "Your data")
     _wait(browser, "h1", text="Your data")
-    browser.find_element(By.CSS_SELECTOR, "[data-testid='stFileUploader'] input[type='file']").send_keys(str(csv_path))
+    # the uploader comes after the page's heading, once the page's script has drawn it: wait for it too
+    _wait(browser, "[data-testid='stFileUploader'] input[type='file']").send_keys(str(csv_path))
     _wait_text(browser, "Dataset name")
     _type(browser, "Dataset name", DATASET)
     _click(browser, "Register")

@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from engine import settings
+import engine.settings as settings
 from engine.errors import InvalidInputError, NotApplicableError
 from engine.groundtruth.explanations import PREFIX, constructed_scores, explanations_for
 from engine.groundtruth.mechanisms import word_token_id
