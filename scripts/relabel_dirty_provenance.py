@@ -15,6 +15,11 @@ Then the field is relabelled to C (`0.1.0+C`), the recorded value kept as `<fiel
 shown committed and why. git history alone is evidence, not proof: an uncommitted code change that was later thrown
 away leaves no trace in it; the notes say which evidence each label rests on.
 
+A version with a diff hash (`0.1.0+C-dirty.D`, written since "dirty" is decided over the code) is relabelled only on
+proof: when a later commit X of HEAD's history has exactly that code diff from C (D is the hash of `git diff C X`
+over the code, as `code_diff_sha256` takes it), the run ran X's code with C checked out (a copy of the tree whose
+git metadata was older, as on a lent GPU machine); otherwise it is left as it is, and `report --check` refuses it.
+
 Deterministic for a given HEAD (files in sorted order, HEAD's history only) and idempotent (a field with a note is
 left as it is). `--dry-run` lists what it would do.
 
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import hashlib
 import json
 import subprocess
 from pathlib import Path
@@ -36,6 +42,10 @@ from engine.runtime import CODE_PATHS, DIRTY_MARK, PROJECT_ROOT
 
 def git(*args: str) -> str:
     return subprocess.run(["git", "-C", str(PROJECT_ROOT), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def git_bytes(*args: str) -> bytes:
+    return subprocess.run(["git", "-C", str(PROJECT_ROOT), *args], capture_output=True, check=True).stdout
 
 
 class History:
@@ -87,6 +97,23 @@ def verdict(history: History, version: str, path: Path) -> tuple[str | None, str
                   f"after {commit} change code ({listed}), so git cannot show the run's code was {commit}'s")
 
 
+def diff_verdict(history: History, version: str) -> tuple[str | None, str]:
+    """(clean version or None, note) for `prefix+C-dirty.D`: the later commit whose code diff from C hashes to D."""
+    prefix, rest = version.split("+", 1)
+    commit, diff = rest.split(DIRTY_MARK + ".", 1)
+    full = history.full(commit)
+    if full is None:
+        return None, f"commit {commit} is not in the history"
+    for later in git("rev-list", "--reverse", f"{full}..HEAD").splitlines():
+        patch = git_bytes("diff", full, later, "--binary", "--", *CODE_PATHS)
+        if hashlib.sha256(patch).hexdigest()[:12] == diff:
+            short = git("rev-parse", "--short=12", later)
+            return f"{prefix}+{short}", (f"relabelled from {version}: its uncommitted code diff {diff} is, byte for byte, "
+                                         f"git diff {commit} {short} over the code: the run ran {short}'s code on a "
+                                         f"copy whose git metadata said {commit}")
+    return None, f"no commit after {commit} in HEAD's history has the code diff {diff}"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results-dir", default=str(PROJECT_ROOT / "results"), help="results root (default: results/)")
@@ -106,9 +133,17 @@ def main() -> int:
         changed = False
         for _, holder, key in list(code_version_fields(data)):
             version = holder[key]
-            if not version.endswith(DIRTY_MARK) or isinstance(holder.get(key + NOTE_SUFFIX), str):
+            if isinstance(holder.get(key + NOTE_SUFFIX), str) or DIRTY_MARK not in version:
                 continue
-            clean, note = verdict(history, version, path)
+            if version.endswith(DIRTY_MARK):
+                clean, note = verdict(history, version, path)
+            else:  # a diff hash: relabelled on proof only, never labelled (report --check keeps refusing it)
+                clean, note = diff_verdict(history, version)
+                if clean is None:
+                    tally[(key, "left dirty")] += 1
+                    if args.dry_run:
+                        print(f"{path.relative_to(root)}: {key}: left as it is: {note}")
+                    continue
             if clean is not None:
                 holder[key] = clean
                 holder[key + RECORDED_SUFFIX] = version

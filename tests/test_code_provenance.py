@@ -88,3 +88,26 @@ def test_shipped_results_name_committed_code_or_carry_their_audit():
     """Every shipped result's code versions: committed, or a legacy "-dirty" labelled by
     scripts/relabel_dirty_provenance.py (what `report --check` enforces)."""
     assert code_provenance_problems(runtime.PROJECT_ROOT / "results") == []
+
+
+def test_a_dirty_run_whose_diff_is_a_later_commit_is_relabelled_to_that_commit(checkout, monkeypatch):
+    """A run on a copy whose git metadata was older (a lent GPU machine) records `C-dirty.D`; when a later commit X
+    has exactly that code diff from C, the audit relabels it to X and keeps what was recorded; another diff stays."""
+    import importlib.util
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "relabel_dirty_provenance.py"
+    spec = importlib.util.spec_from_file_location("relabel_dirty_provenance", script)
+    relabel = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(relabel)
+    monkeypatch.setattr(relabel, "PROJECT_ROOT", checkout)
+    (checkout / "engine" / "compute.py").write_text("x = 2\n")
+    recorded = _version()
+    _git(checkout, "commit", "-qam", "the code the run had")
+    later = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                           text=True, check=True).stdout.strip()
+    history = relabel.History()
+    clean, note = relabel.diff_verdict(history, recorded)
+    assert clean == f"0.1.0+{later}" and recorded.split("-dirty.")[1] in note
+    other = recorded.split("-dirty.")[0] + "-dirty.0123456789ab"
+    assert relabel.diff_verdict(history, other)[0] is None
