@@ -405,8 +405,60 @@ def faith_plausibility_report(racu_run: str, rationale_run: str) -> Callable[[Pa
     return report_table(racu_run, rationale_run)
 
 
+def gpu_cells_beside_cpu(gpu_run: str, cpu_run: str, n_examples: int) -> Callable[[Path], str]:
+    """Recursive-masking cells computed on a GPU (models fine-tuned there) beside the CPU's shipped cells of the same
+    specification: ACU % per seed (higher: the ranking removes what the model relies on sooner), the mean over the
+    seeds both runs hold, and each run's device and median seconds per cell (from the cells' provenance)."""
+    import json
+    import statistics
+
+    def device_line(root: Path, run: str) -> str:
+        seconds, devices = [], set()
+        for path in sorted((root / run / "cells").glob("*.json")):
+            prov = json.loads(path.read_text(encoding="utf-8")).get("provenance", {})
+            if prov.get("n_examples") != n_examples:  # the same run may hold cells of a subset
+                continue
+            seconds.append(float(prov.get("seconds", float("nan"))))
+            runtime = prov.get("runtime") or {}
+            devices.add(runtime.get("gpu") or prov.get("machine", "unknown"))
+        return (f"`{run}`: {len(seconds)} cells on {', '.join(sorted(devices))}, "
+                f"median {statistics.median(seconds):.1f} s per cell")
+
+    def build(root: Path) -> str:
+        _, cpu = _areas(root, cpu_run, n_examples)
+        _, gpu = _areas(root, gpu_run, n_examples)
+        seeds = sorted(int(s) for s in cpu["seed"].unique())
+        cpu_acu = cpu.set_index(["measure", "seed"])["acu"] * 100
+        gpu_acu = gpu.set_index(["measure", "seed"])["acu"] * 100
+        header = ["measure", *[f"seed {s}: CPU / GPU" for s in seeds], "mean over seeds both hold: CPU / GPU (GPU - CPU)"]
+        lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+        for measure in sorted(cpu["measure"].unique()):
+            cells, both = [], []
+            for seed in seeds:
+                c = cpu_acu.get((measure, seed))
+                g = gpu_acu.get((measure, seed))
+                cells.append(f"{c:.1f} / " + ("not run" if g is None else f"{g:.1f}"))
+                if g is not None:
+                    both.append((c, g))
+            if both:
+                mc, mg = float(np.mean([c for c, _ in both])), float(np.mean([g for _, g in both]))
+                cells.append(f"{mc:.1f} / {mg:.1f} ({mg - mc:+.1f}; {len(both)} seed{'s' if len(both) > 1 else ''})")
+            else:
+                cells.append("no GPU cell")
+            lines.append(f"| {measure} | " + " | ".join(cells) + " |")
+        lines.append("")
+        lines.append(f"ACU % of recursive masking on {n_examples} rt test sentences (MaSF included in each cell). "
+                     f"{device_line(root, cpu_run)}; {device_line(root, gpu_run)}. The GPU's models were fine-tuned "
+                     "there with the same command and seeds, so their weights differ from the CPU's: differences "
+                     "are of models, not only of arithmetic.")
+        return "\n".join(lines)
+
+    return build
+
+
 TABLES: tuple[Table, ...] = (
     Table("summary", "README.md", summary_per_model),
+    Table("gpu-minilm-rt", "docs/gpu.md", gpu_cells_beside_cpu("minilm-rt-3seeds-gpu", "minilm-rt-3seeds", 854)),
     Table("fmm-ordering", "docs/results.md", fmm_ordering),
     Table("racu-tiny-rt", "docs/results.md", racu_table("tiny-rt-3seeds", 854, "rt")),
     Table("racu-tiny-babi1", "docs/results.md",
