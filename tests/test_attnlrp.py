@@ -324,3 +324,20 @@ def test_not_offered_for_an_encoder_or_a_model_without_eager_attention(toy_class
     clf.model.config._attn_implementation = "sdpa"
     ok, why = get_explainer("attnlrp", clf).supports()
     assert not ok and "eager" in why
+
+
+def test_the_conservation_note_states_the_gap_and_its_two_parts(bert_tokenizer):
+    """The line the CLI prints and the Explain page shows: the relevance total, the explained output and a gap equal
+    to total - output, from an Importance's tensors and from an Explanation's lists alike; None for other measures."""
+    from engine.explain import explain_text
+    from engine.importance.attnlrp import conservation_note
+
+    clf = tiny("llama", bert_tokenizer)
+    result = explain_text(clf, TEXTS[0], measures=["attnlrp", "x-grad-sign"])
+    extras = result.extras["attnlrp"]
+    note = conservation_note(extras)
+    total, output = extras["relevance_total"][0], extras["output"][0]
+    assert f"{total:+.4f}" in note and f"{output:+.4f}" in note and f"gap {total - output:+.4f}" in note
+    imp = get_explainer("attnlrp", clf).attribute(clf.batch(TEXTS[0]))
+    assert conservation_note(imp.extras) == note
+    assert conservation_note(result.extras.get("x-grad-sign", {})) is None

@@ -244,6 +244,8 @@ def run(args: argparse.Namespace) -> int:
             cells.append(text)
         shown = tok if len(tok) <= tok_w else tok[: tok_w - 1] + "…"
         print(f"{i:>3}  {shown:<{tok_w}}  " + "  ".join(cells))
+    from engine.importance.attnlrp import conservation_note
+
     for m, extras in result.extras.items():
         if "completeness_gap" in extras:
             gap = float(extras["completeness_gap"][0])
@@ -254,6 +256,9 @@ def run(args: argparse.Namespace) -> int:
                 " (within the tolerance)" if extras["complete"][0] else " (NOT within the tolerance: see the warning)")
             print(f"{m}: completeness gap sum(scores) - (f(x) - f(baseline)) = {gap:+.2e} logits "
                   f"(f(x) - f(baseline) = {delta:+.4f}){used}{verdict}")
+        note = conservation_note(extras)
+        if note:
+            print(f"{m}: {note}")
         if "beam_score" in extras:
             print(f"{m}: {extras['forwards']} forward rows, best order's summed logit drop {float(extras['beam_score'][0]):.4f}")
     if colour:

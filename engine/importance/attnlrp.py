@@ -107,3 +107,21 @@ class AttnLRP(Explainer):
         if not finals:
             lin = torch.full_like(lin, float("nan"))
         return r, y.detach().to(torch.float64), lin
+
+
+def conservation_note(extras, i: int = 0) -> str | None:
+    """One line on input `i`'s AttnLRP conservation (what the CLI prints and the Explain page shows under the
+    heatmap), or None when `extras` are not AttnLRP's. `extras`: an Importance's (tensors) or an Explanation's
+    (lists)."""
+    if "relevance_total" not in extras or "network_gap" not in extras:
+        return None
+
+    def at(key):
+        value = extras[key][i]
+        return float(value.item() if isinstance(value, torch.Tensor) else value)
+
+    output, total, slot = at("output"), at("relevance_total"), at("slot_relevance")
+    network, head = at("network_gap"), at("head_linear") - at("output")
+    return (f"relevance over every prompt token {total:+.4f} (input slot {slot:+.4f}) against the explained output "
+            f"{output:+.4f}: gap {total - output:+.4f} = {network:+.4f} not conserved by the attention softmax rule "
+            f"+ {head:+.4f} from the label-word head (docs/llm.md#attnlrp)")
