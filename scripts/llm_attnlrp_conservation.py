@@ -3,11 +3,13 @@ explained output f_c (the predicted class's log-odds), the relevance summed over
 between them, split into the head's part (f_c against its linear part f_lin at the final hidden states: nonzero when
 a class has several label words) and the network's part (what AttnLRP's softmax rule does not conserve); beside it,
 the CPU time of attnlrp and of x-grad-sign (the same forward + backward without the rules), and the Spearman
-correlation of attnlrp's slot scores with x-grad-sign's and with loo-sign's (docs/llm.md#attnlrp).
+correlation of attnlrp's slot scores with x-grad-sign's and with loo-sign's, and of x-grad-sign's with loo-sign's
+(docs/llm.md#attnlrp).
 
     ENGINE_THREADS=1 python scripts/llm_attnlrp_conservation.py --model smollm2-rt-prompt --dataset rt --n 10 \\
         --seed 0 --jsonl results/llm/attnlrp/smollm2-rt-prompt.jsonl
-    python scripts/llm_attnlrp_conservation.py --table results/llm/attnlrp/smollm2-rt-prompt.jsonl
+    python scripts/llm_attnlrp_conservation.py --table results/llm/attnlrp/smollm2-rt-prompt.jsonl \\
+        results/llm/attnlrp/smollm2-rt-lora.jsonl
 
 One JSON line per sentence is appended to --jsonl (a rerun skips the sentences already there).
 """
@@ -31,11 +33,12 @@ def main(argv=None) -> int:
     parser.add_argument("--n", type=int, default=10, help="sentences sampled (seeded) from the split")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jsonl", default=None, help="one line per sentence (appended; resumable)")
-    parser.add_argument("--table", default=None, help="print the summary table of this JSON-lines file and exit")
+    parser.add_argument("--table", nargs="+", default=None, help="print the summary table of these JSON-lines files (a row "
+                        "each) and exit")
     parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = parser.parse_args(argv)
     if args.table:
-        print(summary_table(args.table))
+        print(summary_table(*args.table))
         return 0
     if args.smoke:
         use_scratch_folders()
@@ -139,6 +142,7 @@ def measure(classifier, texts, out: Path | None, command: str) -> None:
                "relevance_total_diagnostic_pass": total_again,
                "spearman_x_grad": _spearman(scores["attnlrp"], scores["x-grad-sign"]),
                "spearman_loo": _spearman(scores["attnlrp"], scores["loo-sign"]),
+               "spearman_x_grad_loo": _spearman(scores["x-grad-sign"], scores["loo-sign"]), "slot_scores": scores,
                "cpu_seconds": seconds, "torch_threads": torch.get_num_threads(), "model": classifier.id,
                "weights_sha256": classifier.metadata.get("weights_sha256"), "code_version": code_version(),
                "command": command}
@@ -152,28 +156,32 @@ def measure(classifier, texts, out: Path | None, command: str) -> None:
                 fh.write(json.dumps(row) + "\n")
 
 
-def summary_table(path: str) -> str:
-    """The markdown summary of a --jsonl file (medians over its sentences)."""
-    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-    if not rows:
-        return "no rows"
-
-    def med(f):
-        return statistics.median(f(r) for r in rows)
-
+def summary_table(*paths: str) -> str:
+    """The markdown summary of --jsonl files, one row per file (medians over its sentences)."""
     lines = ["| model | sentences | median f_c | median sum R | median abs gap | median abs gap / abs f_c | "
-             "median abs network gap | largest abs (network gap + softmax term) | median abs head gap | median sum abs R | median rho with x-grad-sign | "
-             "median rho with loo-sign | median CPU s attnlrp / x-grad-sign |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    lines.append(
-        f"| {rows[0]['model']} | {len(rows)} | {med(lambda r: r['output']):+.3f} | {med(lambda r: r['relevance_total']):+.3f} | "
-        f"{med(lambda r: abs(r['conservation_gap'])):.3f} | "
-        f"{med(lambda r: abs(r['conservation_gap']) / max(abs(r['output']), 1e-12)):.0%} | "
-        f"{med(lambda r: abs(r['network_gap'])):.3f} | {max(abs(r['network_gap_beyond_softmax']) for r in rows):.1e} | "
-        f"{med(lambda r: abs(r['head_gap'])):.3f} | "
-        f"{med(lambda r: r['abs_relevance']):.3f} | {med(lambda r: r['spearman_x_grad']):+.2f} | "
-        f"{med(lambda r: r['spearman_loo']):+.2f} | "
-        f"{med(lambda r: r['cpu_seconds']['attnlrp']):.2f} / {med(lambda r: r['cpu_seconds']['x-grad-sign']):.2f} |")
+             "median abs network gap | largest abs (network gap + softmax term) | median abs head gap | "
+             "median sum abs R | median rho with x-grad-sign | median rho with loo-sign | median rho of x-grad-sign with loo-sign | "
+             "median CPU s attnlrp / x-grad-sign |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for path in paths:
+        rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+        if not rows:
+            lines.append(f"| {path}: no rows |")
+            continue
+
+        def med(f, rows=rows):
+            return statistics.median(f(r) for r in rows)
+
+        lines.append(
+            f"| {rows[0]['model']} | {len(rows)} | {med(lambda r: r['output']):+.3f} | "
+            f"{med(lambda r: r['relevance_total']):+.3f} | {med(lambda r: abs(r['conservation_gap'])):.3f} | "
+            f"{med(lambda r: abs(r['conservation_gap']) / max(abs(r['output']), 1e-12)):.0%} | "
+            f"{med(lambda r: abs(r['network_gap'])):.3f} | "
+            f"{max(abs(r['network_gap_beyond_softmax']) for r in rows):.1e} | {med(lambda r: abs(r['head_gap'])):.3f} | "
+            f"{med(lambda r: r['abs_relevance']):.3f} | {med(lambda r: r['spearman_x_grad']):+.2f} | "
+            f"{med(lambda r: r['spearman_loo']):+.2f} | {med(lambda r: r['spearman_x_grad_loo']):+.2f} | "
+            f"{med(lambda r: r['cpu_seconds']['attnlrp']):.2f} / "
+            f"{med(lambda r: r['cpu_seconds']['x-grad-sign']):.2f} |")
     return "\n".join(lines)
 
 

@@ -341,3 +341,18 @@ def test_the_conservation_note_states_the_gap_and_its_two_parts(bert_tokenizer):
     imp = get_explainer("attnlrp", clf).attribute(clf.batch(TEXTS[0]))
     assert conservation_note(imp.extras) == note
     assert conservation_note(result.extras.get("x-grad-sign", {})) is None
+
+
+def test_without_the_lxt_package_it_is_not_offered_and_says_how_to_install_it(bert_tokenizer, monkeypatch):
+    """With lxt not installed (find_spec finds nothing), attnlrp is not among a Llama's applicable measures, its
+    reason names the pip command, and a call raises NotApplicableError saying the same."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "lxt" else real(name, *a))
+    clf = tiny("llama", bert_tokenizer)
+    assert "attnlrp" not in applicable_measures(clf)
+    ok, why = get_explainer("attnlrp", clf).supports()
+    assert not ok and "pip install --no-deps lxt==2.1" in why
+    with pytest.raises(NotApplicableError, match="lxt==2.1"):
+        get_explainer("attnlrp", clf).attribute(clf.batch(TEXTS))

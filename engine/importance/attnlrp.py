@@ -123,5 +123,5 @@ def conservation_note(extras, i: int = 0) -> str | None:
     output, total, slot = at("output"), at("relevance_total"), at("slot_relevance")
     network, head = at("network_gap"), at("head_linear") - at("output")
     return (f"relevance over every prompt token {total:+.4f} (input slot {slot:+.4f}) against the explained output "
-            f"{output:+.4f}: gap {total - output:+.4f} = {network:+.4f} not conserved by the attention softmax rule "
-            f"+ {head:+.4f} from the label-word head (docs/llm.md#attnlrp)")
+            f"{output:+.4f}: gap {total - output:+.4f}, of which {network:+.4f} not conserved by the attention softmax "
+            f"rule and {head:+.4f} from the label-word head (docs/llm.md#attnlrp)")
