@@ -356,3 +356,42 @@ def test_without_the_lxt_package_it_is_not_offered_and_says_how_to_install_it(be
     assert not ok and "pip install --no-deps lxt==2.1" in why
     with pytest.raises(NotApplicableError, match="lxt==2.1"):
         get_explainer("attnlrp", clf).attribute(clf.batch(TEXTS))
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3", "qwen2", "qwen3"])
+def test_in_every_family_only_the_softmax_rule_loses_relevance(family, bert_tokenizer, monkeypatch):
+    """Multi-layer, multi-head (grouped key/value heads) models of each family, where an explicit computation is not
+    written out: the network gap (sum R - f_lin) equals minus the relevance the attention softmaxes absorb,
+    sum over softmaxes of (sum A g_A - sum S g_S) / 2, recorded in the same pass (to 1e-5 of |f_c|): every other
+    layer (norms, MLPs, q/k norms, rotary, residuals, Gemma 3's extra norms) conserves."""
+    import torch.nn.functional as F
+
+    records = []
+    original = F.softmax
+
+    def recording(x, *args, **kwargs):
+        out = original(x, *args, **kwargs)
+        if torch.is_grad_enabled() and x.requires_grad:
+            x.retain_grad()
+            out.retain_grad()
+            records.append((x, out))
+        return out
+
+    from engine.importance.lrp_rules import lrp_rules
+
+    clf = tiny(family, bert_tokenizer)
+    batch = clf.batch(TEXTS[:1])
+    imp = get_explainer("attnlrp", clf, memo=False).attribute(batch)
+    e = clf.word_embeddings(batch.input_ids).detach().requires_grad_(True)
+    monkeypatch.setattr(F, "softmax", recording)
+    with lrp_rules(clf.model):  # the same pass, with every softmax's input and output kept for their gradients
+        f = clf.explained_logits(clf.forward(inputs_embeds=e, attention_mask=batch.attention_mask).logits)
+        f[0, int(imp.target[0])].backward()
+    monkeypatch.undo()
+    assert records
+    absorbed = sum(float((a.detach().double() * a.grad.double()).sum() - (x.detach().double() * x.grad.double()).sum()) / 2
+                   for x, a in records if a.grad is not None)
+    network_gap = float(imp.extras["network_gap"][0])
+    output = float(imp.extras["output"][0])
+    assert abs(network_gap + absorbed) <= 1e-5 * max(1.0, abs(output)), (network_gap, absorbed)
+    assert abs(absorbed) > 1e-3 * abs(output)  # the softmax term is exercised
