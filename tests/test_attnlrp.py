@@ -395,3 +395,19 @@ def test_in_every_family_only_the_softmax_rule_loses_relevance(family, bert_toke
     output = float(imp.extras["output"][0])
     assert abs(network_gap + absorbed) <= 1e-5 * max(1.0, abs(output)), (network_gap, absorbed)
     assert abs(absorbed) > 1e-3 * abs(output)  # the softmax term is exercised
+
+
+def test_a_failure_while_installing_the_rules_leaves_nothing_installed(bert_tokenizer, monkeypatch):
+    """If installing fails part-way (a transformers version without one of the patched names), the methods
+    installed before the failure are put back and the error surfaces."""
+    import engine.importance.lrp_rules as lrp_rules_module
+
+    clf = tiny("llama", bert_tokenizer)
+    methods = {key: vars(key[0])[key[1]] for key in _methods("llama")}
+    real = lrp_rules_module._targets
+    monkeypatch.setattr(lrp_rules_module, "_targets",
+                        lambda family, lxt: [*real(family, lxt), (type("Missing", (), {}), "forward", None)])
+    with pytest.raises(AttributeError):
+        get_explainer("attnlrp", clf, memo=False).attribute(clf.batch(TEXTS))
+    assert not rules_installed()
+    assert all(vars(owner)[attr] is methods[(owner, attr)] for owner, attr in methods)

@@ -187,7 +187,12 @@ def lrp_rules(model) -> Iterator[Family]:
     family = family_of(model)
     lxt = lxt_rules()
     with _lock:
-        _install(_targets(family, lxt))
+        try:
+            _install(_targets(family, lxt))
+        except Exception:  # e.g. a transformers version without one of the patched names: leave nothing behind
+            if _users == 0:
+                _restore()
+            raise
         _users += 1
     _active.depth = getattr(_active, "depth", 0) + 1
     try:
