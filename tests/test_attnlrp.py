@@ -411,3 +411,33 @@ def test_a_failure_while_installing_the_rules_leaves_nothing_installed(bert_toke
         get_explainer("attnlrp", clf, memo=False).attribute(clf.batch(TEXTS))
     assert not rules_installed()
     assert all(vars(owner)[attr] is methods[(owner, attr)] for owner, attr in methods)
+
+
+def test_the_explain_page_offers_attnlrp_for_a_registered_prompted_llama_and_shows_its_conservation(
+        tmp_path, models_cache, bert_tokenizer):
+    """A tiny prompted Llama registered with `models add --prompt` (the sidebar's only model): the Explain page
+    offers attnlrp among its measures, draws its heatmap and shows the conservation line under it."""
+    import json
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    from engine.cli import main
+
+    clf = tiny("llama", bert_tokenizer)
+    folder = tmp_path / "tiny-llama"
+    clf.model.save_pretrained(folder)
+    clf.tokenizer.save_pretrained(folder)
+    prompt = tmp_path / "prompt.json"
+    prompt.write_text(json.dumps(spec().to_dict()))
+    assert main(["models", "add", str(folder), "--prompt", str(prompt), "--id", "tiny-lrp"]) == 0
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app" / "main.py"), default_timeout=120)
+    at.run(timeout=120)
+    chooser = at.multiselect(key="explain_measures")
+    assert "attnlrp" in chooser.options
+    chooser.set_value(["attnlrp"])
+    at.text_area(key="explain_text").input(TEXTS[0])
+    at.button[0].click()
+    at.run(timeout=120)
+    assert not at.exception, [e.message for e in at.exception]
+    assert any("Relevance over every prompt token" in c.value and "softmax" in c.value for c in at.caption)
