@@ -37,14 +37,21 @@ BATCH_SIZES = (1, 4, 16, 32)
 
 
 def timed(fn, repeats: int) -> float:
-    """Median time of fn() on CLOCK over `repeats` runs after one warm-up."""
+    """Median time of fn() on CLOCK over `repeats` runs after one warm-up, the GPU synchronised around each run."""
     fn()
     times = []
     for _ in range(repeats):
+        _sync()
         t = CLOCK()
         fn()
+        _sync()  # a GPU call returns before its kernels finish: stop the clock on the work, not the launch
         times.append(CLOCK() - t)
     return statistics.median(times)
+
+
+def _sync() -> None:
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
 
 
 def median_sentence(dataset: str = "rt") -> str:

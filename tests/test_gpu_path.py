@@ -4,6 +4,7 @@ memory with dtype-aware sizes and halve-and-retry on out-of-memory, and the trai
 The end-to-end check on a real GPU is bench/gpu_check.py."""
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -388,3 +389,31 @@ def test_erasure_halves_its_pass_after_out_of_memory_and_gives_the_same_metrics(
     monkeypatch.setattr(erasure, "_hidden_forward", lambda *a, **k: forward(*a, limit=0, **k))
     with pytest.raises(torch.cuda.OutOfMemoryError):
         erasure.erasure_metrics(toy_classifier, batch, scores, metrics=families, masf=masf)
+
+
+@pytest.mark.parametrize("script, call", [("llm_explain_speed", lambda m, fn: m.timed(fn, 2)),
+                                          ("importance", lambda m, fn: m.timed(fn, 2, 60.0)),
+                                          ("gpu_check", lambda m, fn: m.timed(fn, 2))])
+def test_bench_timers_stop_the_clock_after_the_gpu_finishes(script, call, monkeypatch):
+    """A CUDA call returns before its kernels finish: every bench timer synchronises after each timed run, so a
+    GPU timing measures the work, not the launch (llm_explain_speed's timer did not, found before its first GPU run)."""
+    import importlib.util
+    import sys
+
+    import torch
+
+    bench = Path(__file__).resolve().parent.parent / "bench"
+    monkeypatch.syspath_prepend(str(bench))
+    spec = importlib.util.spec_from_file_location(f"bench_{script}", bench / f"{script}.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    events = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: events.append("sync"))
+    call(module, lambda: events.append("run"))
+    runs = [i for i, e in enumerate(events) if e == "run"]
+    timed_runs = runs[1:]  # the first is the warm-up
+    assert len(timed_runs) == 2
+    assert all(i + 1 < len(events) and events[i + 1] == "sync" for i in timed_runs), events

@@ -436,3 +436,27 @@ def test_cost_meter_counts_the_rows_a_prompted_lm_computes(bert_tokenizer):
         explainer.attribute = meter.wrap(explainer.attribute)
         explainer.attribute(batch)
         assert (meter.rows.forward, meter.rows.backward) == (forward, backward), (measure, cached)
+
+
+def test_a_registered_prompted_lm_runs_in_the_dtype_asked_for(tmp_path, models_cache, bert_tokenizer):
+    """load_classifier(id, dtype=...) is honoured for a prompted LM as for an encoder (bfloat16 was asked and float32
+    run, silently), its runtime says so; the default stays float32, and float16 on the CPU is refused."""
+    from engine.errors import EngineError
+    from engine.models import load_classifier
+    from engine.models.registry import register_model
+
+    clf = make("llama", bert_tokenizer)
+    folder = tmp_path / "tiny-llama"
+    clf.model.save_pretrained(folder)
+    bert_tokenizer.save_pretrained(folder)
+    register_model(folder, "llama-dtype", prompt=spec().to_dict())
+    default = load_classifier("llama-dtype", device="cpu")
+    half = load_classifier("llama-dtype", device="cpu", dtype="bfloat16")
+    assert next(default.model.parameters()).dtype == torch.float32 and default.runtime["dtype"] == "float32"
+    assert next(half.model.parameters()).dtype == torch.bfloat16 and half.runtime["dtype"] == "bfloat16"
+    assert "bfloat16 as asked" in half.runtime["dtype_reason"]
+    with torch.no_grad():
+        a, b = default.logits(default.batch(TEXTS)), half.logits(half.batch(TEXTS)).float()
+    assert torch.allclose(a, b, atol=0.1)  # the same model, rounded: close, not equal
+    with pytest.raises(EngineError, match="float16"):
+        load_classifier("llama-dtype", device="cpu", dtype="float16")

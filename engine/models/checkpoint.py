@@ -200,7 +200,7 @@ def _load_checkpoint(folder: Path, device: str | None, dtype: str | None = None,
     metadata = validate_checkpoint(folder)
     meta = CheckpointMeta.from_dict(metadata)
     if meta.prompt is not None:  # a prompted LM fine-tuned with LoRA, merged (engine.models.lora_training)
-        return load_prompted_checkpoint(folder, metadata, device)
+        return load_prompted_checkpoint(folder, metadata, device, dtype)
     target = pick_device(device)
     runtime = None
     try:

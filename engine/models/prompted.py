@@ -68,7 +68,7 @@ class PromptedClassifier(Classifier):
         self._token_types = False
         # What Classifier.__init__ sets for `runtime` and the attention measures: a prompted LM is loaded in
         # float32 with eager attention (its hidden states and attentions are realigned per position).
-        self.load_runtime = {"dtype_reason": "float32: loaded so by load_prompted",
+        self.load_runtime = {"dtype_reason": "float32 unless load_prompted was asked otherwise",
                              "attn_reason": "eager: attention weights and position realignment need it"}
         self._attention_default = "eager"
         self._attention_lock = threading.Lock()
@@ -509,9 +509,10 @@ def _gather2(a: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 
 
 def load_prompted(folder: str | Path, spec: PromptSpec | dict, *, model_id: str | None = None, max_length: int | None = None,
-                  device: str | None = None, extra: dict | None = None) -> PromptedClassifier:
+                  device: str | None = None, extra: dict | None = None, dtype: str | None = None) -> PromptedClassifier:
     """A `PromptedClassifier` from a local causal-LM folder (config.json, safetensors, tokenizer) or a packaged
-    LLM key ('smollm2', converted on first use). Weights are read only from safetensors."""
+    LLM key ('smollm2', converted on first use). Weights are read only from safetensors. dtype: as for every
+    model (`engine.models.loading.choose_dtype`; default the setting ENGINE_DTYPE, 'auto' = float32)."""
     configure()
     from safetensors import SafetensorError
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -526,12 +527,18 @@ def load_prompted(folder: str | Path, spec: PromptSpec | dict, *, model_id: str 
         raise CheckpointError(f"no usable tokenizer in {folder} ({type(err).__name__}: {err})") from None
     if not getattr(tokenizer, "is_fast", False):
         raise CheckpointError(f"the tokenizer in {folder} is a slow tokenizer; token offsets need a fast one (tokenizer.json)")
+    import engine.settings as settings
+    from engine.models.loading import choose_dtype, dtype_name, stored_dtype
+
+    target = pick_device(device)
+    # The dtype asked for is honoured as for an encoder (it was once ignored: bfloat16 asked, float32 run, silently).
+    stored = stored_dtype(files)
+    chosen, dtype_reason = choose_dtype(target.type, stored, dtype or settings.dtype_request())
     try:
         model = AutoModelForCausalLM.from_pretrained(str(folder), use_safetensors=True, attn_implementation="eager",
-                                                     dtype=torch.float32)
+                                                     dtype=chosen)
     except (OSError, ValueError, SafetensorError, RuntimeError, KeyError, TypeError) as err:
         raise CheckpointError(f"{folder} could not be loaded as a causal language model ({type(err).__name__}: {err})") from None
-    target = pick_device(device)
     spec_hash = hashlib.sha256(repr(sorted(spec.to_dict().items())).encode()).hexdigest()[:16]
     metadata = {
         "id": model_id or f"{packaged or folder.name}-prompt",
@@ -544,10 +551,12 @@ def load_prompted(folder: str | Path, spec: PromptSpec | dict, *, model_id: str 
     }
     classifier = PromptedClassifier(model, tokenizer, spec, max_length_for(tokenizer, model, max_length), metadata, target)
     classifier.folder = folder
+    classifier.load_runtime = {**classifier.load_runtime, "stored_dtype": dtype_name(stored), "dtype_reason": dtype_reason}
     return classifier
 
 
-def load_prompted_checkpoint(folder: Path, metadata: dict, device: str | None = None) -> PromptedClassifier:
+def load_prompted_checkpoint(folder: Path, metadata: dict, device: str | None = None,
+                             dtype: str | None = None) -> PromptedClassifier:
     """A saved prompted classifier (a causal-LM folder whose `metadata.json` holds `prompt`, e.g. a merged LoRA
     fine-tuning), given its metadata: here rather than in checkpoint.py's caller so that checkpoint loading needs
     no import of the training code (engine/models stays free of import cycles)."""
@@ -559,7 +568,7 @@ def load_prompted_checkpoint(folder: Path, metadata: dict, device: str | None = 
     keep["artifacts_dir"] = str(folder)
     meta = CheckpointMeta.from_dict(metadata)
     return load_prompted(folder, meta.prompt, model_id=meta.id, max_length=meta.max_length,
-                         device=device, extra=keep)
+                         device=device, extra=keep, dtype=dtype)
 
 
 def check_not_prompted(classifier, what: str) -> None:

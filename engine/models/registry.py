@@ -99,12 +99,12 @@ def builtin_prompted() -> list[dict]:
     return rows
 
 
-def _load_prompted_manifest(manifest: dict, device: str | None):
+def _load_prompted_manifest(manifest: dict, device: str | None, dtype: str | None = None):
     from engine.models.prompted import load_prompted
 
     source = manifest.get("packaged_llm") or manifest["path"]
     classifier = load_prompted(source, manifest["prompt"], model_id=manifest["id"], max_length=manifest.get("max_length"),
-                               device=device, extra={"registered": manifest.get("registered"),
+                               device=device, dtype=dtype, extra={"registered": manifest.get("registered"),
                                                      "artifacts_dir": str(artifacts_dir(manifest["id"]))})
     if manifest.get("builtin") and manifest.get("adapter"):
         apply_shipped_adapter(classifier, manifest["id"])
@@ -125,7 +125,7 @@ def load_registered(model_id: str, device: str | None = None, dtype: str | None 
     if manifest is None:
         raise CheckpointError(f"no registered model {model_id!r}")
     if manifest.get("prompt") is not None:  # a prompted language model
-        return _load_prompted_manifest(manifest, device)
+        return _load_prompted_manifest(manifest, device, dtype)
     folder = Path(manifest["path"])
     if manifest.get("copied"):
         recover_folder(folder)  # where a killed --copy --overwrite left the old copy renamed aside
