@@ -26,7 +26,7 @@ LIVE_MEASURES = ("grad-l2", "x-grad-sign", "ig-sign", "loo-sign")
 # self-attribution). A measure not named here is placed with the sampling ones.
 COST_TIERS = {
     "attention": 0, "attention-mean": 0, "attention-cls-last": 0, "attention-rollout": 0, "random": 0,
-    "grad-l2": 1, "grad-l1": 1, "x-grad-sign": 1, "x-grad-abs": 1, "deeplift": 1,
+    "grad-l2": 1, "grad-l1": 1, "x-grad-sign": 1, "x-grad-abs": 1, "deeplift": 1, "attnlrp": 1,
     "ig-sign": 2, "ig-abs": 2, "gradient-shap": 2,
     "loo-sign": 3, "loo-abs": 3, "occlusion": 3,
     "kernel-shap": 4, "lime": 4, "shapley-sampling": 4,

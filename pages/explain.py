@@ -21,6 +21,7 @@ from engine.explain import LIVE_MEASURES, by_cost, explain_text
 from engine.export import FORMATS, MIME, SUFFIX, explanation_record, write
 from engine.faithfulness.measure_agreement import agreement_matrix
 from engine.importance import describe, measure_availability
+from engine.importance.attnlrp import conservation_note
 from engine.importance.completeness import completeness_warning
 from engine.importance.levels import AGGREGATIONS, LEVELS
 from engine.models import EmptyInputError
@@ -109,6 +110,9 @@ def _heatmap(col, result, measure: str, units, level_scores) -> None:
     if gap is not None:
         used = f", {extras['steps_used'][0]} {extras['rule_used'][0]} steps" if "steps_used" in extras else ""
         col.caption(f"Completeness gap: {gap[0]:+.4f} (sum of the scores minus f(x) - f(baseline){used})")
+    note = conservation_note(extras)
+    if note:  # AttnLRP: how far the relevance adds up to the explained output
+        col.caption(md(note[0].upper() + note[1:]))
     warning = completeness_warning(measure, extras)
     if warning:  # the scores do not add up: say so next to the heatmap, with the fix
         col.warning(warning)

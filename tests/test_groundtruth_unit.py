@@ -354,6 +354,7 @@ def test_attention_points_at_a_word_that_works_against_the_class(attention):
 NOT_HERE = {
     "attention": "the BiLSTM-attention model's own additive attention: exact by definition (R-ROAR App. C.1)",
     "self-attribution": "prompted language models only (the model names its own words)",
+    "attnlrp": "prompted Llama/Gemma 3/Qwen LMs only; checked against an explicit rule-by-rule LRP in test_attnlrp.py",
     "smat": "needs head weights SMaT learned for a BERT-like model",
 }
 

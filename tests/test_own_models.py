@@ -41,8 +41,9 @@ FAMILIES = {
                   intermediate_size=64, max_position_embeddings=64),
 }
 DECODERS = ("gpt2", "llama")
-# measures that explain only another kind of model (the BiLSTM's own additive attention; the words a prompted LM names)
-NOT_FOR_TRANSFORMERS = {"attention", "self-attribution"}
+# measures that explain only another kind of model (the BiLSTM's own additive attention; the words a prompted LM names;
+# AttnLRP, offered for prompted LMs of the families lxt's rules cover)
+NOT_FOR_TRANSFORMERS = {"attention", "self-attribution", "attnlrp"}
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one torch thread (tests/conftest.py)

@@ -56,12 +56,15 @@ def configure(p: argparse.ArgumentParser) -> None:
             ig-sign, ig-abs, deeplift and gradient-shap check completeness (the scores sum to f(x) - f(baseline)):
             IG raises its steps (Gauss-Legendre, 3x at a time) until the gap is within max(5% of |f(x) - f(b)|,
             0.01) or its step budget max_steps (default 180) is spent; the gap, the steps used and a warning with
-            the fix when the scores do not add up are printed under the table.
+            the fix when the scores do not add up are printed under the table. attnlrp (AttnLRP, prompted Llama,
+            Gemma 3 and Qwen2/3 LMs) prints how far its relevance over the whole prompt adds up to the explained
+            output, and the two parts of the gap (docs/llm.md#attnlrp).
 
             Examples:
               python -m engine explain --model tiny-rt-masked-s0 --text "a gripping, funny film" --measure loo-sign ig-sign
               python -m engine explain --model tiny-rt-masked-s0 --text "dull" --measure ig-abs --option steps=50 --target 1
               python -m engine explain --model smollm2-rt-prompt --text "a gorgeous, witty film" --measure ig-sign --option max_steps=540
+              python -m engine explain --model smollm2-rt-lora --text "a gorgeous, witty film" --measure attnlrp x-grad-sign
               python -m engine explain --model bilstm-babi1 --text "Mary went to the kitchen." --aux "Where is Mary?" --measure live
               python -m engine explain --model tiny-rt-masked-s0 --text "an unredeemable mess" --measure live --level word
               python -m engine explain --model tiny-rt-masked-s0 --text "an unredeemable mess" --measure ig-sign --format latex --output fig.tex
@@ -244,6 +247,8 @@ def run(args: argparse.Namespace) -> int:
             cells.append(text)
         shown = tok if len(tok) <= tok_w else tok[: tok_w - 1] + "…"
         print(f"{i:>3}  {shown:<{tok_w}}  " + "  ".join(cells))
+    from engine.importance.attnlrp import conservation_note
+
     for m, extras in result.extras.items():
         if "completeness_gap" in extras:
             gap = float(extras["completeness_gap"][0])
@@ -254,6 +259,9 @@ def run(args: argparse.Namespace) -> int:
                 " (within the tolerance)" if extras["complete"][0] else " (NOT within the tolerance: see the warning)")
             print(f"{m}: completeness gap sum(scores) - (f(x) - f(baseline)) = {gap:+.2e} logits "
                   f"(f(x) - f(baseline) = {delta:+.4f}){used}{verdict}")
+        note = conservation_note(extras)
+        if note:
+            print(f"{m}: {note}")
         if "beam_score" in extras:
             print(f"{m}: {extras['forwards']} forward rows, best order's summed logit drop {float(extras['beam_score'][0]):.4f}")
     if colour:

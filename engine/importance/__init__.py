@@ -10,6 +10,7 @@ computed, its options and unit). Definitions: docs/methods.md#importance-measure
 from engine.errors import ExplanationCancelled, NoMaskableTokenError
 from engine.importance import (  # noqa: E402,F401  (registration)
     attention,
+    attnlrp,
     beam,
     budgeted_search,
     captum_extras,  # noqa: E402,F401
