@@ -181,6 +181,14 @@ def ranking_positions(scores: torch.Tensor, maskable: torch.Tensor) -> torch.Ten
     return torch.where(maskable, rank, rank + T)
 
 
+def any_per_word(flags: torch.Tensor, index: torch.Tensor, n_words: int) -> torch.Tensor:
+    """[B, W] bool: whether any position of each word is flagged (flags [B, T] bool, index [B, T] the word of each
+    position). Reduced in uint8: CUDA has no reducing scatter kernel (amax, add) for bool tensors, the CPU has."""
+    B = flags.shape[0]
+    return torch.zeros((B, n_words), dtype=torch.uint8, device=flags.device).scatter_reduce(
+        1, index, flags.to(torch.uint8), "amax").bool()
+
+
 def word_ranking_positions(scores: torch.Tensor, maskable: torch.Tensor, word_ids: torch.Tensor,
                            aggregation: str = "sum") -> tuple[torch.Tensor, list[int]]:
     """Whole-word units: (rank [B, T], words per row). Every piece of a word gets its word's rank (0 for the
@@ -201,7 +209,7 @@ def word_ranking_positions(scores: torch.Tensor, maskable: torch.Tensor, word_id
         starts[:, 1:] = word_ids[:, 1:] != word_ids[:, :-1]
         s = s * (valid & starts)
     keys = torch.zeros(B, W, dtype=torch.float64, device=scores.device).scatter_add(1, index, s)
-    exists = torch.zeros(B, W, dtype=torch.bool, device=scores.device).scatter_reduce(1, index, valid, "amax")
+    exists = any_per_word(valid, index, W)
     keys = keys.masked_fill(~exists, float("-inf"))
     order = torch.sort(keys, dim=1, descending=True, stable=True).indices
     word_rank = torch.empty_like(order)
