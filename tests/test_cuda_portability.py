@@ -73,3 +73,61 @@ def test_erasure_ranking_by_whole_words_uses_no_bool_scatter(toy_classifier, cud
     result = erasure_metrics(toy_classifier, batch, scores, metrics=["decision-flip"], word_ids=word_ids)
     flip = float(result.values["flip-fraction"][0])
     assert math.isclose(flip * n_words[0], round(flip * n_words[0]), abs_tol=1e-9)
+
+
+# -- where tensors live ------------------------------------------------------------------------------------------
+# The 'meta' device stands in for a GPU: a CPU test cannot hold CUDA tensors, but mixing a meta tensor with a CPU
+# one raises just as mixing CUDA and CPU does, and a meta model cannot be copied to the CPU.
+def test_a_classifier_built_without_a_device_stays_where_its_model_is(toy_classifier):
+    """Classifier(model, ...) without `device` keeps the model where its parameters are (on CUDA, copying it back
+    to the CPU left the caller's CUDA batches on another device than the model); a CPU model stays on the CPU;
+    a device given still moves it."""
+    import copy
+
+    from engine.models import Classifier
+
+    args = (toy_classifier.tokenizer, toy_classifier.classes, toy_classifier.max_length)
+    elsewhere = Classifier(copy.deepcopy(toy_classifier.model).to("meta"), *args)
+    assert elsewhere.device.type == "meta"
+    assert {p.device.type for p in elsewhere.model.parameters()} == {"meta"}
+    here = Classifier(copy.deepcopy(toy_classifier.model).cpu(), *args)
+    assert here.device == torch.device("cpu")
+    moved = Classifier(copy.deepcopy(toy_classifier.model).cpu(), *args, device="meta")
+    assert moved.device.type == "meta" and next(moved.model.parameters()).device.type == "meta"
+
+
+def test_a_prompted_classifier_built_without_a_device_stays_where_its_model_is():
+    """The same for a prompted causal LM."""
+    import transformers
+    from transformers import AutoTokenizer
+
+    from engine.models.encoders import resolve_encoder
+    from engine.models.prompt_spec import PromptSpec
+    from engine.models.prompted import PromptedClassifier
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_encoder("tiny"))
+    config = transformers.LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                      num_attention_heads=4, num_key_value_heads=2, pad_token_id=tokenizer.pad_token_id)
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").to("meta")
+    spec = PromptSpec.from_dict({"instruction": "is the review positive or negative ?", "input_format": "review : {input}",
+                                 "template": "plain", "answer_prefix": "answer :", "examples": [],
+                                 "verbalizer": {"negative": ["bad"], "positive": ["good"]}, "replacement": "unk"})
+    clf = PromptedClassifier(model, tokenizer, spec, max_length=64)
+    assert clf.device.type == "meta" and next(clf.model.parameters()).device.type == "meta"
+
+
+def test_rankings_follow_the_batch_device_whatever_device_the_scores_are_on():
+    """An `Importance` keeps its scores on the CPU (engine/importance/types.py); the ranking helpers the metrics
+    share take them with a batch's mask on the model's device and compute there (on CUDA: masked_fill refused a
+    CPU tensor with a CUDA mask, issue 36's run of an imported measure)."""
+    from engine.faithfulness.erasure import ranking_positions, soft_keep_probability
+    from engine.faithfulness.recursive import masking_order_keys
+
+    scores = torch.tensor([[0.0, 0.2, 0.9, 0.5, 0.0]])
+    maskable = torch.tensor([[False, True, True, True, False]])
+    expected = ranking_positions(scores, maskable)
+    assert expected[0, 1:4].tolist() == [2, 0, 1]
+    on_device = maskable.to("meta")
+    assert ranking_positions(scores, on_device).device.type == "meta"
+    assert masking_order_keys(scores, on_device, torch.zeros_like(on_device)).device.type == "meta"
+    assert soft_keep_probability(scores, on_device).device.type == "meta"

@@ -59,8 +59,9 @@ class MaskingResult:
 
 
 def masking_order_keys(scores: torch.Tensor, maskable: torch.Tensor, is_masked: torch.Tensor) -> torch.Tensor:
-    """Ranking keys [B, T]: already-masked tokens +inf (kept masked), non-maskable -inf (never chosen)."""
-    keys = torch.nan_to_num(scores.double(), nan=0.0)
+    """Ranking keys [B, T] on maskable's device: already-masked tokens +inf (kept masked), non-maskable -inf
+    (never chosen)."""
+    keys = torch.nan_to_num(scores.to(maskable.device).double(), nan=0.0)
     keys = torch.where(is_masked, torch.full_like(keys, float("inf")), keys)
     return torch.where(maskable, keys, torch.full_like(keys, float("-inf")))
 
