@@ -9,10 +9,10 @@ import torch
 
 TEXT = "an unredeemable, overwrought mess with a wonderful cast"
 
-# The reducing scatters CUDA implements for numbers only: on a bool tensor they raise
-# `"cuda_scatter_gather_base_kernel_func" not implemented for 'Bool'` there, while the CPU computes them.
-# (Plain gather and scatter without a reduction do have a bool kernel on CUDA.)
-_REDUCING_SCATTERS = ("scatter_reduce", "scatter_reduce_", "scatter_add", "scatter_add_", "index_add", "index_add_")
+# The reducing scatters CUDA implements for numbers only (ScatterGatherKernel.cu dispatches them for all types but
+# bool): on a bool tensor they raise `"cuda_scatter_gather_base_kernel_func" not implemented for 'Bool'` there, while
+# the CPU computes them. Plain gather and scatter without a reduction do have a bool kernel on CUDA.
+_REDUCING_SCATTERS = ("scatter_reduce", "scatter_reduce_", "scatter_add", "scatter_add_")
 
 
 @pytest.fixture
