@@ -92,7 +92,12 @@ def test_an_input_gets_the_same_ffidelity_alone_or_in_a_batch(toy_classifier):
     scores = get_explainer("loo-sign", toy_classifier).attribute(batch, batch.target).scores
     both = ffidelity(toy_classifier, batch, scores, target=batch.target, draws=5, seed=3)
     one = ffidelity(toy_classifier, batch.select([2]), scores[2:3], target=batch.target[2:3], draws=5, seed=3)
-    assert one.values["ffid-plus"][0] == pytest.approx(both.values["ffid-plus"][2], abs=1e-9)
+    # The same draws give the same value up to how the forward rounds: on the CPU a row's float32 probabilities do
+    # not depend on the batch (1e-9); on a GPU the matmul kernels chosen for 1 and for 4 rows differ in the last
+    # bits (measured on an H200: 8e-9 apart), so allow ten float32 ulps of a probability near 1 (1e-6). Another
+    # draw would move this mean of probability drops by far more.
+    tolerance = 1e-9 if toy_classifier.device.type == "cpu" else 1e-6
+    assert one.values["ffid-plus"][0] == pytest.approx(both.values["ffid-plus"][2], abs=tolerance)
 
 
 def test_evaluate_f_fidelity_stores_values_with_their_masf_shares(toy_classifier, models_cache, tmp_path, monkeypatch):

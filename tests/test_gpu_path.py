@@ -314,8 +314,12 @@ def test_student_batches_follow_the_chosen_device_and_the_run_records_it(monkeyp
     student = Student(AutoModel.from_config(config, add_pooling_layer=False), 2)
     cfg = StudentConfig(max_epochs=1, batch_size=2, lr=0.01)
     monkeypatch.setenv("ENGINE_DEVICE", "cuda")
-    with pytest.raises(InvalidInputError, match="CUDA is not available"):
-        train_student(student, split, split, "none", cfg, seed=0)
+    if torch.cuda.is_available():  # a GPU machine: the setting is followed and recorded
+        on_gpu = train_student(student, split, split, "smat", cfg, seed=0)
+        assert torch.device(on_gpu.device).type == "cuda" and on_gpu.teacher_phi.device.type == "cpu"  # phi: CPU copy
+    else:  # no GPU: asking for one is refused, never silently run on the CPU
+        with pytest.raises(InvalidInputError, match="CUDA is not available"):
+            train_student(student, split, split, "none", cfg, seed=0)
     monkeypatch.setenv("ENGINE_DEVICE", "cpu")
     result = train_student(student, split, split, "smat", cfg, seed=0)
     assert result.device == "cpu" and result.teacher_phi.device.type == "cpu"

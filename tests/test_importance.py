@@ -54,24 +54,27 @@ def _restore_threads(_one_thread_from_the_start):
 
 @pytest.fixture(scope="module")
 def toy64(toy_classifier):
-    """The toy classifier in float64, so hand-made and captum references agree to 1e-5 and better."""
+    """The toy classifier in float64, so hand-made and captum references agree to 1e-5 and better; on the test
+    device, as the toy classifier."""
     model = copy.deepcopy(toy_classifier.model).double()
     return Classifier(model, toy_classifier.tokenizer, toy_classifier.classes, toy_classifier.max_length,
-                      {**toy_classifier.metadata, "id": "toy-float64"})
+                      {**toy_classifier.metadata, "id": "toy-float64"}, device=toy_classifier.device)
 
 
 def _target_logit(classifier, batch, ids, target):
+    """The target logit [B] on the CPU (where an Importance's scores are), computed on the model's device."""
     with torch.no_grad():
-        return classifier.logits(batch, ids).gather(1, target[:, None]).squeeze(1)
+        return classifier.logits(batch, ids).gather(1, target.to(classifier.device)[:, None]).squeeze(1).cpu()
 
 
 def _onehot_gradient(classifier, batch, target):
-    """The gradient of the target logit w.r.t. an explicit one-hot input over the vocabulary [B, T, V]."""
+    """The gradient of the target logit w.r.t. an explicit one-hot input over the vocabulary [B, T, V]; both on the
+    CPU (where an Importance's scores are), computed on the model's device."""
     E = classifier.embedding_matrix.detach()
     onehot = torch.nn.functional.one_hot(batch.input_ids, E.shape[0]).to(E.dtype).requires_grad_(True)
     logits = classifier.logits_from_embeddings(onehot @ E, batch)
-    (grad,) = torch.autograd.grad(logits.gather(1, target[:, None]).sum(), onehot)
-    return onehot.detach(), grad
+    (grad,) = torch.autograd.grad(logits.gather(1, target.to(logits.device)[:, None]).sum(), onehot)
+    return onehot.detach().cpu(), grad.cpu()
 
 
 # -- definitions hold ---------------------------------------------------------------------------------
@@ -86,8 +89,8 @@ def test_ig_completeness_gap_is_small_and_reported(toy_classifier):
         torch.testing.assert_close(imp.scores.double().sum(1) - delta, gap, atol=1e-5, rtol=0)
         assert (gap.abs() <= 0.02 * delta.abs() + 1e-3).all(), (baseline, gap, delta)
         with torch.no_grad():
-            f_x = toy_classifier.logits(batch).gather(1, imp.target[:, None]).squeeze(1).double()
-        torch.testing.assert_close(imp.extras["f_input"], f_x, atol=1e-5, rtol=0)
+            f_x = toy_classifier.logits(batch).gather(1, imp.target.to(batch.device)[:, None]).squeeze(1).double()
+        torch.testing.assert_close(imp.extras["f_input"], f_x.cpu(), atol=1e-5, rtol=0)  # extras are on the CPU
     # more steps or Gauss-Legendre shrink the gap further
     fine = get_explainer("ig-sign", toy_classifier, steps=50, rule="gausslegendre").attribute(batch)
     assert (fine.extras["completeness_gap"].abs() <= 1e-3).all()
@@ -118,7 +121,7 @@ def test_grad_l2_shortcut_equals_the_explicit_one_hot_gradient_norm(toy64):
     batch = toy64.batch(TEXTS)
     target = torch.tensor([1, 1])
     _, grad = _onehot_gradient(toy64, batch, target)
-    m = batch.maskable
+    m = batch.maskable.cpu()
     l2 = get_explainer("grad-l2", toy64).attribute(batch, target).scores
     l1 = get_explainer("grad-l1", toy64).attribute(batch, target).scores
     torch.testing.assert_close(l2[m].double(), grad.norm(dim=-1)[m], rtol=1e-5, atol=1e-6)
@@ -131,7 +134,7 @@ def test_x_grad_equals_one_hot_input_times_its_gradient(toy64):
     target = torch.tensor([0, 1])
     onehot, grad = _onehot_gradient(toy64, batch, target)
     expected = (onehot * grad).sum(-1)
-    m = batch.maskable
+    m = batch.maskable.cpu()
     sign = get_explainer("x-grad-sign", toy64).attribute(batch, target).scores
     torch.testing.assert_close(sign[m].double(), expected[m], rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(get_explainer("x-grad-abs", toy64).attribute(batch, target).scores, sign.abs())
@@ -153,10 +156,10 @@ def test_batched_ig_equals_captum_integrated_gradients(toy64):
             return toy64.model(inputs_embeds=embeds, attention_mask=attention_mask, token_type_ids=token_type_ids).logits
 
         ref = IntegratedGradients(forward).attribute(
-            e, baselines=base, target=target, additional_forward_args=(batch.attention_mask, batch.token_type_ids),
-            n_steps=20, method="riemann_middle").sum(-1)
-        m = batch.maskable
-        torch.testing.assert_close(ours.scores[m].double(), ref[m], atol=1e-5, rtol=0)
+            e, baselines=base, target=target.to(batch.device),
+            additional_forward_args=(batch.attention_mask, batch.token_type_ids), n_steps=20, method="riemann_middle").sum(-1)
+        m = batch.maskable.cpu()
+        torch.testing.assert_close(ours.scores[m].double(), ref.cpu()[m], atol=1e-5, rtol=0)
 
 
 def test_batched_loo_equals_captum_feature_ablation(toy64):
@@ -172,11 +175,11 @@ def test_batched_loo_equals_captum_feature_ablation(toy64):
 
     B, T = batch.input_ids.shape
     ref = FeatureAblation(forward).attribute(
-        batch.input_ids, baselines=toy64.mask_token_id, target=target,
+        batch.input_ids, baselines=toy64.mask_token_id, target=target.to(batch.device),
         additional_forward_args=(batch.attention_mask, batch.token_type_ids),
-        feature_mask=torch.arange(T).expand(B, T).contiguous())
-    m = batch.maskable
-    torch.testing.assert_close(ours.scores[m].double(), ref[m].double(), atol=1e-5, rtol=0)
+        feature_mask=torch.arange(T, device=batch.device).expand(B, T).contiguous())
+    m = batch.maskable.cpu()
+    torch.testing.assert_close(ours.scores[m].double(), ref.cpu()[m].double(), atol=1e-5, rtol=0)
 
 
 def test_occlusion_with_window_one_is_leave_one_out(toy64):
@@ -216,7 +219,7 @@ def test_beam_first_choice_is_the_top_loo_token(toy_classifier):
     greedy = get_explainer("beam", toy_classifier, beam_size=1).attribute(batch)
     wide = get_explainer("beam", toy_classifier, beam_size=3).attribute(batch)
     for b in range(len(batch)):
-        m = batch.maskable[b]
+        m = loo.maskable[b]  # an Importance's scores and mask are on the CPU, the batch on the model's device
         assert int(greedy.scores[b].argmax()) == int(torch.where(m, loo.scores[b], -torch.inf).argmax())
         n = int(m.sum())
         for imp in (greedy, wide):
@@ -326,9 +329,9 @@ def test_attention_measures_read_the_eager_attention_weights(toy_classifier):
         # through Classifier.forward, which runs eager attention for forwards that ask for the weights
         att = toy_classifier.forward(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
                                      token_type_ids=batch.token_type_ids, output_attentions=True).attentions
-    expected = att[-1][0, :, 0, :].mean(0)
+    expected = att[-1][0, :, 0, :].mean(0).cpu()  # where an Importance's scores are
     imp = get_explainer("attention-cls-last", toy_classifier).attribute(batch)
-    m = batch.maskable[0]
+    m = imp.maskable[0]
     torch.testing.assert_close(imp.scores[0][m], expected[m].float())
     roll = get_explainer("attention-rollout", toy_classifier).attribute(batch)
     assert 0 < float(roll.scores.sum()) <= 1 + 1e-6

@@ -211,8 +211,8 @@ def test_deeplift_and_gradient_shap_report_their_completeness_gap(toy_classifier
     imp = get_explainer(measure, toy_classifier, memo=False, **options).attribute(batch)
     e = imp.extras
     with torch.no_grad():
-        f_x = toy_classifier.logits(batch).gather(1, imp.target[:, None]).squeeze(1).double()
-    torch.testing.assert_close(e["f_input"], f_x, atol=1e-5, rtol=0)
+        f_x = toy_classifier.logits(batch).gather(1, imp.target.to(batch.device)[:, None]).squeeze(1).double()
+    torch.testing.assert_close(e["f_input"], f_x.cpu(), atol=1e-5, rtol=0)  # an Importance's extras are on the CPU
     torch.testing.assert_close(imp.scores.double().sum(1) - (e["f_input"] - e["f_baseline"]), e["completeness_gap"],
                                atol=1e-4, rtol=0)
     assert (e["allowed_gap"] >= ABSOLUTE_TOLERANCE).all()

@@ -166,6 +166,7 @@ def test_one_forward_gives_the_logits_and_pvalues_of_two(toy_classifier):
                                       token_type_ids=batch.token_type_ids, output_hidden_states=True).hidden_states
         real = batch.attention_mask.bool()
         own = torch.stack([torch.stack([layer[i][real[i]].amax(0) for layer in states]) for i in range(len(batch))]).double()
+        own = own.cpu()  # MaSF features live on the CPU, whatever the model's device
     fused, features = logits_and_features(toy_classifier, batch)
     assert torch.equal(fused, separate)
     assert torch.equal(features, own)
@@ -195,12 +196,14 @@ def test_a_lookup_for_another_dataset_fits_anew_and_never_reuses_the_stored_fit(
     assert load_masf(toy_classifier, "rt", limit=100) is None, "a fit on part of the split is a calibration of its own"
 
 
-def test_every_fit_records_device_dtype_and_library_versions(toy_classifier):
+def test_every_fit_records_device_dtype_and_library_versions(toy_classifier, test_device):
+    """A fit records the device the features were computed on (the tests' device), the model's dtype and the
+    libraries' versions."""
     import transformers
 
     masf = fit_masf(toy_classifier, save=False)
     prov = masf.provenance
-    assert prov["device"] == "cpu" and prov["model_dtype"] == "float32"
+    assert torch.device(prov["device"]).type == test_device.type and prov["model_dtype"] == "float32"
     assert prov["versions"]["torch"] == torch.__version__ and prov["versions"]["transformers"] == transformers.__version__
     assert {"numpy", "python", "safetensors"} <= set(prov["versions"]) and "torch_threads" in prov
     assert prov["key"]["fit_version"] == prov["key"]["fit_version"] >= 2 and prov["level1_rtol"] > 0
@@ -291,8 +294,9 @@ def test_pvalues_of_a_real_model_do_not_move_when_features_move_by_one_ulp(toy_c
     rt = get_dataset("rt", 0)
     masf = MaSF().fit(calibration_features(toy_classifier, rt.split("validation")[:300], "masked"))
     g = torch.Generator().manual_seed(99)
+    # transformed on the CPU (the generator's device), run where the model is, as calibration_features does
     batch = training_transform(toy_classifier.batch_of(rt.split("test")[:160]).to("cpu"), "masked",
-                               toy_classifier.mask_token_id, g)
+                               toy_classifier.mask_token_id, g).to(toy_classifier.device)
     feats = hidden_state_features(toy_classifier, batch)
     tied = (feats[:, 0, :].reshape(-1, 1) == masf.level1[:, :128].T.repeat(160, 1)).any(1).double().mean()
     assert tied > 0.05, "the embedding layer's maxima tie with calibration values (the case this test is about)"

@@ -301,7 +301,9 @@ def test_models_add_with_a_prompt_registers_a_causal_lm_folder(tmp_path, models_
     assert "registered gpt2-prompt" in capsys.readouterr().out
     loaded = load_classifier("gpt2-prompt")
     assert isinstance(loaded, PromptedClassifier) and loaded.metadata["replacement"] == "redacted"
-    reference = PromptedClassifier(clf.model, bert_tokenizer, spec(replacement="redacted"), max_length=96)
+    # the reference on the loaded classifier's device (the tests' device), so both run the same kernels
+    reference = PromptedClassifier(clf.model, bert_tokenizer, spec(replacement="redacted"), max_length=96,
+                                   device=loaded.device)
     with torch.no_grad():
         assert torch.allclose(loaded.logits(loaded.batch(TEXTS)), reference.logits(reference.batch(TEXTS)), atol=1e-5)
     # explain names the replacement the LM reads when its masked inputs are out of distribution (not a vocabulary

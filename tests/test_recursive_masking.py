@@ -13,7 +13,8 @@ from engine.models import mask_all_primary
 
 
 class PositionExplainer:
-    """Scores = position index, so the expected masking order is known: last tokens first."""
+    """Scores = position index, so the expected masking order is known: last tokens first. Made on the batch's
+    device (the model's), as the mask they are combined with."""
 
     name = "position"
     options = {}
@@ -23,7 +24,8 @@ class PositionExplainer:
 
     def attribute(self, batch, target=None):
         self.calls += 1
-        scores = torch.arange(batch.input_ids.shape[1], dtype=torch.float32).expand_as(batch.input_ids).clone()
+        scores = torch.arange(batch.input_ids.shape[1], dtype=torch.float32,
+                              device=batch.input_ids.device).expand_as(batch.input_ids).clone()
         return SimpleNamespace(scores=torch.where(batch.maskable, scores, torch.zeros_like(scores)), maskable=batch.maskable)
 
 
@@ -43,23 +45,24 @@ def test_each_step_masks_the_top_tokens_cumulatively_and_never_specials(toy_clas
     c = toy_classifier
     batch = c.batch(["the movie was really good and fun", "this film was dull"])
     res = recursive_masking(c, PositionExplainer(), batch)
-    n = batch.maskable.sum(1).cpu().numpy()
+    maskable = batch.maskable.cpu()  # a step's input_ids are on the CPU, whatever the model's device
+    n = maskable.sum(1).numpy()
     assert [s.ratio for s in res.steps] == pytest.approx([i / 10 for i in range(11)])
-    previous = torch.zeros_like(batch.maskable)
+    previous = torch.zeros_like(maskable)
     for step in res.steps:
         masked = step.input_ids == c.mask_token_id
-        assert not (masked & ~batch.maskable).any(), "special tokens are never masked"
+        assert not (masked & ~maskable).any(), "special tokens are never masked"
         assert np.array_equal(masked.sum(1).cpu().numpy(), np.floor(n * step.ratio + 1e-9)), "floor(r * N) tokens in total"
         assert (masked | ~previous).all(), "tokens masked before stay masked"
         previous = masked
         # the masked ones are the highest-scoring (here: last) maskable positions
         for b in range(2):
-            positions = torch.nonzero(batch.maskable[b]).flatten()
+            positions = torch.nonzero(maskable[b]).flatten()
             k = int(masked[b].sum())
             assert set(torch.nonzero(masked[b]).flatten().tolist()) == set(positions[len(positions) - k:].tolist())
     assert res.steps[0].scores is None and res.steps[-1].scores is None, "0% and 100% compute nothing"
     with torch.no_grad():
-        direct = torch.softmax(c.logits(batch.with_ids(res.steps[5].input_ids)), -1)
+        direct = torch.softmax(c.logits(batch.with_ids(res.steps[5].input_ids.to(batch.device))), -1)
     assert np.allclose(res.steps[5].probability, direct[torch.arange(2), torch.as_tensor(res.target)].cpu().numpy(), atol=1e-6)
     assert res.target_source == "predicted"
 
@@ -81,9 +84,10 @@ def test_auxiliary_sequence_is_never_masked(babi_classifier):
     e = get_dataset("babi-1").split("test")[0]
     batch = babi_classifier.batch([e.primary], [e.auxiliary])
     res = recursive_masking(babi_classifier, SeededRandomExplainer(0), batch)
-    aux = batch.segments == 2
+    aux = (batch.segments == 2).cpu()  # a step's input_ids are on the CPU, whatever the model's device
+    assert aux.any()
     for step in res.steps:
-        assert torch.equal(step.input_ids[aux], batch.input_ids[aux])
+        assert torch.equal(step.input_ids[aux], batch.input_ids.cpu()[aux])
 
 
 def test_curves_reproduce_exactly_from_the_stored_seed(toy_classifier):

@@ -172,8 +172,10 @@ def checked_inputs(classifier: Classifier, batch: Batch, scores) -> tuple[Batch,
 
 def ranking_positions(scores: torch.Tensor, maskable: torch.Tensor) -> torch.Tensor:
     """rank [B, T] long: 0 for the highest-scoring maskable token, 1 for the next ...; T + position for the
-    tokens that are not maskable (never removed). Ties are broken by position (stable), NaN counts as 0."""
+    tokens that are not maskable (never removed). Ties are broken by position (stable), NaN counts as 0.
+    The rank is on maskable's (the batch's) device: scores from elsewhere (an `Importance` is on the CPU) follow it."""
     B, T = scores.shape
+    scores = scores.to(maskable.device)
     keys = torch.nan_to_num(scores.double(), nan=0.0).masked_fill(~maskable, float("-inf"))
     order = torch.sort(keys, dim=1, descending=True, stable=True).indices
     rank = torch.empty_like(order)
@@ -181,15 +183,25 @@ def ranking_positions(scores: torch.Tensor, maskable: torch.Tensor) -> torch.Ten
     return torch.where(maskable, rank, rank + T)
 
 
+def any_per_word(flags: torch.Tensor, index: torch.Tensor, n_words: int) -> torch.Tensor:
+    """[B, W] bool: whether any position of each word is flagged (flags [B, T] bool, index [B, T] the word of each
+    position). Reduced in uint8: CUDA has no reducing scatter kernel (amax, add) for bool tensors, the CPU has."""
+    B = flags.shape[0]
+    return torch.zeros((B, n_words), dtype=torch.uint8, device=flags.device).scatter_reduce(
+        1, index, flags.to(torch.uint8), "amax").bool()
+
+
 def word_ranking_positions(scores: torch.Tensor, maskable: torch.Tensor, word_ids: torch.Tensor,
                            aggregation: str = "sum") -> tuple[torch.Tensor, list[int]]:
     """Whole-word units: (rank [B, T], words per row). Every piece of a word gets its word's rank (0 for the
     highest word), so removing the top j units removes j whole words; a word's key is the sum of its pieces'
     scores ('sum') or its first piece's ('first': the random baseline's one draw per word). Pieces of a word are
-    consecutive; ties are broken by text order; positions that are not maskable get T + position."""
+    consecutive; ties are broken by text order; positions that are not maskable get T + position. Scores and
+    word_ids follow maskable's (the batch's) device."""
     if aggregation not in ("sum", "first"):
         raise InvalidInputError(f"unknown word aggregation {aggregation!r}: sum or first")
     B, T = scores.shape
+    scores, word_ids = scores.to(maskable.device), word_ids.to(maskable.device)
     valid = word_ids >= 0
     if bool((valid != maskable).any()):
         raise InvalidInputError("word_ids must name a word (>= 0) exactly on the maskable tokens")
@@ -201,7 +213,7 @@ def word_ranking_positions(scores: torch.Tensor, maskable: torch.Tensor, word_id
         starts[:, 1:] = word_ids[:, 1:] != word_ids[:, :-1]
         s = s * (valid & starts)
     keys = torch.zeros(B, W, dtype=torch.float64, device=scores.device).scatter_add(1, index, s)
-    exists = torch.zeros(B, W, dtype=torch.bool, device=scores.device).scatter_reduce(1, index, valid, "amax")
+    exists = any_per_word(valid, index, W)
     keys = keys.masked_fill(~exists, float("-inf"))
     order = torch.sort(keys, dim=1, descending=True, stable=True).indices
     word_rank = torch.empty_like(order)
@@ -623,8 +635,9 @@ def erasure_metrics(
 
 def soft_keep_probability(scores: torch.Tensor, maskable: torch.Tensor) -> torch.Tensor:
     """s [B, T]: each maskable token's score min-max normalised over its input's maskable tokens to [0, 1]
-    (0.5 everywhere when an input's scores are all equal); 1 on the positions that are not maskable."""
-    s = torch.nan_to_num(scores.double(), nan=0.0)
+    (0.5 everywhere when an input's scores are all equal); 1 on the positions that are not maskable. On
+    maskable's device."""
+    s = torch.nan_to_num(scores.to(maskable.device).double(), nan=0.0)
     high = s.masked_fill(~maskable, float("-inf")).amax(1, keepdim=True)
     low = s.masked_fill(~maskable, float("inf")).amin(1, keepdim=True)
     span = high - low

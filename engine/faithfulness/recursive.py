@@ -24,6 +24,7 @@ import torch
 
 from engine.data import Dataset, score
 from engine.errors import InvalidInputError, MaskingCancelled  # noqa: F401 (re-exported)
+from engine.faithfulness.erasure import any_per_word
 from engine.importance.levels import word_ids_of
 from engine.models import Batch, Classifier
 
@@ -58,8 +59,9 @@ class MaskingResult:
 
 
 def masking_order_keys(scores: torch.Tensor, maskable: torch.Tensor, is_masked: torch.Tensor) -> torch.Tensor:
-    """Ranking keys [B, T]: already-masked tokens +inf (kept masked), non-maskable -inf (never chosen)."""
-    keys = torch.nan_to_num(scores.double(), nan=0.0)
+    """Ranking keys [B, T] on maskable's device: already-masked tokens +inf (kept masked), non-maskable -inf
+    (never chosen)."""
+    keys = torch.nan_to_num(scores.to(maskable.device).double(), nan=0.0)
     keys = torch.where(is_masked, torch.full_like(keys, float("inf")), keys)
     return torch.where(maskable, keys, torch.full_like(keys, float("-inf")))
 
@@ -93,9 +95,8 @@ def mask_top_words(batch_ids: torch.Tensor, token_keys: torch.Tensor, word_ids: 
         word_keys = torch.gather(finite, 1, first.clamp(max=T - 1))
     else:
         word_keys = torch.zeros((B, W), dtype=finite.dtype, device=finite.device).scatter_add(1, index, finite)
-    masked = torch.zeros((B, W), dtype=torch.bool, device=word_ids.device).scatter_reduce(
-        1, index, valid & torch.isposinf(token_keys), "amax")
-    exists = torch.zeros((B, W), dtype=torch.bool, device=word_ids.device).scatter_reduce(1, index, valid, "amax")
+    masked = any_per_word(valid & torch.isposinf(token_keys), index, W)
+    exists = any_per_word(valid, index, W)
     word_keys = torch.where(masked, torch.full_like(word_keys, float("inf")), word_keys)
     word_keys = torch.where(exists, word_keys, torch.full_like(word_keys, float("-inf")))
     order = torch.sort(word_keys, dim=1, descending=True, stable=True).indices

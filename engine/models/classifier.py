@@ -58,6 +58,13 @@ def uses_token_types(model) -> bool:
     return types is None or int(types) > 1
 
 
+def model_device(model) -> torch.device:
+    """Where the model's weights are: the device of its first parameter (or buffer); the CPU when it has none."""
+    for tensor in (*model.parameters(), *model.buffers()):
+        return tensor.device
+    return torch.device("cpu")
+
+
 def attention_implementation(model) -> str | None:
     """The attention kernel a transformers model runs ('eager', 'sdpa', ...); None for other modules (the BiLSTM)."""
     config = getattr(model, "config", None)
@@ -68,6 +75,8 @@ class Classifier:
     """A Hugging Face `...ForSequenceClassification` model plus what is needed to use it honestly.
 
     classes: label names, index = class id. max_length: tokens per input (truncation is flagged).
+    device: where the model runs and every batch goes; default: where the model's parameters already are
+        (`model_device`; the CPU for a model without parameters).
     metadata: the checkpoint's provenance (dataset, strategy, metrics, code version ...); for a model
         fine-tuned elsewhere also `masked_fine_tuned` (False) and the chosen `replacement_token(_id)`.
 
@@ -81,13 +90,16 @@ class Classifier:
     """
 
     def __init__(self, model, tokenizer, classes: Sequence[str], max_length: int, metadata: dict | None = None,
-                 device: torch.device | str = "cpu"):
+                 device: torch.device | str | None = None):
+        # No device given: the model stays where its weights are (a model already on the GPU is not copied back
+        # to the CPU, which would leave the caller's CUDA batches and this classifier on different devices).
+        device = model_device(model) if device is None else torch.device(device)
         self.model = model.to(device).eval()
         self.tokenizer = tokenizer
         self.classes = tuple(classes)
         self.max_length = int(max_length)
         self.metadata = dict(metadata or {})
-        self.device = torch.device(device)
+        self.device = device
         self.folder = None  # the checkpoint folder once saved or when loaded from one
         self.decoder = is_decoder_classifier(model)
         self._token_types = uses_token_types(model)

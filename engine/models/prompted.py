@@ -35,7 +35,7 @@ import torch
 
 from engine.errors import CheckpointError, EmptyInputError, InvalidInputError, NotApplicableError
 from engine.models.batch import AUXILIARY, PRIMARY, SPECIAL, Batch
-from engine.models.classifier import Classifier, ForwardOutput
+from engine.models.classifier import Classifier, ForwardOutput, model_device
 from engine.models.foreign import max_length_for
 from engine.models.llm_package import PACKAGED_LLMS, resolve_llm
 from engine.models.metadata import CheckpointMeta
@@ -53,16 +53,17 @@ _MARK1, _MARK2 = "\ue000", "\ue001"  # private-use characters standing in for th
 class PromptedClassifier(Classifier):
     """A causal LM (`*ForCausalLM`, loaded with eager attention) + tokenizer + `PromptSpec`.
 
-    Shapes as for every `Classifier`: batches [B, T], logits [B, C]."""
+    Shapes as for every `Classifier`: batches [B, T], logits [B, C]. device: as for `Classifier`, where the
+    model's parameters already are unless given."""
 
     def __init__(self, model, tokenizer, spec: PromptSpec, max_length: int = 512, metadata: dict | None = None,
-                 device: torch.device | str = "cpu"):
+                 device: torch.device | str | None = None):
         # Not Classifier.__init__: a causal LM has no num_labels to check against the classes.
         self.spec = spec
         self.tokenizer = tokenizer
         self.classes = spec.classes
         self.max_length = int(max_length)
-        self.device = torch.device(device)
+        self.device = model_device(model) if device is None else torch.device(device)
         self.folder = None
         self.decoder = True  # the read-out position is the last real token (attention measures, pooled_positions)
         self._token_types = False
@@ -93,7 +94,7 @@ class PromptedClassifier(Classifier):
             token = spec.replacement_text if kind == "redacted" else ""
             if kind == "redacted":
                 self._replacement_ids = tokenizer(" " + spec.replacement_text, add_special_tokens=False)["input_ids"]
-        self.model = model.to(device).eval()
+        self.model = model.to(self.device).eval()
         self.metadata = {
             "id": "unsaved", "source": "prompted", "strategy": "zero-shot", "masked_fine_tuned": False,
             "classes": list(self.classes), "paired": spec.paired, "max_length": self.max_length,
