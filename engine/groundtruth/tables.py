@@ -28,6 +28,13 @@ def judge_label(metric: str) -> str:
     return JUDGES["racu"][0] if metric == RACU_PER_INPUT else JUDGES.get(metric, (metric,))[0]
 
 
+def in_order(order, column: pd.Series) -> list[str]:
+    """The names of `order` that occur in `column`, in `order`'s order (the column's set built once: rebuilding it
+    per name, over a few hundred thousand string rows, cost seconds per table)."""
+    present = set(column.unique())
+    return [name for name in order if name in present]
+
+
 def truth_table(df: pd.DataFrame) -> pd.DataFrame:
     """One row per planted model: mechanism, words, q, strategy and every rate with its Wilson CI (columns
     '<rate>', '<rate>_low', '<rate>_high', '<rate>_n'), n_deciding, learned."""
@@ -136,13 +143,14 @@ def judge_table(df: pd.DataFrame) -> pd.DataFrame:
     for (model, operator), g in part.groupby(["model", "operator"], sort=False):
         mechanism = g["mechanism"].iloc[0]
         true, wrongs = JUDGE_PAIRS[mechanism]
-        for metric in [m for m in JUDGE_ORDER if m in set(g["metric"])]:
+        measures = set(g["measure"].unique())
+        for metric in in_order(JUDGE_ORDER, g["metric"]):
             pooled = []
             mt = g[(g["metric"] == metric) & (g["measure"] == PREFIX + true)]
             n_pert = mt["n_perturbed"].sum()
             masf = float(mt["n_ood"].sum() / n_pert) if n_pert and mt["n_ood"].notna().any() else float("nan")
             passed = (float((mt["p_value"] < 0.05).mean()) if metric == "randomisation-win-rate" else float("nan"))
-            for wrong in [w for w in wrongs if PREFIX + w in set(g["measure"])]:
+            for wrong in [w for w in wrongs if PREFIX + w in measures]:
                 pref = _preferences(g, true, wrong, metric).dropna()
                 if pref.empty:
                     continue
@@ -168,6 +176,27 @@ def _truth_score(mechanism: str) -> tuple[str, str]:
     return ("inert-mass-share", "lower") if mechanism == "none" else ("reciprocal-rank", "higher")
 
 
+def column_spearman(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Spearman's rho of each column of `x` with the same column of `y`, both [n, R] -> [R], all columns at once
+    (the bootstrap's R resamples of n measures; one scipy.stats.spearmanr call per column was most of the report's
+    time). As spearmanr with its defaults: average ranks for ties, Pearson of the ranks clipped to [-1, 1], NaN for a
+    column holding a NaN on either side or a constant one (fewer than 2 rows: all NaN)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    n = x.shape[0]
+    if n < 2:
+        return np.full(x.shape[1:], np.nan)
+    undefined = (np.isnan(x).any(0) | np.isnan(y).any(0) | (x == x[:1]).all(0) | (y == y[:1]).all(0))
+    rx = stats.rankdata(np.where(undefined, 0.0, x), axis=0)  # undefined columns ranked as zeros, then dropped
+    ry = stats.rankdata(np.where(undefined, 0.0, y), axis=0)
+    rx -= rx.mean(0)
+    ry -= ry.mean(0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = (rx * ry).sum(0) / (np.sqrt((rx * rx).sum(0)) * np.sqrt((ry * ry).sum(0)))
+    rho = np.clip(rho, -1.0, 1.0)
+    rho[undefined] = np.nan
+    return rho
+
+
 def spearman_table(df: pd.DataFrame, resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
     """(b) Per (model, operator, metric): Spearman's rho between the metric's ranking of the measures (mean over
     the deciding inputs, oriented so larger = judged more faithful; RACU as mean ACU / mean random area) and the
@@ -190,7 +219,7 @@ def spearman_table(df: pd.DataFrame, resamples: int = 1000, seed: int = 0) -> pd
         T = _oriented(rec.to_numpy(float), truth_dir)
         truth_full = T.mean(1)
         truth_boot = T[:, idx].mean(-1)  # [measures, resamples]
-        metrics = [m for m in JUDGE_ORDER if m in set(g["metric"])]
+        metrics = in_order(JUDGE_ORDER, g["metric"])
         for metric in metrics:
             if metric == RACU_PER_INPUT:
                 num = g[(g["metric"] == "acu")].pivot_table(index="measure", columns="uid", values="value")
@@ -210,8 +239,8 @@ def spearman_table(df: pd.DataFrame, resamples: int = 1000, seed: int = 0) -> pd
             if ok.sum() < 3:
                 continue
             rho = float(stats.spearmanr(full[ok], truth_full[ok]).statistic)
-            rb = [stats.spearmanr(boot[ok, r], truth_boot[ok, r]).statistic for r in range(resamples)]
-            rb = np.asarray([x for x in rb if np.isfinite(x)])
+            rb = column_spearman(boot[ok], truth_boot[ok])
+            rb = rb[np.isfinite(rb)]
             low, high = (np.percentile(rb, [2.5, 97.5]) if rb.size else (np.nan, np.nan))
             rows.append({"model": model, "mechanism": mechanism, "operator": operator, "metric": metric,
                          "label": judge_label(metric) if metric != RACU_PER_INPUT else JUDGES["racu"][0],
@@ -233,7 +262,7 @@ def operator_table(df: pd.DataFrame) -> pd.DataFrame:
         operators = list(dict.fromkeys(g["operator"]))
         if len(operators) < 2:
             continue
-        for metric in [m for m in JUDGE_ORDER if m in set(g["metric"])]:
+        for metric in in_order(JUDGE_ORDER, g["metric"]):
             verdicts = {}
             for op in operators:
                 go = g[g["operator"] == op]
