@@ -62,11 +62,10 @@ def test_planting_into_the_users_registered_model_and_data_records_provenance_an
     from engine.sweeps import CellContext
 
     monkeypatch.setattr(truth_module, "LEARNED_LOWER_BOUND", 0.0)
-    monkeypatch.setattr(truth_module, "MIN_DECIDING", 1)
     _CACHE.clear()
-    if not len(establish_truth(loaded).deciding):
+    if not len(establish_truth(loaded, min_deciding=1).deciding):
         pytest.skip("no deciding input on the toy split")
-    result = compute_card_cell(ReportCardCell("my-toy-planted", "mask", "loo-sign", limit=4,
+    result = compute_card_cell(ReportCardCell("my-toy-planted", "mask", "loo-sign", limit=4, min_deciding=1,
                                               metrics=("comprehensiveness", "randomisation")), CellContext())
     rows = result.rows
     assert set(rows["kind"]) == {"metric", "recovery"}

@@ -14,6 +14,7 @@ DEFAULT_MEASURES = ("random", "attention-mean", "grad-l2", "x-grad-sign", "x-gra
 METRIC_CHOICES = ("racu", "comprehensiveness", "sufficiency", "naopc", "f-fidelity", "soft", "deletion", "insertion",
                   "decision-flip", "randomisation")
 OPERATOR_CHOICES = ("mask", "delete", "unk", "pad", "redacted")
+MIN_DECIDING = 20  # engine.groundtruth.truth.MIN_DECIDING (not imported: --help stays fast)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +39,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
           python -m engine report-card --model gt-tiny-rt-or --measures loo-sign shapley-sampling occlusion \\
               --metrics racu comprehensiveness naopc --replacements mask delete --limit 100
           python -m engine report-card --model gt-tiny-rt-gated gt-tiny-rt-decoy --workers 2
-          python -m engine report-card --model gt-tiny-rt-trigger-q80 --truth-only   # flip rates only""")
+          python -m engine report-card --model gt-tiny-rt-trigger-q80 --truth-only   # flip rates only
+          python -m engine report-card --model my-toy-planted --min-deciding 5 --measures loo-sign random \\
+              --metrics comprehensiveness --replacements mask --limit 10   # a small card on small data""")
     parser.add_argument("--model", nargs="+", required=True, metavar="PLANTED",
                         help="planted checkpoint id(s) (their metadata names the mechanism)")
     parser.add_argument("--measures", nargs="+", default=list(DEFAULT_MEASURES),
@@ -53,6 +56,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ffid-draws", type=int, default=10, help="F-Fidelity draws per level. Default: 10")
     parser.add_argument("--random-sets", type=int, default=20, help="random k-sets of the randomisation test. Default: 20")
     parser.add_argument("--naopc-beam", type=int, default=5, help="NAOPC bounds' beam width beyond 12 tokens. Default: 5")
+    parser.add_argument("--min-deciding", type=int, default=MIN_DECIDING, metavar="N",
+                        help=f"the fewest deciding inputs (whose prediction the planted word(s) decide) a model needs to "
+                             f"count as having learned its mechanism; below it the card is refused. Lower it for a "
+                             f"small card on small data (a test split of a few dozen inputs). Default: {MIN_DECIDING}")
     parser.add_argument("--truth-only", action="store_true",
                         help="only establish and store each model's truth (flip rates with CIs); no card cells")
     parser.add_argument("--run", default="default", help="run folder in <results>/groundtruth/. Default: default")
@@ -70,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
     cells = []
     for model in args.model:  # every model checked (learned, operators) before any work
         cells += card_cells(model, args.measures, args.replacements, args.metrics, args.limit, args.seed,
-                            args.ffid_draws, args.random_sets, args.naopc_beam, args.truth_only)
+                            args.ffid_draws, args.random_sets, args.naopc_beam, args.truth_only,
+                            min_deciding=args.min_deciding)
     command = getattr(args, "command_line", None) or "python -m engine report-card " + " ".join(sys.argv[1:])
     with tqdm(total=len(cells), desc=f"report card {args.run}", unit="cell") as bar:
         bar.update(sum(store.has_cell(args.run, c.key()) for c in cells))
@@ -81,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         report = run_report_card(args.model, run=args.run, measures=args.measures, operators=args.replacements,
                                  metrics=args.metrics, limit=args.limit, seed=args.seed, ffid_draws=args.ffid_draws,
                                  random_sets=args.random_sets, naopc_beam=args.naopc_beam,
-                                 truth_only=args.truth_only, backend=backend,
+                                 truth_only=args.truth_only, min_deciding=args.min_deciding, backend=backend,
                                  command=command, progress=lambda i, n, key: bar.update(1), cell_progress=within)
     print(f"{len(report.done)} cells computed, {len(report.skipped)} already in the store, {len(report.failed)} failed "
           f"-> {store.root / args.run}")

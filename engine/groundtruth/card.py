@@ -3,7 +3,7 @@ operator against the truth of a planted model (docs/ground-truth.md).
 
 Cells (in `<results>/groundtruth/<run>/cells/`, the ResultsStore format):
 
-    TruthCell(model, seed)                      the intervention truth (engine.groundtruth.truth): one row per
+    TruthCell(model, seed, min_deciding)        the intervention truth (engine.groundtruth.truth): one row per
                                                 rate (flip rates, accuracies) with its Wilson CI
     ReportCardCell(model, operator, explanation, limit, ...)
                                                 on the first `limit` deciding inputs: per input, the metrics of one
@@ -46,6 +46,7 @@ import engine.settings as settings
 from engine.errors import InvalidInputError, NotApplicableError
 from engine.groundtruth.explanations import PREFIX, constructed_scores, explanations_for
 from engine.groundtruth.mechanisms import word_token_id
+from engine.groundtruth.truth import MIN_DECIDING
 from engine.sweeps import Backend, CellContext, CellResult, SweepReport, provenance, run_cells
 
 CARD = "report-card"
@@ -87,15 +88,25 @@ def card_store(results_dir: str | os.PathLike | None = None):
     return ResultsStore(Path(results_dir) if results_dir is not None else settings.results_dir() / "groundtruth")
 
 
+def _with_min_deciding(key: dict) -> dict:
+    """A cell's key without `min_deciding` at its default, so the cells stored before it existed keep their keys
+    (and a run resumes); a lowered threshold is part of the key, so its cells are never mixed up with the default's."""
+    if key.get("min_deciding") == MIN_DECIDING:
+        del key["min_deciding"]
+    return key
+
+
 @dataclass(frozen=True)
 class TruthCell:
-    """The intervention truth of one planted model (flip rates and accuracies with Wilson CIs)."""
+    """The intervention truth of one planted model (flip rates and accuracies with Wilson CIs); min_deciding: the
+    fewest deciding inputs a learned mechanism needs (engine.groundtruth.truth.establish_truth)."""
 
     model: str
     seed: int = 0
+    min_deciding: int = MIN_DECIDING
 
     def key(self) -> dict:
-        return {**asdict(self), "kind": TRUTH}
+        return _with_min_deciding({**asdict(self), "kind": TRUTH})
 
 
 @dataclass(frozen=True)
@@ -107,7 +118,8 @@ class ReportCardCell:
         model: planted checkpoint id; operator: one of OPERATORS; explanation: measure id or 'explanation:<kind>'.
         limit: deciding inputs scored; seed: seeds the truth's insertions, `random`, soft draws, F-Fid draws and
         the randomisation test; metrics: families (METRIC_FAMILIES); ffid_draws: F-Fidelity draws per level;
-        random_sets: random k-sets of the randomisation test; naopc_beam: NAOPC bounds' beam beyond 12 tokens.
+        random_sets: random k-sets of the randomisation test; naopc_beam: NAOPC bounds' beam beyond 12 tokens;
+        min_deciding: the fewest deciding inputs a learned mechanism needs (below it the cell is refused).
     """
 
     model: str
@@ -119,6 +131,7 @@ class ReportCardCell:
     ffid_draws: int = 10
     random_sets: int = 20
     naopc_beam: int = 5
+    min_deciding: int = MIN_DECIDING
 
     @property
     def measure(self) -> str:
@@ -128,7 +141,7 @@ class ReportCardCell:
         d = asdict(self)
         d["metrics"] = list(self.metrics)
         d["kind"] = CARD
-        return d
+        return _with_min_deciding(d)
 
 
 # -- per-process caches (a cell's inputs, the truth, reference scores and NAOPC bounds are shared by the cells of
@@ -150,11 +163,12 @@ def _classifier(model: str):
     return _cached(("classifier", model), lambda: load_classifier(model))
 
 
-def truth_of(model: str, seed: int = 0):
+def truth_of(model: str, seed: int = 0, min_deciding: int = MIN_DECIDING):
     """The Truth of checkpoint `model` (engine.groundtruth.truth.establish_truth), cached in this process."""
     from engine.groundtruth.truth import establish_truth
 
-    return _cached(("truth", model, seed), lambda: establish_truth(_classifier(model), seed=seed))
+    return _cached(("truth", model, seed, min_deciding),
+                   lambda: establish_truth(_classifier(model), seed=seed, min_deciding=min_deciding))
 
 
 def operator_classifier(classifier, operator: str):
@@ -198,7 +212,7 @@ def _card_inputs(cell: ReportCardCell):
     from engine.data.types import Example
 
     classifier = _classifier(cell.model)
-    truth = truth_of(cell.model, cell.seed)
+    truth = truth_of(cell.model, cell.seed, cell.min_deciding)
     truth.require_learned()
     rows = truth.deciding.head(cell.limit)
     examples = [Example(primary=r.planted, label=int(r.pred_planted), uid=str(r.uid)) for r in rows.itertuples()]
@@ -471,7 +485,7 @@ def compute_truth_cell(cell: TruthCell, context: CellContext) -> CellResult:
     k, n; plus n_deciding and learned (1/0). The per-input table goes into the provenance's counts only."""
     started, cpu_started = time.time(), time.process_time()
     classifier = _classifier(cell.model)
-    truth = truth_of(cell.model, cell.seed)
+    truth = truth_of(cell.model, cell.seed, cell.min_deciding)
     meta = classifier.meta
     rows = [{"metric": name, "value": r["rate"], "ci_low": r["low"], "ci_high": r["high"], "k": r["k"], "n": r["n"]}
             for name, r in truth.rates.items()]
@@ -503,10 +517,13 @@ def compute_cell(cell, context: CellContext) -> CellResult:
 
 def card_cells(model: str, measures: Sequence[str] = DEFAULT_MEASURES, operators: Sequence[str] = DEFAULT_OPERATORS,
                metrics: Sequence[str] = DEFAULT_METRIC_FAMILIES, limit: int = 200, seed: int = 0,
-               ffid_draws: int = 10, random_sets: int = 20, naopc_beam: int = 5, truth_only: bool = False) -> list:
+               ffid_draws: int = 10, random_sets: int = 20, naopc_beam: int = 5, truth_only: bool = False,
+               min_deciding: int = MIN_DECIDING) -> list:
     """Every cell of one planted model's card: its TruthCell, then per operator the constructed explanations and
     the measures (operator-major, so a card's first operator lands whole first). truth_only: the TruthCell alone
     (the flip rates of a model whose card is not run; no refusal, since nothing is scored against it).
+    min_deciding: the fewest deciding inputs a learned mechanism needs (default MIN_DECIDING, 20; lower it for a
+    small card on small data).
 
     Raises:
         MechanismNotLearned: the model did not learn its mechanism (checked here, before any cell runs).
@@ -524,24 +541,25 @@ def card_cells(model: str, measures: Sequence[str] = DEFAULT_MEASURES, operators
     classifier = _classifier(model)
     spec = planted_spec(classifier)
     if truth_only:
-        return [TruthCell(model, seed)]
+        return [TruthCell(model, seed, min_deciding)]
     for op in operators:
         operator_classifier(classifier, op)
-    truth_of(model, seed).require_learned()
-    cells: list = [TruthCell(model, seed)]
+    truth_of(model, seed, min_deciding).require_learned()
+    cells: list = [TruthCell(model, seed, min_deciding)]
     explanations = [PREFIX + k for k in explanations_for(spec.mechanism)]
     for op in operators:
         for e in (*explanations, *measures):
             cells.append(ReportCardCell(model=model, operator=op, explanation=e, limit=limit, seed=seed,
                                         metrics=tuple(metrics), ffid_draws=ffid_draws, random_sets=random_sets,
-                                        naopc_beam=naopc_beam))
+                                        naopc_beam=naopc_beam, min_deciding=min_deciding))
     return cells
 
 
 def run_report_card(models: Sequence[str] | str, run: str = "default", measures: Sequence[str] = DEFAULT_MEASURES,
                     operators: Sequence[str] = DEFAULT_OPERATORS, metrics: Sequence[str] = DEFAULT_METRIC_FAMILIES,
                     limit: int = 200, seed: int = 0, ffid_draws: int = 10, random_sets: int = 20, naopc_beam: int = 5,
-                    truth_only: bool = False, results_dir: str | os.PathLike | None = None,
+                    truth_only: bool = False, min_deciding: int = MIN_DECIDING,
+                    results_dir: str | os.PathLike | None = None,
                     backend: Backend | None = None,
                     command: str = "engine.groundtruth.run_report_card",
                     progress: Callable[[int, int, dict], None] | None = None,
@@ -554,6 +572,8 @@ def run_report_card(models: Sequence[str] | str, run: str = "default", measures:
         run: the run folder; measures, operators, metrics: what to score (DEFAULT_*; METRIC_FAMILIES, OPERATORS).
         limit: deciding inputs per cell; seed, ffid_draws, random_sets, naopc_beam: as ReportCardCell.
         truth_only: only each model's truth cell (its flip rates), nothing scored.
+        min_deciding: the fewest deciding inputs a learned mechanism needs (default MIN_DECIDING, 20; lower it for a
+            small card on small data: the refusal names it).
         results_dir: the store's root (default `<results>/groundtruth`); backend: engine.sweeps.Backend.
         command, progress, cell_progress, should_stop: as engine.sweeps.run_cells.
 
@@ -567,6 +587,6 @@ def run_report_card(models: Sequence[str] | str, run: str = "default", measures:
     cells = []
     for m in models:
         cells += card_cells(m, measures, operators, metrics, limit, seed, ffid_draws, random_sets, naopc_beam,
-                            truth_only)
+                            truth_only, min_deciding)
     return run_cells(cells, compute_cell, card_store(results_dir), run, backend=backend, command=command,
                      progress=progress, cell_progress=cell_progress, should_stop=should_stop)

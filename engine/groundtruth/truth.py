@@ -17,8 +17,9 @@ x+ gives x back, so one pair (x, x+) measures both interventions:
                      decoy: the flip when the decoy is removed from x+ (about 0 when it is ignored)
 
 Every rate comes with a Wilson 95% interval (engine.stats.wilson_ci). A model learned its mechanism when the
-insertion flip rate's lower bound reaches `LEARNED_LOWER_BOUND` and at least `MIN_DECIDING` inputs are decided by
-it; the control `none` is expected not to (its card is run as a control, not refused).
+insertion flip rate's lower bound reaches `LEARNED_LOWER_BOUND` and at least `min_deciding` inputs (default
+`MIN_DECIDING`) are decided by it; the control `none` is expected not to (its card is run as a control, not refused).
+A small card on small data (a toy test split of 40 inputs) lowers `min_deciding` (report-card's --min-deciding).
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from engine.errors import NotApplicableError
+from engine.errors import InvalidInputError, NotApplicableError
 from engine.groundtruth.mechanisms import (
     PlantSpec,
     contains_words,
@@ -39,7 +40,7 @@ from engine.groundtruth.mechanisms import (
 
 #: a mechanism is learned when the insertion flip rate's Wilson lower bound is at least this ...
 LEARNED_LOWER_BOUND = 0.25
-#: ... and at least this many test inputs are decided by it
+#: ... and at least this many test inputs are decided by it (the default of `min_deciding`: report-card's --min-deciding)
 MIN_DECIDING = 20
 
 
@@ -95,7 +96,9 @@ class Truth:
             raise MechanismNotLearned(f"model {self.model!r} did not learn its planted {self.spec.mechanism} mechanism "
                                       f"({' '.join(self.spec.words)}): {self.reason}. A report card scored against it "
                                       f"would rest on a truth the model does not follow; plant again with a higher "
-                                      f"--rate or --q, more --epochs, or another word")
+                                      f"--rate or --q, more --epochs, or another word; or, on data with few test "
+                                      f"inputs, lower min_deciding (report-card --min-deciding, now "
+                                      f"{self.options.get('min_deciding', MIN_DECIDING)})")
 
 
 def _rate(k: int, n: int) -> dict:
@@ -135,7 +138,7 @@ def deciding_text(spec: PlantSpec, text: str, rng: np.random.Generator) -> str:
 
 
 def establish_truth(classifier, spec: PlantSpec | None = None, split: str = "test", limit: int | None = None,
-                    seed: int = 0, batch_size: int = 64) -> Truth:
+                    seed: int = 0, batch_size: int = 64, min_deciding: int = MIN_DECIDING) -> Truth:
     """Establish by intervention what the planted `classifier` does with its mechanism (module docstring).
 
     Args:
@@ -145,15 +148,23 @@ def establish_truth(classifier, spec: PlantSpec | None = None, split: str = "tes
         limit: only the first N clean inputs.
         seed: seeds the insertion positions (the card's inputs are these x+).
         batch_size: inputs per forward.
+        min_deciding: the fewest deciding inputs a learned mechanism needs (>= 1). Default: MIN_DECIDING (20);
+            lower it for a small card on small data.
 
     Returns:
         The Truth (per-input table, rates with Wilson CIs, learned or not and why).
+
+    Raises:
+        InvalidInputError: min_deciding below 1.
     """
     import time
 
     from engine.data import get_dataset
     from engine.groundtruth.planting import planted_spec
 
+    if isinstance(min_deciding, bool) or not isinstance(min_deciding, (int, np.integer)) or min_deciding < 1:
+        raise InvalidInputError(f"min_deciding must be a whole number >= 1 (deciding inputs a learned mechanism "
+                                f"needs; default {MIN_DECIDING}), not {min_deciding!r}")
     cpu_started = time.process_time()
     spec = spec or planted_spec(classifier)
     base = get_dataset(spec.base_dataset, spec.split_seed)
@@ -217,15 +228,15 @@ def establish_truth(classifier, spec: PlantSpec | None = None, split: str = "tes
         learned, reason = False, "the control: its word sets no label (expected not learned)"
     else:
         ins = rates["insertion_flip"]
-        learned = ins["low"] >= LEARNED_LOWER_BOUND and n_deciding >= MIN_DECIDING
+        learned = ins["low"] >= LEARNED_LOWER_BOUND and n_deciding >= min_deciding
         reason = (f"inserting {' and '.join(words)} flips {ins['k']} of {ins['n']} inputs to "
                   f"{base.classes[target]!r} ({ins['rate']:.0%}, 95% CI {ins['low']:.0%}-{ins['high']:.0%}); "
                   f"{n_deciding} inputs are decided by it")
         if not learned:
-            reason += (f"; learned needs the CI's lower end >= {LEARNED_LOWER_BOUND:.0%} and >= {MIN_DECIDING} "
-                       f"deciding inputs")
+            reason += (f"; learned needs the CI's lower end >= {LEARNED_LOWER_BOUND:.0%} and >= {min_deciding} "
+                       f"deciding inputs (min_deciding)")
     return Truth(model=classifier.id, spec=spec, target=target, inputs=table, rates=rates, learned=learned,
                  reason=reason, control=control,
                  options={"split": split, "limit": limit, "seed": seed, "learned_lower_bound": LEARNED_LOWER_BOUND,
-                          "min_deciding": MIN_DECIDING,
+                          "min_deciding": int(min_deciding),
                           "cpu_seconds": round(time.process_time() - cpu_started, 1)})
