@@ -108,117 +108,120 @@ def recovery_markdown(run: str) -> Callable[[Path], str]:
     return build
 
 
+def _metric_rows(run: str, select: Callable[[pd.DataFrame], tuple[pd.DataFrame, str, str] | str],
+                 cell: Callable[[pd.DataFrame], str]) -> Callable[[Path], str]:
+    """The one builder of the tables with a row per judge metric (JUDGE_ORDER, labelled as in the card) and a
+    column per value of some column (the planted models, or the wrong explanations).
+
+    Args:
+        run: the report-card run in <results>/groundtruth/.
+        select: the run's rows -> (rows with 'metric', 'label' and the column, that column's name, the caption above
+            the table), or the line that says why there is no table.
+        cell: the rows of one (metric, column value), never empty -> the cell's text ("—" where there are none).
+    """
+
+    def build(root: Path) -> str:
+        from engine.groundtruth.tables import JUDGE_ORDER, in_order
+
+        chosen = select(_load(root, run))
+        if isinstance(chosen, str):
+            return chosen
+        part, column, caption = chosen
+        values = list(dict.fromkeys(part[column]))
+        heads = [_short(v) for v in values] if column == "model" else values
+        lines = [caption, "| metric | " + " | ".join(heads) + " |", "|---" * (len(values) + 1) + "|"]
+        for metric in in_order(JUDGE_ORDER, part["metric"]):
+            g = part[part["metric"] == metric]
+            cells = [cell(g[g[column] == v]) if (g[column] == v).any() else "—" for v in values]
+            lines.append(f"| {g['label'].iloc[0]} | " + " | ".join(cells) + " |")
+        return "\n".join(lines)
+
+    return build
+
+
+def _one(template: str) -> Callable[[pd.DataFrame], str]:
+    """A cell of a table with one row per (metric, model): `template` (str.format) filled from that row."""
+    return lambda rows: template.format(**rows.iloc[0].to_dict())
+
+
 def judge_markdown(run: str, operator: str = "mask") -> Callable[[Path], str]:
     """Metrics x planted models under one operator: share of inputs on which the metric prefers the true
     explanation over the hard wrong ones (pooled; 50% = chance; higher better), bootstrap 95% CI, MaSF share."""
 
-    def build(root: Path) -> str:
-        from engine.groundtruth.tables import JUDGE_ORDER, judge_table
+    def select(data: pd.DataFrame):
+        from engine.groundtruth.tables import judge_table
 
-        table = judge_table(_load(root, run))
+        table = judge_table(data)
         if table.empty:
             return f"(no judge cells in results/groundtruth/{run} yet)"
         part = table[(table["wrong"] == "all") & (table["operator"] == operator)]
         if part.empty:
             return f"(no {operator} cells in results/groundtruth/{run} yet)"
-        models = list(dict.fromkeys(part["model"]))
-        lines = [f"Operator {OPERATOR_LABELS.get(operator, operator)}: share of inputs (x wrong explanations) on which the "
-                 f"metric prefers the true explanation (higher better; 50% = chance), 95% bootstrap CI, [MaSF share "
-                 f"p<0.05 of its perturbed inputs].\n",
-                 "| metric | " + " | ".join(_short(m) for m in models) + " |", "|---" * (len(models) + 1) + "|"]
-        for metric in [m for m in JUDGE_ORDER if m in set(part["metric"])]:
-            g = part[part["metric"] == metric].set_index("model")
-            cells = []
-            for m in models:
-                if m not in g.index:
-                    cells.append("—")
-                    continue
-                r = g.loc[m]
-                share = f" [{r['masf_share']:.0%}]" if np.isfinite(r["masf_share"]) else ""
-                cells.append(f"{r['prefers_true']:.0%} ({r['low']:.0%}-{r['high']:.0%}){share}")
-            lines.append(f"| {g['label'].iloc[0]} | " + " | ".join(cells) + " |")
-        return "\n".join(lines)
+        return part, "model", (
+            f"Operator {OPERATOR_LABELS.get(operator, operator)}: share of inputs (x wrong explanations) on which the "
+            f"metric prefers the true explanation (higher better; 50% = chance), 95% bootstrap CI, [MaSF share "
+            f"p<0.05 of its perturbed inputs].\n")
 
-    return build
+    def cell(rows: pd.DataFrame) -> str:
+        r = rows.iloc[0]
+        share = f" [{r['masf_share']:.0%}]" if np.isfinite(r["masf_share"]) else ""
+        return f"{r['prefers_true']:.0%} ({r['low']:.0%}-{r['high']:.0%}){share}"
+
+    return _metric_rows(run, select, cell)
 
 
 def wrong_markdown(run: str, operator: str = "mask") -> Callable[[Path], str]:
     """Per wrong explanation (pooled over models): the share preferring the true explanation, per metric."""
 
-    def build(root: Path) -> str:
-        from engine.groundtruth.tables import JUDGE_ORDER, judge_table
+    def select(data: pd.DataFrame):
+        from engine.groundtruth.tables import judge_table
 
-        table = judge_table(_load(root, run))
+        table = judge_table(data)
         part = table[(table["wrong"] != "all") & (table["operator"] == operator)] if not table.empty else table
         if part.empty:
             return f"(no judge cells in results/groundtruth/{run} yet)"
-        wrongs = list(dict.fromkeys(part["wrong"]))
-        lines = [f"Operator {OPERATOR_LABELS.get(operator, operator)}, every model pooled (mean of per-model shares, "
-                 f"higher better): which wrong explanation fools which metric.\n",
-                 "| metric | " + " | ".join(wrongs) + " |", "|---" * (len(wrongs) + 1) + "|"]
-        for metric in [m for m in JUDGE_ORDER if m in set(part["metric"])]:
-            g = part[part["metric"] == metric]
-            cells = []
-            for w in wrongs:
-                gw = g[g["wrong"] == w]
-                cells.append(f"{gw['prefers_true'].mean():.0%} ({len(gw)} models)" if len(gw) else "—")
-            lines.append(f"| {g['label'].iloc[0]} | " + " | ".join(cells) + " |")
-        return "\n".join(lines)
+        return part, "wrong", (
+            f"Operator {OPERATOR_LABELS.get(operator, operator)}, every model pooled (mean of per-model shares, "
+            f"higher better): which wrong explanation fools which metric.\n")
 
-    return build
+    return _metric_rows(run, select, lambda rows: f"{rows['prefers_true'].mean():.0%} ({len(rows)} models)")
 
 
 def spearman_markdown(run: str, operator: str = "mask") -> Callable[[Path], str]:
     """Metrics x planted models: Spearman of the metric's ranking of the measures with the ground-truth ranking."""
 
-    def build(root: Path) -> str:
-        from engine.groundtruth.tables import JUDGE_ORDER, spearman_table
+    def select(data: pd.DataFrame):
+        from engine.groundtruth.tables import spearman_table
 
-        table = spearman_table(_load(root, run))
+        table = spearman_table(data)
         part = table[table["operator"] == operator] if not table.empty else table
         if part.empty:
             return f"(no measure cells in results/groundtruth/{run} yet)"
-        models = list(dict.fromkeys(part["model"]))
         n = int(part["n_measures"].max())
-        lines = [f"Operator {OPERATOR_LABELS.get(operator, operator)}: Spearman's rho between each metric's ranking of the "
-                 f"{n} measures and their ranking by the truth (mean reciprocal rank of the planted word(s); none: the "
-                 f"inert word's attribution share, lower better), 95% bootstrap CI over inputs (higher better).\n",
-                 "| metric | " + " | ".join(_short(m) for m in models) + " |", "|---" * (len(models) + 1) + "|"]
-        for metric in [m for m in JUDGE_ORDER if m in set(part["metric"])]:
-            g = part[part["metric"] == metric].set_index("model")
-            cells = [f"{g.loc[m, 'spearman']:.2f} ({g.loc[m, 'low']:.2f} to {g.loc[m, 'high']:.2f})" if m in g.index
-                     else "—" for m in models]
-            lines.append(f"| {g['label'].iloc[0]} | " + " | ".join(cells) + " |")
-        return "\n".join(lines)
+        return part, "model", (
+            f"Operator {OPERATOR_LABELS.get(operator, operator)}: Spearman's rho between each metric's ranking of the "
+            f"{n} measures and their ranking by the truth (mean reciprocal rank of the planted word(s); none: the "
+            f"inert word's attribution share, lower better), 95% bootstrap CI over inputs (higher better).\n")
 
-    return build
+    return _metric_rows(run, select, _one("{spearman:.2f} ({low:.2f} to {high:.2f})"))
 
 
 def operator_markdown(run: str) -> Callable[[Path], str]:
     """Metrics x planted models: share of (input, wrong explanation) verdicts that change with the operator."""
 
-    def build(root: Path) -> str:
-        from engine.groundtruth.tables import JUDGE_ORDER, judge_table, operator_table
+    def select(data: pd.DataFrame):
+        from engine.groundtruth.tables import judge_table, operator_table
 
-        data = _load(root, run)
         table = operator_table(data)
         if table.empty:
             return f"(fewer than two operators in results/groundtruth/{run} yet)"
-        models = list(dict.fromkeys(table["model"]))
-        judges = judge_table(data)
-        ops = " / ".join(OPERATOR_LABELS.get(o, o) for o in dict.fromkeys(judges["operator"]))
-        lines = [f"Share of (input, wrong explanation) verdicts that change between the operators ({ops}; lower = the "
-                 f"verdict does not hinge on how tokens are removed), Wilson 95% CI. NAOPC and F-Fidelity replace "
-                 f"tokens, so their rows compare the replacement operators only.\n",
-                 "| metric | " + " | ".join(_short(m) for m in models) + " |", "|---" * (len(models) + 1) + "|"]
-        for metric in [m for m in JUDGE_ORDER if m in set(table["metric"])]:
-            g = table[table["metric"] == metric].set_index("model")
-            cells = [f"{g.loc[m, 'changed']:.0%} ({g.loc[m, 'low']:.0%}-{g.loc[m, 'high']:.0%})" if m in g.index
-                     else "—" for m in models]
-            lines.append(f"| {g['label'].iloc[0]} | " + " | ".join(cells) + " |")
-        return "\n".join(lines)
+        ops = " / ".join(OPERATOR_LABELS.get(o, o) for o in dict.fromkeys(judge_table(data)["operator"]))
+        return table, "model", (
+            f"Share of (input, wrong explanation) verdicts that change between the operators ({ops}; lower = the "
+            f"verdict does not hinge on how tokens are removed), Wilson 95% CI. NAOPC and F-Fidelity replace "
+            f"tokens, so their rows compare the replacement operators only.\n")
 
-    return build
+    return _metric_rows(run, select, _one("{changed:.0%} ({low:.0%}-{high:.0%})"))
 
 
 def cost_markdown(run: str) -> Callable[[Path], str]:
