@@ -80,6 +80,17 @@ def test_a_lower_min_deciding_accepts_it_and_is_recorded(planted):
     assert not establish_truth(planted, SPEC, min_deciding=N_DECIDING + 1).learned  # the bound is inclusive
 
 
+def test_a_refusal_for_a_weak_flip_rate_does_not_point_at_min_deciding(planted, monkeypatch):
+    """With enough deciding inputs, lowering min_deciding would not help: the message does not suggest it."""
+    import engine.groundtruth.truth as truth_module
+
+    monkeypatch.setattr(truth_module, "LEARNED_LOWER_BOUND", 0.9)  # 12 / 12 has a Wilson lower bound of 0.76
+    truth = establish_truth(planted, SPEC, min_deciding=5)
+    with pytest.raises(MechanismNotLearned) as refused:
+        truth.require_learned()
+    assert "CI's lower end >= 90%" in str(refused.value) and "min-deciding" not in str(refused.value)
+
+
 def test_card_cells_refuse_by_default_and_carry_a_lower_min_deciding_into_every_cell(planted):
     from engine.groundtruth.card import TruthCell, card_cells
 

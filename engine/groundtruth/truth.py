@@ -93,12 +93,13 @@ class Truth:
     def require_learned(self) -> None:
         """Refuse a model that did not learn its mechanism, with the reason (MechanismNotLearned)."""
         if not self.learned and not self.control:
+            threshold = self.options.get("min_deciding", MIN_DECIDING)
+            few = (f"; or, on data with few test inputs, lower min_deciding (report-card --min-deciding, now "
+                   f"{threshold})" if len(self.deciding) < threshold else "")
             raise MechanismNotLearned(f"model {self.model!r} did not learn its planted {self.spec.mechanism} mechanism "
                                       f"({' '.join(self.spec.words)}): {self.reason}. A report card scored against it "
                                       f"would rest on a truth the model does not follow; plant again with a higher "
-                                      f"--rate or --q, more --epochs, or another word; or, on data with few test "
-                                      f"inputs, lower min_deciding (report-card --min-deciding, now "
-                                      f"{self.options.get('min_deciding', MIN_DECIDING)})")
+                                      f"--rate or --q, more --epochs, or another word{few}")
 
 
 def _rate(k: int, n: int) -> dict:
