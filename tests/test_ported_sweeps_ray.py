@@ -8,6 +8,7 @@ import os
 import pandas as pd
 import pytest
 import torch
+from conftest import start_local_ray
 
 from engine.runtime import PROJECT_ROOT
 
@@ -24,8 +25,7 @@ def cluster(tmp_path_factory):
     threads = torch.get_num_threads()
     os.environ.update(env)
     torch.set_num_threads(1)  # the same threads in this process as in the tasks: the same bits
-    ray.init(num_cpus=2, object_store_memory=200_000_000, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {**env, "PYTHONPATH": str(PROJECT_ROOT)}})
+    start_local_ray({**env, "PYTHONPATH": str(PROJECT_ROOT)})
     try:
         yield root
     finally:
