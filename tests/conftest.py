@@ -269,6 +269,42 @@ def cached_smollm2() -> Path:
     return folder / "smollm2"
 
 
+def cached_packaged_llm(key: str) -> Path:
+    """A models cache holding the packaged LLM `key` converted on first load, once per machine and code version:
+    `packaged_llm_folder` into an empty models cache, as a user's first load does (chunks joined and checked against
+    the package's SHA-256, converted, the joined GGUF deleted). Returns that models cache, shared and read-only
+    (link its `.llm/<key>` folder into a test's cache). Gemma 3 costs minutes to convert: the modules that use it
+    share one conversion instead of each converting into a cache of its own."""
+    from engine.models.llm_package import package_files, packaged_llm_folder
+
+    files = package_files(key)  # not installed: UnknownModelError before any work
+    entry = cache_key(f"llm-{key}", files=[(p.name, p.stat().st_size) for p in files])
+    with cache_entry(entry) as (folder, build):
+        if build is not None:
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setenv("ENGINE_MODELS_CACHE", str(build))
+                packaged_llm_folder(key, show_progress_bar=False)
+    return folder
+
+
+def start_local_ray(env: dict, num_cpus: int = 2) -> None:
+    """`ray.init` of a private local cluster for a test module (small object store, no dashboard), its workers given
+    `env` and run at the test process's own niceness: Ray starts workers at nice 15 by default (its
+    `worker_niceness`), so beside the other xdist worker, servers and browsers its tasks got a sliver of the cores
+    and a Ray test took minutes more than the same work in one process. Checked with one task."""
+    import ray
+
+    ray.init(num_cpus=num_cpus, object_store_memory=200_000_000, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": env}, _system_config={"worker_niceness": os.nice(0)})
+    def niceness_of_a_worker() -> int:  # defined here: pickled by value, the workers need not import conftest
+        return os.nice(0)
+
+    niceness = ray.get(ray.remote(num_cpus=0)(niceness_of_a_worker).remote())
+    if niceness != os.nice(0):
+        ray.shutdown()
+        raise RuntimeError(f"Ray workers run at niceness {niceness}, the tests at {os.nice(0)}")
+
+
 @pytest.fixture(scope="session")
 def test_device():
     """The torch.device the tests run their models on (ENGINE_TEST_DEVICE, default cpu)."""

@@ -2,8 +2,8 @@
 that offers the shipped masked-LoRA model), the self-explanation view (one short counterfactual and its verdict) and
 the Models page's prompt editor (Gemma's plain few-shot prompt previewed, the label words' tokens shown).
 
-Gemma is taken from the default models cache when converted there (linked, not copied); otherwise it is converted once
-into this test's cache (a few minutes on one thread)."""
+Gemma is taken from the default models cache when converted there (linked, not copied); otherwise from the per-machine
+test cache, where it is converted once (a few minutes on one thread) for this module and test_gemma."""
 from __future__ import annotations
 
 import time
@@ -31,9 +31,11 @@ REVIEW = "a gripping , funny and moving film about growing up ."
 @pytest.fixture(scope="module")
 def gemma_app(tmp_path_factory):
     """The dashboard over a models cache holding only the converted Gemma."""
+    from conftest import cached_packaged_llm
+
     from engine import settings
     from engine.errors import UnknownModelError
-    from engine.models.llm_package import CONVERTED_DIR, package_files, packaged_llm_folder
+    from engine.models.llm_package import CONVERTED_DIR, package_files
 
     try:
         package_files("gemma3-270m")
@@ -42,12 +44,9 @@ def gemma_app(tmp_path_factory):
     cache = tmp_path_factory.mktemp("gemma_cache")
     (cache / CONVERTED_DIR).mkdir()
     converted = settings.models_cache_dir() / CONVERTED_DIR / "gemma3-270m"
-    if (converted / "model.safetensors").is_file():
-        (cache / CONVERTED_DIR / "gemma3-270m").symlink_to(converted.resolve())
-    else:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setenv("ENGINE_MODELS_CACHE", str(cache))
-            packaged_llm_folder("gemma3-270m", show_progress_bar=False)
+    if not (converted / "model.safetensors").is_file():  # converted once per machine, shared with test_gemma
+        converted = cached_packaged_llm("gemma3-270m") / CONVERTED_DIR / "gemma3-270m"
+    (cache / CONVERTED_DIR / "gemma3-270m").symlink_to(converted.resolve())
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("ENGINE_USER_DIR", str(tmp_path_factory.mktemp("user")))
         with serve_app(cache, tmp_path_factory.mktemp("results")) as url:

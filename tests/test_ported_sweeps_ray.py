@@ -1,6 +1,6 @@
 """ROAR, sanity, simulability and the attention diagnostics on a local Ray cluster (2 CPUs, one torch thread per
 task) give the same rows, bit for bit, as in one process, and a second sweep sends nothing to Ray. One cluster
-for the module: starting it costs ~10 s."""
+for the module (starting it costs ~10 s); one test per kind of sweep, each with results folders of its own."""
 from __future__ import annotations
 
 import os
@@ -8,6 +8,7 @@ import os
 import pandas as pd
 import pytest
 import torch
+from conftest import start_local_ray
 
 from engine.runtime import PROJECT_ROOT
 
@@ -24,8 +25,7 @@ def cluster(tmp_path_factory):
     threads = torch.get_num_threads()
     os.environ.update(env)
     torch.set_num_threads(1)  # the same threads in this process as in the tasks: the same bits
-    ray.init(num_cpus=2, object_store_memory=200_000_000, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {**env, "PYTHONPATH": str(PROJECT_ROOT)}})
+    start_local_ray({**env, "PYTHONPATH": str(PROJECT_ROOT)})
     try:
         yield root
     finally:
@@ -43,16 +43,13 @@ def _same(a: pd.DataFrame, b: pd.DataFrame, order: list[str]) -> None:
     pd.testing.assert_frame_equal(a, b)
 
 
-def test_roar_sanity_simulability_and_attention_on_ray_equal_one_process(cluster):
-    from engine.attention.results import load_attention_results
-    from engine.attention.runner import run_attention_diagnostics
+def test_roar_on_ray_equals_one_process(cluster):
+    """ROAR and recursive ROAR of two measures (random stored under both methods): the same curves on Ray as in
+    one process."""
     from engine.faithfulness.retraining import run_retraining_sweep
-    from engine.models import TrainConfig, save_classifier, train_classifier
+    from engine.models import TrainConfig
     from engine.results import ResultsStore
-    from engine.simulability.runner import run_simulability, simulability_store
-    from engine.simulability.training import StudentConfig
 
-    # ROAR: two curves (random stored under both methods)
     config = TrainConfig(base_model="tiny", dataset="toy", strategy="plain", epochs=1, lr=3e-4, batch_size=16,
                          train_limit=48, eval_limit=24)
     for name, address in (("one", None), ("ray", "local")):
@@ -64,8 +61,12 @@ def test_roar_sanity_simulability_and_attention_on_ray_equal_one_process(cluster
     _same(ResultsStore(cluster / "one").load("roar"), ResultsStore(cluster / "ray").load("roar"),
           ["method", "measure", "ratio"])
 
-    # Sanity: cascading and label randomisation of two measures (one label-randomised twin, trained by one task)
+
+def test_sanity_checks_on_ray_equal_one_process(cluster):
+    """Cascading and label randomisation of two measures (one label-randomised twin, trained by one Ray task and
+    loaded by the one-process run): the same rows on Ray as in one process."""
     from engine.faithfulness.evaluation import SanityCell, evaluation_store, run_suite
+    from engine.models import TrainConfig, save_classifier, train_classifier
     from engine.sweeps import Backend
 
     quick = train_classifier(TrainConfig(base_model="tiny", dataset="toy", strategy="masked", epochs=1, lr=3e-4,
@@ -80,7 +81,14 @@ def test_roar_sanity_simulability_and_attention_on_ray_equal_one_process(cluster
     _same(evaluation_store(cluster / "one" / "evaluation").load("s"), evaluation_store(cluster / "ray" / "evaluation").load("s"),
           ["method", "measure", "step"])
 
-    # Simulability: a teacher precomputed here, students (one of them SMaT) trained in Ray tasks
+
+def test_simulability_on_ray_equals_one_process(cluster):
+    """Students (one of them SMaT) trained in Ray tasks from a teacher precomputed by the driver: the same rows as
+    in one process."""
+    from engine.models import TrainConfig, save_classifier, train_classifier
+    from engine.simulability.runner import run_simulability, simulability_store
+    from engine.simulability.training import StudentConfig
+
     teacher = train_classifier(TrainConfig(base_model="tiny", dataset="toy", strategy="masked", epochs=1, lr=3e-4,
                                            batch_size=16, train_limit=64, eval_limit=16), show_progress_bar=False)
     save_classifier(teacher, "toy-teacher")
@@ -92,7 +100,14 @@ def test_roar_sanity_simulability_and_attention_on_ray_equal_one_process(cluster
     _same(simulability_store(str(cluster / "one")).load(), simulability_store(str(cluster / "ray")).load(),
           ["measure", "seed", "metric", "step", "layer", "head"])
 
-    # W&P's diagnostics: seven cells in two waves (and the best adversary's MLP when one moved attention enough)
+
+def test_attention_diagnostics_on_ray_equal_one_process_and_resume(cluster):
+    """W&P's diagnostics, seven cells in two waves (and the best adversary's MLP when one moved attention enough):
+    the same summary, seed-variance and adversary tables on Ray as in one process; a second sweep sends nothing to
+    Ray."""
+    from engine.attention.results import load_attention_results
+    from engine.attention.runner import run_attention_diagnostics
+
     for name, address in (("one", None), ("ray", "local")):
         report = run_attention_diagnostics("toy", seeds=2, lambdas=[0.5], epochs=1, adversary_epochs=1,
                                            mlp_epochs=1, run="r", results_dir=cluster / name, log=lambda m: None,

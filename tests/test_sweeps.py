@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import start_local_ray
 
 from engine.faithfulness.benchmark import Cell, run_sweep
 from engine.faithfulness.evaluation import EvaluationCell, evaluation_store, run_suite
@@ -227,8 +228,7 @@ def ray_cluster(tmp_path_factory, toy_classifier):
     old = {k: os.environ.get(k) for k in env}
     os.environ.update({k: v for k, v in env.items() if k != "PYTHONPATH"})
     save_classifier(toy_classifier, "toy-ray")
-    ray.init(num_cpus=2, object_store_memory=200_000_000, include_dashboard=False, runtime_env={"env_vars": env},
-             log_to_driver=False)
+    start_local_ray(env)
     try:
         yield cache
     finally:
