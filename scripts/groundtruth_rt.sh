@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# The shipped tiny (rt) report card (docs/ground-truth.md): plant each mechanism (skipped when its checkpoint is
-# there), then its card under [MASK], model by model so whole cards land first; then the other operators.
-# Every step resumes: planted checkpoints are kept, report-card cells already stored are skipped.
+# The shipped rt report cards (docs/ground-truth.md): `bash scripts/groundtruth_rt.sh [tiny|minilm]` (default tiny).
+# Plant each mechanism (skipped when its checkpoint is there), then its card under [MASK], model by model so whole
+# cards land first; then the other operators. Every step resumes: planted checkpoints are kept, report-card cells
+# already stored are skipped.
 set -uo pipefail
+FAMILY=${1:-tiny}
+case "$FAMILY" in tiny|minilm) ;; *) echo "usage: bash scripts/groundtruth_rt.sh [tiny|minilm]" >&2; exit 2;; esac
 export ENGINE_THREADS=${ENGINE_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 PY=${PY:-.venv/bin/python}
-RUN=${RUN:-tiny-rt-card}
+RUN=${RUN:-$FAMILY-rt-card}
 if [ "${ENGINE_SMOKE:-}" = 1 ]; then
   # CI's smoke run: the same plant command on the toy data (64 sentences, 1 epoch) in the scratch folder, then the
   # truth by intervention on it (a model this small may not learn the trigger: the card would be refused, as it must)
@@ -21,15 +24,20 @@ if [ "${ENGINE_SMOKE:-}" = 1 ]; then
 fi
 MEASURES="random attention-mean grad-l2 x-grad-sign x-grad-abs ig-sign deeplift loo-sign occlusion shapley-sampling"
 METRICS="racu comprehensiveness sufficiency soft deletion insertion randomisation f-fidelity"
+# MiniLM: one epoch at its usual rate (a planted word is learned within it; two epochs are 16 min on 2 idle cores
+# per model) and 100 inputs per cell (a MiniLM input costs about six tiny ones)
+if [ "$FAMILY" = minilm ]; then TRAIN="--epochs 1 --lr 5e-5"; LIMIT=100; else TRAIN=""; LIMIT=200; fi
 plant() {  # id, then plant options
   local id=$1; shift
   if [ -f "${ENGINE_MODELS_CACHE:-models_cache}/$id/metadata.json" ]; then echo "have $id"; return; fi
-  /usr/bin/time -f "plant $id: %e s wall, %U s user CPU" $PY -m engine plant --model tiny --dataset rt --quiet --id "$id" "$@"
+  /usr/bin/time -f "plant $id: %e s wall, %U s user CPU" $PY -m engine plant --model "$FAMILY" --dataset rt --quiet \
+    --id "$id" $TRAIN "$@"
 }
 card() {  # id, operator, extra metrics
   /usr/bin/time -f "card $1 $2: %e s wall, %U s user CPU" $PY -m engine report-card --model "$1" --run "$RUN" \
-    --replacements "$2" --measures $MEASURES --metrics $METRICS $3 --limit 200 --ffid-draws 5 --naopc-beam 1
+    --replacements "$2" --measures $MEASURES --metrics $METRICS $3 --limit $LIMIT --ffid-draws 5 --naopc-beam 1
 }
+truth() { $PY -m engine report-card --model "$1" --run "$RUN" --truth-only; }
 declare -A OPTS=(
   [gt-tiny-rt-trigger-q100]="--mechanism graded --words vessel --q 1.0"
   [gt-tiny-rt-trigger-q80]="--mechanism graded --words vessel --q 0.8"
@@ -42,8 +50,22 @@ declare -A OPTS=(
 # Order chosen to fit 2 shared cores: the three trigger strengths under [MASK] first (NAOPC's bounds only for the
 # first: they cost about as much as the rest of its card), then the other operators on the weakest trigger, then
 # the rest. Each line resumes.
+if [ "$FAMILY" = minilm ]; then
+  # the must-show's three: a graded trigger, OR and the control, each under [MASK] first, then [UNK]
+  declare -A MOPTS=(
+    [gt-minilm-rt-trigger-q80]="--mechanism graded --words vessel --q 0.8"
+    [gt-minilm-rt-or]="--mechanism or --words vessel orbit"
+    [gt-minilm-rt-none]="--mechanism none --words vessel"
+  )
+  for id in gt-minilm-rt-trigger-q80 gt-minilm-rt-or gt-minilm-rt-none; do
+    plant "$id" ${MOPTS[$id]} || exit 1
+    truth "$id"
+    card "$id" mask ""
+  done
+  for id in gt-minilm-rt-trigger-q80 gt-minilm-rt-or gt-minilm-rt-none; do card "$id" unk ""; done
+  exit 0
+fi
 card gt-tiny-rt-trigger-q100 mask "naopc"
-truth() { $PY -m engine report-card --model "$1" --run "$RUN" --truth-only; }
 truth gt-tiny-rt-trigger-q80
 plant gt-tiny-rt-trigger-q65 ${OPTS[gt-tiny-rt-trigger-q65]}
 truth gt-tiny-rt-trigger-q65
