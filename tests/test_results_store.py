@@ -196,3 +196,21 @@ def test_another_split_is_its_own_group_and_two_checkpoints_for_one_seed_are_ref
     store.write_cell("splits", {"model": "m-lr2-s0", "measure": "random"}, other, {})
     with pytest.raises(ValueError, match=r"several checkpoints .*'m-lr2-s0', 'm-s0'"):
         area_metrics_per_seed(store.load("splits"))
+
+
+def test_a_memoised_load_sees_every_write_rewrite_and_removal_and_hands_out_copies(tmp_path):
+    """`load` is memoised per process under the run's file fingerprint: a new cell, a cell rewritten in place
+    (equal size) and a removed cell are each read back at once, and changing a loaded frame changes no later load."""
+    store = ResultsStore(tmp_path)
+    cell = {"model": "m", "dataset": "rt", "measure": "loo-sign", "seed": 0}
+    store.write_cell("r", cell, _rows("loo-sign", 0), {})
+    first = store.load("r")
+    first.loc[:, "value"] = -1.0
+    assert (store.load("r")["value"] > 0).all(), "a caller's change to its frame leaks into the memo"
+    store.write_cell("r", {**cell, "seed": 1}, _rows("loo-sign", 1), {})
+    assert len(store.load("r")) == 6, "a new cell is not seen"
+    rewritten = _rows("loo-sign", 1).assign(value=0.123)
+    store.write_cell("r", {**cell, "seed": 1}, rewritten, {})
+    assert (store.load("r").query("seed == 1")["value"] == 0.123).all(), "a rewritten cell is not seen"
+    next((tmp_path / "r" / "cells").glob("*.json")).unlink()
+    assert len(store.load("r")) == 3, "a removed cell is still seen"

@@ -115,16 +115,15 @@ def _oriented(values: np.ndarray, direction: str) -> np.ndarray:
     return values if direction == "higher" else -values
 
 
-def _preferences(part: pd.DataFrame, true: str, wrong: str, metric: str) -> pd.Series:
-    """Per input: 1 when `metric` prefers the true explanation over `wrong`, 0 when it prefers `wrong`, 0.5 on a
-    tie; NaN when either value is undefined."""
-    m = part[part["metric"] == metric]
-    t = m[m["measure"] == PREFIX + true].set_index("uid")["value"]
-    w = m[m["measure"] == PREFIX + wrong].set_index("uid")["value"]
+def _preferences(values: dict[str, pd.Series], direction: str, true: str, wrong: str) -> pd.Series:
+    """Per input: 1 when the metric prefers the true explanation over `wrong`, 0 when it prefers `wrong`, 0.5 on a
+    tie; NaN when either value is undefined. `values`: measure -> the metric's value per uid."""
+    t, w = values.get(PREFIX + true), values.get(PREFIX + wrong)
+    if t is None or w is None:
+        return pd.Series(dtype=float)
     common = t.index.intersection(w.index)
     if not len(common):
         return pd.Series(dtype=float)
-    direction = m["better"].iloc[0]
     a, b = _oriented(t.loc[common].to_numpy(float), direction), _oriented(w.loc[common].to_numpy(float), direction)
     pref = np.where(np.isnan(a) | np.isnan(b), np.nan, (a > b) + 0.5 * (np.isclose(a, b, rtol=0, atol=1e-12)))
     pref = np.where(np.isclose(a, b, rtol=0, atol=1e-12) & ~np.isnan(a) & ~np.isnan(b), 0.5, pref)
@@ -144,14 +143,19 @@ def judge_table(df: pd.DataFrame) -> pd.DataFrame:
         mechanism = g["mechanism"].iloc[0]
         true, wrongs = JUDGE_PAIRS[mechanism]
         measures = set(g["measure"].unique())
+        # split once per group (boolean masks per metric and measure, over string columns, were most of the time)
+        by_metric = dict(tuple(g.groupby("metric", sort=False)))
         for metric in in_order(JUDGE_ORDER, g["metric"]):
+            m = by_metric[metric]
+            values = {name: s.set_index("uid")["value"] for name, s in m.groupby("measure", sort=False)}
+            direction = m["better"].iloc[0]
             pooled = []
-            mt = g[(g["metric"] == metric) & (g["measure"] == PREFIX + true)]
+            mt = m[m["measure"] == PREFIX + true]
             n_pert = mt["n_perturbed"].sum()
             masf = float(mt["n_ood"].sum() / n_pert) if n_pert and mt["n_ood"].notna().any() else float("nan")
             passed = (float((mt["p_value"] < 0.05).mean()) if metric == "randomisation-win-rate" else float("nan"))
             for wrong in [w for w in wrongs if PREFIX + w in measures]:
-                pref = _preferences(g, true, wrong, metric).dropna()
+                pref = _preferences(values, direction, true, wrong).dropna()
                 if pref.empty:
                     continue
                 pooled.append(pref.to_numpy())
@@ -262,12 +266,16 @@ def operator_table(df: pd.DataFrame) -> pd.DataFrame:
         operators = list(dict.fromkeys(g["operator"]))
         if len(operators) < 2:
             continue
+        by_op_metric = dict(tuple(g.groupby(["operator", "metric"], sort=False)))
         for metric in in_order(JUDGE_ORDER, g["metric"]):
             verdicts = {}
             for op in operators:
-                go = g[g["operator"] == op]
+                m = by_op_metric.get((op, metric))
+                if m is None:
+                    continue
+                values = {name: s.set_index("uid")["value"] for name, s in m.groupby("measure", sort=False)}
                 for wrong in wrongs:
-                    pref = _preferences(go, true, wrong, metric).dropna()
+                    pref = _preferences(values, m["better"].iloc[0], true, wrong).dropna()
                     for uid, v in pref.items():
                         verdicts.setdefault((uid, wrong), {})[op] = v
             covered = [v for v in verdicts.values() if len(v) == len(operators)]

@@ -72,6 +72,11 @@ def cell_key(cell: dict) -> str:
     return f"{readable}_{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
+#: ResultsStore.load's memo: (root, run or None) -> (fingerprint, rows), oldest first, at most _LOADED_MAX runs
+_LOADED: dict[tuple[str, str | None], tuple[tuple, pd.DataFrame]] = {}
+_LOADED_MAX = 16
+
+
 class ResultsStore:
     def __init__(self, root: str | os.PathLike | None = None):
         self.root = Path(root) if root is not None else default_results_dir()
@@ -119,10 +124,41 @@ class ResultsStore:
                 entries.append((str(path.relative_to(self.root)), stat.st_ino, stat.st_mtime_ns, stat.st_size))
         return tuple(sorted(entries))
 
+    def _run_fingerprint(self, runs: list[str]) -> tuple:
+        """(name, inode, mtime in ns, size) of every cell file of `runs`: as `fingerprint`, over the parquet files
+        too (a reader may load a cell whose JSON is unchanged but whose rows were rewritten)."""
+        entries = []
+        for name in runs:
+            d = self._cells_dir(name)
+            if d.is_dir():
+                for path in d.iterdir():
+                    stat = path.stat()
+                    entries.append((name, path.name, stat.st_ino, stat.st_mtime_ns, stat.st_size))
+        return tuple(sorted(entries))
+
     def load(self, run: str | None = None) -> pd.DataFrame:
-        """All rows of one run (or of every run), with a `run` column."""
+        """All rows of one run (or of every run), with a `run` column.
+
+        Memoised per process under the run's file fingerprint (one `stat` per cell file): `report` reads one run
+        for several tables (the ground-truth card run for nine), and reading its thousands of parquet cells was
+        most of `report --check`. A written, rewritten or removed cell changes the fingerprint and rereads the
+        run. Each call returns its own copy, so a caller may change it."""
+        runs = [run] if run else self.runs()
+        key = (str(self.root.resolve()), run)
+        fingerprint = self._run_fingerprint(runs)
+        hit = _LOADED.get(key)
+        if hit is not None and hit[0] == fingerprint:
+            _LOADED[key] = _LOADED.pop(key)  # most recently used last
+            return hit[1].copy()
+        data = self._load(runs)
+        _LOADED[key] = (fingerprint, data)
+        while len(_LOADED) > _LOADED_MAX:
+            _LOADED.pop(next(iter(_LOADED)))
+        return data.copy()
+
+    def _load(self, runs: list[str]) -> pd.DataFrame:
         frames = []
-        for name in [run] if run else self.runs():
+        for name in runs:
             d = self._cells_dir(name)
             for path in sorted(d.glob("*.parquet")):
                 if (path.with_suffix(".json")).is_file():
