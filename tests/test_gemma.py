@@ -10,6 +10,7 @@ import hashlib
 import importlib.util
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -354,3 +355,26 @@ def test_the_prompt_editor_keeps_the_leading_space_of_gemmas_label_words():
     assert spec_from_fields(fields).verbalizer == spec.verbalizer == {"negative": [" negative"], "positive": [" positive"]}
     assert parse_verbalizer('negative: bad, " awful", "so, so"\npositive: good') == {
         "negative": ["bad", " awful", "so, so"], "positive": ["good"]}
+
+
+def test_a_conversion_parses_its_gguf_once_and_restores_the_reader(tmp_path):
+    """transformers opens a GGUF three times (tokenizer, config, weights); within a conversion one parse serves all
+    three (Gemma 3's vocabulary parse was most of its conversion), and outside it every reader is new again."""
+    import gguf
+
+    from engine.models.llm_package import _gguf_parsed_once
+
+    path = tmp_path / "tiny.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_uint32("tiny.answer", 42)
+    writer.add_tensor("weight", np.arange(6, dtype=np.float32).reshape(2, 3))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    original = gguf.GGUFReader
+    with _gguf_parsed_once():
+        first, second = gguf.GGUFReader(str(path)), gguf.GGUFReader(str(tmp_path / "." / "tiny.gguf"))
+        assert first is second and int(first.fields["tiny.answer"].parts[-1][0]) == 42
+    assert gguf.GGUFReader is original
+    assert gguf.GGUFReader(str(path)) is not gguf.GGUFReader(str(path))
