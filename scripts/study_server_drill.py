@@ -545,7 +545,7 @@ def run(args) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--smoke", action="store_true", help="a tiny quick run: 6 annotators, 2 in browsers")
+    p.add_argument("--smoke", action="store_true", help="a tiny quick run: 6 annotators, 1 in a browser")
     p.add_argument("--annotators", type=int, default=30)
     p.add_argument("--browsers", type=int, default=4, help="annotators in real Chromium sessions (about 0.3 GiB each)")
     p.add_argument("--tasks-per-annotator", type=int, default=4)
@@ -562,7 +562,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         return _worker(args.db, args.token, args.think, args.seed)
     if args.smoke:
-        args.annotators, args.browsers, args.tasks_per_annotator, args.think, args.timeout = 6, 2, 2, 3.0, 400.0
+        # one browser: the smoke run checks the drill runs end to end (browser path included), not its figures
+        args.annotators, args.browsers, args.tasks_per_annotator, args.think, args.timeout = 6, 1, 2, 1.5, 400.0
     if args.browsers > args.annotators:
         p.error("--browsers cannot exceed --annotators")
     try:
