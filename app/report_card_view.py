@@ -20,6 +20,7 @@ from app.shared import MODEL_KEY
 from app.text import md
 from engine.csv_safe import frame_to_csv
 from engine.errors import EngineError
+from engine.groundtruth.truth import MIN_DECIDING
 
 PAGE = "report_card"
 KEY = "card_"
@@ -256,25 +257,37 @@ def run_form(expanded: bool) -> None:
                                      key=KEY + "form_metrics")
             operators = d2.multiselect("Masking operators", list(OPERATORS), default=list(QUICK_OPERATORS),
                                        key=KEY + "form_operators", format_func=lambda o: OPERATOR_NAMES.get(o, o))
-            truth_only = st.checkbox("Only the truth (flip rates; nothing scored, no refusal)", key=KEY + "form_truth",
+            e1, e2 = st.columns([1, 2])
+            min_deciding = e1.number_input(
+                "Fewest deciding inputs", 1, 2000, MIN_DECIDING, key=KEY + "form_min_deciding",
+                help=f"A mechanism counts as learned only when at least this many test inputs are decided by it "
+                     f"(default {MIN_DECIDING}). Lower it for a model trained on small data (a toy split of 40 "
+                     f"inputs); the card says how many inputs it scored.")
+            truth_only = e2.checkbox("Only the truth (flip rates; nothing scored, no refusal)", key=KEY + "form_truth",
                                      help="Establish whether the model follows its mechanism before paying for a card.")
             submitted = st.form_submit_button("Run the report card", type="primary")
         if not submitted:
             return
-        _run(model, run.strip() or "dashboard", measures, metrics, operators, int(limit), truth_only)
+        _run(model, run.strip() or "dashboard", measures, metrics, operators, int(limit), truth_only,
+             int(min_deciding))
 
 
-def card_command(model: str, run: str, measures, metrics, operators, limit: int, truth_only: bool = False) -> str:
-    """The `python -m engine report-card` command that computes the same cells."""
+def card_command(model: str, run: str, measures, metrics, operators, limit: int, truth_only: bool = False,
+                 min_deciding: int = MIN_DECIDING) -> str:
+    """The `python -m engine report-card` command that computes the same cells (--min-deciding only when not the
+    default, as the cells' keys do)."""
     import shlex
 
+    extra = [] if min_deciding == MIN_DECIDING else ["--min-deciding", str(min_deciding)]
     if truth_only:
-        return shlex.join(["python", "-m", "engine", "report-card", "--model", model, "--run", run, "--truth-only"])
+        return shlex.join(["python", "-m", "engine", "report-card", "--model", model, "--run", run, "--truth-only",
+                           *extra])
     return shlex.join(["python", "-m", "engine", "report-card", "--model", model, "--run", run, "--measures", *measures,
-                       "--metrics", *metrics, "--replacements", *operators, "--limit", str(limit)])
+                       "--metrics", *metrics, "--replacements", *operators, "--limit", str(limit), *extra])
 
 
-def _run(model: str, run: str, measures, metrics, operators, limit: int, truth_only: bool = False) -> None:
+def _run(model: str, run: str, measures, metrics, operators, limit: int, truth_only: bool = False,
+         min_deciding: int = MIN_DECIDING) -> None:
     from engine.groundtruth import run_report_card
 
     try:
@@ -285,7 +298,7 @@ def _run(model: str, run: str, measures, metrics, operators, limit: int, truth_o
     if not measures or not metrics or not operators:
         st.error("Choose at least one measure, one metric family and one masking operator.")
         return
-    command = card_command(model, run, measures, metrics, operators, limit, truth_only)
+    command = card_command(model, run, measures, metrics, operators, limit, truth_only, min_deciding)
     st.code(command, language="bash")
     st.button("Cancel", key=KEY + "cancel", help="Stops after the cell in progress; finished cells are kept.")
     bar = st.progress(0.0, text="establishing the truth by intervention ...")
@@ -298,7 +311,7 @@ def _run(model: str, run: str, measures, metrics, operators, limit: int, truth_o
         try:
             report_ = run_report_card(model, run=run, measures=tuple(measures), metrics=tuple(metrics),
                                       operators=tuple(operators), limit=limit, command=command, progress=report,
-                                      truth_only=truth_only)
+                                      truth_only=truth_only, min_deciding=min_deciding)
         except EngineError as err:  # e.g. MechanismNotLearned, an operator the model lacks
             status.update(label="No report card", state="error")
             st.error(md(err))

@@ -120,7 +120,11 @@ def _choose(driver, label: str, option: str) -> None:
 
 
 def _click(driver, text: str, timeout: float = 60) -> None:
-    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.common.exceptions import (
+        ElementClickInterceptedException,
+        ElementNotInteractableException,
+        StaleElementReferenceException,
+    )
     from selenium.webdriver.common.by import By
 
     deadline = time.time() + timeout
@@ -132,6 +136,8 @@ def _click(driver, text: str, timeout: float = 60) -> None:
                 return
         except StaleElementReferenceException:  # a rerun replaced the button while it was read (Explain streams)
             pass
+        except (ElementNotInteractableException, ElementClickInterceptedException):
+            pass  # drawn but not yet clickable (an expander still opening, a rerun's overlay): try again
         assert time.time() < deadline, f"no button {text!r}"
         time.sleep(0.3)
 

@@ -212,6 +212,35 @@ def test_the_run_forms_command_is_accepted_by_the_cli_with_the_same_options():
         ["gt-x"], "mine", ["random", "loo-sign"], ["racu", "naopc"], ["mask", "delete"], 10, False)
     args = parser.parse_args(shlex.split(card_command("gt-x", "mine", [], [], [], 10, truth_only=True))[4:])
     assert args.truth_only and args.model == ["gt-x"]
+    for truth_only in (False, True):  # the form's "Fewest deciding inputs" reaches the command, and the CLI reads it
+        line = card_command("gt-x", "mine", ["random"], ["racu"], ["mask"], 10, truth_only=truth_only, min_deciding=5)
+        assert parser.parse_args(shlex.split(line)[4:]).min_deciding == 5, line
+    assert "--min-deciding" not in card_command("gt-x", "mine", ["random"], ["racu"], ["mask"], 10), \
+        "the default is left out, as the cells' keys leave it out"
+
+
+def test_the_run_form_passes_the_fewest_deciding_inputs_to_the_card(tmp_path, monkeypatch, models_cache):
+    """The form's "Fewest deciding inputs" field reaches run_report_card (a toy model trained on a small split needs
+    it lowered), and the command shown says so."""
+    import engine.groundtruth as groundtruth
+    from engine.sweeps import SweepReport
+
+    seen = {}
+
+    def fake_card(models, **kwargs):
+        seen.update(kwargs)
+        return SweepReport(run=kwargs["run"], done=[], skipped=[], failed=[])
+
+    monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
+    monkeypatch.setattr(groundtruth, "run_report_card", fake_card)
+    monkeypatch.setattr("app.report_card_view.planted_models", lambda: ["gt-toy"])
+    at = _run(AppTest.from_file(PAGE, default_timeout=180))
+    at.number_input(key="card_form_min_deciding").set_value(5)
+    at.checkbox(key="card_form_truth").check()
+    next(b for b in at.button if b.label == "Run the report card").click()
+    _run(at)
+    assert seen.get("min_deciding") == 5 and seen.get("truth_only"), seen
+    assert any("--min-deciding 5" in c.value for c in at.code), [c.value for c in at.code]
 
 
 def test_a_run_whose_truth_cells_are_elsewhere_still_shows_its_card(tmp_path, monkeypatch, models_cache):

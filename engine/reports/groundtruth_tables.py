@@ -23,6 +23,26 @@ def _load(root: Path, run: str) -> pd.DataFrame:
     return store.load(run)
 
 
+#: judge_table per (results root, run), under the run's file fingerprint: three tables per operator read it, and it
+#: was the costliest part of `report` (bootstrap CIs for every metric, model, operator and wrong explanation)
+_JUDGES: dict[tuple[str, str], tuple[tuple, pd.DataFrame]] = {}
+
+
+def _judges(root: Path, run: str, data: pd.DataFrame) -> pd.DataFrame:
+    """judge_table of the run's rows `data` (as `_load(root, run)` gave them), computed once per file fingerprint."""
+    from engine.groundtruth.card import card_store
+    from engine.groundtruth.tables import judge_table
+
+    if root is None:  # rows handed in directly (no store to fingerprint): nothing to memoise under
+        return judge_table(data)
+    key = (str(Path(root).resolve()), run)
+    fingerprint = card_store(root / "groundtruth").run_fingerprint(run)
+    hit = _JUDGES.get(key)
+    if hit is None or hit[0] != fingerprint:
+        hit = _JUDGES[key] = (fingerprint, judge_table(data))
+    return hit[1].copy()
+
+
 def _pct(v: float) -> str:
     return "—" if v is None or not np.isfinite(v) else f"{v:.0%}"
 
@@ -115,15 +135,16 @@ def _metric_rows(run: str, select: Callable[[pd.DataFrame], tuple[pd.DataFrame, 
 
     Args:
         run: the report-card run in <results>/groundtruth/.
-        select: the run's rows -> (rows with 'metric', 'label' and the column, that column's name, the caption above
-            the table), or the line that says why there is no table.
+        select: (the run's rows, a function giving their judge_table) -> (rows with 'metric', 'label' and the column,
+            that column's name, the caption above the table), or the line that says why there is no table.
         cell: the rows of one (metric, column value), never empty -> the cell's text ("—" where there are none).
     """
 
     def build(root: Path) -> str:
         from engine.groundtruth.tables import JUDGE_ORDER, in_order
 
-        chosen = select(_load(root, run))
+        data = _load(root, run)
+        chosen = select(data, lambda: _judges(root, run, data))
         if isinstance(chosen, str):
             return chosen
         part, column, caption = chosen
@@ -148,10 +169,8 @@ def judge_markdown(run: str, operator: str = "mask") -> Callable[[Path], str]:
     """Metrics x planted models under one operator: share of inputs on which the metric prefers the true
     explanation over the hard wrong ones (pooled; 50% = chance; higher better), bootstrap 95% CI, MaSF share."""
 
-    def select(data: pd.DataFrame):
-        from engine.groundtruth.tables import judge_table
-
-        table = judge_table(data)
+    def select(data: pd.DataFrame, judges: Callable[[], pd.DataFrame]):
+        table = judges()
         if table.empty:
             return f"(no judge cells in results/groundtruth/{run} yet)"
         part = table[(table["wrong"] == "all") & (table["operator"] == operator)]
@@ -173,10 +192,8 @@ def judge_markdown(run: str, operator: str = "mask") -> Callable[[Path], str]:
 def wrong_markdown(run: str, operator: str = "mask") -> Callable[[Path], str]:
     """Per wrong explanation (pooled over models): the share preferring the true explanation, per metric."""
 
-    def select(data: pd.DataFrame):
-        from engine.groundtruth.tables import judge_table
-
-        table = judge_table(data)
+    def select(data: pd.DataFrame, judges: Callable[[], pd.DataFrame]):
+        table = judges()
         part = table[(table["wrong"] != "all") & (table["operator"] == operator)] if not table.empty else table
         if part.empty:
             return f"(no judge cells in results/groundtruth/{run} yet)"
@@ -190,7 +207,7 @@ def wrong_markdown(run: str, operator: str = "mask") -> Callable[[Path], str]:
 def spearman_markdown(run: str, operator: str = "mask") -> Callable[[Path], str]:
     """Metrics x planted models: Spearman of the metric's ranking of the measures with the ground-truth ranking."""
 
-    def select(data: pd.DataFrame):
+    def select(data: pd.DataFrame, judges: Callable[[], pd.DataFrame]):
         from engine.groundtruth.tables import spearman_table
 
         table = spearman_table(data)
@@ -209,13 +226,13 @@ def spearman_markdown(run: str, operator: str = "mask") -> Callable[[Path], str]
 def operator_markdown(run: str) -> Callable[[Path], str]:
     """Metrics x planted models: share of (input, wrong explanation) verdicts that change with the operator."""
 
-    def select(data: pd.DataFrame):
-        from engine.groundtruth.tables import judge_table, operator_table
+    def select(data: pd.DataFrame, judges: Callable[[], pd.DataFrame]):
+        from engine.groundtruth.tables import operator_table
 
         table = operator_table(data)
         if table.empty:
             return f"(fewer than two operators in results/groundtruth/{run} yet)"
-        ops = " / ".join(OPERATOR_LABELS.get(o, o) for o in dict.fromkeys(judge_table(data)["operator"]))
+        ops = " / ".join(OPERATOR_LABELS.get(o, o) for o in dict.fromkeys(judges()["operator"]))
         return table, "model", (
             f"Share of (input, wrong explanation) verdicts that change between the operators ({ops}; lower = the "
             f"verdict does not hinge on how tokens are removed), Wilson 95% CI. NAOPC and F-Fidelity replace "

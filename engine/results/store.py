@@ -124,6 +124,11 @@ class ResultsStore:
                 entries.append((str(path.relative_to(self.root)), stat.st_ino, stat.st_mtime_ns, stat.st_size))
         return tuple(sorted(entries))
 
+    def run_fingerprint(self, run: str) -> tuple:
+        """As `fingerprint`, of one run and over its parquet files too: what `load(run)` is memoised under, and what
+        a reader that derives tables from a run may key them by."""
+        return self._run_fingerprint([run])
+
     def _run_fingerprint(self, runs: list[str]) -> tuple:
         """(name, inode, mtime in ns, size) of every cell file of `runs`: as `fingerprint`, over the parquet files
         too (a reader may load a cell whose JSON is unchanged but whose rows were rewritten)."""
