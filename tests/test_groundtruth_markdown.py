@@ -93,3 +93,14 @@ def test_an_empty_run_says_so(monkeypatch):
     assert wrong_markdown("r")(None) == "(no judge cells in results/groundtruth/r yet)"
     assert spearman_markdown("r")(None) == "(no measure cells in results/groundtruth/r yet)"
     assert operator_markdown("r")(None) == "(fewer than two operators in results/groundtruth/r yet)"
+
+
+def test_every_table_of_a_run_not_computed_yet_says_so(tmp_path):
+    """A report-card run with no folder at all (a card registered in the report before its cells land): every table
+    builder says which cells are missing instead of failing (the truth table raised KeyError 'model')."""
+    from engine.reports.groundtruth_tables import cost_markdown, recovery_markdown, truth_markdown
+
+    for builder in (truth_markdown, recovery_markdown, judge_markdown, wrong_markdown, spearman_markdown,
+                    operator_markdown, cost_markdown):
+        text = builder("not-run-yet")(tmp_path)
+        assert text.startswith("(") and "results/groundtruth/not-run-yet" in text, (builder.__name__, text)

@@ -39,6 +39,8 @@ def truth_table(df: pd.DataFrame) -> pd.DataFrame:
     """One row per planted model: mechanism, words, q, strategy and every rate with its Wilson CI (columns
     '<rate>', '<rate>_low', '<rate>_high', '<rate>_n'), n_deciding, learned."""
     part = df[df["method"] == TRUTH] if "method" in df.columns else df.iloc[0:0]
+    if part.empty:  # a run not computed yet (no columns at all): no rows, not a KeyError
+        return pd.DataFrame()
     rows = []
     for model, g in part.groupby("model", sort=False):
         first = g.iloc[0]

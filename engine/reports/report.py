@@ -49,6 +49,7 @@ class Table:
 
 GROUND_TRUTH_DOC = "docs/ground-truth.md"
 GROUND_TRUTH_RUN = "tiny-rt-card"
+GROUND_TRUTH_MINILM_RUN = "minilm-rt-card"
 GROUND_TRUTH_TABLES = (
     Table("ground-truth-truth-tiny-rt", GROUND_TRUTH_DOC, truth_markdown(GROUND_TRUTH_RUN)),
     Table("ground-truth-recovery-tiny-rt", GROUND_TRUTH_DOC, recovery_markdown(GROUND_TRUTH_RUN)),
@@ -59,6 +60,13 @@ GROUND_TRUTH_TABLES = (
     Table("ground-truth-spearman-tiny-rt", GROUND_TRUTH_DOC, spearman_markdown(GROUND_TRUTH_RUN, "mask")),
     Table("ground-truth-operators-tiny-rt", GROUND_TRUTH_DOC, operator_markdown(GROUND_TRUTH_RUN)),
     Table("ground-truth-cost-tiny-rt", GROUND_TRUTH_DOC, cost_markdown(GROUND_TRUTH_RUN)),
+    # MiniLM (rt): a graded trigger, OR and the control (scripts/groundtruth_rt.sh minilm)
+    Table("ground-truth-truth-minilm-rt", GROUND_TRUTH_DOC, truth_markdown(GROUND_TRUTH_MINILM_RUN)),
+    Table("ground-truth-recovery-minilm-rt", GROUND_TRUTH_DOC, recovery_markdown(GROUND_TRUTH_MINILM_RUN)),
+    Table("ground-truth-judges-minilm-rt-mask", GROUND_TRUTH_DOC, judge_markdown(GROUND_TRUTH_MINILM_RUN, "mask")),
+    Table("ground-truth-judges-minilm-rt-unk", GROUND_TRUTH_DOC, judge_markdown(GROUND_TRUTH_MINILM_RUN, "unk")),
+    Table("ground-truth-spearman-minilm-rt", GROUND_TRUTH_DOC, spearman_markdown(GROUND_TRUTH_MINILM_RUN, "mask")),
+    Table("ground-truth-cost-minilm-rt", GROUND_TRUTH_DOC, cost_markdown(GROUND_TRUTH_MINILM_RUN)),
 )
 
 
