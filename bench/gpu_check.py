@@ -35,16 +35,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
+from _timing import sync  # noqa: E402
 
 TEXTS = ["a great and moving film , truly wonderful from start to end",
          "dull , flat and far too long to bear , the plot never takes off",
          "fine acting but a weak script and a bland ending"]
 LONG_TEXT = " ".join(["the film is a patient and often beautiful study of grief, though its second half drifts"] * 60)
 
-
-def sync() -> None:
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
 
 
 def timed(fn, repeats: int = 3) -> float:

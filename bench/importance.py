@@ -26,6 +26,7 @@ import statistics
 import time
 
 import torch  # noqa: E402
+from _timing import sync  # noqa: E402
 
 from engine.explain import LIVE_MEASURES  # noqa: E402
 from engine.importance import clear_memo, get_explainer  # noqa: E402
@@ -53,17 +54,13 @@ def timed(fn, repeats: int, budget_s: float) -> float:
     times = []
     start = CLOCK()
     while len(times) < repeats and (not times or CLOCK() - start < budget_s):
-        _sync()
+        sync()
         t = CLOCK()
         fn()
-        _sync()  # a GPU call returns before its kernels finish: stop the clock on the work, not the launch
+        sync()  # a GPU call returns before its kernels finish: stop the clock on the work, not the launch
         times.append(CLOCK() - t)
     return statistics.median(times)
 
-
-def _sync() -> None:
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
 
 
 PEAK_BATCH_SIZES = (1, 4, 16, 32, 64, 128)

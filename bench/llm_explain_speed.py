@@ -25,6 +25,7 @@ import time
 import torch
 from _llm_smoke import tiny_prompted
 from _smoke import SMOKE_HELP, use_scratch_folders
+from _timing import sync
 
 from engine.explain import LIVE_MEASURES, by_cost, explain_text
 from engine.faithfulness.cost import counting_rows
@@ -41,17 +42,13 @@ def timed(fn, repeats: int) -> float:
     fn()
     times = []
     for _ in range(repeats):
-        _sync()
+        sync()
         t = CLOCK()
         fn()
-        _sync()  # a GPU call returns before its kernels finish: stop the clock on the work, not the launch
+        sync()  # a GPU call returns before its kernels finish: stop the clock on the work, not the launch
         times.append(CLOCK() - t)
     return statistics.median(times)
 
-
-def _sync() -> None:
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
 
 
 def median_sentence(dataset: str = "rt") -> str:
