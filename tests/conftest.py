@@ -161,28 +161,35 @@ def test_cache_dir() -> Path:
 test_cache_dir.__test__ = False  # a helper, not a test
 
 
-def _code_hash() -> str:
-    """sha256 over the engine's source, the requirements and this file: any change rebuilds what the cache holds."""
+def _code_hash(code: tuple[str, ...] | None = None) -> str:
+    """sha256 over the engine's source (or only the modules `code` names, paths under the project root), the
+    requirements and this file: any change to them rebuilds what the cache holds."""
     digest = hashlib.sha256()
-    files = sorted((ROOT / "engine").rglob("*.py")) + [ROOT / name for name in (
+    sources = sorted((ROOT / "engine").rglob("*.py")) if code is None else [ROOT / name for name in code]
+    files = sources + [ROOT / name for name in (
         "requirements.txt", "requirements-models.txt", "requirements-dev.txt", "pyproject.toml")] + [Path(__file__)]
     for path in files:
         if path.is_file():
-            digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+            name = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
+            digest.update(str(name).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 
-_CODE_HASH: list[str] = []
+_CODE_HASH: dict[tuple[str, ...] | None, str] = {}
+#: what a converted packaged LLM depends on: the conversion and the folder it is written to, not the rest of the
+#: engine (an edit to, say, a measure does not cost a developer the two conversions again: about a minute of CPU)
+LLM_CONVERSION_CODE = ("engine/models/llm_package.py", "engine/atomic.py", "engine/settings.py", "engine/errors.py")
 
 
-def cache_key(kind: str, **what) -> str:
-    """`<kind>-<sha256 of the code hash, the torch and transformers versions and what>` (first 20 hex digits)."""
+def cache_key(kind: str, code: tuple[str, ...] | None = None, **what) -> str:
+    """`<kind>-<sha256 of the code hash, the torch and transformers versions and what>` (first 20 hex digits);
+    `code`: the modules the cached thing depends on (default: all of engine/)."""
     import torch
     import transformers
 
-    if not _CODE_HASH:
-        _CODE_HASH.append(_code_hash())
-    text = json.dumps({"code": _CODE_HASH[0], "torch": torch.__version__, "transformers": transformers.__version__,
+    if code not in _CODE_HASH:
+        _CODE_HASH[code] = _code_hash(code)
+    text = json.dumps({"code": _CODE_HASH[code], "torch": torch.__version__, "transformers": transformers.__version__,
                        "device": TEST_DEVICE, **what}, sort_keys=True, default=str)
     return f"{kind}-{hashlib.sha256(text.encode()).hexdigest()[:20]}"
 
@@ -257,12 +264,13 @@ def cached_classifier(config, **train_kwargs):
 
 
 def cached_smollm2() -> Path:
-    """The packaged SmolLM2 converted from its GGUF file (`convert_gguf`) once per machine and code version; the
+    """The packaged SmolLM2 converted from its GGUF file (`convert_gguf`) once per machine and version of the
+    conversion code (LLM_CONVERSION_CODE); the
     folder is shared and read-only to callers (copy it to change it). Tests of conversion call `convert_gguf`."""
     from engine.models.llm_package import convert_gguf, gguf_source
 
     source = gguf_source("smollm2")
-    key = cache_key("smollm2", source=str(source), bytes=source.stat().st_size)
+    key = cache_key("smollm2", code=LLM_CONVERSION_CODE, source=str(source), bytes=source.stat().st_size)
     with cache_entry(key) as (folder, build):
         if build is not None:
             convert_gguf(source, build / "smollm2")
@@ -278,7 +286,7 @@ def cached_packaged_llm(key: str) -> Path:
     from engine.models.llm_package import package_files, packaged_llm_folder
 
     files = package_files(key)  # not installed: UnknownModelError before any work
-    entry = cache_key(f"llm-{key}", files=[(p.name, p.stat().st_size) for p in files])
+    entry = cache_key(f"llm-{key}", code=LLM_CONVERSION_CODE, files=[(p.name, p.stat().st_size) for p in files])
     with cache_entry(entry) as (folder, build):
         if build is not None:
             with pytest.MonkeyPatch.context() as patch:
