@@ -72,8 +72,8 @@ def cell_key(cell: dict) -> str:
     return f"{readable}_{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
-#: ResultsStore.load's memo: (root, run or None) -> (fingerprint, rows), oldest first, at most _LOADED_MAX runs
-_LOADED: dict[tuple[str, str | None], tuple[tuple, pd.DataFrame]] = {}
+#: ResultsStore.load's memo: (root, run) -> (fingerprint, rows), oldest first, at most _LOADED_MAX runs
+_LOADED: dict[tuple[str, str], tuple[tuple, pd.DataFrame]] = {}
 _LOADED_MAX = 16
 
 
@@ -144,11 +144,13 @@ class ResultsStore:
     def load(self, run: str | None = None) -> pd.DataFrame:
         """All rows of one run (or of every run), with a `run` column.
 
-        Memoised per process under the run's file fingerprint (one `stat` per cell file): `report` reads one run
-        for several tables (the ground-truth card run for nine), and reading its thousands of parquet cells was
-        most of `report --check`. A written, rewritten or removed cell changes the fingerprint and rereads the
+        One run's rows are memoised per process under its file fingerprint (one `stat` per cell file): `report`
+        reads one run for several tables (the ground-truth card run for nine), and reading its thousands of parquet
+        cells was most of `report --check`. A written, rewritten or removed cell changes the fingerprint and rereads the
         run. Each call returns its own copy, so a caller may change it."""
         runs = [run] if run else self.runs()
+        if not run:  # every run at once: its readers (the Benchmarks page) cache it themselves; no second copy here
+            return self._load(runs)
         key = (str(self.root.resolve()), run)
         fingerprint = self._run_fingerprint(runs)
         hit = _LOADED.get(key)
