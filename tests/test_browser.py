@@ -99,6 +99,22 @@ def _wait(driver, css, timeout=120, text=None):
     return wait.until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, css), text))
 
 
+def _first(find, timeout: float = 60):
+    """The first element `find()` returns, polling until the page has drawn it (a rerun draws top down)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    deadline = time.time() + timeout
+    while True:
+        try:
+            found = find()
+        except StaleElementReferenceException:  # a rerun replaced an element while it was read
+            found = []
+        if found:
+            return found[0]
+        assert time.time() < deadline, "the element was not drawn"
+        time.sleep(0.2)
+
+
 def _explain(driver, text, expect):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
@@ -226,12 +242,13 @@ def test_annotate_prepares_tasks_with_its_default_measures_on_a_transformer(app_
     _wait(browser, "[data-testid='stMultiSelect']")
     chosen = browser.find_element(By.CSS_SELECTOR, "[data-testid='stMultiSelect']").text
     assert "grad-l2" in chosen and "attention\n" not in chosen + "\n", chosen
-    number = next(e for e in browser.find_elements(By.CSS_SELECTOR, "[data-testid='stNumberInput']")
-                  if e.text.startswith("Test examples")).find_element(By.TAG_NAME, "input")
+    # the page draws top down: the multiselect can be there before the number input and the button below it
+    number = _first(lambda: [e for e in browser.find_elements(By.CSS_SELECTOR, "[data-testid='stNumberInput']")
+                             if e.text.startswith("Test examples")]).find_element(By.TAG_NAME, "input")
     number.send_keys(Keys.CONTROL, "a")
     number.send_keys("2", Keys.TAB)
     time.sleep(1)
-    next(b for b in browser.find_elements(By.TAG_NAME, "button") if b.text.strip() == "Prepare tasks").click()
+    _first(lambda: [b for b in browser.find_elements(By.TAG_NAME, "button") if b.text.strip() == "Prepare tasks"]).click()
     deadline = time.time() + 180
     while "new tasks" not in (body := browser.find_element(By.TAG_NAME, "body").text):
         assert time.time() < deadline, body[-1500:]
