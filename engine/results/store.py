@@ -125,21 +125,13 @@ class ResultsStore:
         return tuple(sorted(entries))
 
     def run_fingerprint(self, run: str) -> tuple:
-        """As `fingerprint`, of one run and over its parquet files too: what `load(run)` is memoised under, and what
-        a reader that derives tables from a run may key them by."""
-        return self._run_fingerprint([run])
-
-    def _run_fingerprint(self, runs: list[str]) -> tuple:
-        """(name, inode, mtime in ns, size) of every cell file of `runs`: as `fingerprint`, over the parquet files
-        too (a reader may load a cell whose JSON is unchanged but whose rows were rewritten)."""
-        entries = []
-        for name in runs:
-            d = self._cells_dir(name)
-            if d.is_dir():
-                for path in d.iterdir():
-                    stat = path.stat()
-                    entries.append((name, path.name, stat.st_ino, stat.st_mtime_ns, stat.st_size))
-        return tuple(sorted(entries))
+        """(file name, inode, mtime in ns, size) of every cell file of one run: as `fingerprint`, over the parquet
+        files too (a reader may load a cell whose JSON is unchanged but whose rows were rewritten). What `load(run)`
+        is memoised under, and what a reader that derives tables from a run may key them by."""
+        d = self._cells_dir(run)
+        if not d.is_dir():
+            return ()
+        return tuple(sorted((p.name, (st := p.stat()).st_ino, st.st_mtime_ns, st.st_size) for p in d.iterdir()))
 
     def load(self, run: str | None = None) -> pd.DataFrame:
         """All rows of one run (or of every run), with a `run` column.
@@ -148,16 +140,15 @@ class ResultsStore:
         reads one run for several tables (the ground-truth card run for nine), and reading its thousands of parquet
         cells was most of `report --check`. A written, rewritten or removed cell changes the fingerprint and rereads the
         run. Each call returns its own copy, so a caller may change it."""
-        runs = [run] if run else self.runs()
         if not run:  # every run at once: its readers (the Benchmarks page) cache it themselves; no second copy here
-            return self._load(runs)
+            return self._load(self.runs())
         key = (str(self.root.resolve()), run)
-        fingerprint = self._run_fingerprint(runs)
+        fingerprint = self.run_fingerprint(run)
         hit = _LOADED.get(key)
         if hit is not None and hit[0] == fingerprint:
             _LOADED[key] = _LOADED.pop(key)  # most recently used last
             return hit[1].copy()
-        data = self._load(runs)
+        data = self._load([run])
         _LOADED[key] = (fingerprint, data)
         while len(_LOADED) > _LOADED_MAX:
             _LOADED.pop(next(iter(_LOADED)))
