@@ -15,6 +15,7 @@ METRIC_CHOICES = ("racu", "comprehensiveness", "sufficiency", "naopc", "f-fideli
                   "decision-flip", "randomisation")
 OPERATOR_CHOICES = ("mask", "delete", "unk", "pad", "redacted")
 MIN_DECIDING = 20  # engine.groundtruth.truth.MIN_DECIDING (not imported: --help stays fast)
+SELF_EXPLANATION_CHOICES = ("counterfactual", "attribution", "redaction")  # engine.groundtruth.selfexplain_card
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -31,6 +32,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                      share beside each; a randomisation test (top-k set vs random k-sets) as one more judge
           operators  each removal ([MASK], delete, unk, pad): the judge scores per operator and the share of
                      verdicts that change with the operator
+          self-explanations  (prompted LMs only) the model's own counterfactual / attribution / redaction
+                     explanation of the class it predicts: how often it names the planted word, the test's
+                     verdicts under the published rule and under "class changed", and whether each verdict agrees
+                     with the truth (faithful iff the explanation removes the decisive planted word(s))
         Cells go to <results>/groundtruth/<run>/; cells already there are skipped, so an interrupted card resumes.
         Tables: python -m engine report --tables ground-truth-... (engine/reports/groundtruth_tables.py).""")
     parser.epilog = textwrap.dedent("""\
@@ -41,7 +46,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
           python -m engine report-card --model gt-tiny-rt-gated gt-tiny-rt-decoy --workers 2
           python -m engine report-card --model gt-tiny-rt-trigger-q80 --truth-only   # flip rates only
           python -m engine report-card --model my-toy-planted --min-deciding 5 --measures loo-sign random \\
-              --metrics comprehensiveness --replacements mask --limit 10   # a small card on small data""")
+              --metrics comprehensiveness --replacements mask --limit 10   # a small card on small data
+          python -m engine report-card --model gt-smollm2-rt-trigger --run smollm2-rt-card --measures loo-sign \
+              --metrics comprehensiveness sufficiency --replacements mask delete --limit 50 \
+              --self-explanations attribution redaction --max-new-tokens 64   # a prompted LM
+          python -m engine report-card --model gt-smollm2-rt-none --run smollm2-rt-card --self-explanations none""")
     parser.add_argument("--model", nargs="+", required=True, metavar="PLANTED",
                         help="planted checkpoint id(s) (their metadata names the mechanism)")
     parser.add_argument("--measures", nargs="+", default=list(DEFAULT_MEASURES),
@@ -60,6 +69,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help=f"the fewest deciding inputs (whose prediction the planted word(s) decide) a model needs to "
                              f"count as having learned its mechanism; below it the card is refused. Lower it for a "
                              f"small card on small data (a test split of a few dozen inputs). Default: {MIN_DECIDING}")
+    parser.add_argument("--self-explanations", nargs="+", default=None, metavar="KIND",
+                        choices=[*SELF_EXPLANATION_CHOICES, "none"],
+                        help="self-explanation kinds scored against the truth: counterfactual, attribution, redaction, "
+                             "or none. Prompted LMs only (refused for other models). Default: all three for a "
+                             "prompted LM, none otherwise")
+    parser.add_argument("--max-new-tokens", type=int, default=256,
+                        help="longest self-explanation answer, in tokens (greedy, cached on disk). Default: 256")
     parser.add_argument("--truth-only", action="store_true",
                         help="only establish and store each model's truth (flip rates with CIs); no card cells")
     parser.add_argument("--run", default="default", help="run folder in <results>/groundtruth/. Default: default")
@@ -69,32 +85,42 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from engine.errors import InvalidInputError
     from engine.groundtruth.card import card_cells, card_store, run_report_card
-    from engine.groundtruth.tables import judge_table, recovery_table, truth_table
+    from engine.groundtruth.selfexplain_card import SelfExplanationCell
+    from engine.groundtruth.tables import judge_table, recovery_table, self_explanation_table, truth_table
 
     backend = sweep_backend(args)
+    kinds = self_explanation_kinds(args.self_explanations)
+    if args.max_new_tokens < 1:
+        raise InvalidInputError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
     store = card_store()
     cells = []
-    for model in args.model:  # every model checked (learned, operators) before any work
+    for model in args.model:  # every model checked (learned, operators, self-explanations) before any work
         cells += card_cells(model, args.measures, args.replacements, args.metrics, args.limit, args.seed,
                             args.ffid_draws, args.random_sets, args.naopc_beam, args.truth_only,
-                            min_deciding=args.min_deciding)
+                            min_deciding=args.min_deciding, self_explanations=kinds,
+                            max_new_tokens=args.max_new_tokens)
     command = getattr(args, "command_line", None) or "python -m engine report-card " + " ".join(sys.argv[1:])
     with tqdm(total=len(cells), desc=f"report card {args.run}", unit="cell") as bar:
         bar.update(sum(store.has_cell(args.run, c.key()) for c in cells))
 
         def within(cell, done, total):
-            bar.set_postfix_str(f"{getattr(cell, 'operator', '')} {getattr(cell, 'explanation', 'truth')}: {done}/{total}")
+            what = getattr(cell, "explanation", None) or (f"self-explanation {cell.kind}"
+                                                         if isinstance(cell, SelfExplanationCell) else "truth")
+            bar.set_postfix_str(f"{getattr(cell, 'operator', '')} {what}: {done}/{total}")
 
         report = run_report_card(args.model, run=args.run, measures=args.measures, operators=args.replacements,
                                  metrics=args.metrics, limit=args.limit, seed=args.seed, ffid_draws=args.ffid_draws,
                                  random_sets=args.random_sets, naopc_beam=args.naopc_beam,
-                                 truth_only=args.truth_only, min_deciding=args.min_deciding, backend=backend,
+                                 truth_only=args.truth_only, min_deciding=args.min_deciding,
+                                 self_explanations=kinds, max_new_tokens=args.max_new_tokens, backend=backend,
                                  command=command, progress=lambda i, n, key: bar.update(1), cell_progress=within)
     print(f"{len(report.done)} cells computed, {len(report.skipped)} already in the store, {len(report.failed)} failed "
           f"-> {store.root / args.run}")
     for key, error in report.failed:
-        print(f"  failed {key.get('model')} {key.get('operator', '')} {key.get('explanation', 'truth')}: "
+        what = key.get("explanation") or key.get("self_explanation") or "truth"
+        print(f"  failed {key.get('model')} {key.get('operator', '')} {what}: "
               f"{error.strip().splitlines()[-1]}", file=sys.stderr)
     data = store.load(args.run)
     data = data[data["model"].isin(args.model)]
@@ -112,4 +138,25 @@ def run(args: argparse.Namespace) -> int:
         print("judges (share of inputs preferring the true explanation, all wrong ones pooled; 50% = chance):")
         for r in judges[judges["wrong"] == "all"].itertuples():
             print(f"  {r.model} {r.operator:<7} {r.label:<30} {r.prefers_true:.0%} ({r.low:.0%}-{r.high:.0%})")
+    selfexp = self_explanation_table(data)
+    if not selfexp.empty:
+        print("self-explanations (names the planted word: higher better; decoy / none: the inert word, lower better):")
+        for r in selfexp.itertuples():
+            print(f"  {r.model} {r.self_explanation:<15} names {r.names:.0%} of {r.names_n} parsable; agrees with "
+                  f"the truth: published rule {r.agrees_published:.0%}, class-changed {r.agrees_class_changed:.0%}")
     return 1 if report.failed else 0
+
+
+def self_explanation_kinds(given: list[str] | None) -> tuple[str, ...] | None:
+    """--self-explanations as card_cells takes it: None (not given: the default per model), () for none, or the
+    kinds. 'none' with a kind beside it is refused."""
+    from engine.errors import InvalidInputError
+
+    if given is None:
+        return None
+    if "none" in given:
+        if len(given) > 1:
+            raise InvalidInputError(f"--self-explanations none runs no self-explanation; it cannot go with "
+                                    f"{' '.join(k for k in given if k != 'none')}")
+        return ()
+    return tuple(dict.fromkeys(given))

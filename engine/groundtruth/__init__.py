@@ -30,6 +30,7 @@ _LAZY = {
     "supported_operators": "engine.groundtruth.card", "DEFAULT_MEASURES": "engine.groundtruth.card",
     "DEFAULT_OPERATORS": "engine.groundtruth.card", "METRIC_FAMILIES": "engine.groundtruth.card",
     "OPERATORS": "engine.groundtruth.card", "JUDGES": "engine.groundtruth.card",
+    "SelfExplanationCell": "engine.groundtruth.selfexplain_card", "SELF_KINDS": "engine.groundtruth.selfexplain_card",
     "truth_table": "engine.groundtruth.tables", "recovery_table": "engine.groundtruth.tables",
     "judge_table": "engine.groundtruth.tables", "spearman_table": "engine.groundtruth.tables",
     "operator_table": "engine.groundtruth.tables", "verdicts": "engine.groundtruth.tables",

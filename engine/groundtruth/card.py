@@ -11,6 +11,10 @@ Cells (in `<results>/groundtruth/<run>/cells/`, the ResultsStore format):
                                                 hard wrong explanations of engine.groundtruth.explanations) under
                                                 one masking operator, and for a measure its recovery of the planted
                                                 word(s)
+    SelfExplanationCell(model, kind, limit, ...) (prompted LMs; engine.groundtruth.selfexplain_card)
+                                                on the same deciding inputs: the model's own counterfactual /
+                                                attribution / redaction explanation, whether it names the planted
+                                                word, the test's verdicts and whether they agree with the truth
 
 Row schema of a ReportCardCell (one row per input and metric; columns beyond the store's TIDY_COLUMNS):
     model, seed, dataset (the planted variant), measure (the explanation id), strategy, base_model, mechanism,
@@ -46,6 +50,12 @@ import engine.settings as settings
 from engine.errors import InvalidInputError, NotApplicableError
 from engine.groundtruth.explanations import PREFIX, constructed_scores, explanations_for
 from engine.groundtruth.mechanisms import word_token_id
+from engine.groundtruth.selfexplain_card import (
+    DEFAULT_MAX_NEW_TOKENS,
+    SelfExplanationCell,
+    compute_self_explanation_cell,
+    self_explanation_kinds,
+)
 from engine.groundtruth.truth import MIN_DECIDING
 from engine.sweeps import Backend, CellContext, CellResult, SweepReport, provenance, run_cells
 
@@ -175,7 +185,8 @@ def operator_classifier(classifier, operator: str):
     """(classifier whose replacement token is the operator's, removal 'mask' or 'delete') for `operator`.
 
     mask: the model's own replacement ([MASK]); unk / pad: the tokenizer's unk / pad token; delete: the token is
-    dropped (ERASER's removal); redacted: a prompted LM's '[REDACTED]' replacement (its prompt spec must offer it).
+    dropped (ERASER's removal); redacted: a prompted LM's '[REDACTED]' replacement, offered when its prompt spec
+    replaces by redaction (then it is the model's own replacement, the same as mask: the classifier itself).
     The copy shares the model's weights.
 
     Raises:
@@ -188,6 +199,8 @@ def operator_classifier(classifier, operator: str):
     if operator == "delete":
         return classifier, "delete"
     if operator == "redacted":
+        if _redacts(classifier):  # the model's own replacement is [REDACTED]: the same as its "mask"
+            return classifier, "mask"
         raise NotApplicableError(f"model {classifier.id!r}: the [REDACTED] operator needs a prompted LM whose prompt "
                                  f"spec replaces by redaction; supported here: {', '.join(supported_operators(classifier))}")
     token = getattr(classifier.tokenizer, f"{operator}_token_id", None)
@@ -203,12 +216,20 @@ def supported_operators(classifier) -> list[str]:
     """The operators `operator_classifier` accepts for this model."""
     out = ["mask", "delete"]
     out += [op for op in ("unk", "pad") if getattr(classifier.tokenizer, f"{op}_token_id", None) is not None]
+    if _redacts(classifier):
+        out.append("redacted")
     return out
 
 
-def _card_inputs(cell: ReportCardCell):
+def _redacts(classifier) -> bool:
+    """Whether the model is a prompted LM whose own replacement is redaction (its prompt spec's `replacement`)."""
+    spec = getattr(classifier, "spec", None)
+    return getattr(spec, "replacement", None) == "redacted"
+
+
+def _card_inputs(cell: ReportCardCell | SelfExplanationCell):
     """(classifier, truth, examples): the first `limit` deciding inputs as Examples whose label is the class the
-    model predicts on them (the explained class)."""
+    model predicts on them (the explained class). Every cell of a card (any kind) scores these same inputs."""
     from engine.data.types import Example
 
     classifier = _classifier(cell.model)
@@ -507,27 +528,34 @@ def compute_truth_cell(cell: TruthCell, context: CellContext) -> CellResult:
 
 
 def compute_cell(cell, context: CellContext) -> CellResult:
-    """The sweep's compute function: a TruthCell or a ReportCardCell."""
+    """The sweep's compute function: a TruthCell, a ReportCardCell or a SelfExplanationCell."""
     if isinstance(cell, TruthCell):
         return compute_truth_cell(cell, context)
     if isinstance(cell, ReportCardCell):
         return compute_card_cell(cell, context)
-    raise InvalidInputError(f"not a report-card cell: {type(cell).__name__} (TruthCell or ReportCardCell)")
+    if isinstance(cell, SelfExplanationCell):
+        return compute_self_explanation_cell(cell, context)
+    raise InvalidInputError(f"not a report-card cell: {type(cell).__name__} (TruthCell, ReportCardCell or "
+                            f"SelfExplanationCell)")
 
 
 def card_cells(model: str, measures: Sequence[str] = DEFAULT_MEASURES, operators: Sequence[str] = DEFAULT_OPERATORS,
                metrics: Sequence[str] = DEFAULT_METRIC_FAMILIES, limit: int = 200, seed: int = 0,
                ffid_draws: int = 10, random_sets: int = 20, naopc_beam: int = 5, truth_only: bool = False,
-               min_deciding: int = MIN_DECIDING) -> list:
+               min_deciding: int = MIN_DECIDING, self_explanations: Sequence[str] | None = None,
+               max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> list:
     """Every cell of one planted model's card: its TruthCell, then per operator the constructed explanations and
-    the measures (operator-major, so a card's first operator lands whole first). truth_only: the TruthCell alone
-    (the flip rates of a model whose card is not run; no refusal, since nothing is scored against it).
-    min_deciding: the fewest deciding inputs a learned mechanism needs (default MIN_DECIDING, 20; lower it for a
-    small card on small data).
+    the measures (operator-major, so a card's first operator lands whole first), then for a prompted LM one
+    SelfExplanationCell per self-explanation kind. truth_only: the TruthCell alone (the flip rates of a model whose
+    card is not run; no refusal, since nothing is scored against it). min_deciding: the fewest deciding inputs a
+    learned mechanism needs (default MIN_DECIDING, 20; lower it for a small card on small data).
+    self_explanations: the kinds (counterfactual, attribution, redaction); None: all three for a prompted LM and
+    none for any other model; (): none. max_new_tokens: the longest self-explanation answer.
 
     Raises:
         MechanismNotLearned: the model did not learn its mechanism (checked here, before any cell runs).
-        NotApplicableError: an operator the model does not support; InvalidInputError: an unknown measure/metric.
+        NotApplicableError: an operator the model does not support, or self-explanations asked of a model that is
+            not a prompted LM; InvalidInputError: an unknown measure/metric/self-explanation kind.
     """
     from engine.groundtruth.planting import planted_spec
     from engine.importance import MEASURES
@@ -540,6 +568,7 @@ def card_cells(model: str, measures: Sequence[str] = DEFAULT_MEASURES, operators
         raise InvalidInputError(f"unknown metric(s) {', '.join(bad)}; use {', '.join(METRIC_FAMILIES)}")
     classifier = _classifier(model)
     spec = planted_spec(classifier)
+    kinds = self_explanation_kinds(classifier, self_explanations)
     if truth_only:
         return [TruthCell(model, seed, min_deciding)]
     for op in operators:
@@ -552,6 +581,8 @@ def card_cells(model: str, measures: Sequence[str] = DEFAULT_MEASURES, operators
             cells.append(ReportCardCell(model=model, operator=op, explanation=e, limit=limit, seed=seed,
                                         metrics=tuple(metrics), ffid_draws=ffid_draws, random_sets=random_sets,
                                         naopc_beam=naopc_beam, min_deciding=min_deciding))
+    cells += [SelfExplanationCell(model=model, kind=k, limit=limit, seed=seed, min_deciding=min_deciding,
+                                  max_new_tokens=max_new_tokens) for k in kinds]
     return cells
 
 
@@ -559,6 +590,7 @@ def run_report_card(models: Sequence[str] | str, run: str = "default", measures:
                     operators: Sequence[str] = DEFAULT_OPERATORS, metrics: Sequence[str] = DEFAULT_METRIC_FAMILIES,
                     limit: int = 200, seed: int = 0, ffid_draws: int = 10, random_sets: int = 20, naopc_beam: int = 5,
                     truth_only: bool = False, min_deciding: int = MIN_DECIDING,
+                    self_explanations: Sequence[str] | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
                     results_dir: str | os.PathLike | None = None,
                     backend: Backend | None = None,
                     command: str = "engine.groundtruth.run_report_card",
@@ -574,6 +606,8 @@ def run_report_card(models: Sequence[str] | str, run: str = "default", measures:
         truth_only: only each model's truth cell (its flip rates), nothing scored.
         min_deciding: the fewest deciding inputs a learned mechanism needs (default MIN_DECIDING, 20; lower it for a
             small card on small data: the refusal names it).
+        self_explanations: the self-explanation kinds of a prompted LM (SelfExplanationCell); None: all three for
+            a prompted LM, none for other models; (): none. max_new_tokens: the longest self-explanation answer.
         results_dir: the store's root (default `<results>/groundtruth`); backend: engine.sweeps.Backend.
         command, progress, cell_progress, should_stop: as engine.sweeps.run_cells.
 
@@ -587,6 +621,6 @@ def run_report_card(models: Sequence[str] | str, run: str = "default", measures:
     cells = []
     for m in models:
         cells += card_cells(m, measures, operators, metrics, limit, seed, ffid_draws, random_sets, naopc_beam,
-                            truth_only, min_deciding)
+                            truth_only, min_deciding, self_explanations, max_new_tokens)
     return run_cells(cells, compute_cell, card_store(results_dir), run, backend=backend, command=command,
                      progress=progress, cell_progress=cell_progress, should_stop=should_stop)

@@ -1,7 +1,7 @@
 """The report card's tables, from the rows of a card run (`card_store().load(run)`): the truth (flip rates), the
 measures' recovery of the planted words, the metrics as judges (a: preference for the true explanation over hard
 wrong ones; b: Spearman of the metric's ranking of the measures with the ground-truth ranking), the operators'
-effect on the verdicts and plain-words verdicts. Each function returns a DataFrame (the Report card view and
+effect on the verdicts, plain-words verdicts, and the self-explanation rows of prompted LMs. Each function returns a DataFrame (the Report card view and
 engine/reports/groundtruth_tables.py format them); every rate has its 95% CI and every column its direction.
 """
 from __future__ import annotations
@@ -12,6 +12,7 @@ from scipy import stats
 
 from engine.groundtruth.card import CARD, JUDGES, TRUTH
 from engine.groundtruth.explanations import JUDGE_PAIRS, PREFIX
+from engine.groundtruth.selfexplain_card import RULES, SELF_CARD, SELF_KINDS
 from engine.stats import bootstrap_ci, wilson_ci
 
 #: the judge metric whose per-input comparison stands for RACU (same random baseline: ACU orders as RACU does)
@@ -304,3 +305,58 @@ def verdicts(judges: pd.DataFrame, operator: str = "mask") -> list[str]:
         out.append(f"{r.label} preferred the true explanation on {r.prefers_true:.0%} ({r.low:.0%}-{r.high:.0%}) of "
                    f"{r.n} comparisons ({r.model}, {operator})")
     return out
+
+
+def _share(values: np.ndarray) -> dict:
+    """k, n (the finite values), share and its Wilson 95% interval of a 0/1 array with NaN for 'no value'."""
+    finite = values[np.isfinite(values)]
+    k, n = int(finite.sum()), len(finite)
+    low, high = wilson_ci(k, n)
+    return {"k": k, "n": n, "share": k / n if n else float("nan"), "low": low, "high": high}
+
+
+def self_explanation_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, self-explanation kind) of a card run (engine.groundtruth.selfexplain_card), over its inputs:
+
+    Columns: model, mechanism, self_explanation, n (inputs); names_metric ('names-planted', or 'names-inert' where no
+    word decides: the control) with names_better, names (share among the parsable explanations; its k names_k, n
+    names_n, Wilson CI names_low / names_high); inert, inert_n (decoy: the share naming the decoy, lower better; NaN
+    elsewhere); per rule R in ('published', 'class_changed'): R_faithful, R_unfaithful, R_not_parsable (shares of
+    the n inputs, adding to 1) and agrees_R (share of the judged inputs whose verdict agrees with the truth, with
+    agrees_R_k, agrees_R_n and Wilson CI agrees_R_low / agrees_R_high; NaN where nothing decides: none)."""
+    part = df[df["method"] == SELF_CARD] if "method" in df.columns else df.iloc[0:0]
+    if part.empty:
+        return pd.DataFrame()
+    rows = []
+    for (model, kind), g in part.groupby(["model", "measure"], sort=False):
+        kind = kind.split(":", 1)[-1]
+        by = {m: gg for m, gg in g.groupby("metric", sort=False)}
+        names_metric = "names-planted" if "names-planted" in by else "names-inert"
+        names = _share(by[names_metric]["value"].to_numpy(float)) if names_metric in by else _share(np.array([]))
+        row = {"model": model, "mechanism": g["mechanism"].iloc[0], "self_explanation": kind,
+               "n": int(g["uid"].nunique()), "names_metric": names_metric,
+               "names_better": "higher" if names_metric == "names-planted" else "lower",
+               "names": names["share"], "names_k": names["k"], "names_n": names["n"], "names_low": names["low"],
+               "names_high": names["high"], "inert": np.nan, "inert_n": 0}
+        if names_metric == "names-planted" and "names-inert" in by:
+            inert = _share(by["names-inert"]["value"].to_numpy(float))
+            row.update({"inert": inert["share"], "inert_n": inert["n"]})
+        for rule in RULES:
+            name = rule.replace("-", "_")
+            v = by.get("verdict", g.iloc[0:0])
+            words = v[v["rule"] == rule]["verdict"]
+            total = max(len(words), 1)
+            row.update({f"{name}_faithful": float((words == "faithful").sum()) / total,
+                        f"{name}_unfaithful": float((words == "unfaithful").sum()) / total,
+                        f"{name}_not_parsable": float((~words.isin(["faithful", "unfaithful"])).sum()) / total})
+            a = by.get("truth-agrees", g.iloc[0:0])
+            agree = _share(a[a["rule"] == rule]["value"].to_numpy(float))
+            row.update({f"agrees_{name}": agree["share"], f"agrees_{name}_k": agree["k"],
+                        f"agrees_{name}_n": agree["n"], f"agrees_{name}_low": agree["low"],
+                        f"agrees_{name}_high": agree["high"]})
+        rows.append(row)
+    # models in the run's order, each model's kinds in SELF_KINDS' order
+    models = list(dict.fromkeys(part["model"]))
+    rows.sort(key=lambda r: (models.index(r["model"]), SELF_KINDS.index(r["self_explanation"])
+                             if r["self_explanation"] in SELF_KINDS else len(SELF_KINDS)))
+    return pd.DataFrame(rows)

@@ -242,10 +242,12 @@ def operator_markdown(run: str) -> Callable[[Path], str]:
 
 
 def cost_markdown(run: str) -> Callable[[Path], str]:
-    """CPU seconds of each model's card (sum of its cells' recorded process CPU time) by operator, from provenance."""
+    """CPU seconds of each model's card (sum of its cells' recorded process CPU time) by operator, from provenance;
+    the truth and the self-explanation cells in columns of their own."""
 
     def build(root: Path) -> str:
         from engine.groundtruth.card import card_store
+        from engine.groundtruth.selfexplain_card import SELF_CARD
 
         store = card_store(root / "groundtruth")
         if not (store.root / run / "cells").is_dir():
@@ -253,7 +255,8 @@ def cost_markdown(run: str) -> Callable[[Path], str]:
         rows = []
         for entry in store.provenance(run):
             cell, prov = entry.get("cell", {}), entry.get("provenance", {})
-            rows.append({"model": cell.get("model"), "operator": cell.get("operator", "truth"),
+            column = "self-explanations" if cell.get("kind") == SELF_CARD else cell.get("operator", "truth")
+            rows.append({"model": cell.get("model"), "operator": column,
                          "seconds": prov.get("cpu_seconds", prov.get("seconds", 0.0)), "machine": prov.get("machine", "")})
         df = pd.DataFrame(rows)
         if df.empty:
@@ -265,6 +268,55 @@ def cost_markdown(run: str) -> Callable[[Path], str]:
                  "| model | " + " | ".join(cols) + " | total |", "|---" * (len(cols) + 2) + "|"]
         for model, r in wide.iterrows():
             lines.append(f"| {_short(model)} | " + " | ".join(f"{r[c]:.0f}" for c in cols) + f" | {r.sum():.0f} |")
+        return "\n".join(lines)
+
+    return build
+
+
+def _ci_cell(share: float, low: float, high: float, k: int, n: int) -> str:
+    if not n:
+        return "—"
+    return f"{share:.0%} ({low:.0%}-{high:.0%}), {k}/{n}"
+
+
+def selfexplain_markdown(run: str) -> Callable[[Path], str]:
+    """Per planted prompted LM and self-explanation kind (engine.groundtruth.selfexplain_card): inputs, the share of
+    parsable explanations naming the planted word (Wilson CI), the verdict shares under the published rule and under
+    "class changed", and each rule's agreement with the truth (Wilson CI); the directions of better under it."""
+
+    def build(root: Path) -> str:
+        from engine.groundtruth.tables import self_explanation_table
+
+        table = self_explanation_table(_load(root, run))
+        if table.empty:
+            return f"(no self-explanation cells in results/groundtruth/{run} yet)"
+        lines = ["| model | self-explanation | inputs | names the planted word (95% CI), k/parsable | "
+                 "published rule: faithful / unfaithful / not parsable | agrees with the truth, published (95% CI) | "
+                 "class changed: faithful / unfaithful / not parsable | agrees with the truth, class changed (95% CI) |",
+                 "|---|---|---|---|---|---|---|---|"]
+        for _, r in table.iterrows():
+            names = _ci_cell(r["names"], r["names_low"], r["names_high"], r["names_k"], r["names_n"])
+            if r["names_metric"] == "names-inert":
+                names = f"inert word: {names} (lower better)"
+            if r["inert_n"]:
+                names += f"; decoy {r['inert']:.0%} (lower better)"
+            cells = [_short(r["model"]) + f" ({r['mechanism']})", r["self_explanation"], str(r["n"]), names]
+            for rule in ("published", "class_changed"):
+                cells.append(f"{r[f'{rule}_faithful']:.0%} / {r[f'{rule}_unfaithful']:.0%} / "
+                             f"{r[f'{rule}_not_parsable']:.0%}")
+                cells.append(_ci_cell(r[f"agrees_{rule}"], r[f"agrees_{rule}_low"], r[f"agrees_{rule}_high"],
+                                      r[f"agrees_{rule}_k"], r[f"agrees_{rule}_n"]))
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append(
+            "\nOn the deciding inputs the model explains the class it predicts, which the planted word set. Names the "
+            "planted word: share of the parsable explanations whose named words hold a decisive planted word "
+            "(attribution) or whose rewrite no longer holds it (redaction, counterfactual); higher better (the "
+            "control, and the decoy beside the trigger: the inert word, lower better). Verdict shares are of all "
+            "inputs. Published rule: an attribution or redaction is faithful iff the model then abstains "
+            "(neutral/unknown), a counterfactual iff the class becomes the opposite one; class changed: faithful iff "
+            "the class moved. Agrees with the truth: share of the judged (parsable) inputs whose verdict matches the "
+            "truth, faithful iff the explanation removes the decisive planted word(s) (and: either word; or: both); "
+            "higher better, — where nothing is planted that decides (the control).")
         return "\n".join(lines)
 
     return build

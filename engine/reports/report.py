@@ -26,6 +26,7 @@ from engine.reports.groundtruth_tables import (
     judge_markdown,
     operator_markdown,
     recovery_markdown,
+    selfexplain_markdown,
     spearman_markdown,
     truth_markdown,
     wrong_markdown,
@@ -50,6 +51,7 @@ class Table:
 GROUND_TRUTH_DOC = "docs/ground-truth.md"
 GROUND_TRUTH_RUN = "tiny-rt-card"
 GROUND_TRUTH_MINILM_RUN = "minilm-rt-card"
+GROUND_TRUTH_SMOLLM2_RUN = "smollm2-rt-card"
 GROUND_TRUTH_TABLES = (
     Table("ground-truth-truth-tiny-rt", GROUND_TRUTH_DOC, truth_markdown(GROUND_TRUTH_RUN)),
     Table("ground-truth-recovery-tiny-rt", GROUND_TRUTH_DOC, recovery_markdown(GROUND_TRUTH_RUN)),
@@ -67,6 +69,7 @@ GROUND_TRUTH_TABLES = (
     Table("ground-truth-judges-minilm-rt-unk", GROUND_TRUTH_DOC, judge_markdown(GROUND_TRUTH_MINILM_RUN, "unk")),
     Table("ground-truth-spearman-minilm-rt", GROUND_TRUTH_DOC, spearman_markdown(GROUND_TRUTH_MINILM_RUN, "mask")),
     Table("ground-truth-cost-minilm-rt", GROUND_TRUTH_DOC, cost_markdown(GROUND_TRUTH_MINILM_RUN)),
+    Table("ground-truth-selfexplain-smollm2-rt", GROUND_TRUTH_DOC, selfexplain_markdown(GROUND_TRUTH_SMOLLM2_RUN)),
 )
 
 
