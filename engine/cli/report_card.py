@@ -47,8 +47,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
           python -m engine report-card --model gt-tiny-rt-trigger-q80 --truth-only   # flip rates only
           python -m engine report-card --model my-toy-planted --min-deciding 5 --measures loo-sign random \\
               --metrics comprehensiveness --replacements mask --limit 10   # a small card on small data
-          python -m engine report-card --model gt-smollm2-rt-trigger --run smollm2-rt-card --measures loo-sign \
-              --metrics comprehensiveness sufficiency --replacements mask delete --limit 50 \
+          python -m engine report-card --model gt-smollm2-rt-trigger --run smollm2-rt-card --measures loo-sign \\
+              --metrics comprehensiveness sufficiency --replacements mask delete --limit 50 \\
               --self-explanations attribution redaction --max-new-tokens 64   # a prompted LM
           python -m engine report-card --model gt-smollm2-rt-none --run smollm2-rt-card --self-explanations none""")
     parser.add_argument("--model", nargs="+", required=True, metavar="PLANTED",
@@ -140,10 +140,16 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {r.model} {r.operator:<7} {r.label:<30} {r.prefers_true:.0%} ({r.low:.0%}-{r.high:.0%})")
     selfexp = self_explanation_table(data)
     if not selfexp.empty:
-        print("self-explanations (names the planted word: higher better; decoy / none: the inert word, lower better):")
+        def pct(v: float) -> str:
+            return "n/a" if v != v else f"{v:.0%}"
+
+        print("self-explanations (names the planted word: higher better; none: the inert word, lower better; agrees "
+              "with the truth: faithful iff the planted word(s) removed, higher better):")
         for r in selfexp.itertuples():
-            print(f"  {r.model} {r.self_explanation:<15} names {r.names:.0%} of {r.names_n} parsable; agrees with "
-                  f"the truth: published rule {r.agrees_published:.0%}, class-changed {r.agrees_class_changed:.0%}")
+            word = "planted" if r.names_metric == "names-planted" else "inert"
+            print(f"  {r.model} {r.self_explanation:<15} names the {word} word {pct(r.names)} of {r.names_n} "
+                  f"parsable; agrees with the truth: published rule {pct(r.agrees_published)}, class changed "
+                  f"{pct(r.agrees_class_changed)}")
     return 1 if report.failed else 0
 
 

@@ -534,7 +534,7 @@ def compute_cell(cell, context: CellContext) -> CellResult:
     if isinstance(cell, ReportCardCell):
         return compute_card_cell(cell, context)
     if isinstance(cell, SelfExplanationCell):
-        return compute_self_explanation_cell(cell, context)
+        return compute_self_explanation_cell(cell, context, _card_inputs(cell))
     raise InvalidInputError(f"not a report-card cell: {type(cell).__name__} (TruthCell, ReportCardCell or "
                             f"SelfExplanationCell)")
 

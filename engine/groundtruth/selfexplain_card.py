@@ -199,19 +199,21 @@ def class_changed_verdict(record, judge) -> dict:
             "verdict": verdict(record.kind, prediction, again, record.target, ())}
 
 
-def compute_self_explanation_cell(cell: SelfExplanationCell, context: CellContext, generator=None) -> CellResult:
+def compute_self_explanation_cell(cell: SelfExplanationCell, context: CellContext, inputs: tuple,
+                                  generator=None) -> CellResult:
     """Compute one self-explanation cell (module docstring): per deciding input, ask the model for its `kind`
     explanation of the class it predicts, apply it, classify again under both rules, and score against the truth.
 
     Args:
         cell: the cell. context: the sweep's context (progress per input, cancellation between inputs).
+        inputs: (classifier, truth, examples) of the card's first `cell.limit` deciding inputs, each Example's label
+            the class the model predicts on it (engine.groundtruth.card's input selection, shared by every cell).
         generator: an engine.selfexplain.Generator (default: greedy, cell.max_new_tokens, the on-disk cache).
 
     Raises:
         MechanismNotLearned: the model does not follow its mechanism; NotApplicableError: not a prompted LM.
     """
     from engine.errors import Cancelled
-    from engine.groundtruth.card import _card_inputs
     from engine.groundtruth.planting import planted_spec
     from engine.selfexplain import ABSTAIN, DecodingSettings, Generator, explain_one, judge_classifier
     from engine.selfexplain.check import check_prompted
@@ -219,7 +221,7 @@ def compute_self_explanation_cell(cell: SelfExplanationCell, context: CellContex
 
     check_kinds([cell.kind])
     started, cpu_started = time.time(), time.process_time()
-    classifier, truth, examples = _card_inputs(cell)
+    classifier, truth, examples = inputs
     check_prompted(classifier)
     spec = planted_spec(classifier)
     generator = generator or Generator(classifier, DecodingSettings(max_new_tokens=cell.max_new_tokens))
