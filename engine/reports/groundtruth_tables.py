@@ -308,7 +308,8 @@ def selfexplain_markdown(run: str) -> Callable[[Path], str]:
                                       r[f"agrees_{rule}_k"], r[f"agrees_{rule}_n"]))
             lines.append("| " + " | ".join(cells) + " |")
         lines.append(
-            "\nOn the deciding inputs the model explains the class it predicts, which the planted word set. Names the "
+            "\nOn the deciding inputs the model explains the class it predicts, which the planted word set (the "
+            "control: on every input, nothing planted decides). Names the "
             "planted word: share of the parsable explanations whose named words hold a decisive planted word "
             "(attribution) or whose rewrite no longer holds it (redaction, counterfactual); higher better (the "
             "control, and the decoy beside the trigger: the inert word, lower better). Verdict shares are of all "
