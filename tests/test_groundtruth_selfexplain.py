@@ -333,6 +333,8 @@ def test_a_prompted_lm_gets_all_three_kinds_by_default_and_none_on_request(plant
     assert not any(isinstance(c, SelfExplanationCell) for c in card_cells(MODEL, **options, self_explanations=()))
     with pytest.raises(InvalidInputError, match="counterfactual, attribution, redaction"):
         card_cells(MODEL, **options, self_explanations=("why",))
+    with pytest.raises(InvalidInputError, match="max_new_tokens must be >= 1"):
+        card_cells(MODEL, **options, max_new_tokens=0)
 
 
 def test_an_encoder_gets_no_self_explanation_cells_and_refuses_them_when_asked(planted_encoder):

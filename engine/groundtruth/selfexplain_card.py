@@ -82,6 +82,12 @@ class SelfExplanationCell:
     min_deciding: int = MIN_DECIDING
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
 
+    def __post_init__(self) -> None:  # refused when the card's cells are made, before any work
+        check_kinds([self.kind])
+        if self.max_new_tokens < 1:
+            raise InvalidInputError(f"max_new_tokens must be >= 1 (the longest answer, in tokens), got "
+                                    f"{self.max_new_tokens}")
+
     def key(self) -> dict:
         d = asdict(self)
         d["self_explanation"] = d.pop("kind")  # the store's `kind` names the cell type, as in the card's cells
