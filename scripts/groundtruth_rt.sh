@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The shipped rt report cards (docs/ground-truth.md): `bash scripts/groundtruth_rt.sh [tiny|minilm]` (default tiny).
+# The shipped rt report cards (docs/ground-truth.md): `bash scripts/groundtruth_rt.sh [tiny|minilm|smollm2]` (default
+# tiny; smollm2: the prompted LM planted by masked LoRA, with its self-explanation rows).
 # Plant each mechanism (skipped when its checkpoint is there), then its card under [MASK], model by model so whole
 # cards land first; then the other operators. Every step resumes: planted checkpoints are kept, report-card cells
 # already stored are skipped.
 set -uo pipefail
 FAMILY=${1:-tiny}
-case "$FAMILY" in tiny|minilm) ;; *) echo "usage: bash scripts/groundtruth_rt.sh [tiny|minilm]" >&2; exit 2;; esac
+case "$FAMILY" in tiny|minilm|smollm2) ;; *) echo "usage: bash scripts/groundtruth_rt.sh [tiny|minilm|smollm2]" >&2; exit 2;; esac
 export ENGINE_THREADS=${ENGINE_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 PY=${PY:-.venv/bin/python}
 RUN=${RUN:-$FAMILY-rt-card}
@@ -26,14 +27,23 @@ MEASURES="random attention-mean grad-l2 x-grad-sign x-grad-abs ig-sign deeplift 
 METRICS="racu comprehensiveness sufficiency soft deletion insertion randomisation f-fidelity"
 # MiniLM: one epoch at its usual rate (a planted word is learned within it; two epochs are 16 min on 2 idle cores
 # per model) and 100 inputs per cell (a MiniLM input costs about six tiny ones)
+# SmolLM2: masked LoRA from the zero-shot prompt on the first 1,200 training sentences, two epochs at 2e-3 (one epoch
+# on 800 at 1e-3 did not learn the trigger: insertion flipped 9% of the clean test inputs, 15 deciding); 50 inputs per
+# cell, the live measures, and its own replacement [REDACTED] against delete
 if [ "$FAMILY" = minilm ]; then TRAIN="--epochs 1 --lr 5e-5"; LIMIT=100; else TRAIN=""; LIMIT=200; fi
+if [ "$FAMILY" = smollm2 ]; then
+  TRAIN="--train-limit 1200 --epochs 2 --lr 2e-3 --eval-limit 100"; LIMIT=50
+  MEASURES="random grad-l2 x-grad-sign ig-sign loo-sign"
+  METRICS="racu comprehensiveness sufficiency randomisation"
+fi
+BASE=$FAMILY; [ "$FAMILY" = smollm2 ] && BASE=smollm2-rt-prompt
 plant() {  # id, then plant options
   local id=$1; shift
   if [ -f "${ENGINE_MODELS_CACHE:-models_cache}/$id/metadata.json" ]; then echo "have $id"; return; fi
-  /usr/bin/time -f "plant $id: %e s wall, %U s user CPU" $PY -m engine plant --model "$FAMILY" --dataset rt --quiet \
+  /usr/bin/time -f "plant $id: %e s wall, %U s user CPU" $PY -m engine plant --model "$BASE" --dataset rt --quiet \
     --id "$id" $TRAIN "$@"
 }
-card() {  # id, operator, extra metrics
+card() {  # id, operator, extra options (metrics, self-explanations)
   /usr/bin/time -f "card $1 $2: %e s wall, %U s user CPU" $PY -m engine report-card --model "$1" --run "$RUN" \
     --replacements "$2" --measures $MEASURES --metrics $METRICS $3 --limit $LIMIT --ffid-draws 5 --naopc-beam 1
 }
@@ -50,6 +60,20 @@ declare -A OPTS=(
 # Order chosen to fit 2 shared cores: the three trigger strengths under [MASK] first (NAOPC's bounds only for the
 # first: they cost about as much as the rest of its card), then the other operators on the weakest trigger, then
 # the rest. Each line resumes.
+if [ "$FAMILY" = smollm2 ]; then
+  # the must-show's two: the trigger and the control; per model [REDACTED] (the prompt's own replacement), then delete,
+  # then the self-explanations (their cells come with the first card call that asks for them: answers of at most 128
+  # tokens, greedy, cached on disk). One model per process, so `bash scripts/groundtruth_rt.sh smollm2 ID` runs one.
+  for id in ${2:-gt-smollm2-rt-trigger gt-smollm2-rt-none}; do
+    case $id in *-trigger) opts="--mechanism trigger --words vessel";; *) opts="--mechanism none --words vessel";; esac
+    plant "$id" $opts || exit 1
+    truth "$id"
+    card "$id" redacted "--self-explanations none"
+    card "$id" delete "--self-explanations none"
+    card "$id" redacted "--max-new-tokens 128"
+  done
+  exit 0
+fi
 if [ "$FAMILY" = minilm ]; then
   # the must-show's three: a graded trigger, OR and the control, each under [MASK] first, then [UNK]
   declare -A MOPTS=(

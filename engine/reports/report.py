@@ -69,7 +69,15 @@ GROUND_TRUTH_TABLES = (
     Table("ground-truth-judges-minilm-rt-unk", GROUND_TRUTH_DOC, judge_markdown(GROUND_TRUTH_MINILM_RUN, "unk")),
     Table("ground-truth-spearman-minilm-rt", GROUND_TRUTH_DOC, spearman_markdown(GROUND_TRUTH_MINILM_RUN, "mask")),
     Table("ground-truth-cost-minilm-rt", GROUND_TRUTH_DOC, cost_markdown(GROUND_TRUTH_MINILM_RUN)),
+    # SmolLM2 (rt), masked LoRA: the trigger and the control, [REDACTED] and delete (scripts/groundtruth_rt.sh smollm2)
+    Table("ground-truth-truth-smollm2-rt", GROUND_TRUTH_DOC, truth_markdown(GROUND_TRUTH_SMOLLM2_RUN)),
+    Table("ground-truth-recovery-smollm2-rt", GROUND_TRUTH_DOC, recovery_markdown(GROUND_TRUTH_SMOLLM2_RUN)),
+    Table("ground-truth-judges-smollm2-rt-redacted", GROUND_TRUTH_DOC,
+          judge_markdown(GROUND_TRUTH_SMOLLM2_RUN, "redacted")),
+    Table("ground-truth-judges-smollm2-rt-delete", GROUND_TRUTH_DOC, judge_markdown(GROUND_TRUTH_SMOLLM2_RUN, "delete")),
+    Table("ground-truth-spearman-smollm2-rt", GROUND_TRUTH_DOC, spearman_markdown(GROUND_TRUTH_SMOLLM2_RUN, "redacted")),
     Table("ground-truth-selfexplain-smollm2-rt", GROUND_TRUTH_DOC, selfexplain_markdown(GROUND_TRUTH_SMOLLM2_RUN)),
+    Table("ground-truth-cost-smollm2-rt", GROUND_TRUTH_DOC, cost_markdown(GROUND_TRUTH_SMOLLM2_RUN)),
 )
 
 
