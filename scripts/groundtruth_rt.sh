@@ -29,12 +29,14 @@ METRICS="racu comprehensiveness sufficiency soft deletion insertion randomisatio
 # per model) and 100 inputs per cell (a MiniLM input costs about six tiny ones)
 # SmolLM2: masked LoRA from the zero-shot prompt on the first 1,200 training sentences, two epochs at 2e-3 (one epoch
 # on 800 at 1e-3 did not learn the trigger: insertion flipped 9% of the clean test inputs, 15 deciding); 50 inputs per
-# cell, the live measures, and its own replacement [REDACTED] against delete
+# cell, the live measures (IG at its 20 steps, no escalation: with it IG alone is about 90 CPU-s per input here; its
+# completeness gap is recorded), three metric families (six judges), its own replacement [REDACTED] against delete
 if [ "$FAMILY" = minilm ]; then TRAIN="--epochs 1 --lr 5e-5"; LIMIT=100; else TRAIN=""; LIMIT=200; fi
 if [ "$FAMILY" = smollm2 ]; then
   TRAIN="--train-limit 1200 --epochs 2 --lr 2e-3 --eval-limit 100"; LIMIT=50
-  MEASURES="random grad-l2 x-grad-sign ig-sign loo-sign"
-  METRICS="racu comprehensiveness sufficiency randomisation"
+  MEASURES="grad-l2 x-grad-sign ig-sign loo-sign"
+  METRICS="racu comprehensiveness sufficiency"
+  IG="--option ig-sign:max_steps=20"
 fi
 BASE=$FAMILY; [ "$FAMILY" = smollm2 ] && BASE=smollm2-rt-prompt
 plant() {  # id, then plant options
@@ -61,16 +63,15 @@ declare -A OPTS=(
 # first: they cost about as much as the rest of its card), then the other operators on the weakest trigger, then
 # the rest. Each line resumes.
 if [ "$FAMILY" = smollm2 ]; then
-  # the must-show's two: the trigger and the control; per model [REDACTED] (the prompt's own replacement), then delete,
-  # then the self-explanations (their cells come with the first card call that asks for them: answers of at most 128
-  # tokens, greedy, cached on disk). One model per process, so `bash scripts/groundtruth_rt.sh smollm2 ID` runs one.
+  # the must-show's two: the trigger and the control, one process per model (`bash scripts/groundtruth_rt.sh smollm2
+  # ID` runs one) so a measure's scores serve both operators: [REDACTED] (the prompt's own replacement), the
+  # self-explanations (answers of at most 128 tokens, greedy, cached on disk), then delete
   for id in ${2:-gt-smollm2-rt-trigger gt-smollm2-rt-none}; do
     case $id in *-trigger) opts="--mechanism trigger --words vessel";; *) opts="--mechanism none --words vessel";; esac
     plant "$id" $opts || exit 1
     truth "$id"
-    card "$id" redacted "--self-explanations none"
-    card "$id" delete "--self-explanations none"
-    card "$id" redacted "--max-new-tokens 128"
+    /usr/bin/time -f "card $id: %e s wall, %U s user CPU" $PY -m engine report-card --model "$id" --run "$RUN" \
+      --replacements redacted delete --measures $MEASURES --metrics $METRICS --limit $LIMIT $IG --max-new-tokens 128
   done
   exit 0
 fi

@@ -18,6 +18,20 @@ MIN_DECIDING = 20  # engine.groundtruth.truth.MIN_DECIDING (not imported: --help
 SELF_EXPLANATION_CHOICES = ("counterfactual", "attribution", "redaction")  # engine.groundtruth.selfexplain_card
 
 
+def parse_measure_options(pairs) -> dict[str, dict[str, str]]:
+    """`--option MEASURE:KEY=VALUE` pairs -> {measure: {key: value}} (checked against the measures by card_cells)."""
+    from engine.errors import InvalidInputError
+
+    out: dict[str, dict[str, str]] = {}
+    for pair in pairs:
+        measure, sep, rest = pair.partition(":")
+        key, eq, value = rest.partition("=")
+        if not (sep and eq and measure and key):
+            raise InvalidInputError(f"--option takes MEASURE:KEY=VALUE (e.g. ig-sign:max_steps=20), got {pair!r}")
+        out.setdefault(measure.strip(), {})[key.strip().replace("-", "_")] = value.strip()
+    return out
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = textwrap.dedent("""\
         The report card of a model planted with `python -m engine plant` (docs/ground-truth.md). First the truth is
@@ -50,7 +64,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
           python -m engine report-card --model gt-smollm2-rt-trigger --run smollm2-rt-card --measures loo-sign \\
               --metrics comprehensiveness sufficiency --replacements mask delete --limit 50 \\
               --self-explanations attribution redaction --max-new-tokens 64   # a prompted LM
-          python -m engine report-card --model gt-smollm2-rt-none --run smollm2-rt-card --self-explanations none""")
+          python -m engine report-card --model gt-smollm2-rt-none --run smollm2-rt-card --self-explanations none
+          python -m engine report-card --model gt-smollm2-rt-trigger --measures grad-l2 ig-sign \
+              --option ig-sign:max_steps=20 --replacements redacted delete --limit 50   # IG without escalation""")
     parser.add_argument("--model", nargs="+", required=True, metavar="PLANTED",
                         help="planted checkpoint id(s) (their metadata names the mechanism)")
     parser.add_argument("--measures", nargs="+", default=list(DEFAULT_MEASURES),
@@ -76,6 +92,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "prompted LM, none otherwise")
     parser.add_argument("--max-new-tokens", type=int, default=256,
                         help="longest self-explanation answer, in tokens (greedy, cached on disk). Default: 256")
+    parser.add_argument("--option", action="append", default=[], metavar="MEASURE:KEY=VALUE",
+                        help="an option of one measure, as `explain --option` takes it (repeatable), e.g. "
+                             "ig-sign:max_steps=20 (IG's step budget: no escalation beyond its 20 steps; the completeness "
+                             "check is still recorded). Default: each measure's defaults")
     parser.add_argument("--truth-only", action="store_true",
                         help="only establish and store each model's truth (flip rates with CIs); no card cells")
     parser.add_argument("--run", default="default", help="run folder in <results>/groundtruth/. Default: default")
@@ -92,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
 
     backend = sweep_backend(args)
     kinds = self_explanation_kinds(args.self_explanations)
+    options = parse_measure_options(args.option)
     if args.max_new_tokens < 1:
         raise InvalidInputError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
     store = card_store()
@@ -100,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         cells += card_cells(model, args.measures, args.replacements, args.metrics, args.limit, args.seed,
                             args.ffid_draws, args.random_sets, args.naopc_beam, args.truth_only,
                             min_deciding=args.min_deciding, self_explanations=kinds,
-                            max_new_tokens=args.max_new_tokens)
+                            max_new_tokens=args.max_new_tokens, measure_options=options)
     command = getattr(args, "command_line", None) or "python -m engine report-card " + " ".join(sys.argv[1:])
     with tqdm(total=len(cells), desc=f"report card {args.run}", unit="cell") as bar:
         bar.update(sum(store.has_cell(args.run, c.key()) for c in cells))
@@ -114,7 +135,8 @@ def run(args: argparse.Namespace) -> int:
                                  metrics=args.metrics, limit=args.limit, seed=args.seed, ffid_draws=args.ffid_draws,
                                  random_sets=args.random_sets, naopc_beam=args.naopc_beam,
                                  truth_only=args.truth_only, min_deciding=args.min_deciding,
-                                 self_explanations=kinds, max_new_tokens=args.max_new_tokens, backend=backend,
+                                 self_explanations=kinds, max_new_tokens=args.max_new_tokens,
+                                 measure_options=options, backend=backend,
                                  command=command, progress=lambda i, n, key: bar.update(1), cell_progress=within)
     print(f"{len(report.done)} cells computed, {len(report.skipped)} already in the store, {len(report.failed)} failed "
           f"-> {store.root / args.run}")

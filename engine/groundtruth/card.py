@@ -36,9 +36,10 @@ Recovery (measures only; operator-independent, repeated in each operator's cell)
 from __future__ import annotations
 
 import copy
+import hashlib
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -129,7 +130,9 @@ class ReportCardCell:
         limit: deciding inputs scored; seed: seeds the truth's insertions, `random`, soft draws, F-Fid draws and
         the randomisation test; metrics: families (METRIC_FAMILIES); ffid_draws: F-Fidelity draws per level;
         random_sets: random k-sets of the randomisation test; naopc_beam: NAOPC bounds' beam beyond 12 tokens;
-        min_deciding: the fewest deciding inputs a learned mechanism needs (below it the cell is refused).
+        min_deciding: the fewest deciding inputs a learned mechanism needs (below it the cell is refused);
+        measure_options: (key, value) options of the cell's measure (e.g. (("max_steps", "20"),) for ig-sign), as
+        `explain --option` takes them; empty: the measure's defaults.
     """
 
     model: str
@@ -142,6 +145,7 @@ class ReportCardCell:
     random_sets: int = 20
     naopc_beam: int = 5
     min_deciding: int = MIN_DECIDING
+    measure_options: tuple[tuple[str, str], ...] = ()
 
     @property
     def measure(self) -> str:
@@ -151,6 +155,10 @@ class ReportCardCell:
         d = asdict(self)
         d["metrics"] = list(self.metrics)
         d["kind"] = CARD
+        if self.measure_options:
+            d["measure_options"] = [list(kv) for kv in self.measure_options]
+        else:  # the defaults: the key of the cells stored before options existed
+            del d["measure_options"]
         return _with_min_deciding(d)
 
 
@@ -350,9 +358,18 @@ def _explanation_scores(cell: ReportCardCell, classifier, batch, target, decisiv
         reference = _cached(key, lambda: get_explainer("loo-sign", classifier, memo=False).attribute(
             batch, target, should_stop=should_stop).scores.detach().cpu())
         return constructed_scores(kind, reference, batch.maskable, decisive, inert), {"reference": "loo-sign"}
-    explainer = get_explainer(cell.explanation, classifier, memo=False,
-                              **({"seed": cell.seed} if cell.explanation == "random" else {}))
-    return explainer.attribute(batch, target, should_stop=should_stop).scores.detach().cpu(), dict(explainer.options)
+    options = {**dict(cell.measure_options), **({"seed": cell.seed} if cell.explanation == "random" else {})}
+
+    def attribute():
+        explainer = get_explainer(cell.explanation, classifier, memo=False, **options)
+        return explainer.attribute(batch, target, should_stop=should_stop).scores.detach().cpu(), dict(explainer.options)
+
+    # A measure's scores do not depend on the operator (the cell's batch is the model's own): the cells of the other
+    # operators in this process reuse them. On a prompted LM, IG alone costs about a minute of CPU per input.
+    digest = hashlib.sha256(batch.input_ids.cpu().numpy().tobytes() + torch.as_tensor(target).cpu().numpy().tobytes()
+                            + str(tuple(batch.input_ids.shape)).encode()).hexdigest()
+    key = ("scores", cell.model, cell.explanation, cell.seed, cell.measure_options, digest)
+    return _cached(key, attribute)
 
 
 def _random_curves(model: str, operator: str, op_classifier, batch, target, removal: str, seed: int,
@@ -543,14 +560,17 @@ def card_cells(model: str, measures: Sequence[str] = DEFAULT_MEASURES, operators
                metrics: Sequence[str] = DEFAULT_METRIC_FAMILIES, limit: int = 200, seed: int = 0,
                ffid_draws: int = 10, random_sets: int = 20, naopc_beam: int = 5, truth_only: bool = False,
                min_deciding: int = MIN_DECIDING, self_explanations: Sequence[str] | None = None,
-               max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> list:
+               max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+               measure_options: Mapping[str, Mapping[str, str]] | None = None) -> list:
     """Every cell of one planted model's card: its TruthCell, then per operator the constructed explanations and
-    the measures (operator-major, so a card's first operator lands whole first), then for a prompted LM one
-    SelfExplanationCell per self-explanation kind. truth_only: the TruthCell alone (the flip rates of a model whose
+    the measures (operator-major, so a card's first operator lands whole first), and for a prompted LM one
+    SelfExplanationCell per self-explanation kind right after the first operator's cells. truth_only: the TruthCell alone (the flip rates of a model whose
     card is not run; no refusal, since nothing is scored against it). min_deciding: the fewest deciding inputs a
     learned mechanism needs (default MIN_DECIDING, 20; lower it for a small card on small data).
     self_explanations: the kinds (counterfactual, attribution, redaction); None: all three for a prompted LM and
     none for any other model; (): none. max_new_tokens: the longest self-explanation answer.
+    measure_options: measure id -> {option: value} (as `explain --option`), e.g. {"ig-sign": {"max_steps": "20"}};
+    each must be one of the measure's options.
 
     Raises:
         MechanismNotLearned: the model did not learn its mechanism (checked here, before any cell runs).
@@ -563,6 +583,14 @@ def card_cells(model: str, measures: Sequence[str] = DEFAULT_MEASURES, operators
     unknown = [m for m in measures if m not in MEASURES]
     if unknown:
         raise InvalidInputError(f"unknown measure(s) {', '.join(unknown)}; known: {', '.join(MEASURES)}")
+    measure_options = dict(measure_options or {})
+    for m, opts in measure_options.items():
+        if m not in measures:
+            raise InvalidInputError(f"options given for {m!r}, which is not among the measures ({', '.join(measures)})")
+        wrong = [k for k in opts if k not in MEASURES[m].defaults]
+        if wrong:
+            raise InvalidInputError(f"{m} has no option {', '.join(wrong)}; its options: "
+                                    f"{', '.join(MEASURES[m].defaults) or 'none'}")
     bad = [m for m in metrics if m not in METRIC_FAMILIES]
     if bad:
         raise InvalidInputError(f"unknown metric(s) {', '.join(bad)}; use {', '.join(METRIC_FAMILIES)}")
@@ -576,14 +604,18 @@ def card_cells(model: str, measures: Sequence[str] = DEFAULT_MEASURES, operators
     truth_of(model, seed, min_deciding).require_learned()
     cells: list = [TruthCell(model, seed, min_deciding)]
     explanations = [PREFIX + k for k in explanations_for(spec.mechanism)]
-    for op in operators:
+    selves = [SelfExplanationCell(model=model, kind=k, limit=limit, seed=seed, min_deciding=min_deciding,
+                                  max_new_tokens=max_new_tokens) for k in kinds]
+    for n, op in enumerate(operators):
         for e in (*explanations, *measures):
             cells.append(ReportCardCell(model=model, operator=op, explanation=e, limit=limit, seed=seed,
                                         metrics=tuple(metrics), ffid_draws=ffid_draws, random_sets=random_sets,
-                                        naopc_beam=naopc_beam, min_deciding=min_deciding))
-    cells += [SelfExplanationCell(model=model, kind=k, limit=limit, seed=seed, min_deciding=min_deciding,
-                                  max_new_tokens=max_new_tokens) for k in kinds]
-    return cells
+                                        naopc_beam=naopc_beam, min_deciding=min_deciding,
+                                        measure_options=tuple(sorted((str(k), str(v)) for k, v in
+                                                                     measure_options.get(e, {}).items()))))
+        if n == 0:  # operator-independent, and cheaper than another operator: a card cut short has them
+            cells += selves
+    return cells if operators else cells + selves
 
 
 def run_report_card(models: Sequence[str] | str, run: str = "default", measures: Sequence[str] = DEFAULT_MEASURES,
@@ -591,6 +623,7 @@ def run_report_card(models: Sequence[str] | str, run: str = "default", measures:
                     limit: int = 200, seed: int = 0, ffid_draws: int = 10, random_sets: int = 20, naopc_beam: int = 5,
                     truth_only: bool = False, min_deciding: int = MIN_DECIDING,
                     self_explanations: Sequence[str] | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+                    measure_options: Mapping[str, Mapping[str, str]] | None = None,
                     results_dir: str | os.PathLike | None = None,
                     backend: Backend | None = None,
                     command: str = "engine.groundtruth.run_report_card",
@@ -608,6 +641,7 @@ def run_report_card(models: Sequence[str] | str, run: str = "default", measures:
             small card on small data: the refusal names it).
         self_explanations: the self-explanation kinds of a prompted LM (SelfExplanationCell); None: all three for
             a prompted LM, none for other models; (): none. max_new_tokens: the longest self-explanation answer.
+        measure_options: measure id -> {option: value}, as card_cells.
         results_dir: the store's root (default `<results>/groundtruth`); backend: engine.sweeps.Backend.
         command, progress, cell_progress, should_stop: as engine.sweeps.run_cells.
 
@@ -621,6 +655,6 @@ def run_report_card(models: Sequence[str] | str, run: str = "default", measures:
     cells = []
     for m in models:
         cells += card_cells(m, measures, operators, metrics, limit, seed, ffid_draws, random_sets, naopc_beam,
-                            truth_only, min_deciding, self_explanations, max_new_tokens)
+                            truth_only, min_deciding, self_explanations, max_new_tokens, measure_options)
     return run_cells(cells, compute_cell, card_store(results_dir), run, backend=backend, command=command,
                      progress=progress, cell_progress=cell_progress, should_stop=should_stop)
