@@ -266,10 +266,12 @@ def perturbed_rows(batch: Batch, rows: torch.Tensor, removed: torch.Tensor, mask
 
 
 def _hidden_forward(classifier: Classifier, attention: torch.Tensor, types: torch.Tensor,
-                    ids: torch.Tensor | None = None, embeds: torch.Tensor | None = None, features: bool = True):
+                    ids: torch.Tensor | None = None, embeds: torch.Tensor | None = None, features: bool = True,
+                    start: torch.Tensor | None = None):
     """Logits [R, C] and (when `features`) the MaSF features [R, L+1, H] of one forward pass (on the cpu, in the
     model's dtype: MaSF.pvalues widens them to float64 exactly), from ids or from word embeddings; trailing
-    all-padding columns are cut first (right padding: results are unchanged)."""
+    all-padding columns are cut first (right padding: results are unchanged). start [R]: the first position pooled
+    per row (engine.ood.features.pool_start: a prompted LM's slot), None: every real token."""
     L = max(1, int(attention.sum(1).max()))
     kwargs = {"attention_mask": attention[:, :L], "token_type_ids": types[:, :L]}
     if embeds is not None:
@@ -283,7 +285,10 @@ def _hidden_forward(classifier: Classifier, attention: torch.Tensor, types: torc
         out = classifier.model(**kwargs, output_hidden_states=features)
     if not features:
         return out.logits, None
-    return out.logits, pool_hidden_states(out.hidden_states, attention[:, :L]).cpu()
+    pooled = attention[:, :L]
+    if start is not None:  # a prompted LM: the constant instruction before the slot is left out, as in calibration
+        pooled = pooled * (torch.arange(L, device=pooled.device)[None, :] >= start.to(pooled.device)[:, None])
+    return out.logits, pool_hidden_states(out.hidden_states, pooled).cpu()
 
 
 def pool_hidden_states(states: Sequence[torch.Tensor], attention: torch.Tensor) -> torch.Tensor:
@@ -472,6 +477,9 @@ def _forward_perturbed(classifier: Classifier, batch: Batch, rank: torch.Tensor,
     step = rows_per_pass(T, device, classifier=classifier)
     pad_id = classifier.tokenizer.pad_token_id if classifier.tokenizer.pad_token_id is not None else 0
     pending = _PendingPvalues(masf, pval)
+    from engine.ood.features import pool_start
+
+    pool_from = None if masf is None else pool_start(classifier, batch.maskable)  # each row keeps its source's slot start
     start = 0
     while start < R:
         if should_stop is not None and should_stop():
@@ -481,7 +489,8 @@ def _forward_perturbed(classifier: Classifier, batch: Batch, rank: torch.Tensor,
         try:
             removed = removed_positions(rank[r], batch.maskable[r], kinds_t[sl], js_t[sl])
             ids, attention, types = perturbed_rows(batch, r, removed, classifier.mask_token_id, pad_id, removal)
-            logits, feats = _hidden_forward(classifier, attention, types, ids=ids, features=masf is not None)
+            logits, feats = _hidden_forward(classifier, attention, types, ids=ids, features=masf is not None,
+                                            start=None if pool_from is None else pool_from[r])
         except torch.cuda.OutOfMemoryError as error:  # nothing of this pass was kept yet: retry it with half the rows
             step = halve_after_oom(step, error, device)
             continue
@@ -702,13 +711,16 @@ def _soft_metrics(classifier, batch, scores, target, masf, draws, seed, p_x, rec
     prob = np.empty(R)
     feats = None  # [R, L+1, H] MaSF features, allocated at the first pass
     step = rows_per_pass(T, device, max_tokens=SOFT_PASS_TOKENS, classifier=classifier)
+    from engine.ood.features import pool_start
+
+    pool_from = None if masf is None else pool_start(classifier, batch.maskable)
     for start in range(0, R, step):
         if should_stop is not None and should_stop():
             raise MaskingCancelled("the erasure metrics were cancelled")
         rows = order[start:start + step]
         r = owner[rows]
         logits, f = _hidden_forward(classifier, batch.attention_mask[r], batch.token_type_ids[r], embeds=embeds[rows],
-                                    features=masf is not None)
+                                    features=masf is not None, start=None if pool_from is None else pool_from[r])
         idx = rows.cpu().numpy()
         prob[idx] = torch.softmax(logits.double(), -1)[torch.arange(len(r), device=logits.device), target[r]].cpu().numpy()
         if f is not None:

@@ -30,13 +30,21 @@ def pooled_positions(classifier: Classifier, batch: Batch) -> torch.Tensor:
     the same for every input and would dominate the maxima (measured: half of SmolLM2's pooled features were
     constant across inputs, and MaSF flagged nothing); only the slot's first token and what follows it count."""
     real = batch.attention_mask.bool()
-    if getattr(classifier, "spec", None) is None:  # not a PromptedClassifier
+    start = pool_start(classifier, batch.maskable)
+    if start is None:
         return real
-    maskable = batch.maskable.bool()
-    has_slot = maskable.any(1, keepdim=True)
-    first = maskable.float().argmax(1, keepdim=True)  # index of the first maskable (slot) token
-    after = torch.arange(real.shape[1], device=real.device)[None, :] >= first
-    return real & torch.where(has_slot, after, torch.ones_like(after))
+    return real & (torch.arange(real.shape[1], device=real.device)[None, :] >= start[:, None])
+
+
+def pool_start(classifier: Classifier, maskable: torch.Tensor) -> torch.Tensor | None:
+    """[B] the first position whose hidden state MaSF pools, from `maskable` [B, T]: for a prompted causal LM the
+    first slot token (0 for a row without one), so every path that computes MaSF features (calibration, recursive
+    masking, the erasure metrics) pools the same positions; None for any other classifier (every real token)."""
+    if getattr(classifier, "spec", None) is None:  # not a PromptedClassifier
+        return None
+    maskable = maskable.bool()
+    first = maskable.float().argmax(1)  # index of the first maskable (slot) token
+    return torch.where(maskable.any(1), first, torch.zeros_like(first))
 
 
 def hidden_state_features(classifier: Classifier, batch: Batch) -> torch.Tensor:
