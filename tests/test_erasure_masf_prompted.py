@@ -39,3 +39,14 @@ def test_the_pooled_positions_start_at_the_slot_for_a_prompted_lm_and_nowhere_el
     start = pool_start(clf, batch.maskable)
     assert int(start[0]) == int(batch.maskable[0].float().argmax()) > 0
     assert pool_start(known_classifier, batch.maskable) is None  # an encoder pools every real token
+
+
+def test_f_fidelity_pools_a_prompted_lms_features_like_the_calibration_too(bert_tokenizer):  # noqa: F811
+    from engine.faithfulness.ffidelity import ffidelity
+
+    clf = prompted(bert_tokenizer)
+    batch = clf.batch_of([Example(primary="a gripping , funny and moving film", label=1, uid="a")])
+    scores = torch.randn(batch.input_ids.shape, generator=torch.Generator().manual_seed(1))
+    result = ffidelity(clf, batch, scores, masf=_Fingerprint(), draws=2)
+    calibrated = _Fingerprint().pvalues(logits_and_features(clf, batch)[1])
+    np.testing.assert_allclose(result.p_value_input, calibrated, rtol=1e-6)

@@ -107,13 +107,17 @@ def ffidelity(classifier: Classifier, batch: Batch, scores: torch.Tensor, target
     prob, pred, pval = np.empty(R), np.empty(R, dtype=np.int64), np.full(R, np.nan)
     pending = _PendingPvalues(masf, pval)
     step = rows_per_pass(T, device)
+    from engine.ood.features import pool_start
+
+    pool_from = None if masf is None else pool_start(classifier, batch.maskable)  # a prompted LM: its slot's start
     for start in range(0, R, step):
         if should_stop is not None and should_stop():
             raise MaskingCancelled("F-Fidelity was cancelled")
         r = owner[start:start + step].to(device)
         ids = torch.where(flat[start:start + step].to(device), classifier.mask_token_id, batch.input_ids[r])
         logits, feats = _hidden_forward(classifier, batch.attention_mask[r], batch.token_type_ids[r], ids=ids,
-                                        features=masf is not None)
+                                        features=masf is not None,
+                                        start=None if pool_from is None else pool_from[r.cpu()])
         probs = torch.softmax(logits.double(), -1)
         prob[start:start + len(r)] = probs[torch.arange(len(r), device=probs.device), target[r]].cpu().numpy()
         pred[start:start + len(r)] = logits.argmax(-1).cpu().numpy()
