@@ -167,6 +167,21 @@ def test_recovery_ranks_by_signed_score_and_shares_absolute_mass():
     assert rec["reciprocal-rank"].tolist() == [0.5, 1.0]
 
 
+def test_recovery_keeps_a_batchs_other_inputs_when_one_lacks_its_planted_token():
+    """A byte-level BPE spells a word at the start of the text without its leading space (another token): that
+    input gets NaN, and the batch's other inputs keep their recovery (all of the batch's rows were dropped before)."""
+    from engine.groundtruth.card import recovery
+
+    scores = torch.tensor([[0.0, 2.0, 1.0, 3.0], [0.0, 2.0, 1.0, 3.0], [0.0, 1.0, 5.0, 2.0]])
+    maskable = torch.tensor([[False, True, True, True]] * 3)
+    decisive = torch.tensor([[False, False, False, True], [False, False, False, False], [False, False, True, False]])
+    rec = recovery(scores, maskable, decisive, torch.zeros_like(decisive), PlantSpec(mechanism="trigger"))
+    assert np.isnan(rec["planted-rank"][1]) and rec["planted-rank"][[0, 2]].tolist() == [1.0, 1.0]
+    assert len(rec["top-hit"]) == len(rec["mass-share"]) == 3
+    none = recovery(scores, maskable, torch.zeros_like(decisive), decisive, PlantSpec(mechanism="none"))
+    assert np.isnan(none["inert-rank"][1]) and none["inert-top1"][[0, 2]].tolist() == [1.0, 1.0]
+
+
 def _card_rows(values_true, values_wrong, metric="aopc-comprehensiveness", better="higher", operator="mask"):
     rows = []
     for kind, values in (("true", values_true), ("strongest-other-first", values_wrong)):

@@ -270,7 +270,9 @@ def planted_positions(classifier, batch, spec) -> tuple[torch.Tensor, torch.Tens
 def recovery(scores: torch.Tensor, maskable: torch.Tensor, decisive: torch.Tensor, inert: torch.Tensor,
              spec) -> dict[str, np.ndarray]:
     """Per input [B]: how a measure's scores rank the planted words (module docstring's recovery metrics).
-    Ranks follow the erasure metrics' ordering (signed scores, highest first, ties by position), 1 = top."""
+    Ranks follow the erasure metrics' ordering (signed scores, highest first, ties by position), 1 = top. An input
+    whose planted word is not found among its tokens (a byte-level BPE spells a word at the start of the text
+    without its leading space, another token) gets NaN, so the batch's other inputs keep their values."""
     from engine.faithfulness.erasure import ranking_positions
 
     scores = torch.nan_to_num(scores.detach().double().cpu(), nan=0.0)
@@ -284,9 +286,21 @@ def recovery(scores: torch.Tensor, maskable: torch.Tensor, decisive: torch.Tenso
     def add(name, value):
         out.setdefault(name, []).append(float(value))
 
+    two_words = spec.mechanism in ("and", "or")
+    names_d = ["planted-rank", "top-hit", "reciprocal-rank", "mass-share"] + (["rank-first", "rank-second"] if two_words
+                                                                             else [])
+    inert_name = "decoy" if spec.mechanism == "decoy" else "inert"
+    names_i = [f"{inert_name}-rank", f"{inert_name}-top1", f"{inert_name}-mass-share"]
+    any_d, any_i = bool(decisive.any()), bool(inert.any())
     for b in range(B):
         d = torch.nonzero(decisive[b]).flatten()
         i = torch.nonzero(inert[b]).flatten()
+        if any_d and not len(d):
+            for name in names_d:
+                add(name, float("nan"))
+        if any_i and not len(i):
+            for name in names_i:
+                add(name, float("nan"))
         if len(d):
             r = rank[b, d]
             worst = int(r.max())
@@ -294,16 +308,15 @@ def recovery(scores: torch.Tensor, maskable: torch.Tensor, decisive: torch.Tenso
             add("top-hit", float(worst <= len(d)))
             add("reciprocal-rank", 1.0 / worst)
             add("mass-share", float(mass[b, d].sum() / total[b]))
-            if spec.mechanism in ("and", "or"):
+            if two_words:
                 firsts = [int(rank[b, p]) for p in d]
                 add("rank-first", firsts[0])
                 add("rank-second", firsts[-1])
         if len(i):
-            name = "decoy" if spec.mechanism == "decoy" else "inert"
             ri = int(rank[b, i].min())
-            add(f"{name}-rank", ri)
-            add(f"{name}-top1", float(ri == 1))
-            add(f"{name}-mass-share", float(mass[b, i].sum() / total[b]))
+            add(f"{inert_name}-rank", ri)
+            add(f"{inert_name}-top1", float(ri == 1))
+            add(f"{inert_name}-mass-share", float(mass[b, i].sum() / total[b]))
     return {k: np.asarray(v) for k, v in out.items() if len(v) == B}
 
 

@@ -86,7 +86,8 @@ def recovery_table(df: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (model, measure), g in part.groupby(["model", "measure"], sort=False):
         g = g[g["operator"] == g["operator"].iloc[0]]  # recovery does not depend on the operator
-        v = {m: gg["value"].to_numpy(float) for m, gg in g.groupby("metric")}
+        # NaN: an input whose planted word was not found among its tokens (engine.groundtruth.card.recovery)
+        v = {m: gg["value"].dropna().to_numpy(float) for m, gg in g.groupby("metric")}
         row = {"model": model, "mechanism": g["mechanism"].iloc[0], "measure": measure}
         if "top-hit" in v:
             k, n = int(v["top-hit"].sum()), len(v["top-hit"])
