@@ -240,3 +240,40 @@ def test_spearman_is_one_when_a_metric_ranks_the_measures_as_the_truth_does_and_
     table = spearman_table(pd.DataFrame(rows), resamples=50).set_index("metric")
     assert table.loc["aopc-comprehensiveness", "spearman"] == pytest.approx(1.0)
     assert table.loc["aopc-sufficiency", "spearman"] == pytest.approx(-1.0)  # higher sufficiency is judged worse
+
+
+def test_a_planted_word_first_in_the_text_is_found_under_a_byte_level_bpe():
+    """A byte-level BPE spells a word at the text's start without its space, as other pieces ("vessel" against
+    " vessel"): planted_positions finds it there too (it found nothing before, so that input's recovery was NaN and
+    its true explanation empty), and not in a longer word that starts with the same pieces."""
+    from types import SimpleNamespace
+
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from engine.groundtruth.card import planted_positions
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    from tokenizers import decoders
+
+    tok.decoder = decoders.ByteLevel()
+    corpus = ["a good vessel film", "the vessel was dull", "fine acting and a vessel"] * 30
+    tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=300, special_tokens=["<pad>", "<unk>"],
+                                                          initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", unk_token="<unk>")
+    assert len(tokenizer(" vessel", add_special_tokens=False)["input_ids"]) == 1
+    assert len(tokenizer("vessel", add_special_tokens=False)["input_ids"]) > 1  # the case this test is about
+    prefix = tokenizer("<pad>", add_special_tokens=False)["input_ids"]  # a non-maskable prompt token before the slot
+    texts = ["vessel good film", "a good vessel film", "vessels good film"]
+    rows = [prefix + tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    T = max(map(len, rows))
+    ids = torch.tensor([r + [0] * (T - len(r)) for r in rows])
+    maskable = torch.tensor([[0 < j < len(r) for j in range(T)] for r in rows])
+    batch = SimpleNamespace(input_ids=ids, maskable=maskable)
+    decisive, inert = planted_positions(SimpleNamespace(tokenizer=tokenizer), batch, PlantSpec(mechanism="trigger",
+                                                                                             words=("vessel",)))
+    bare = len(tokenizer("vessel", add_special_tokens=False)["input_ids"])
+    assert decisive[0].nonzero().flatten().tolist() == list(range(1, 1 + bare))
+    assert tokenizer.decode(ids[1][decisive[1]].tolist()) == " vessel"
+    assert not decisive[2].any() and not inert.any()

@@ -256,14 +256,35 @@ def _batches(examples: list, size: int = 32) -> list[list]:
 
 
 def planted_positions(classifier, batch, spec) -> tuple[torch.Tensor, torch.Tensor]:
-    """[B, T] bool masks of the decisive and of the inert planted words' token positions (maskable only)."""
+    """[B, T] bool masks of the decisive and of the inert planted words' token positions (maskable only). A word is
+    found as its one running-text token (its leading space included) anywhere, and, where a byte-level BPE spells it
+    otherwise at the start of the text (SmolLM2: "vessel" is two pieces there, " vessel" one), as that spelling at
+    the input's first maskable position: a planted word inserted first in the text was not found before."""
     ids, maskable = batch.input_ids.cpu(), batch.maskable.cpu()
+
+    def found(word: str) -> torch.Tensor:
+        one = word_token_id(classifier.tokenizer, word)
+        out = (ids == one) & maskable
+        bare = [int(t) for t in classifier.tokenizer(word, add_special_tokens=False)["input_ids"]]
+        if bare == [one]:
+            return out
+        n, T = len(bare), ids.shape[1]
+        for b in torch.nonzero(maskable.any(1)).flatten().tolist():
+            s = int(maskable[b].int().argmax())
+            if s + n > T or ids[b, s:s + n].tolist() != bare or not bool(maskable[b, s:s + n].all()):
+                continue
+            # the word must end there ("vessels" starts with the same pieces): the next token starts a new word
+            after = classifier.tokenizer.decode(ids[b, s:s + n + 1].tolist()) if s + n < T else word
+            if after.startswith(word) and not after[len(word):len(word) + 1].isalnum():
+                out[b, s:s + n] = True
+        return out
+
     decisive = torch.zeros_like(maskable)
     inert = torch.zeros_like(maskable)
     for w in spec.decisive_words:
-        decisive |= (ids == word_token_id(classifier.tokenizer, w)) & maskable
+        decisive |= found(w)
     for w in spec.inert_words:
-        inert |= (ids == word_token_id(classifier.tokenizer, w)) & maskable
+        inert |= found(w)
     return decisive, inert
 
 
