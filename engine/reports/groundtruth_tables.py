@@ -245,7 +245,7 @@ def operator_markdown(run: str) -> Callable[[Path], str]:
 
 def cost_markdown(run: str) -> Callable[[Path], str]:
     """CPU seconds of each model's card (sum of its cells' recorded process CPU time) by operator, from provenance;
-    the truth and the self-explanation cells in columns of their own."""
+    the truth (what establishing it took, as it recorded it) and the self-explanation cells in columns of their own."""
 
     def build(root: Path) -> str:
         from engine.groundtruth.card import card_store
@@ -258,14 +258,20 @@ def cost_markdown(run: str) -> Callable[[Path], str]:
         for entry in store.provenance(run):
             cell, prov = entry.get("cell", {}), entry.get("provenance", {})
             column = "self-explanations" if cell.get("kind") == SELF_CARD else cell.get("operator", "truth")
-            rows.append({"model": cell.get("model"), "operator": column,
-                         "seconds": prov.get("cpu_seconds", prov.get("seconds", 0.0)), "machine": prov.get("machine", "")})
+            seconds = prov.get("cpu_seconds", prov.get("seconds", 0.0))
+            if column == "truth" and "cpu_seconds" in prov.get("options", {}):
+                # what establishing the truth took, as recorded with it: truth cells before 8c621f2 counted it twice
+                seconds = prov["options"]["cpu_seconds"]
+            rows.append({"model": cell.get("model"), "operator": column, "seconds": seconds,
+                         "machine": prov.get("machine", "")})
         df = pd.DataFrame(rows)
         if df.empty:
             return f"(no cells in results/groundtruth/{run} yet)"
         wide = df.pivot_table(index="model", columns="operator", values="seconds", aggfunc="sum").fillna(0)
         cols = list(wide.columns)
-        lines = [f"CPU seconds per model and operator (sum of the cells' process CPU time, one thread; "
+        lines = [f"CPU seconds per model and operator (sum of the cells' process CPU time, one thread; the truth: what "
+                 f"establishing it took, counted once; the first card cell of a process computed before the truth "
+                 f"was stored beside its checkpoint also holds loading the model and establishing the truth; "
                  f"machine: {df['machine'].iloc[0]}).\n",
                  "| model | " + " | ".join(cols) + " | total |", "|---" * (len(cols) + 2) + "|"]
         for model, r in wide.iterrows():
