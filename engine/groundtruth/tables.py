@@ -228,19 +228,23 @@ def spearman_table(df: pd.DataFrame, resamples: int = 1000, seed: int = 0) -> pd
         truth_full = T.mean(1)
         truth_boot = T[:, idx].mean(-1)  # [measures, resamples]
         metrics = in_order(JUDGE_ORDER, g["metric"])
+        # every metric's [measure, input] values in one pivot per group (a pivot per metric, each after a boolean
+        # selection over string columns, was most of the report's ground-truth time)
+        scored = g[g["kind"] == "metric"]
+        wide = scored.pivot_table(index=["metric", "measure"], columns="uid", values="value")
+        directions = scored.groupby("metric", sort=False)["better"].first()
+
+        def values(name: str) -> np.ndarray:  # [measures in rec's order, inputs in uids' order]
+            part = wide.loc[name] if name in wide.index.get_level_values(0) else pd.DataFrame()
+            return part.reindex(index=rec.index, columns=uids).to_numpy(float)
+
         for metric in metrics:
             if metric == RACU_PER_INPUT:
-                num = g[(g["metric"] == "acu")].pivot_table(index="measure", columns="uid", values="value")
-                den = g[(g["metric"] == "racu-norm")].pivot_table(index="measure", columns="uid", values="value")
-                num, den = num.reindex(index=rec.index, columns=uids), den.reindex(index=rec.index, columns=uids)
-                N, D = num.to_numpy(float), den.to_numpy(float)
+                N, D = values("acu"), values("racu-norm")
                 full = np.nanmean(N, 1) / np.nanmean(D, 1)
                 boot = np.nanmean(N[:, idx], -1) / np.nanmean(D[:, idx], -1)
             else:
-                m = g[(g["kind"] == "metric") & (g["metric"] == metric)]
-                direction = m["better"].iloc[0]
-                M = _oriented(m.pivot_table(index="measure", columns="uid", values="value")
-                              .reindex(index=rec.index, columns=uids).to_numpy(float), direction)
+                M = _oriented(values(metric), directions[metric])
                 full = np.nanmean(M, 1)
                 boot = np.nanmean(M[:, idx], -1)
             ok = np.isfinite(full)
