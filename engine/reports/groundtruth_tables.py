@@ -165,10 +165,9 @@ def _one(template: str) -> Callable[[pd.DataFrame], str]:
     return lambda rows: template.format(**rows.iloc[0].to_dict())
 
 
-def judge_markdown(run: str, operator: str = "mask", masf_left_out: str | None = None) -> Callable[[Path], str]:
+def judge_markdown(run: str, operator: str = "mask") -> Callable[[Path], str]:
     """Metrics x planted models under one operator: share of inputs on which the metric prefers the true
-    explanation over the hard wrong ones (pooled; 50% = chance; higher better), bootstrap 95% CI, MaSF share.
-    masf_left_out: why the run's MaSF shares are not shown (said under the caption), or None to show them."""
+    explanation over the hard wrong ones (pooled; 50% = chance; higher better), bootstrap 95% CI, MaSF share."""
 
     def select(data: pd.DataFrame, judges: Callable[[], pd.DataFrame]):
         table = judges()
@@ -179,13 +178,12 @@ def judge_markdown(run: str, operator: str = "mask", masf_left_out: str | None =
             return f"(no {operator} cells in results/groundtruth/{run} yet)"
         return part, "model", (
             f"Operator {OPERATOR_LABELS.get(operator, operator)}: share of inputs (x wrong explanations) on which the "
-            f"metric prefers the true explanation (higher better; 50% = chance), 95% bootstrap CI"
-            + (f". MaSF shares not shown: {masf_left_out}.\n" if masf_left_out else
-               ", [MaSF share p<0.05 of its perturbed inputs].\n"))
+            f"metric prefers the true explanation (higher better; 50% = chance), 95% bootstrap CI, "
+            f"[MaSF share p<0.05 of its perturbed inputs].\n")
 
     def cell(rows: pd.DataFrame) -> str:
         r = rows.iloc[0]
-        share = f" [{r['masf_share']:.0%}]" if np.isfinite(r["masf_share"]) and not masf_left_out else ""
+        share = f" [{r['masf_share']:.0%}]" if np.isfinite(r["masf_share"]) else ""
         return f"{r['prefers_true']:.0%} ({r['low']:.0%}-{r['high']:.0%}){share}"
 
     return _metric_rows(run, select, cell)

@@ -52,11 +52,6 @@ GROUND_TRUTH_DOC = "docs/ground-truth.md"
 GROUND_TRUTH_RUN = "tiny-rt-card"
 GROUND_TRUTH_MINILM_RUN = "minilm-rt-card"
 GROUND_TRUTH_SMOLLM2_RUN = "smollm2-rt-card"
-#: the shipped SmolLM2 card cells were computed before the erasure metrics pooled a prompted LM's MaSF features as
-#: its calibration does (tests/test_erasure_masf_prompted.py): their recorded shares are wrong, so none is shown
-SMOLLM2_MASF_LEFT_OUT = ("these cells were computed before the erasure metrics pooled a prompted LM's features from "
-                         "the input slot on, as MaSF's calibration does, and their recorded shares (all 100%) are wrong; "
-                         "a rerun of the card gives them")
 GROUND_TRUTH_TABLES = (
     Table("ground-truth-truth-tiny-rt", GROUND_TRUTH_DOC, truth_markdown(GROUND_TRUTH_RUN)),
     Table("ground-truth-recovery-tiny-rt", GROUND_TRUTH_DOC, recovery_markdown(GROUND_TRUTH_RUN)),
@@ -78,9 +73,9 @@ GROUND_TRUTH_TABLES = (
     Table("ground-truth-truth-smollm2-rt", GROUND_TRUTH_DOC, truth_markdown(GROUND_TRUTH_SMOLLM2_RUN)),
     Table("ground-truth-recovery-smollm2-rt", GROUND_TRUTH_DOC, recovery_markdown(GROUND_TRUTH_SMOLLM2_RUN)),
     Table("ground-truth-judges-smollm2-rt-redacted", GROUND_TRUTH_DOC,
-          judge_markdown(GROUND_TRUTH_SMOLLM2_RUN, "redacted", SMOLLM2_MASF_LEFT_OUT)),
+          judge_markdown(GROUND_TRUTH_SMOLLM2_RUN, "redacted")),
     Table("ground-truth-judges-smollm2-rt-delete", GROUND_TRUTH_DOC,
-          judge_markdown(GROUND_TRUTH_SMOLLM2_RUN, "delete", SMOLLM2_MASF_LEFT_OUT)),
+          judge_markdown(GROUND_TRUTH_SMOLLM2_RUN, "delete")),
     Table("ground-truth-spearman-smollm2-rt", GROUND_TRUTH_DOC, spearman_markdown(GROUND_TRUTH_SMOLLM2_RUN, "redacted")),
     Table("ground-truth-selfexplain-smollm2-rt", GROUND_TRUTH_DOC, selfexplain_markdown(GROUND_TRUTH_SMOLLM2_RUN)),
     Table("ground-truth-cost-smollm2-rt", GROUND_TRUTH_DOC, cost_markdown(GROUND_TRUTH_SMOLLM2_RUN)),
