@@ -87,7 +87,14 @@ def slot_values(classifier, batch, text: str) -> tuple[str, list[str]]:
     if ends[-1] < len(text):
         values[-1] += text[ends[-1]:]
     esc = lambda s: s.replace("{", "{{").replace("}", "}}")  # noqa: E731
-    return esc(prompt[:start]) + "{}" * len(values) + esc(prompt[end:]), values
+    head = prompt[:start]
+    tok = classifier.tokenizer
+    bos = tok.bos_token
+    if bos and head.startswith(bos) and tok("x")["input_ids"][:1] == [tok.bos_token_id]:
+        # captum tokenises the formatted string with the special tokens, so a tokenizer that adds <bos> itself
+        # (Gemma's) would read the rendered "<bos>" twice and every score would shift (27 of 28 pieces did)
+        head = head[len(bos):]
+    return esc(head) + "{}" * len(values) + esc(prompt[end:]), values
 
 
 def cached_limit(classifier, batch, sizes) -> tuple[float, int, int]:
