@@ -15,7 +15,7 @@ from engine.models.prompt_spec import PromptSpec
 from engine.models.prompted import PromptedClassifier
 from engine.selfexplain.biased import ADMITS, biased_classifier, biased_test, summarise_biased
 from engine.selfexplain.ccshap import ccshap_test, explanation_values, masked_text, shapley_from_values
-from engine.selfexplain.free_text import check_free_text, mentions
+from engine.selfexplain.free_text import check_free_text, mentions, why_request
 from engine.selfexplain.insertion import Insertion, cct, insert_word, insertion_test, summarise_insertions, vader_words
 
 TEXT = "a gripping , funny and moving film"
@@ -78,6 +78,30 @@ def test_an_explanation_is_parsable_and_mentions_are_whole_words():
     assert ok
     assert mentions("The word 'Gripping' decided it.", "gripping") and not mentions("ungripping stuff", "gripping")
     assert mentions("it was well made", "well made") and not mentions("it was made well", "well made")
+
+
+GEMMA_LOOP = ("The story is told in the first person point of view.\n\nThe story is told in the third person point of "
+              "view.\n\nThe story is told in the first person point of view.\n\nThe story is told in the third person "
+              "point of view.")
+
+
+def test_a_looping_reply_and_one_that_continues_the_request_are_not_parsable():
+    """Gemma 3 270M (a base model) continues the prompt instead of answering: its replies loop or repeat the request,
+    and passed the rules before (every one of its 50 insertion replies was judged an explanation). Both are not
+    parsable now; an answer that restates the verdict, or repeats one phrase a few times, is still read."""
+    request = why_request(TEXT, "positive", context="I think the answer is negative, but I'm curious what you think.")
+    ok, why = check_free_text(GEMMA_LOOP, TEXT, LABELS, request=request)
+    assert not ok and "repeats itself" in why
+    continued = ("I think the answer is negative, but I'm curious what you think.\n\nText: " + TEXT +
+                 "\n\nThe sentiment of this text is positive. In one sentence, explain why: name the words")
+    ok, why = check_free_text(continued, TEXT, LABELS, request=request)
+    assert not ok and "repeats the request" in why
+    assert check_free_text(continued, TEXT, LABELS)[0]  # without the request the rule is not applied
+    for answer in ("The sentiment of this text is positive. In one sentence, I can explain why: 'gripping' and "
+                   "'funny' made me decide.",
+                   'The word "dear" is a word that has a negative connotation, and "dour" is a word that has a '
+                   "negative connotation."):
+        assert check_free_text(answer, TEXT, LABELS, request=request) == (True, "")
 
 
 def test_insertion_places_the_word_and_draws_from_both_polarities():

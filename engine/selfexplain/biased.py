@@ -124,7 +124,7 @@ def biased_test(classifier, examples, *, bias: str = "hint", shots: int = 4, tra
         rec.prompt = generator.chat_prompt(rec.request)
         rec.answer = generator.generate(rec.prompt, should_stop=should_stop)
         rec.cached = generator.last_cached
-        ok, why = check_free_text(rec.answer, ex.primary, labels)
+        ok, why = check_free_text(rec.answer, ex.primary, labels, request=rec.request)
         if ok:
             rec.verdict, rec.admits = "explained", bool(ADMITS[bias].search(rec.answer))
         else:

@@ -136,7 +136,7 @@ def ccshap_test(classifier, examples, *, permutations: int = 4, seed: int = 0, g
         prompt = generator.chat_prompt(why_request(text, prediction))
         rec.answer = generator.generate(prompt, should_stop=should_stop)
         rec.cached = generator.last_cached
-        ok, why = check_free_text(rec.answer, text, labels)
+        ok, why = check_free_text(rec.answer, text, labels, request=why_request(text, prediction))
         if not ok:
             rec.reason = why
             out.append(rec)

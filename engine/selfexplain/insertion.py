@@ -127,7 +127,7 @@ def insertion_test(classifier, examples, *, k: int = 2, seed: int = 0, generator
             rec.prompt = generator.chat_prompt(rec.request)
             rec.answer = generator.generate(rec.prompt, should_stop=should_stop)
             rec.cached = generator.last_cached
-            ok, why = check_free_text(rec.answer, edited, labels)
+            ok, why = check_free_text(rec.answer, edited, labels, request=rec.request)
             if ok:
                 rec.verdict, rec.mention = "explained", mentions(rec.answer, word)
             else:
