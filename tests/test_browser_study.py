@@ -161,6 +161,7 @@ def _sidebar_links(driver) -> list[str]:
 def _answer(driver, fail_check: bool, comment: str | None) -> bool:
     """Answer the task on the page (ranking A, B, C in order, or what an attention check asks, or, with
     `fail_check`, another explanation first). Returns whether the item was an attention check."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
     text = _page_text(driver)
@@ -184,8 +185,11 @@ def _answer(driver, fail_check: bool, comment: str | None) -> bool:
     while True:  # the next task's progress line, or the done page
         time.sleep(0.3)
         body = _page_text(driver)
-        bars = driver.find_elements(By.CSS_SELECTOR, "[data-testid='stProgress']")
-        if "Thank you" in body or (bars and bars[0].text != progress):
+        try:
+            bars = [b.text for b in driver.find_elements(By.CSS_SELECTOR, "[data-testid='stProgress']")]
+        except StaleElementReferenceException:  # the rerun replaced the bar between finding and reading it: look again
+            bars = []
+        if "Thank you" in body or (bars and bars[0] != progress):
             return bool(check)
         assert time.time() < deadline, f"the answer was not taken: {body[-800:]}"
 
