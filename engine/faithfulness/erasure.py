@@ -287,7 +287,9 @@ def _hidden_forward(classifier: Classifier, attention: torch.Tensor, types: torc
         return out.logits, None
     pooled = attention[:, :L]
     if start is not None:  # a prompted LM: the constant instruction before the slot is left out, as in calibration
-        pooled = pooled * (torch.arange(L, device=pooled.device)[None, :] >= start.to(pooled.device)[:, None])
+        from engine.ood.features import from_start
+
+        pooled = pooled * from_start(start.to(pooled.device), L)
     return out.logits, pool_hidden_states(out.hidden_states, pooled).cpu()
 
 

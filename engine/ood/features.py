@@ -33,7 +33,12 @@ def pooled_positions(classifier: Classifier, batch: Batch) -> torch.Tensor:
     start = pool_start(classifier, batch.maskable)
     if start is None:
         return real
-    return real & (torch.arange(real.shape[1], device=real.device)[None, :] >= start[:, None])
+    return real & from_start(start, real.shape[1])
+
+
+def from_start(start: torch.Tensor, length: int) -> torch.Tensor:
+    """[B, length] bool: True from each row's `start` [B] (`pool_start`) on; the cut every MaSF feature path makes."""
+    return torch.arange(length, device=start.device)[None, :] >= start[:, None]
 
 
 def pool_start(classifier: Classifier, maskable: torch.Tensor) -> torch.Tensor | None:
