@@ -41,8 +41,10 @@ def truth_key(classifier, seed: int = 0, min_deciding: int = MIN_DECIDING, split
             "device": classifier.device.type, "code_version": code_version()}
 
 
-def _digest(key: dict) -> str:
-    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+def _files(folder, key: dict):
+    """(per-input table, record) paths of the truth stored under `key` in `folder`."""
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return folder / f"{TRUTH_PREFIX}{digest}.parquet", folder / f"{TRUTH_PREFIX}{digest}.json"
 
 
 def load_or_establish_truth(classifier, seed: int = 0, min_deciding: int = MIN_DECIDING, split: str = "test",
@@ -56,7 +58,7 @@ def load_or_establish_truth(classifier, seed: int = 0, min_deciding: int = MIN_D
     folder = classifier.artifacts_dir
     key = truth_key(classifier, seed, min_deciding, split, limit) if folder is not None else None
     if key is not None:
-        table, meta = folder / f"{TRUTH_PREFIX}{_digest(key)}.parquet", folder / f"{TRUTH_PREFIX}{_digest(key)}.json"
+        table, meta = _files(folder, key)
         if table.is_file() and meta.is_file():
             try:
                 recorded = json.loads(meta.read_text(encoding="utf-8"))
@@ -78,13 +80,13 @@ def _save(truth: Truth, key: dict, folder) -> None:
     from engine.atomic import atomic_path, write_text
 
     folder.mkdir(parents=True, exist_ok=True)
-    digest = _digest(key)
+    table, meta = _files(folder, key)
     # the table first: a reader finds the JSON (what it looks for with the table) only once both are whole
-    with atomic_path(folder / f"{TRUTH_PREFIX}{digest}.parquet") as tmp:
+    with atomic_path(table) as tmp:
         truth.inputs.to_parquet(tmp, index=False)
     record = {"key": key, "spec": truth.spec.to_dict(), "target": truth.target, "rates": truth.rates,
               "learned": truth.learned, "reason": truth.reason, "control": truth.control, "options": truth.options}
-    write_text(folder / f"{TRUTH_PREFIX}{digest}.json", json.dumps(record, indent=2))
+    write_text(meta, json.dumps(record, indent=2))
 
 
 __all__ = ["TRUTH_PREFIX", "load_or_establish_truth", "truth_key"]

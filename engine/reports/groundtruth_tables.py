@@ -258,7 +258,7 @@ def cost_markdown(run: str) -> Callable[[Path], str]:
             column = "self-explanations" if cell.get("kind") == SELF_CARD else cell.get("operator", "truth")
             seconds = prov.get("cpu_seconds", prov.get("seconds", 0.0))
             if column == "truth" and "cpu_seconds" in prov.get("options", {}):
-                # what establishing the truth took, as recorded with it: truth cells before 8c621f2 counted it twice
+                # what establishing the truth took, as recorded with it: truth cells before a5041c3 counted it twice
                 seconds = prov["options"]["cpu_seconds"]
             rows.append({"model": cell.get("model"), "operator": column, "seconds": seconds,
                          "machine": prov.get("machine", "")})

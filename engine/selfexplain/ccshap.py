@@ -133,10 +133,10 @@ def ccshap_test(classifier, examples, *, permutations: int = 4, seed: int = 0, g
         text = ex.primary
         prediction, _ = classify(classifier, text)
         rec = CCShapRecord(index=idx, text=text, prediction=prediction, verdict="not parsable")
-        prompt = generator.chat_prompt(why_request(text, prediction))
-        rec.answer = generator.generate(prompt, should_stop=should_stop)
+        request = why_request(text, prediction)
+        rec.answer = generator.generate(generator.chat_prompt(request), should_stop=should_stop)
         rec.cached = generator.last_cached
-        ok, why = check_free_text(rec.answer, text, labels, request=why_request(text, prediction))
+        ok, why = check_free_text(rec.answer, text, labels, request=request)
         if not ok:
             rec.reason = why
             out.append(rec)
