@@ -133,7 +133,7 @@ def measure_convergence(classifier, args, argv) -> int:
 
     from engine.data import load_dataset
     from engine.importance import get_explainer
-    from engine.runtime import code_version
+    from engine.runtime import code_version, runtime_record
 
     dataset = classifier.check_dataset(load_dataset(args.dataset))
     examples = dataset.split(args.split)
@@ -145,6 +145,7 @@ def measure_convergence(classifier, args, argv) -> int:
         done = {json.loads(line)["index"] for line in out.read_text().splitlines() if line.strip()}
     command = "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])])
     explainer = get_explainer("ig-sign", classifier, memo=False)
+    runtime = runtime_record(classifier.device)  # device, GPU name, versions: rows from a GPU say so
     for j, idx in enumerate(pick):
         if idx in done:
             continue
@@ -165,7 +166,8 @@ def measure_convergence(classifier, args, argv) -> int:
                "steps_used": int(e["steps_used"][0]), "rule_used": e["rule_used"][0],
                "options": dict(imp.options), "cpu_seconds": round(time.process_time() - cpu, 2),
                "wall_seconds": round(time.perf_counter() - wall, 2), "torch_threads": torch.get_num_threads(),
-               "model": classifier.id, "code_version": code_version(), "command": command}
+               "model": classifier.id, "weights_sha256": classifier.metadata.get("weights_sha256"),
+               "device": runtime["device"], "runtime": runtime, "code_version": code_version(), "command": command}
         print(f"{j + 1}/{len(pick)} #{idx}: gap {row['initial_gap']:+.3f} -> {row['final_gap']:+.3f} "
               f"(f(x)-f(b) {row['difference']:+.3f}, {row['steps_used']} {row['rule_used']}, "
               f"{row['cpu_seconds']:.0f} CPU s)", flush=True)
@@ -174,6 +176,12 @@ def measure_convergence(classifier, args, argv) -> int:
             with out.open("a") as fh:
                 fh.write(json.dumps(row) + "\n")
     return 0
+
+
+def _device_name(row: dict) -> str:
+    """The device a row was computed on; rows written before it was recorded ran on the CPU."""
+    runtime = row.get("runtime") or {}
+    return runtime.get("gpu") or runtime.get("device") or row.get("device") or "cpu"
 
 
 def convergence_table(path: str) -> str:
@@ -209,7 +217,9 @@ def convergence_table(path: str) -> str:
              "",
              "steps used: " + ", ".join(f"{k}: {v}" for k, v in sorted(steps.items()))
              + f"; CPU seconds per sentence: median {statistics.median(r['cpu_seconds'] for r in rows):.0f}, "
-               f"total {sum(r['cpu_seconds'] for r in rows):.0f}"]
+               f"total {sum(r['cpu_seconds'] for r in rows):.0f}"
+             + f"; wall seconds per sentence: median {statistics.median(r['wall_seconds'] for r in rows):.1f}"
+             + "; device: " + ", ".join(sorted({_device_name(r) for r in rows}))]
     return "\n".join(lines)
 
 
