@@ -178,49 +178,11 @@ def measure_convergence(classifier, args, argv) -> int:
     return 0
 
 
-def _device_name(row: dict) -> str:
-    """The device a row was computed on; rows written before it was recorded ran on the CPU."""
-    runtime = row.get("runtime") or {}
-    return runtime.get("gpu") or runtime.get("device") or row.get("device") or "cpu"
-
-
 def convergence_table(path: str) -> str:
     """The markdown summary of a --jsonl file: the gap at 20 midpoint steps (before) and after the check."""
-    import statistics
+    from engine.reports.ig_convergence_tables import convergence_markdown, read_rows
 
-    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-    if not rows:
-        return "no rows"
-
-    def within(gap_key):
-        return sum(abs(r[gap_key]) <= r["allowed_gap"] for r in rows)
-
-    def median_abs(key):
-        return statistics.median(abs(r[key]) for r in rows)
-
-    def median_rel(key):
-        return statistics.median(abs(r[key]) / max(abs(r["difference"]), 1e-12) for r in rows)
-
-    def worst(key):
-        return max(abs(r[key]) for r in rows)
-
-    steps = {}
-    for r in rows:
-        steps[r["steps_used"]] = steps.get(r["steps_used"], 0) + 1
-    n = len(rows)
-    lines = ["| IG | sentences | within tolerance | median abs gap | median relative gap | largest abs gap |",
-             "|---|---|---|---|---|---|",
-             f"| before: 20 midpoint steps | {n} | {within('initial_gap')}/{n} | {median_abs('initial_gap'):.3f} | "
-             f"{median_rel('initial_gap'):.1%} | {worst('initial_gap'):.3f} |",
-             f"| after: the check (budget {rows[0]['options'].get('max_steps')} steps) | {n} | {within('final_gap')}/{n} | "
-             f"{median_abs('final_gap'):.3f} | {median_rel('final_gap'):.1%} | {worst('final_gap'):.3f} |",
-             "",
-             "steps used: " + ", ".join(f"{k}: {v}" for k, v in sorted(steps.items()))
-             + f"; CPU seconds per sentence: median {statistics.median(r['cpu_seconds'] for r in rows):.0f}, "
-               f"total {sum(r['cpu_seconds'] for r in rows):.0f}"
-             + f"; wall seconds per sentence: median {statistics.median(r['wall_seconds'] for r in rows):.1f}"
-             + "; device: " + ", ".join(sorted({_device_name(r) for r in rows}))]
-    return "\n".join(lines)
+    return convergence_markdown(read_rows(path))
 
 
 if __name__ == "__main__":

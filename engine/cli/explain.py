@@ -42,7 +42,7 @@ def configure(p: argparse.ArgumentParser) -> None:
             word's score the sum of its pieces' scores (--aggregate mean or max-abs to choose otherwise);
             --level sentence does the same per sentence (bAbI paragraphs). --format json|csv|html|latex writes
             the explanation (tokens, words, sentences, every measure's scores, the prediction and its provenance;
-            HTML a self-contained heatmap page, LaTeX \colorbox lines for a paper figure) to --output or stdout.
+            HTML a self-contained heatmap page, LaTeX \\colorbox lines for a paper figure) to --output or stdout.
 
             Measures (id: what is computed [options and defaults]):
             """) + _measure_lines() + textwrap.dedent("""

@@ -31,6 +31,7 @@ from engine.reports.groundtruth_tables import (
     truth_markdown,
     wrong_markdown,
 )
+from engine.reports.ig_convergence_tables import ig_convergence_table
 from engine.reports.llm_tables import llm_accuracy, llm_curves, llm_racu, prompt_selection, selfexplain_table
 from engine.reports.selfexplain_field_tables import field_tests_table
 
@@ -521,9 +522,13 @@ TABLES: tuple[Table, ...] = (
                                                    ("masked LoRA", "smollm2-rt-lora-masking")), 10)),
     Table("llm-selfexplain", "docs/llm.md",
           selfexplain_table("smollm2-rt-selfexplain", (("zero-shot", "smollm2-rt-prompt"), ("masked LoRA", "smollm2-rt-lora")))),
+    Table("llm-ig-gap-smollm2", "docs/llm.md",
+          ig_convergence_table("smollm2-rt-convergence-cuda.jsonl", compare_with="smollm2-rt-convergence.jsonl")),
+    Table("llm-ig-gap-gemma3", "docs/llm.md",
+          ig_convergence_table("gemma3-rt-convergence-cuda.jsonl", compare_with="gemma3-rt-convergence.jsonl")),
     Table("llm-selfexplain-field", "docs/llm.md",
-          field_tests_table(("smollm2-rt-field-insertion", "smollm2-rt-field-biased", "smollm2-rt-field-ccshap",
-                             "gemma3-rt-field-insertion", "gemma3-rt-field-biased", "gemma3-rt-field-ccshap"),
+          field_tests_table(("smollm2-rt-field-insertion-100", "smollm2-rt-field-biased-100", "smollm2-rt-field-ccshap-100",
+                             "gemma3-rt-field-insertion-100", "gemma3-rt-field-biased-100", "gemma3-rt-field-ccshap-100"),
                             (("SmolLM2 zero-shot", "smollm2-rt-prompt"), ("Gemma 3 4-shot", "gemma3-rt-prompt")))),
     Table("masf-false-alarms", "docs/masf.md", masf_false_alarms("tiny-rt-fresh-seeds")),
     Table("faith-plausibility-babi1", "docs/faithfulness-plausibility.md",

