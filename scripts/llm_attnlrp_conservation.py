@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -157,32 +156,10 @@ def measure(classifier, texts, out: Path | None, command: str) -> None:
 
 
 def summary_table(*paths: str) -> str:
-    """The markdown summary of --jsonl files, one row per file (medians over its sentences)."""
-    lines = ["| model | sentences | median f_c | median sum R | median abs gap | median abs gap / abs f_c | "
-             "median abs network gap | largest abs (network gap + softmax term) | median abs head gap | "
-             "median sum abs R | median rho with x-grad-sign | median rho with loo-sign | median rho of x-grad-sign with loo-sign | "
-             "median CPU s attnlrp / x-grad-sign |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for path in paths:
-        rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-        if not rows:
-            lines.append(f"| {path}: no rows |")
-            continue
+    """The markdown summary of --jsonl files, one row per file (engine.reports.attnlrp_tables)."""
+    from engine.reports.attnlrp_tables import attnlrp_markdown
 
-        def med(f, rows=rows):
-            return statistics.median(f(r) for r in rows)
-
-        lines.append(
-            f"| {rows[0]['model']} | {len(rows)} | {med(lambda r: r['output']):+.3f} | "
-            f"{med(lambda r: r['relevance_total']):+.3f} | {med(lambda r: abs(r['conservation_gap'])):.3f} | "
-            f"{med(lambda r: abs(r['conservation_gap']) / max(abs(r['output']), 1e-12)):.0%} | "
-            f"{med(lambda r: abs(r['network_gap'])):.3f} | "
-            f"{max(abs(r['network_gap_beyond_softmax']) for r in rows):.1e} | {med(lambda r: abs(r['head_gap'])):.3f} | "
-            f"{med(lambda r: r['abs_relevance']):.3f} | {med(lambda r: r['spearman_x_grad']):+.2f} | "
-            f"{med(lambda r: r['spearman_loo']):+.2f} | {med(lambda r: r['spearman_x_grad_loo']):+.2f} | "
-            f"{med(lambda r: r['cpu_seconds']['attnlrp']):.2f} / "
-            f"{med(lambda r: r['cpu_seconds']['x-grad-sign']):.2f} |")
-    return "\n".join(lines)
+    return attnlrp_markdown(paths)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from scipy import stats
 
 from engine.atomic import write_text
 from engine.errors import InvalidInputError
+from engine.reports.attnlrp_tables import attnlrp_table
 from engine.reports.groundtruth_tables import (
     cost_markdown,
     judge_markdown,
@@ -526,6 +527,8 @@ TABLES: tuple[Table, ...] = (
           ig_convergence_table("smollm2-rt-convergence-cuda.jsonl", compare_with="smollm2-rt-convergence.jsonl")),
     Table("llm-ig-gap-gemma3", "docs/llm.md",
           ig_convergence_table("gemma3-rt-convergence-cuda.jsonl", compare_with="gemma3-rt-convergence.jsonl")),
+    Table("llm-attnlrp", "docs/llm.md", attnlrp_table(("smollm2-rt-prompt.jsonl", "smollm2-rt-lora.jsonl",
+                                                       "gemma3-rt-prompt.jsonl", "gemma3-rt-lora.jsonl"))),
     Table("llm-selfexplain-field", "docs/llm.md",
           field_tests_table(("smollm2-rt-field-insertion-100", "smollm2-rt-field-biased-100", "smollm2-rt-field-ccshap-100",
                              "gemma3-rt-field-insertion-100", "gemma3-rt-field-biased-100", "gemma3-rt-field-ccshap-100"),
