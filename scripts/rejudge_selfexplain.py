@@ -5,7 +5,12 @@ attribution naming every word) becomes "not parsable"; every other record stays 
 re-classification are those stored). The shares and intervals are recomputed from the records and the cell is
 written again, its provenance saying what was re-judged and by which code.
 
+The field's tests (insertion, biased features, CC-SHAP: engine.selfexplain.field) get the same treatment with their
+own rule, engine.selfexplain.free_text.check_free_text, on each explained record (the source, labels and request as
+the test passed them); their metrics are summarised again by the test's own summary.
+
     python scripts/rejudge_selfexplain.py --run smollm2-rt-selfexplain
+    python scripts/rejudge_selfexplain.py --run gemma3-rt-field-insertion-100
 """
 from __future__ import annotations
 
@@ -39,6 +44,9 @@ def main(argv=None) -> int:
     for path in cells:
         data = json.loads(path.read_text())
         prov = data["provenance"]
+        if _field_kind(data["cell"]) is not None:
+            _rejudge_field(store, args.run, path, data)
+            continue
         records = [SelfExplanation(**r) for r in prov["records"]]
         changed = []
         for r in records:
@@ -73,10 +81,66 @@ def main(argv=None) -> int:
         print(f"{path.name}: {len(changed)} judged record(s) now not parsable "
               f"({sum(c['was'] == 'faithful' for c in changed)} were faithful)")
     if args.smoke:
-        rec = json.loads(next((ResultsStore(results_dir() / "selfexplain").root / args.run / "cells").glob("*.json"))
-                         .read_text())["provenance"]["records"][0]
-        assert rec["verdict"] == "not parsable", rec
+        for path in (ResultsStore(results_dir() / "selfexplain").root / args.run / "cells").glob("*.json"):
+            rec = json.loads(path.read_text())["provenance"]["records"][0]
+            assert rec["verdict"] == "not parsable", rec
     return 0
+
+
+def _field_kind(cell: dict) -> str | None:
+    from engine.selfexplain.field import FIELD_TESTS
+
+    kind = cell.get("measure", "").removeprefix("self-explanation ")
+    return kind if kind in FIELD_TESTS else None
+
+
+def _rejudge_field(store, run: str, path, data: dict) -> None:
+    """check_free_text again on every explained record of a field-test cell; the metrics summarised again."""
+    import pandas as pd
+
+    from engine.runtime import code_version
+    from engine.selfexplain.biased import BiasedRecord
+    from engine.selfexplain.ccshap import CCShapRecord
+    from engine.selfexplain.field import FIELD_TESTS
+    from engine.selfexplain.free_text import check_free_text, why_request
+    from engine.selfexplain.insertion import Insertion
+
+    kind, prov = _field_kind(data["cell"]), data["provenance"]
+    record_type = {"insertion": Insertion, "cc-shap": CCShapRecord}.get(kind, BiasedRecord)
+    records = [record_type(**r) for r in prov["records"]]
+    changed = []
+    for r in records:
+        if r.verdict != "explained":
+            continue
+        # what each test passed to the rule (engine/selfexplain/{insertion,biased,ccshap}.py): the edited text and
+        # its request for insertion, the input and its request for the others
+        classes = [*getattr(r, "probabilities", {})] or ["negative", "positive"]
+        labels = classes + [c.capitalize() for c in classes]
+        source = r.edited_text if kind == "insertion" else r.text
+        request = why_request(r.text, r.prediction) if kind == "cc-shap" else r.request
+        ok, why = check_free_text(r.answer, source, labels, request=request or "")
+        if not ok:
+            changed.append({"index": r.index, "answer": r.answer[:120], "reason": why})
+            r.verdict, r.reason = "not parsable", why
+            if kind == "insertion":
+                r.mention = None
+            elif kind != "cc-shap":
+                r.admits = None
+    test = FIELD_TESTS[kind]
+    summary = test.summarise(records)
+    rows = pd.read_parquet(path.with_suffix(".parquet"))
+    for m in test.metrics:
+        at = rows.index[rows["metric"] == m.name]
+        v = summary.get(m.key)
+        lo, hi = summary.get(m.key + "_ci") or (float("nan"), float("nan"))
+        rows.loc[at, ["value", "ci_low", "ci_high"]] = [float("nan") if v is None else float(v), lo, hi]
+    prov.update(summary=summary, records=[r.to_dict() for r in records])
+    prov.setdefault("rejudged", []).append({
+        "code_version": code_version(), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "command": "python scripts/rejudge_selfexplain.py --run " + run,
+        "rule": "engine.selfexplain.free_text.check_free_text", "now_not_parsable": changed})
+    store.write_cell(run, data["cell"], rows, prov)
+    print(f"{path.name}: {len(changed)} explained record(s) now not parsable")
 
 
 def _smoke_store() -> str:
@@ -101,7 +165,24 @@ def _smoke_store() -> str:
                          for m in ("faithful", "unfaithful", "not parsable", "faithfulness", "accuracy")])
     cell = {"model": "smoke", "seed": 0, "dataset": "toy", "split": "test", "measure": "self-explanation counterfactual",
             "method": "self-explanation"}
-    ResultsStore(results_dir() / "selfexplain").write_cell("smoke", cell, rows, {"records": [rec.to_dict()]})
+    store = ResultsStore(results_dir() / "selfexplain")
+    store.write_cell("smoke", cell, rows, {"records": [rec.to_dict()]})
+    # a field-test cell (insertion) whose one explained reply is a loop with numbered lines
+    from engine.selfexplain.field import FIELD_TESTS
+    from engine.selfexplain.insertion import Insertion, summarise_insertions
+
+    loop = "".join(f"{i}. The movie is a good movie.\n\n" for i in range(1, 8))
+    ins = Insertion(index=0, text="a gripping , funny film", word="dull", position=0,
+                    edited_text="dull a gripping , funny film", prediction="positive",
+                    probabilities={"negative": 0.2, "positive": 0.8}, new_prediction="negative",
+                    new_probabilities={"negative": 0.6, "positive": 0.4}, flip=True, effect=0.4, verdict="explained",
+                    request="Text: dull a gripping , funny film", answer=loop, mention=False)
+    summary = summarise_insertions([ins])
+    rows = pd.DataFrame([{**{k: v for k, v in rows.iloc[0].items() if k not in ("metric", "value", "ci_low", "ci_high")},
+                          "measure": "self-explanation insertion", "metric": m.name, "better": m.better,
+                          "value": float(summary[m.key]), "ci_low": float("nan"), "ci_high": float("nan")}
+                         for m in FIELD_TESTS["insertion"].metrics])
+    store.write_cell("smoke", {**cell, "measure": "self-explanation insertion"}, rows, {"records": [ins.to_dict()]})
     return "smoke"
 
 

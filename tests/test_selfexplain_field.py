@@ -104,6 +104,20 @@ def test_a_looping_reply_and_one_that_continues_the_request_are_not_parsable():
         assert check_free_text(answer, TEXT, LABELS, request=request) == (True, "")
 
 
+def test_a_loop_that_numbers_its_lines_is_not_parsable():
+    """Gemma 3 270M also loops with numbered lines; the numbers changed every 8-word run, so six such replies of the
+    GPU session's 100-sentence runs were judged explanations. Numbers count as one word now; a numbered answer whose
+    lines say different things is still read."""
+    numbered = "".join(f"{i}. The movie is a good movie.\n\n" for i in range(1, 8))
+    ok, why = check_free_text(numbered, TEXT, LABELS)
+    assert not ok and "repeats itself" in why
+    counting = "".join(f"{i}.\n\n" for i in range(1, 19))
+    assert not check_free_text(counting, TEXT, LABELS)[0]
+    listed = ("1. The word 'gripping' says the film holds you.\n\n2. The word 'funny' is praise for its humour.\n\n"
+              "3. Nothing in the review complains about the plot or the acting.")
+    assert check_free_text(listed, TEXT, LABELS) == (True, "")
+
+
 def test_insertion_places_the_word_and_draws_from_both_polarities():
     assert insert_word("a b c", "x", 0) == "x a b c" and insert_word("a b c", "x", 3) == "a b c x"
     pos, neg = vader_words()

@@ -9,7 +9,8 @@ explanation. Not parsable when the reply
     every word of the input would count as "mentioned";
   - is longer than MAX_WORDS words (a runaway generation, not an explanation);
   - loops: at least LOOP_REPEATS of its LOOP_WORDS-word runs repeat an earlier run, and they are at least
-    LOOP_SHARE (25%) of its runs ("The story is told in the first person point of view." three times). A base
+    LOOP_SHARE (25%) of its runs ("The story is told in the first person point of view." three times; numbers
+    count as one word, so numbered lines that repeat loop too). A base
     model that continues text instead of answering does this (Gemma 3 270M: 41 of 50 insertion replies; none of
     SmolLM2-Instruct's 106 field replies);
   - repeats the request: it holds a run of ECHO_REQUEST_WORDS (12) words of the request outside the input text
@@ -40,8 +41,10 @@ def _runs(ws: list[str], n: int) -> list[tuple[str, ...]]:
 
 
 def loops(reply: str) -> bool:
-    """Whether `reply` repeats itself as a looping generation does (module docstring)."""
-    runs = _runs(words(reply), LOOP_WORDS)
+    """Whether `reply` repeats itself as a looping generation does (module docstring). Numbers count as one word,
+    so a loop that numbers its lines ("1. The movie is a good movie. 2. The movie is a good movie. 3. ...", Gemma 3
+    270M) repeats as one that does not."""
+    runs = _runs(["#" if w.isdigit() else w for w in words(reply)], LOOP_WORDS)
     seen: set[tuple[str, ...]] = set()
     repeats = 0
     for run in runs:
