@@ -20,14 +20,19 @@ import traceback
 
 def _preload() -> None:
     # What the entries import; nothing here starts a thread (a fork after OpenMP's pool exists would deadlock), so
-    # only imports, no tensor work.
+    # only imports, no tensor work. With the model classes the entries build (tiny BERT; the Llama of SmolLM2 and of
+    # engine.smoke.tiny_prompted), peft and the training schedule: about 2 CPU-seconds an entry when each fork imported them.
     import captum.attr  # noqa: F401
     import numpy  # noqa: F401
     import pandas  # noqa: F401
+    import peft  # noqa: F401
     import pyarrow.parquet  # noqa: F401
     import scipy.stats  # noqa: F401
     import torch  # noqa: F401
     import transformers  # noqa: F401
+    import transformers.models.bert.modeling_bert  # noqa: F401
+    import transformers.models.llama.modeling_llama  # noqa: F401
+    import transformers.optimization  # noqa: F401
 
     import engine.cli  # noqa: F401
     import engine.explain  # noqa: F401

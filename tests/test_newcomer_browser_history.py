@@ -12,7 +12,14 @@ import os
 import time
 
 import pytest
-from test_browser import CHROMEDRIVER, CHROMIUM, _wait, browser, serve_app  # noqa: F401 (browser: the fixture)
+from test_browser import (  # noqa: F401 (browser: the fixture)
+    CHROMEDRIVER,
+    CHROMIUM,
+    _wait,
+    _wait_until_the_script_ends,
+    browser,
+    serve_app,
+)
 from test_browser_own import _page_text, _wait_text
 
 pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
@@ -50,11 +57,32 @@ def study_link(request, tmp_path_factory):
         yield url, f"{url}/?study_token={link.token}"
 
 
-def _only_the_study(driver) -> None:
-    """The page shows the study's title and nothing of the dashboard (no sidebar, no page title of it)."""
+# Records each change of the app root's script state (Streamlit's data-test-script-state) from now on, so that a rerun
+# an event starts is seen however short it is.
+_WATCH_RUNS = """
+const app = document.querySelector("[data-testid='stApp']");
+window.__scriptStates = [];
+new MutationObserver(() => window.__scriptStates.push(app.getAttribute('data-test-script-state')))
+    .observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+"""
+
+
+def _after_the_rerun(driver, started_one: bool) -> None:
+    """Until a rerun that would draw the dashboard has drawn it: with `started_one` (an event after `_WATCH_RUNS`), until
+    the rerun it started is seen (or 3 s went by without one, the fixed wait this replaces), then until the script
+    state reads notRunning for a second (a run that reruns itself does so at once)."""
+    deadline = time.time() + 3.0
+    while started_one and time.time() < deadline and not driver.execute_script("return window.__scriptStates.length"):
+        time.sleep(0.05)
+    _wait_until_the_script_ends(driver, timeout=60, settle=1.0)
+
+
+def _only_the_study(driver, started_one: bool = True) -> None:
+    """The page shows the study's title and nothing of the dashboard (no sidebar, no page title of it), once a rerun
+    that would draw the dashboard has had time to draw it (`_after_the_rerun`)."""
     from selenium.webdriver.common.by import By
 
-    time.sleep(3.0)  # a rerun that would draw the dashboard has had time to draw it
+    _after_the_rerun(driver, started_one)
     _wait(driver, "h1", timeout=60)
     titles = {h.text.strip() for h in driver.find_elements(By.TAG_NAME, "h1")}
     assert TITLE in titles, (titles, _page_text(driver)[-600:])
@@ -68,16 +96,20 @@ def test_a_history_page_switch_keeps_the_annotator_in_the_study(study_link, brow
     _url, link = study_link
     browser.get(link)
     _wait_text(browser, "I have read the above", timeout=120)
-    _only_the_study(browser)
+    _only_the_study(browser, started_one=False)
     # the browser moves to another page of the app without a reload: pushState twice, then back (a real popstate)
+    browser.execute_script(_WATCH_RUNS)
     browser.execute_script(
         "window.history.pushState({}, '', '/' + arguments[0]);"
         "window.history.pushState({}, '', '/benchmarks');"
         "window.history.back();", path)
-    time.sleep(1.0)
+    deadline = time.time() + 1.0  # back() moves the URL asynchronously: the fixed second this replaces
+    while "study_token" in browser.current_url and time.time() < deadline:
+        time.sleep(0.05)
     assert "study_token" not in browser.current_url, "the switch took the token out of the URL"
     _only_the_study(browser)
     # and a popstate event dispatched by a script on the current URL
+    browser.execute_script(_WATCH_RUNS)
     browser.execute_script("window.history.pushState({}, '', '/explain');"
                            "window.dispatchEvent(new PopStateEvent('popstate', {state: {}}));")
     _only_the_study(browser)
