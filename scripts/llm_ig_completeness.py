@@ -167,7 +167,7 @@ def measure_convergence(classifier, args, argv) -> int:
                "options": dict(imp.options), "cpu_seconds": round(time.process_time() - cpu, 2),
                "wall_seconds": round(time.perf_counter() - wall, 2), "torch_threads": torch.get_num_threads(),
                "model": classifier.id, "weights_sha256": classifier.metadata.get("weights_sha256"),
-               "device": runtime["device"], "runtime": runtime, "code_version": code_version(), "command": command}
+               "runtime": runtime, "code_version": code_version(), "command": command}
         print(f"{j + 1}/{len(pick)} #{idx}: gap {row['initial_gap']:+.3f} -> {row['final_gap']:+.3f} "
               f"(f(x)-f(b) {row['difference']:+.3f}, {row['steps_used']} {row['rule_used']}, "
               f"{row['cpu_seconds']:.0f} CPU s)", flush=True)

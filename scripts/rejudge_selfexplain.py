@@ -108,14 +108,15 @@ def _rejudge_field(store, run: str, path, data: dict) -> None:
     kind, prov = _field_kind(data["cell"]), data["provenance"]
     record_type = {"insertion": Insertion, "cc-shap": CCShapRecord}.get(kind, BiasedRecord)
     records = [record_type(**r) for r in prov["records"]]
+    # what each test passed to the rule (engine/selfexplain/{insertion,biased,ccshap}.py): label_words of the judge
+    # (its classes and verbalizer words, as the cell's prompt spec records them), the edited text and its request
+    # for insertion, the input and its request for the others
+    verbalizer = prov["prompt"]["verbalizer"]
+    labels = [*verbalizer, *(w for ws in verbalizer.values() for w in ws)]
     changed = []
     for r in records:
         if r.verdict != "explained":
             continue
-        # what each test passed to the rule (engine/selfexplain/{insertion,biased,ccshap}.py): the edited text and
-        # its request for insertion, the input and its request for the others
-        classes = [*getattr(r, "probabilities", {})] or ["negative", "positive"]
-        labels = classes + [c.capitalize() for c in classes]
         source = r.edited_text if kind == "insertion" else r.text
         request = why_request(r.text, r.prediction) if kind == "cc-shap" else r.request
         ok, why = check_free_text(r.answer, source, labels, request=request or "")
@@ -182,7 +183,9 @@ def _smoke_store() -> str:
                           "measure": "self-explanation insertion", "metric": m.name, "better": m.better,
                           "value": float(summary[m.key]), "ci_low": float("nan"), "ci_high": float("nan")}
                          for m in FIELD_TESTS["insertion"].metrics])
-    store.write_cell("smoke", {**cell, "measure": "self-explanation insertion"}, rows, {"records": [ins.to_dict()]})
+    store.write_cell("smoke", {**cell, "measure": "self-explanation insertion"}, rows,
+                     {"records": [ins.to_dict()], "prompt": {"verbalizer": {"negative": [" negative"],
+                                                                          "positive": [" positive"]}}})
     return "smoke"
 
 

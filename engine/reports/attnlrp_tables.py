@@ -39,7 +39,6 @@ def attnlrp_markdown(paths: Sequence[str | Path]) -> str:
     return "\n".join(lines)
 
 
-
 def attnlrp_table(files: Sequence[str]) -> Callable[[Path], str]:
     """The report's table of these files under results/llm/attnlrp/."""
 
