@@ -47,3 +47,10 @@ def compute_square(cell: NumberCell, context: CellContext) -> CellResult:
     rows = pd.DataFrame([{"model": "none", "seed": cell.n, "dataset": "none", "measure": "square", "strategy": None,
                           "step": 0, "ratio": 0.0, "metric": "square", "value": float(cell.n ** 2), "p_value": None}])
     return CellResult(rows, {"command": context.command, "pid": os.getpid()})
+
+
+def compute_square_noting_the_environment(cell: NumberCell, context: CellContext) -> CellResult:
+    """compute_square, with the worker's ENGINE_TEST_MARK and ENGINE_THREADS in the provenance."""
+    result = compute_square(cell, context)
+    return CellResult(result.rows, {**result.provenance, "mark": os.environ.get("ENGINE_TEST_MARK"),
+                                    "threads": os.environ.get("ENGINE_THREADS")})

@@ -27,7 +27,12 @@ from engine.sweeps import Backend, SweepReport, provenance
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))  # sweep_helpers, for this process (spawned workers inherit sys.path)
 
-from sweep_helpers import NumberCell, compute_and_wait_to_be_killed, compute_square  # noqa: E402
+from sweep_helpers import (  # noqa: E402
+    NumberCell,
+    compute_and_wait_to_be_killed,
+    compute_square,
+    compute_square_noting_the_environment,
+)
 
 LEVELS = (0.0, 0.5, 1.0)
 
@@ -118,6 +123,25 @@ def test_pool_workers_start_whatever_module_the_parent_has_as_main(tmp_path, mon
     assert len(report.done) == 3
     pids = {e["provenance"]["pid"] for e in ResultsStore(tmp_path).provenance("pool")}
     assert os.getpid() not in pids, "computed in the workers, not the driver"
+
+
+def test_pool_workers_take_the_drivers_environment_of_when_they_start(tmp_path, monkeypatch, one_thread_env):
+    """Pool workers fork from a server started with the driver's environment of its first pool; each worker still
+    sees the environment of the moment it starts, as a spawned one would: a variable changed between two pools
+    (a test's results folder, a user's ENGINE_THREADS) reaches the second pool's workers, and one removed is gone."""
+    from engine.sweeps import run_cells
+
+    seen = {}
+    for run, mark in (("first", "before"), ("second", "after"), ("third", None)):
+        if mark is None:
+            monkeypatch.delenv("ENGINE_TEST_MARK")
+        else:
+            monkeypatch.setenv("ENGINE_TEST_MARK", mark)
+        report = run_cells([NumberCell(n) for n in range(2)], compute_square_noting_the_environment,
+                           ResultsStore(tmp_path), run, backend=Backend("pool", workers=2, max_retries=0))
+        assert len(report.done) == 2, report.tracebacks
+        seen[run] = {(e["provenance"]["mark"], e["provenance"]["threads"]) for e in ResultsStore(tmp_path).provenance(run)}
+    assert seen == {"first": {("before", "1")}, "second": {("after", "1")}, "third": {(None, "1")}}, seen
 
 
 def test_backend_from_options_prefers_ray_then_a_pool_and_refuses_unknown_kinds():

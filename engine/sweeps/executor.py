@@ -39,7 +39,8 @@ class Backend:
 
     Attributes:
         kind: 'process' (one after another in this process; progress within a cell and cancelling work),
-            'pool' (`workers` local processes, spawned; a worker that dies is replaced and its cell sent again)
+            'pool' (`workers` local processes, forked from a fork server that imported torch and the engine once
+            (`pool_context`); a worker that dies is replaced and its cell sent again)
             or 'ray' (tasks on the Ray cluster at `address`; a task whose worker or node dies is retried by Ray).
         workers: processes of the pool.
         address: Ray: 'auto' (the cluster started on this machine with `ray start`), 'local' (a private
@@ -187,8 +188,38 @@ def _forget_failure(store, run: str, key: dict) -> None:
 
 # -- local process pool ------------------------------------------------------------------------------------
 
-def _pool_worker(conn) -> None:
-    """A pool worker's loop: receive (compute, cell, command, attempt), send back its _Outcome; None ends it."""
+#: What the pool's fork server imports once, so that each worker forked from it starts with them: a spawned
+#: worker spent about 4.5 CPU-seconds importing torch, transformers and the engine before its first cell (72 of the
+#: 79 CPU-s of the pool tests, which take 33 CPU-s this way). Only modules of this layer and below (the cells' own
+#: modules are light once these are in); importing them starts no thread, so forking the server is safe.
+_POOL_PRELOAD = ["torch", "transformers", "pandas", "pyarrow.parquet", "scipy.stats", "engine.runtime", "engine.models",
+                 "engine.importance", "engine.results", "engine.sweeps.executor"]
+
+
+def pool_context():
+    """The multiprocessing context of pool workers: a fork server that preloads `_POOL_PRELOAD` (started once per
+    driver process; later pools fork from the same server). Not plain fork: that would copy the driver's torch
+    threads, locks and whatever a test or a page patched. As under spawn, each worker gets the driver's `__main__`
+    handling, sys.path and working folder from multiprocessing's preparation, and its environment from
+    `_adopt_environment` (the server's own is the driver's at the server's start)."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(_POOL_PRELOAD)
+    return ctx
+
+
+def _adopt_environment(environ: dict) -> None:
+    """Make this worker's environment the driver's at the time the worker was started, as a spawned process's would
+    be: the fork server was started with the driver's environment of then, and settings (ENGINE_THREADS, the models
+    cache, the results folder) may have changed since."""
+    if dict(os.environ) != environ:
+        os.environ.clear()
+        os.environ.update(environ)
+
+
+def _pool_worker(conn, environ: dict) -> None:
+    """A pool worker's loop: take the driver's environment, then receive (compute, cell, command, attempt), send back
+    its _Outcome; None ends it."""
+    _adopt_environment(environ)
     while True:
         try:
             task = conn.recv()
@@ -209,7 +240,8 @@ def _defined_in_main(compute, cell) -> bool:
 
 @contextmanager
 def _workers_main(keep: bool):
-    """While workers start: the `__main__` that multiprocessing's spawn re-runs in each of them.
+    """While workers start: the `__main__` that multiprocessing's spawn preparation re-runs in each of them (the fork
+    server's workers run it too).
 
     Spawn records `sys.modules['__main__']` (its `__spec__` name, else its `__file__`) when a process starts, and the
     child runs that file again before its target. Under Streamlit (a page run by the server, or an AppTest that
@@ -238,19 +270,20 @@ class _Slot:
 
 
 def _run_pool(todo: list, compute, backend: Backend, command, finish, report: SweepReport, started) -> None:
-    """The cells on `backend.workers` spawned processes, one cell at a time each. A worker that dies (killed,
+    """The cells on `backend.workers` worker processes (`pool_context`), one cell at a time each. A worker that dies (killed,
     out of memory) is replaced, and its cell alone is sent again, up to max_retries times: the driver knows
     which cell each worker holds, unlike concurrent.futures, whose pool breaks as a whole."""
     import engine.settings as settings
 
     settings.set_threads_for_workers(backend.workers)  # workers share the cores: each takes its part
-    ctx = mp.get_context("spawn")  # fork would copy this process's torch threads and locks
+    ctx = pool_context()
 
     keep_main = _defined_in_main(compute, todo[0])
 
     def spawn() -> _Slot:
         parent, child = ctx.Pipe()
-        process = ctx.Process(target=_pool_worker, args=(child,), daemon=True, name="engine-sweep-worker")
+        process = ctx.Process(target=_pool_worker, args=(child, dict(os.environ)), daemon=True,
+                              name="engine-sweep-worker")
         with _workers_main(keep_main):
             process.start()
         child.close()
