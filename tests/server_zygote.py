@@ -14,12 +14,14 @@ What keeps a fork what a fresh server would be:
   deadlocks). The zygote refuses to start with a Python thread alive; the native threads some libraries start at
   import (pyarrow's jemalloc, OpenBLAS's pool when OMP_NUM_THREADS is not 1) have fork handlers of their own.
 - the environment: modules read some variables at import (huggingface_hub its HF_* ones, tqdm every TQDM_*), so
-  a zygote only serves requests whose environment equals the one it was started with, except for the variables
-  that may differ per request (VARYING: ENGINE_*, read when asked for by engine/settings.py, and pytest's
-  PYTEST_CURRENT_TEST); the client starts another zygote for another environment. The zygote checks at start
-  that its imports read none of those variables, and wrote none. A child's environment is the request's, plus what the
-  imports set (streamlit sets MPLBACKEND, engine/runtime.py the HF_* defaults) exactly as they set it in the
-  zygote from that same start environment.
+  a zygote only serves requests whose environment equals the one it was started with (`serves`), except for
+  the variables that may differ per request (`varies`: ENGINE_*, read when asked for by engine/settings.py, and
+  pytest's PYTEST_CURRENT_TEST), and for variables its start lacked that its imports set, to the value they set,
+  when nothing but the code that set them read them before (os.environ.setdefault in engine/runtime.py,
+  streamlit's MPLBACKEND): a test process gets those too once it imports the same modules. The client starts
+  another zygote for another environment. The zygote checks, watching os.environ during its imports, that they
+  read none of the per-request variables and set none. A child's environment is the request's, plus what the
+  imports set, exactly as they set it in the zygote from that same start environment.
 - Python's `random` reseeds itself in a fork; numpy's global generator is reseeded here (a fresh interpreter
   seeds it from the OS). The hash seed (PYTHONHASHSEED) is the zygote's, and objects from the preload are frozen
   out of the garbage collector (gc.freeze, as Python's documentation advises before forking): neither changes what
@@ -58,9 +60,18 @@ def varies(name: str) -> bool:
 
 
 def fixed_part(env: dict) -> dict:
-    """The part of an environment that a zygote's imports may have read: a zygote serves only requests whose
-    fixed part equals that of the environment it was started with."""
+    """The part of an environment that a zygote's imports may have read (see `serves`)."""
     return {k: v for k, v in env.items() if not varies(k)}
+
+
+def serves(start: dict, interchangeable: dict, env: dict) -> bool:
+    """Whether a zygote started with the fixed part `start` may serve a request with environment `env`: its fixed
+    part is `start`'s, except for variables `start` lacked that the zygote's imports set, to the same value, with
+    no other code reading them before (`interchangeable`, see _preload). A test process gets those when it imports
+    the same modules (streamlit, engine/runtime.py, torch._dynamo) after its first server."""
+    fixed = fixed_part(env)
+    return (all(fixed.get(k) == v for k, v in start.items())
+            and all(interchangeable.get(k) == v for k, v in fixed.items() if k not in start))
 
 
 # -- the zygote process -------------------------------------------------------------------------------------------
@@ -87,21 +98,40 @@ def _page_imports() -> list[str]:
     return [n for n in dict.fromkeys(names) if n not in entries]
 
 
-def _preload() -> set[str]:
-    """Import the server's stack; returns the VARYING variables the imports read one by one (a read of the whole
-    environment, as tqdm's scan for TQDM_*, is no such read)."""
+def _preload() -> tuple[set[str], set[str]]:
+    """Import the server's stack. Returns the VARYING variables the imports read one by one (a read of the whole
+    environment, as tqdm's scan for TQDM_*, is no such read), and the variables the imports set that no code read
+    while they were unset, but the code that then set them (os.environ.setdefault, torch's cache folder): a
+    server started with such a variable already set to that value imports the same."""
     import importlib
 
     reads: set[str] = set()
-    getitem = os._Environ.__getitem__
+    unset_reads: dict[str, list] = {}  # variable -> the code (frames) that read it while it was unset
+    setters: dict[str, list] = {}  # variable -> the code that set it
+    getitem, setitem = os._Environ.__getitem__, os._Environ.__setitem__
 
-    def recording(self, key):
-        caller = sys._getframe(1).f_code.co_name
-        if isinstance(key, str) and varies(key) and caller not in ("__iter__", "copy"):
+    def code(frame):  # the frame that reads or writes, above os.environ's own methods (get, setdefault, getenv)
+        while frame.f_code.co_filename in ("<frozen os>", "<frozen _collections_abc>", os.__file__):
+            frame = frame.f_back
+        return frame
+
+    def recording_get(self, key):
+        frame = sys._getframe(1)
+        if not isinstance(key, str) or frame.f_code.co_name in ("__iter__", "copy"):
+            return getitem(self, key)
+        if varies(key):
             reads.add(key)
-        return getitem(self, key)
+        try:
+            return getitem(self, key)
+        except KeyError:
+            unset_reads.setdefault(key, []).append(code(frame))
+            raise
 
-    os._Environ.__getitem__ = recording
+    def recording_set(self, key, value):
+        setters.setdefault(key, []).append(code(sys._getframe(1)))
+        setitem(self, key, value)
+
+    os._Environ.__getitem__, os._Environ.__setitem__ = recording_get, recording_set
     try:
         # Streamlit first, as in `python -m streamlit` (it sets MPLBACKEND before anything imports matplotlib), and
         # the server it starts; then what app/main.py and the pages import; then what loading a model imports.
@@ -110,8 +140,10 @@ def _preload() -> set[str]:
                      "torch", "transformers", "transformers.models.bert.modeling_bert"):
             importlib.import_module(name)
     finally:
-        os._Environ.__getitem__ = getitem
-    return reads
+        os._Environ.__getitem__, os._Environ.__setitem__ = getitem, setitem
+    set_alone = {key for key, frames in setters.items()
+                 if all(any(f is s for s in frames) for f in unset_reads.get(key, []))}
+    return reads, set_alone
 
 
 def _write(fd: int, message: dict) -> None:
@@ -173,7 +205,7 @@ def main() -> None:
     os.set_inheritable(proto, False)
     os.dup2(2, 1)
     start_env = dict(os.environ)
-    reads = _preload()
+    reads, set_alone = _preload()
     wrote = sorted(k for k in os.environ if varies(k) and os.environ[k] != start_env.get(k))
     wrote += sorted(k for k in start_env if varies(k) and k not in os.environ)
     problems = [f"an import read {', '.join(sorted(reads))}" if reads else "",
@@ -184,9 +216,11 @@ def main() -> None:
         return
     base_env = fixed_part(os.environ)  # the start environment plus what the imports set
     fixed = fixed_part(start_env)
+    interchangeable = {k: v for k, v in base_env.items() if k not in fixed and k in set_alone}
     threads = [open(f"/proc/self/task/{t}/comm").read().strip() for t in sorted(os.listdir("/proc/self/task"))]
     gc.freeze()  # the preloaded objects stay shared: a child's collections neither scan nor copy them
-    _write(proto, {"ready": True, "pid": os.getpid(), "modules": len(sys.modules), "threads": threads})
+    _write(proto, {"ready": True, "pid": os.getpid(), "modules": len(sys.modules), "threads": threads,
+                   "interchangeable": interchangeable})
     children: dict[int, int] = {}  # pidfd -> pid, until reaped
     pending = b""
     while True:
@@ -212,9 +246,9 @@ def main() -> None:
                         os.kill(request["pid"], request["sig"])
                     _write(proto, {"signalled": request["pid"], "live": live})
                     continue
-                if fixed_part(request["env"]) != fixed:
-                    differ = sorted(k for k in set(fixed) ^ set(fixed_part(request["env"]))
-                                    | {k for k in fixed if request["env"].get(k, fixed[k]) != fixed[k]})
+                if not serves(fixed, interchangeable, request["env"]):
+                    env = fixed_part(request["env"])
+                    differ = sorted(k for k in set(fixed) | set(env) if fixed.get(k) != env.get(k))
                     _write(proto, {"error": f"this zygote was started with another environment ({', '.join(differ)})"})
                     continue
                 sys.stdout.flush()
@@ -248,7 +282,10 @@ class ServerZygote:
             self.proc.wait()
             raise RuntimeError(f"the server zygote did not start: {(ready or {}).get('error', 'no answer')}\n"
                                + self.output()[-3000:])
-        self.pid, self.threads = ready["pid"], ready["threads"]
+        self.pid, self.threads, self.interchangeable = ready["pid"], ready["threads"], ready["interchangeable"]
+
+    def serves(self, env: dict) -> bool:
+        return serves(self.fixed, self.interchangeable, env)
 
     def output(self) -> str:
         with open(self.log, encoding="utf-8", errors="replace") as f:
@@ -324,7 +361,7 @@ class ServerZygote:
                 self.proc.wait()
 
 
-_ZYGOTES: dict[frozenset, ServerZygote] = {}
+_ZYGOTES: list[ServerZygote] = []
 _LOGS: list[str] = []
 
 
@@ -336,17 +373,18 @@ def log_dir() -> str:
 
 
 def zygote_for(env: dict) -> ServerZygote:
-    """This test process's zygote for the environment `env` (its fixed part), started on first use."""
-    key = frozenset(fixed_part(env).items())
-    if key not in _ZYGOTES:
-        if not _ZYGOTES:
-            atexit.register(_close_all)
-        _ZYGOTES[key] = ServerZygote(env, os.path.join(log_dir(), f"zygote-{len(_ZYGOTES)}.log"))
-    return _ZYGOTES[key]
+    """This test process's zygote for the environment `env` (see `serves`), started on first use."""
+    for zygote in _ZYGOTES:
+        if zygote.serves(env):
+            return zygote
+    if not _ZYGOTES:
+        atexit.register(_close_all)
+    _ZYGOTES.append(ServerZygote(env, os.path.join(log_dir(), f"zygote-{len(_ZYGOTES)}.log")))
+    return _ZYGOTES[-1]
 
 
 def _close_all() -> None:
-    for zygote in _ZYGOTES.values():
+    for zygote in _ZYGOTES:
         zygote.close()
     _ZYGOTES.clear()
     for folder in _LOGS:

@@ -38,6 +38,8 @@ def serve_app(cache, results):
     `results` (annotations go to a database beside the results, never the project's); yields its URL and stops it
     on exit. The server is `python -m streamlit run ...` forked from this test process's server zygote
     (tests/server_zygote.py: the stack is imported once, not once a server) with this process's environment."""
+    import engine.runtime  # noqa: F401 (its offline defaults, which every server sets at import, are in the environment from the first server on, so one zygote serves every test's)
+
     port = _free_port()
     env = dict(os.environ, ENGINE_MODELS_CACHE=str(cache), ENGINE_RESULTS_DIR=str(results),
                ENGINE_ANNOTATIONS_DB=str(Path(results) / "annotations.sqlite3"))

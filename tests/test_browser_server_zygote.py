@@ -10,6 +10,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
 from server_zygote import ROOT, varies, zygote_for
 
 # the variables the zygote's imports set (streamlit: MPLBACKEND; engine/runtime.py: the offline hub and the rest;
@@ -38,6 +39,14 @@ async def probe(request):
 
 app = Starlette(routes=[Route("/probe", probe)])
 """
+
+
+def _environment(**extra) -> dict:
+    """This process's environment with `extra`, after serve_app's import of engine.runtime (its offline defaults),
+    so that these tests use the zygote serve_app does."""
+    import engine.runtime  # noqa: F401
+
+    return dict(os.environ, **extra)
 
 
 def _port() -> int:
@@ -73,14 +82,20 @@ def test_a_forked_server_is_streamlit_run_with_the_requests_environment_and_its_
     script = tmp_path / "probe.py"
     script.write_text(PROBE)
     (tmp_path / "crash.py").write_text(PROBE + "raise RuntimeError('probe crashed at start')\n")
-    env_a = dict(os.environ, ENGINE_ZYGOTE_PROBE="a", ENGINE_ZYGOTE_ONLY_A="1")
-    env_b = dict(os.environ, ENGINE_ZYGOTE_PROBE="b")
+    env_a = _environment(ENGINE_ZYGOTE_PROBE="a", ENGINE_ZYGOTE_ONLY_A="1")
+    env_b = _environment(ENGINE_ZYGOTE_PROBE="b")
     zygote = zygote_for(env_a)
     assert zygote is zygote_for(env_b), "one zygote serves environments that differ only in ENGINE_* variables"
+    assert zygote.serves(dict(env_b, **zygote.interchangeable)) and "MPLBACKEND" in zygote.interchangeable
+    for other in ({"HF_HOME": str(tmp_path)}, {"TOKENIZERS_PARALLELISM": "true"}):
+        assert not zygote.serves(dict(env_b, **other)), f"a variable an import may read decides the zygote: {other}"
+        with pytest.raises(RuntimeError, match="started with another environment"):
+            zygote.serve(_args(script, _port()), dict(env_b, **other), str(tmp_path / "refused.log"))
     with open(f"/proc/{zygote.pid}/environ", "rb") as f:  # the zygote's start environment
         start = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
-    stale = {k.decode() for k in start if varies(k.decode())} - set(env_b)
-    assert stale, "the zygote's start had a per-request variable that request b lacks (ENGINE_ZYGOTE_ONLY_A at least)"
+    stale = {k.decode() for k in start if varies(k.decode())} - {"ENGINE_ZYGOTE_PROBE"}
+    assert stale, "conftest.py sets ENGINE_DEVICE in every test process"
+    env_b = {k: v for k, v in env_b.items() if k not in stale}  # request b lacks every per-request variable the zygote had
 
     servers = {}
     for name, env in (("a", env_a), ("b", env_b)):
@@ -96,7 +111,7 @@ def test_a_forked_server_is_streamlit_run_with_the_requests_environment_and_its_
         assert "probe imported" in out.read_text()
         changed = {k for k in set(state["env"]) | set(env) if state["env"].get(k) != env.get(k)}
         assert changed <= IMPORT_SET, f"server {name}'s environment is not its request's: {sorted(changed)}"
-    assert seen["a"]["env"]["ENGINE_ZYGOTE_ONLY_A"] == "1" and not stale & set(seen["b"]["env"])
+    assert seen["a"]["env"]["ENGINE_ZYGOTE_ONLY_A"] == "1" and not stale & set(seen["b"]["env"]), "b has its own"
     assert seen["a"]["numpy"] != seen["b"]["numpy"] and seen["a"]["random"] != seen["b"]["random"], "own seeds"
 
     port, out = _port(), tmp_path / "crash.log"
@@ -118,10 +133,9 @@ def test_a_forked_server_is_streamlit_run_with_the_requests_environment_and_its_
 def test_serve_app_serves_the_dashboard_stops_it_and_shows_why_one_did_not_come_up(tmp_path, monkeypatch):
     """serve_app (tests/test_browser.py) on the zygote: app/main.py answers the health check and exits 0 on the
     SIGTERM at the end; a server that cannot start (its port taken) fails the test at once with its own output."""
-    import pytest
     import test_browser
 
-    zygote = zygote_for(dict(os.environ))  # serve_app's: its environment differs from this one in ENGINE_* only
+    zygote = zygote_for(_environment())  # serve_app's: its environment differs from this one in ENGINE_* only
     before = set(zygote.exits)
     with test_browser.serve_app(tmp_path / "cache", tmp_path / "results") as url:
         assert urllib.request.urlopen(f"{url}/_stcore/health", timeout=10).read() == b"ok"
