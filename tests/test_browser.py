@@ -8,15 +8,15 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
-import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+from server_zygote import log_dir, zygote_for
 
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "docs" if os.environ.get("ENGINE_UPDATE_SCREENSHOTS") == "1" else Path(tempfile.gettempdir()) / "engine-screenshots"
@@ -36,31 +36,34 @@ def _free_port() -> int:
 def serve_app(cache, results):
     """`streamlit run app/main.py` on a free loopback port over the models cache `cache` and the results store
     `results` (annotations go to a database beside the results, never the project's); yields its URL and stops it
-    on exit."""
+    on exit. The server is `python -m streamlit run ...` forked from this test process's server zygote
+    (tests/server_zygote.py: the stack is imported once, not once a server) with this process's environment."""
+    import engine.runtime  # noqa: F401 (its offline defaults, which every server sets at import, are in the environment from the first server on, so one zygote serves every test's)
+
     port = _free_port()
     env = dict(os.environ, ENGINE_MODELS_CACHE=str(cache), ENGINE_RESULTS_DIR=str(results),
                ENGINE_ANNOTATIONS_DB=str(Path(results) / "annotations.sqlite3"))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.port", str(port), "--server.address",
-         "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )
+    zygote = zygote_for(env)
+    fd, out = tempfile.mkstemp(prefix=f"streamlit-{port}-", suffix=".log", dir=log_dir())
+    os.close(fd)
+    pid = zygote.serve(["run", "app/main.py", "--server.port", str(port), "--server.address", "127.0.0.1",
+                        "--server.headless", "true", "--browser.gatherUsageStats", "false"], env, out)
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 90
-    while time.time() < deadline:
+    while time.time() < deadline and zygote.exit_code(pid) is None:
         try:
             if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
                 break
         except OSError:
             time.sleep(0.5)
     else:
-        proc.kill()
-        pytest.fail("streamlit did not come up: " + proc.stdout.read().decode(errors="replace")[-2000:])
+        zygote.signal(pid, signal.SIGKILL)
+        code = zygote.exit_code(pid, 60)
+        pytest.fail(f"streamlit did not come up (exit status {code}): " + Path(out).read_text(errors="replace")[-2000:])
     try:
         yield url
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+        zygote.stop(pid)
 
 
 @pytest.fixture(scope="module")
