@@ -16,7 +16,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from server_zygote import log_dir, zygote_for
 
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "docs" if os.environ.get("ENGINE_UPDATE_SCREENSHOTS") == "1" else Path(tempfile.gettempdir()) / "engine-screenshots"
@@ -38,6 +37,8 @@ def serve_app(cache, results):
     `results` (annotations go to a database beside the results, never the project's); yields its URL and stops it
     on exit. The server is `python -m streamlit run ...` forked from this test process's server zygote
     (tests/server_zygote.py: the stack is imported once, not once a server) with this process's environment."""
+    from server_zygote import log_dir, zygote_for  # here: bench/dashboard.py loads this file without tests/ on its path
+
     import engine.runtime  # noqa: F401 (its offline defaults, which every server sets at import, are in the environment from the first server on, so one zygote serves every test's)
 
     port = _free_port()

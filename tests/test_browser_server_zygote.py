@@ -147,7 +147,7 @@ def test_serve_app_serves_the_dashboard_stops_it_and_shows_why_one_did_not_come_
         taken.listen()
         monkeypatch.setattr(test_browser, "_free_port", lambda: taken.getsockname()[1])
         start = time.monotonic()
-        with pytest.raises(pytest.fail.Exception, match="(?s)did not come up \(exit status 1\).*is not available"):
+        with pytest.raises(pytest.fail.Exception, match=r"(?s)did not come up \(exit status 1\).*is not available"):
             with test_browser.serve_app(tmp_path / "cache", tmp_path / "results"):
                 pass
     assert time.monotonic() - start < 60, "an exit is seen when it is reported, not at the 90 s deadline"
