@@ -17,6 +17,13 @@ and so on); the names here are the ones kept stable.
 from __future__ import annotations
 
 import importlib
+import os
+
+# Offline by default: nothing may reach a hub at run time (users with a network may set these themselves).
+# huggingface_hub reads them once, when it is imported, and engine.models imports transformers (and with it
+# huggingface_hub) before engine.runtime: set here, they hold whichever engine module is imported first.
+for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY"):
+    os.environ.setdefault(_name, "1")
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (about 15 ms), as type checkers accept
 

@@ -18,11 +18,8 @@ from engine.errors import InvalidInputError
 from engine.settings import PROJECT_ROOT  # noqa: F401 (re-exported)
 from engine.version import __version__
 
-# Nothing may reach a hub at run time: the machines are offline, and a silent download attempt
-# costs a long timeout before failing. Users with a network can override these variables.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+# The hub variables (offline, no telemetry) are set in engine/__init__.py, before any engine module imports
+# huggingface_hub, which reads them at its import.
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # cuBLAS reads this once, when it starts: it must be set before the first CUDA matmul, so it is set at import
 # (harmless on a CPU). With it and deterministic algorithms on, a CUDA rerun gives the same bits.
