@@ -18,8 +18,8 @@ What keeps a fork what a fresh server would be:
   the variables that may differ per request (`varies`: ENGINE_*, read when asked for by engine/settings.py, and
   pytest's PYTEST_CURRENT_TEST), and for variables its start lacked that its imports set, to the value they set,
   when nothing but the code that set them read them before (streamlit's MPLBACKEND, torch's cache folder, the
-  setdefaults of engine/runtime.py but its HF_* and TRANSFORMERS_OFFLINE, which huggingface_hub reads before, as
-  transformers is imported first): a test process gets those too once it imports the same modules. The client starts
+  setdefaults of engine/__init__.py and engine/runtime.py; which ones qualify is found at the start, not listed):
+  a test process gets those too once it imports the same modules. The client starts
   another zygote for another environment. The zygote checks, watching os.environ during its imports, that they
   read none of the per-request variables and set none. A child's environment is the request's, plus what the
   imports set, exactly as they set it in the zygote from that same start environment.
