@@ -3,6 +3,8 @@ app.own_scores and app.faith_plausibility): faithfulness against forward passes 
 one's own explanation scores evaluated beside the built-in measures, and faithfulness against plausibility."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import streamlit as st
 
@@ -34,11 +36,13 @@ def opening_run(data: pd.DataFrame, model_id: str | None = None) -> str:
 def render_pareto() -> None:
     """The budget runs of the results store: RACU or NAOPC against forward passes, one trace per method."""
     from app.budget_view import budget_runs, pareto_figure, summary_for_display
-    from engine.results.budget_pareto import anytime_against_beam, load_run, summarise
+    from app.results_cache import budget_run, file_stamp
+    from engine.results.budget_pareto import POINTS, PROVENANCE, anytime_against_beam
     from engine.settings import results_dir
 
     st.subheader("Faithfulness against forward passes")
-    runs = budget_runs(results_dir())
+    root = results_dir()
+    runs = budget_runs(root)
     if not runs:
         st.info("No budget run in the results store yet: `python scripts/budget_pareto.py --help` makes one.")
         return
@@ -47,8 +51,8 @@ def render_pareto() -> None:
     metric = c2.radio("Faithfulness", ["racu", "naopc", "aopc"], horizontal=True, key="pareto_metric",
                       format_func={"racu": "RACU", "naopc": "NAOPC", "aopc": "AOPC"}.get)
     try:
-        table, provenance = load_run(run)
-        summary = summarise(table)
+        folder = Path(root) / run  # read and summarised once per state of its two files, not once a rerun
+        table, provenance, summary = budget_run(str(root), run, (file_stamp(folder / POINTS), file_stamp(folder / PROVENANCE)))
     except (ValueError, KeyError) as err:
         st.error(f"Budget run {md(run)} cannot be read: {md(err)}")
         return
@@ -142,16 +146,16 @@ def render_faith_plausibility(view: pd.DataFrame, model_id: str | None, classifi
         SHIPPED_RACU_RUN,
         SHIPPED_RATIONALE_RUN,
         figure,
-        gold_auprc_by_measure,
         joined,
         naopc_by_measure,
         plausibility_by_measure,
         racu_by_measure,
-        shipped_pairing,
         spearman,
     )
+    from app.results_cache import gold_auprc_of, rows_of, shipped_pairing_of, state_of
     from engine.plausibility import AnnotationStore, AnnotationStoreError
-    from engine.results import default_results_dir
+    from engine.plausibility.rationale_runs import rationale_store
+    from engine.results import ResultsStore, default_results_dir
 
     st.subheader("Faithfulness against plausibility")
     c1, c2 = st.columns(2)
@@ -161,10 +165,12 @@ def render_faith_plausibility(view: pd.DataFrame, model_id: str | None, classifi
                           index=list(PLAUSIBILITY).index("auprc-gold"), format_func=PLAUSIBILITY.get)
     plaus = None
     if plaus_kind == "auprc-gold":
-        models = set(view["model"]) if not view.empty and "model" in view else set()
-        plaus = gold_auprc_by_measure(models, results_dir=default_results_dir() / "rationales")
+        # each read and bootstrapped once per state of the stores (app/results_cache.py), not once a rerun
+        results, rationales = ResultsStore(default_results_dir()), rationale_store(default_results_dir() / "rationales")
+        models = tuple(sorted(set(view["model"]))) if not view.empty and "model" in view else ()
+        plaus = gold_auprc_of(str(rationales.root), state_of(rationales), models)
         if plaus.empty:
-            shipped_rows, shipped_plaus = shipped_pairing()
+            shipped_rows, shipped_plaus = shipped_pairing_of(str(results.root), (state_of(results), state_of(rationales)))
             if not shipped_plaus.empty:
                 st.caption(f"The current view's checkpoints have no run against the supporting facts: showing the "
                            f"shipped bAbI-1 pairing (RACU from run `{SHIPPED_RACU_RUN}`, AUPRC from "
@@ -176,7 +182,7 @@ def render_faith_plausibility(view: pd.DataFrame, model_id: str | None, classifi
         else:
             from engine.faithfulness.evaluation import evaluation_store
 
-            ev = evaluation_store().load()
+            ev = rows_of(evaluation_store())
             if not ev.empty and not view.empty:
                 ev = ev[(ev["dataset"] == view["dataset"].iloc[0]) & (ev["base_model"] == view["base_model"].iloc[0])]
             faith = naopc_by_measure(ev)

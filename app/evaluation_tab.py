@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.column_labels import column_config
+from app.results_cache import area_table_of, evaluation_table_of, state_of, store_rows
 from app.text import md
 from engine import ERASURE_METRICS as METRICS
 from engine.csv_safe import frame_to_csv
@@ -21,15 +22,7 @@ from engine.faithfulness.evaluation import (
     ERASURE,
     SANITY_CHECKS,
     evaluation_store,
-    evaluation_table,
 )
-
-
-@st.cache_data(show_spinner="Reading the evaluation store ...", max_entries=2)
-def _load(root: str, fingerprint: tuple) -> pd.DataFrame:
-    from engine import ResultsStore
-
-    return ResultsStore(root).load()
 
 
 def pareto_front(cost: np.ndarray, value: np.ndarray) -> np.ndarray:
@@ -43,8 +36,8 @@ def pareto_front(cost: np.ndarray, value: np.ndarray) -> np.ndarray:
     return np.asarray(front, dtype=int)
 
 
-def _erasure_section(data: pd.DataFrame) -> None:
-    table = evaluation_table(data)
+def _erasure_section(table: pd.DataFrame) -> None:
+    """`table`: evaluation_table of the chosen run's erasure rows."""
     if table.empty:
         return
     c1, c2 = st.columns(2)
@@ -122,10 +115,10 @@ def _agreement_section(data: pd.DataFrame) -> None:
 
 def _cost_section() -> None:
     from engine import ResultsStore
-    from engine.faithfulness.summary import area_metrics_table
 
     store = ResultsStore()
-    data = store.load()
+    state = state_of(store)
+    data = store_rows(str(store.root), state)
     if "seconds_per_explanation" not in data.columns or data["seconds_per_explanation"].isna().all():
         st.caption("No recursive-masking cell records its cost yet (cells written before costs were recorded are "
                    "shown without one, never with a made-up one).")
@@ -133,8 +126,7 @@ def _cost_section() -> None:
     st.subheader("Faithfulness against cost per explanation")
     costed = data.dropna(subset=["seconds_per_explanation"])
     run = st.selectbox("Run", sorted(costed["run"].unique()), key="eval_cost_run")
-    part = data[data["run"] == run]
-    areas = area_metrics_table(part)
+    areas = area_table_of(str(store.root), state, run)
     cost = costed[costed["run"] == run].groupby("measure")["seconds_per_explanation"].mean()
     areas = areas[areas["measure"].isin(cost.index)].assign(cost=lambda d: d["measure"].map(cost))
     if areas.empty:
@@ -153,14 +145,16 @@ def _cost_section() -> None:
 def render_evaluation_tab() -> None:
     """The whole section (called by pages/benchmarks.py)."""
     store = evaluation_store()
-    data = _load(str(store.root), store.fingerprint())
+    state = state_of(store)
+    data = store_rows(str(store.root), state)
     if data.empty:
         st.info("No evaluation results yet: `python -m engine evaluate --help` (docs/evaluation.md).")
     else:
         runs = sorted(data["run"].unique())
-        data = data[data["run"] == st.selectbox("Evaluation run", runs, key="eval_run")]
+        run = st.selectbox("Evaluation run", runs, key="eval_run")
+        data = data[data["run"] == run]
         if (data["method"] == ERASURE).any():
-            _erasure_section(data[data["method"] == ERASURE])
+            _erasure_section(evaluation_table_of(str(store.root), state, run))
         _agreement_section(data)
         _sanity_section(data)
     _cost_section()

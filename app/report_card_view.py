@@ -15,6 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from app.admin import AdminRequired, ensure_admin, is_admin
+from app.results_cache import state_of
 from app.share import current_view, publish
 from app.shared import MODEL_KEY
 from app.text import md
@@ -154,19 +155,19 @@ def _store_at(root: str):
 
 
 @st.cache_data(show_spinner="Reading the report cards ...", max_entries=4)
-def _rows(root: str, run: str, fingerprint: tuple) -> pd.DataFrame:
-    """Every row of one run, read once per state of the store (`fingerprint` is part of the cache key, so cells a
-    running card writes show on the next rerun)."""
+def _rows(root: str, run: str, state: str) -> pd.DataFrame:
+    """Every row of one run, read once per state of the store (app.results_cache.state_of is part of the cache
+    key, so cells a running card writes show on the next rerun)."""
     return _store_at(root).load(run)
 
 
 @st.cache_data(show_spinner="Ranking the measures by each metric (bootstrap CIs) ...", max_entries=8)
-def _spearman(root: str, run: str, fingerprint: tuple, models: tuple[str, ...]) -> pd.DataFrame:
+def _spearman(root: str, run: str, state: str, models: tuple[str, ...]) -> pd.DataFrame:
     """engine.groundtruth.spearman_table for `models` of `run` (a bootstrap of Spearman's rho: slow, so computed
     only when the reader asks)."""
     from engine.groundtruth import spearman_table
 
-    data = _rows(root, run, fingerprint)
+    data = _rows(root, run, state)
     try:
         return spearman_table(data[data["model"].isin(models)])
     except KeyError:
@@ -174,11 +175,11 @@ def _spearman(root: str, run: str, fingerprint: tuple, models: tuple[str, ...]) 
 
 
 @st.cache_data(show_spinner="Scoring the judges (bootstrap CIs) ...", max_entries=8)
-def _tables(root: str, run: str, fingerprint: tuple, models: tuple[str, ...]) -> dict[str, pd.DataFrame]:
+def _tables(root: str, run: str, state: str, models: tuple[str, ...]) -> dict[str, pd.DataFrame]:
     """The card's tables for `models` of `run` (engine.groundtruth.tables), each empty when the run has none."""
     from engine.groundtruth import judge_table, operator_table, recovery_table, truth_table
 
-    data = _rows(root, run, fingerprint)
+    data = _rows(root, run, state)
     data = data[data["model"].isin(models)]
     out = {}
     for name, make in (("truth", truth_table), ("recovery", recovery_table), ("judges", judge_table),
@@ -471,11 +472,11 @@ def render_report_card() -> None:
         st.info(f"No report card in {md(store.root)} yet: run one above, or `python -m engine report-card --help`.")
         return
     root = str(store.root)
-    fingerprint = store.fingerprint()
+    state = state_of(store)  # a digest: the card store's file list has thousands of cells to hash a call
     c1, c2, c3, c4 = st.columns(4)
     with c1:
         run = _select("Run", runs, URL_FIELDS["run"])
-    truth = planted_models_of(_rows(root, run, fingerprint))
+    truth = planted_models_of(_rows(root, run, state))
     if truth.empty:
         st.info("This run holds no rows of a planted model yet.")
         return
@@ -485,7 +486,7 @@ def render_report_card() -> None:
     with c3:
         mechanism = _select("Mechanism", families[family], URL_FIELDS["mechanism"])
     models = tuple(truth[(truth["base_model"].astype(str) == family) & (truth["mechanism"] == mechanism)]["model"])
-    tables = _tables(root, run, fingerprint, models)
+    tables = _tables(root, run, state, models)
     card_rows = tables["rows"]
     ops = [o for o in dict.fromkeys(card_rows["operator"].dropna())] if "operator" in card_rows else []
     with c4:
@@ -505,6 +506,6 @@ def render_report_card() -> None:
     if not judges.empty:
         _judge_table(judges, operator)
     _recovery_section(tables["recovery"], described)
-    _agreement_sections(lambda: _spearman(root, run, fingerprint, models), tables["operators"], operator)
+    _agreement_sections(lambda: _spearman(root, run, state, models), tables["operators"], operator)
     st.download_button("Download this view's rows (CSV)", frame_to_csv(card_rows).encode(),
                        file_name=f"report-card-{run}-{family}-{mechanism}.csv", mime="text/csv")

@@ -11,6 +11,7 @@ import streamlit as st
 from app.benchmark_views import opening_run, render_faith_plausibility, render_pareto, render_upload
 from app.column_labels import column_config
 from app.compute_cells import compute_cells_form
+from app.results_cache import rows_of
 from app.shared import MODEL_KEY, get_classifier, note_if_not_masked_fine_tuned
 from app.text import md
 from engine.csv_safe import frame_to_csv
@@ -43,13 +44,6 @@ def _area_column_order(table: pd.DataFrame) -> list[str]:
 METHOD_HELP = ("recursive masking: a masked-fine-tuned model is fed the masked inputs, no retraining (FMM). "
                "roar: the level-0 model ranks once, a model is retrained at every level (Hooker et al.). "
                "recursive-roar: the model retrained at the previous level ranks the next tokens (R-ROAR).")
-
-
-@st.cache_data(show_spinner="Reading the results store ...", max_entries=2)
-def _load_store(root: str, fingerprint: tuple) -> pd.DataFrame:
-    """Every run's rows, read once per state of the store (`fingerprint` is part of the cache key, so a cell
-    written by a running sweep shows on the next rerun)."""
-    return ResultsStore(root).load()
 
 
 def _method_comparison(data, dataset: str) -> None:
@@ -127,7 +121,7 @@ if _classifier is not None:
     note_if_not_masked_fine_tuned(_classifier)
 compute_cells_form(_model_id, _classifier)  # before the store is read
 store = ResultsStore()
-data = _load_store(str(store.root), store.fingerprint())
+data = rows_of(store)  # read once per state of the store (app/results_cache.py), not once a rerun
 everything = data
 if data.empty:
     st.info(f"The results store ({md(store.root)}) has no benchmark runs yet. Produce one with "

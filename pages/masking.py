@@ -9,6 +9,7 @@ import streamlit as st
 
 from app.heatmap import token_heatmap_html
 from app.limits import admitted, capped
+from app.results_cache import state_of
 from app.share import arrived_from_url, publish
 from app.shared import note_if_not_masked_fine_tuned, selected_classifier
 from app.text import md
@@ -29,10 +30,10 @@ SCHEDULES = {"10% of the tokens": ("ratios", 0.1), "20% of the tokens": ("ratios
 
 
 @st.cache_data(show_spinner="Reading which measures the stored results rank best ...", max_entries=16)
-def _ranked(root: str, fingerprint: tuple, model_id: str, base_model: str | None, dataset: str | None,
+def _ranked(root: str, state: str, model_id: str, base_model: str | None, dataset: str | None,
             strategy: str | None) -> list[str]:
     """The measures the results store ranks most faithful for this checkpoint (or its family), best first; kept per
-    state of the store (`fingerprint` is in the key)."""
+    state of the store (app.results_cache.state_of is in the key)."""
     return ranked_measures(stored_rows_for(ResultsStore(root), model_id, dataset), model_id, base_model, dataset, strategy)
 
 
@@ -41,7 +42,7 @@ def _opening_measure(classifier, offered: list[str]) -> str | None:
     the list, attention-cls-last, sits on random masking and reads "no better than random"), else loo-sign."""
     store = ResultsStore()
     meta = classifier.meta
-    ranked = _ranked(str(store.root), store.fingerprint(), classifier.id, meta.base_model, meta.dataset, meta.strategy)
+    ranked = _ranked(str(store.root), state_of(store), classifier.id, meta.base_model, meta.dataset, meta.strategy)
     return first_measure(offered, ranked)
 
 
