@@ -314,6 +314,40 @@ def start_local_ray(env: dict, num_cpus: int = 2) -> None:
 
 
 @pytest.fixture(scope="session")
+def local_ray(tmp_path_factory):
+    """One private local Ray cluster for the test process, shared by the modules of Ray tests (they run on one
+    xdist worker, the `ray` group): starting a cluster costs about 10 s and 12 CPU-s (its daemons, and two workers
+    importing torch and the engine), once instead of once a module. Its workers see ENGINE_MODELS_CACHE and
+    ENGINE_USER_DIR under a folder of their own, one torch thread, and the project and tests/ on their path.
+    Yields that environment (PYTHONPATH aside): a module's fixture sets it in the test process too, for its tests
+    (`ray_environment`), so a cell computed in one process and on Ray sees the same settings."""
+    ray = pytest.importorskip("ray")
+    root = tmp_path_factory.mktemp("ray")
+    env = {"ENGINE_MODELS_CACHE": str(root / "cache"), "ENGINE_USER_DIR": str(root / "user"), "ENGINE_THREADS": "1"}
+    start_local_ray({**env, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
+                                                             str(Path(__file__).resolve().parent)])})
+    try:
+        yield env
+    finally:
+        ray.shutdown()
+
+
+@contextlib.contextmanager
+def ray_environment(env: dict):
+    """The Ray workers' environment (local_ray's) in this process while the block runs; the old values after."""
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture(scope="session")
 def test_device():
     """The torch.device the tests run their models on (ENGINE_TEST_DEVICE, default cpu)."""
     import torch

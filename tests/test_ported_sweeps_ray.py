@@ -1,41 +1,28 @@
 """ROAR, sanity, simulability and the attention diagnostics on a local Ray cluster (2 CPUs, one torch thread per
 task) give the same rows, bit for bit, as in one process, and a second sweep sends nothing to Ray. One cluster
-for the module (starting it costs ~10 s); one test per kind of sweep, each with results folders of its own."""
+for the test process (conftest.local_ray: starting one costs ~10 s); one test per kind of sweep, each with results folders of its own."""
 from __future__ import annotations
-
-import os
 
 import pandas as pd
 import pytest
 import torch
-from conftest import start_local_ray
-
-from engine.runtime import PROJECT_ROOT
+from conftest import ray_environment
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.ray
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    """A local Ray cluster whose workers share this process's (temporary) models cache, one thread each."""
-    root = tmp_path_factory.mktemp("ported_ray")
-    env = {"ENGINE_MODELS_CACHE": str(root / "cache"), "ENGINE_USER_DIR": str(root / "user"), "ENGINE_THREADS": "1"}
-    old = {k: os.environ.get(k) for k in env}
+def cluster(local_ray, tmp_path_factory):
+    """The session's local Ray cluster (conftest.local_ray), its environment in this process too and one torch
+    thread here as in its tasks (the same bits); returns a folder of the module's own for results."""
     threads = torch.get_num_threads()
-    os.environ.update(env)
-    torch.set_num_threads(1)  # the same threads in this process as in the tasks: the same bits
-    start_local_ray({**env, "PYTHONPATH": str(PROJECT_ROOT)})
+    torch.set_num_threads(1)
     try:
-        yield root
+        with ray_environment(local_ray):
+            yield tmp_path_factory.mktemp("ported_ray")
     finally:
-        ray.shutdown()
         torch.set_num_threads(threads)
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _same(a: pd.DataFrame, b: pd.DataFrame, order: list[str]) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import start_local_ray
+from conftest import ray_environment
 
 from engine.faithfulness.benchmark import Cell, run_sweep
 from engine.faithfulness.evaluation import EvaluationCell, evaluation_store, run_suite
@@ -240,30 +240,15 @@ def test_a_failed_report_line_names_the_error_when_given_traceback_text(tmp_path
     assert text in next((tmp_path / "r" / "failed").glob("*.txt")).read_text(encoding="utf-8")
 
 
-# -- Ray: one local cluster (2 CPUs, small object store) for the module; starting it costs ~10 s ---------------
+# -- Ray: the session's local cluster (conftest.local_ray: 2 CPUs, small object store) ----------------------------
 
 @pytest.fixture(scope="module")
-def ray_cluster(tmp_path_factory, toy_classifier):
-    """A local Ray cluster whose workers see a models cache holding the toy checkpoint, one torch thread each."""
-    ray = pytest.importorskip("ray")
-    cache = tmp_path_factory.mktemp("ray_models_cache")
-    env = {"ENGINE_MODELS_CACHE": str(cache), "ENGINE_USER_DIR": str(cache.parent / "user"), "ENGINE_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join([str(PROJECT_ROOT), str(TESTS)])}
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update({k: v for k, v in env.items() if k != "PYTHONPATH"})
-    save_classifier(toy_classifier, "toy-ray")
-    start_local_ray(env)
-    try:
-        yield cache
-    finally:
-        ray.shutdown()
-        for k, v in old.items():
-            if k == "PYTHONPATH":
-                continue
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+def ray_cluster(local_ray, toy_classifier):
+    """The local Ray cluster, its models cache (returned) holding the toy checkpoint, its environment (one torch
+    thread) in this process too for the module's tests."""
+    with ray_environment(local_ray):
+        save_classifier(toy_classifier, "toy-ray")
+        yield Path(local_ray["ENGINE_MODELS_CACHE"])
 
 
 @pytest.mark.ray
