@@ -145,7 +145,10 @@ def pytest_runtest_call(item):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item, nextitem):
     with _timed(item, "teardown"):
-        return (yield)
+        result = yield
+        if nextitem is None or nextitem.get_closest_marker("ray") is None:
+            _stop_local_ray()  # after the last of a run of Ray tests (local_ray)
+        return result
 
 
 # -- the per-machine cache of what tests build -------------------------------------------------------------------
@@ -313,23 +316,50 @@ def start_local_ray(env: dict, num_cpus: int = 2) -> None:
         raise RuntimeError(f"Ray workers run at niceness {niceness}, the tests at {os.nice(0)}")
 
 
+#: The environment of the local Ray cluster this test process started (`local_ray`), while it runs.
+_LOCAL_RAY: dict = {}
+
+
 @pytest.fixture(scope="session")
 def local_ray(tmp_path_factory):
-    """One private local Ray cluster for the test process, shared by the modules of Ray tests (they run on one
-    xdist worker, the `ray` group): starting a cluster costs about 10 s and 12 CPU-s (its daemons, and two workers
-    importing torch and the engine), once instead of once a module. Its workers see ENGINE_MODELS_CACHE and
-    ENGINE_USER_DIR under a folder of their own, one torch thread, and the project and tests/ on their path.
-    Yields that environment (PYTHONPATH aside): a module's fixture sets it in the test process too, for its tests
-    (`ray_environment`), so a cell computed in one process and on Ray sees the same settings."""
-    ray = pytest.importorskip("ray")
+    """The environment of the test process's private local Ray cluster: ENGINE_MODELS_CACHE and ENGINE_USER_DIR
+    under a folder of its own, one torch thread. A module's fixture sets it in the test process too, for its tests
+    (`ray_environment`), so a cell computed in one process and on Ray sees the same settings.
+
+    One cluster serves a run of consecutive Ray tests, whatever their module (the `ray` xdist group hands them to
+    one worker, one after the other): started before the first (`_local_ray_running`), stopped after the last
+    (`pytest_runtest_teardown`). Starting one costs about 10 s and 12 CPU-s (its daemons, and two workers importing
+    torch and the engine): a cluster a module started two; one kept for the whole session polled in the background
+    for the rest of it (about 15 CPU-s over a run of the suite)."""
+    pytest.importorskip("ray")
     root = tmp_path_factory.mktemp("ray")
-    env = {"ENGINE_MODELS_CACHE": str(root / "cache"), "ENGINE_USER_DIR": str(root / "user"), "ENGINE_THREADS": "1"}
-    start_local_ray({**env, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
-                                                             str(Path(__file__).resolve().parent)])})
-    try:
-        yield env
-    finally:
+    return {"ENGINE_MODELS_CACHE": str(root / "cache"), "ENGINE_USER_DIR": str(root / "user"), "ENGINE_THREADS": "1"}
+
+
+@pytest.fixture(autouse=True)
+def _local_ray_running(request):
+    """The local cluster running for a test marked `ray` that uses local_ray (started unless it runs)."""
+    if request.node.get_closest_marker("ray") is None or "local_ray" not in request.fixturenames:
+        return
+    import ray
+
+    if not ray.is_initialized():
+        env = request.getfixturevalue("local_ray")
+        start_local_ray({**env, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
+                                                                 str(Path(__file__).resolve().parent)])})
+        _LOCAL_RAY.update(env)
+
+
+def _stop_local_ray() -> None:
+    if _LOCAL_RAY:
+        import ray
+
         ray.shutdown()
+        _LOCAL_RAY.clear()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _stop_local_ray()
 
 
 @contextlib.contextmanager
