@@ -29,8 +29,9 @@ def test_a_rerun_reads_no_cell_of_an_unchanged_store_and_a_new_cell_on_the_next(
     from engine.results import ResultsStore
 
     reads: list[str] = []
-    read_cell = ResultsStore._read_cell
-    monkeypatch.setattr(ResultsStore, "_read_cell", staticmethod(lambda path: reads.append(Path(path).name) or read_cell(path)))
+    read_cell = ResultsStore._read_cell_columns
+    monkeypatch.setattr(ResultsStore, "_read_cell_columns",
+                        staticmethod(lambda path: reads.append(Path(path).name) or read_cell(path)))
     monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
     store = ResultsStore(tmp_path / "results")
     for seed in range(2):
