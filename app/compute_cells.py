@@ -8,6 +8,7 @@ import re
 import streamlit as st
 
 from app.availability import may, require
+from app.progress import ThrottledProgress
 from app.text import md
 from engine import EngineError, dataset_names, measure_availability
 from engine.faithfulness.benchmark import Cell, run_sweep
@@ -47,12 +48,12 @@ def compute_cells_form(model_id: str | None, classifier) -> None:
         run = run_name(model_id)
         cells = [Cell(model=model_id, dataset=dataset, measure=m, seed=int(seed), limit=int(limit))
                  for m in ["random", *measures]]
-        bar = st.progress(0.0, text="starting ...")
+        bar = ThrottledProgress(0.0, text="starting ...")
         done = {"cells": 0}
 
         def cell_progress(cell, examples_done, total):
             fraction = (done["cells"] + examples_done / max(total, 1)) / len(cells)
-            bar.progress(min(fraction, 1.0), text=f"{cell.measure}: {examples_done}/{total} examples")
+            bar.update(fraction, f"{cell.measure}: {examples_done}/{total} examples")
 
         def after_cell(i, total, key):
             done["cells"] += 1
@@ -63,7 +64,7 @@ def compute_cells_form(model_id: str | None, classifier) -> None:
         except EngineError as err:
             st.error(f"The cells could not be computed: {md(err)}")
             return
-        bar.progress(1.0, text="done")
+        bar.update(1.0, "done")
         for key, error in report.failed:
             st.error(f"{md(key['measure'])}: {md(error)}")
         if not report.failed:

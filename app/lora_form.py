@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app.progress import ThrottledProgress
 from app.shared import PENDING_MODEL_KEY, usable_checkpoints
 from app.text import md
 from engine.data import dataset_names
@@ -99,7 +100,7 @@ def lora_form() -> None:
             + (f" --test-sample {int(test_sample)}" if test_sample else "") + f" --seed {int(seed)}"
             + (f" --id {new_id.strip()}" if new_id.strip() else ""), language="bash")
     st.button("Cancel", key=KEY + "cancel", help="Stops the training; nothing is saved.")  # a click reruns the page
-    bar = st.progress(0.0, text="loading the model ...")
+    bar = ThrottledProgress(0.0, text="loading the model ...")
     log = st.empty()
 
     def report(event: dict) -> None:
@@ -107,7 +108,7 @@ def lora_form() -> None:
         if fraction is None:
             log.caption(md(words))
         else:
-            bar.progress(min(fraction, 1.0), text=words)
+            bar.update(fraction, words)
 
     with st.status(f"Fine-tuning {md(start)} with LoRA on {md(dataset)} ...", expanded=True) as status:
         try:

@@ -9,6 +9,7 @@ import shlex
 import streamlit as st
 
 from app.admin import AdminRequired, ensure_admin
+from app.progress import ThrottledProgress
 from app.shared import PENDING_MODEL_KEY, usable_checkpoints
 from app.text import md
 from engine.errors import EngineError
@@ -133,7 +134,7 @@ def plant_form() -> None:
     command = plant_command(spec, model, strategy, epochs, train_limit, new_id.strip(), lr)
     st.code(command, language="bash")
     st.button("Cancel", key=KEY + "cancel", help="Stops the training; nothing is saved.")  # a click reruns the page
-    bar = st.progress(0.0, text="building the planted dataset ...")
+    bar = ThrottledProgress(0.0, text="building the planted dataset ...")
     log = st.empty()
 
     def report(event: dict) -> None:
@@ -141,7 +142,7 @@ def plant_form() -> None:
         if fraction is None:
             log.caption(md(text))
         else:
-            bar.progress(min(fraction, 1.0), text=text)
+            bar.update(fraction, text)
 
     from engine.groundtruth import plant_model
 

@@ -15,6 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from app.admin import AdminRequired, ensure_admin, is_admin
+from app.progress import ThrottledProgress
 from app.results_cache import state_of
 from app.share import current_view, publish
 from app.shared import MODEL_KEY
@@ -302,11 +303,11 @@ def _run(model: str, run: str, measures, metrics, operators, limit: int, truth_o
     command = card_command(model, run, measures, metrics, operators, limit, truth_only, min_deciding)
     st.code(command, language="bash")
     st.button("Cancel", key=KEY + "cancel", help="Stops after the cell in progress; finished cells are kept.")
-    bar = st.progress(0.0, text="establishing the truth by intervention ...")
+    bar = ThrottledProgress(0.0, text="establishing the truth by intervention ...")
 
     def report(done: int, total: int, cell: dict) -> None:
         what = cell.get("explanation") or cell.get("kind", "")
-        bar.progress(min(done / max(total, 1), 1.0), text=f"cell {done}/{total} · {what} · {cell.get('operator', '')}")
+        bar.update(done / max(total, 1), f"cell {done}/{total} · {what} · {cell.get('operator', '')}")
 
     with st.status(f"Report card of {md(model)} ...", expanded=True) as status:
         try:

@@ -10,6 +10,7 @@ import streamlit as st
 
 from app.admin import require_admin
 from app.annotation_widgets import rank_pickers, rationale_picker, show_explanations, show_input
+from app.progress import ThrottledProgress
 from app.shared import selected_classifier
 from app.text import md
 from engine import EngineError, get_dataset, measure_availability
@@ -68,10 +69,10 @@ with st.expander("Prepare annotation tasks", expanded=store.task_count(model_id)
         else:
             meta = classifier.meta
             examples = get_dataset(meta.dataset, meta.split_seed).split("test")[: int(n_examples)]
-            bar = st.progress(0.0, text="Explaining ...")
+            bar = ThrottledProgress(0.0, text="Explaining ...")
             try:
                 tasks = build_tasks(classifier, examples, chosen,
-                                    progress=lambda done, total: bar.progress(done / total, text=f"Explained {done}/{total}"))
+                                    progress=lambda done, total: bar.update(done / total, f"Explained {done}/{total}"))
                 added = store.add_tasks(tasks)
             except EngineError as err:  # a user-caused failure is one message; a bug keeps its traceback
                 st.error(f"Tasks could not be prepared: {md(err)}")

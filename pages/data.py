@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from app.admin import require_admin
+from app.progress import ThrottledProgress
 from app.text import md
 from engine.data.files import detect_format, list_columns, preview
 from engine.data.user import (
@@ -114,10 +115,10 @@ with st.form("data_register"):
     submitted = st.form_submit_button("Register", type="primary")
 
 if submitted:
-    bar = st.progress(0.0, text="validating ...")
+    bar = ThrottledProgress(0.0, text="validating ...")
 
     def report(done: int, total: int) -> None:
-        bar.progress(min(1.0, done / max(total, 1)), text=f"validating ... {done / 1e6:.1f} of {total / 1e6:.1f} MB")
+        bar.update(done / max(total, 1), f"validating ... {done / 1e6:.1f} of {total / 1e6:.1f} MB")
 
     try:
         m = register_dataset(name, path, text_column, label_column,

@@ -9,6 +9,7 @@ import streamlit as st
 
 from app.heatmap import token_heatmap_html
 from app.limits import admitted, capped
+from app.progress import ThrottledProgress
 from app.results_cache import state_of
 from app.share import arrived_from_url, publish
 from app.shared import note_if_not_masked_fine_tuned, selected_classifier
@@ -124,10 +125,10 @@ if run or from_url:
     # any click reruns the page, which stops the running computation; the button goes once the run ends
     cancel = st.empty()
     cancel.button("Cancel", key="masking_cancel")
-    bar = st.progress(0.0, text="starting ...")
+    bar = ThrottledProgress(0.0, text="starting ...")
 
     def report(name: str, done: int, total: int) -> None:
-        bar.progress(min(done / max(total, 1), 1.0), text=f"{name}: {done}/{total}")
+        bar.update(done / max(total, 1), f"{name}: {done}/{total}")
 
     try:
         if mode == "counts":
@@ -145,7 +146,7 @@ if run or from_url:
                     masf=masf, progress=report, target=target, whole_words=whole_words, **levels)
         # What calibrated these p-values, kept with the result (the selection may change before it is shown again).
         st.session_state["masking_masf_calibration"] = masf.provenance["calibration"]
-        bar.progress(1.0, text="done")
+        bar.update(1.0, "done")
         publish("masking", _view())
     except EngineError as err:  # an empty input, or a MaSF that cannot be calibrated (too few inputs): a message
         st.session_state.pop("masking_result", None)

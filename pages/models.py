@@ -6,6 +6,7 @@ import plotly.express as px
 import streamlit as st
 
 from app.admin import require_admin
+from app.progress import ThrottledProgress
 from app.shared import PENDING_MODEL_KEY, usable_checkpoints
 from app.text import md
 from engine.data import dataset_names
@@ -103,14 +104,14 @@ if submitted:
     if any(m["id"] == model_id for m in usable_checkpoints()):
         st.warning(f"{md(model_id)} already exists; choose another seed to build a second one.")
         st.stop()
-    bar = st.progress(0.0, text="starting ...")
+    bar = ThrottledProgress(0.0, text="starting ...")
 
     def report(event: dict) -> None:
         if event["stage"] == "train":
-            bar.progress(event["step"] / event["steps"], text=f"epoch {event['epoch']}/{event['epochs']} · "
+            bar.update(event["step"] / event["steps"], f"epoch {event['epoch']}/{event['epochs']} · "
                          f"batch {event['step']}/{event['steps']} · loss {event['loss']:.3f}")
         elif event["stage"] == "test":
-            bar.progress(1.0, text="evaluating on the test split ...")
+            bar.update(1.0, "evaluating on the test split ...")
 
     with st.status(f"Building {md(model_id)} ...", expanded=True) as status:
         try:

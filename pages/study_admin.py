@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from app.admin import ensure_admin, require_admin
+from app.progress import ThrottledProgress
 from app.shared import MODEL_KEY, get_classifier, usable_checkpoints
 from app.text import md
 from engine.data import dataset_names
@@ -126,12 +127,12 @@ with st.expander("New study", icon=":material/add:", expanded=not studies):
                                      overlap=int(overlap), attention_checks=int(checks), check_kind=check_kind,
                                      instructions=instructions, consent=consent,
                                      time_limit_minutes=float(limit) if limit > 0 else None, shown_as=shown_as)
-                bar = st.progress(0.0, text="Explaining the examples ...")
+                bar = ThrottledProgress(0.0, text="Explaining the examples ...")
                 made = {}
 
                 def make():
-                    tasks = build_study_tasks(config, classifier, progress=lambda done, total: bar.progress(
-                        done / max(total, 1), text=f"Explained {done}/{total}"))
+                    tasks = build_study_tasks(config, classifier, progress=lambda done, total: bar.update(
+                        done / max(total, 1), f"Explained {done}/{total}"))
                     made["study"] = store.create(config, tasks, command_line="dashboard: Studies page")
 
                 if act(make):
