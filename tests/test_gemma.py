@@ -63,6 +63,20 @@ def use_llm_cache(llm_cache, monkeypatch, tmp_path):
     return llm_cache
 
 
+@pytest.fixture(scope="module")
+def gemma_prompt(llm_cache, tmp_path_factory):
+    """load_classifier("gemma3-rt-prompt") over the module's LLM cache, loaded once for the tests that only read it
+    (a load is about 4 CPU-s here: Gemma's tokenizer of 262,144 pieces, the weights and their hash)."""
+    from engine.models import load_classifier
+
+    if not _gemma_installed():
+        pytest.skip("needs the Gemma packages")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ENGINE_MODELS_CACHE", str(llm_cache))
+        patch.setenv("ENGINE_USER_DIR", str(tmp_path_factory.mktemp("gemma_user")))
+        return load_classifier("gemma3-rt-prompt")
+
+
 # -- the package: chunks joined, checked, converted -------------------------------------------------------------
 @needs_gemma
 def test_gemma_chunks_concatenate_to_the_sha256_the_package_states():
@@ -219,14 +233,12 @@ def test_gemma_label_words_are_single_tokens_that_start_a_new_word(use_llm_cache
 
 
 @needs_gemma
-def test_gemma_classifies_as_an_independent_teacher_forced_reference(use_llm_cache):
+def test_gemma_classifies_as_an_independent_teacher_forced_reference(gemma_prompt):
     """gemma3-rt-prompt's class log-probabilities equal, within 1e-4 (float32), a reference computed apart from the
     classifier: the causal LM's own forward (its LM head and final soft-capping) on the prompt followed by each label
     word, reading log p(word | prompt) teacher-forced, renormalised over the two classes. Its maskable tokens are the
     review's only."""
-    from engine.models import load_classifier
-
-    clf = load_classifier("gemma3-rt-prompt")
+    clf = gemma_prompt
     assert clf.metadata["model_type"] == "gemma3_text" and not clf.masked_fine_tuned
     batch = clf.batch(REVIEWS)
     with torch.no_grad():
@@ -284,7 +296,7 @@ def test_shipped_adapters_are_small_safetensors_with_provenance(model_id):
 
 
 @pytest.mark.parametrize("model_id", ADAPTERS)
-def test_shipped_adapters_load_and_give_the_recorded_logits(model_id, use_llm_cache):
+def test_shipped_adapters_load_and_give_the_recorded_logits(model_id, use_llm_cache, request):
     """Loading the built-in id applies the shipped adapter to the converted base (safetensors only) and gives the
     class log-probabilities recorded when it was shipped (1e-4), different from the base prompt's; the model is
     then masked-fine-tuned, and its weights hash covers base and adapter."""
@@ -302,7 +314,7 @@ def test_shipped_adapters_load_and_give_the_recorded_logits(model_id, use_llm_ca
         got = clf.logits(clf.batch(reference["texts"]))
     assert torch.allclose(got, torch.tensor(reference["logits"]), atol=1e-4), (got, reference["logits"])
     base_id = next(k for k, v in LORA_OF.items() if v == model_id)
-    base = load_classifier(base_id)
+    base = request.getfixturevalue("gemma_prompt") if base_id == "gemma3-rt-prompt" else load_classifier(base_id)
     with torch.no_grad():
         assert not torch.allclose(base.logits(base.batch(reference["texts"])), got, atol=1e-3)
 
