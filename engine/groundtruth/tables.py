@@ -65,8 +65,14 @@ CARD_COLUMNS = ("model", "mechanism", "operator", "measure", "kind", "uid", "met
 
 
 def _card(df: pd.DataFrame) -> pd.DataFrame:
-    """The report-card rows of a run's rows (an empty frame with the card's columns when there are none)."""
-    part = df[df["method"] == CARD] if "method" in df.columns else df.iloc[0:0]
+    """The report-card rows of a run's rows, only the card's columns (CARD_COLUMNS, those present; an empty frame with
+    all of them when there are no card rows).
+
+    Only those columns: a card run holds hundreds of thousands of rows and thirty-odd columns, mostly strings, and
+    every row selection copies each column kept (the selections of the other twenty were a second of each table)."""
+    if "method" not in df.columns:
+        return pd.DataFrame(columns=list(CARD_COLUMNS))
+    part = df[[c for c in CARD_COLUMNS if c in df.columns]][df["method"] == CARD]
     if part.empty:
         return pd.DataFrame(columns=list(CARD_COLUMNS))
     return part
@@ -205,6 +211,24 @@ def column_spearman(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return rho
 
 
+def resampled_mean(values: np.ndarray, draws: np.ndarray, skip_nan: bool = True) -> np.ndarray:
+    """`np.nanmean(values[:, idx], -1)` (skip_nan=False: `.mean(-1)`) to the last bit, a row at a time: values [rows,
+    inputs]; draws = `idx.T` in C order, [inputs, resamples] (idx [resamples, inputs]: the inputs each bootstrap
+    resample draws) -> [rows, resamples].
+
+    The one-shot form materialises [rows, resamples, inputs] (tens of MB per metric: most of spearman_table's time).
+    numpy lays that array out with the rows innermost, so its reduction over the inputs adds them one at a time in
+    their order; indexing one row with the transposed indices ([inputs, resamples], C order) and reducing over axis 0
+    adds in that same order (a reduction over a contiguous last axis would sum pairwise and differ in the last bits,
+    which can reorder near-tied measures). A row without NaN takes the plain mean either way: the same sum and
+    division as nanmean's."""
+    out = np.empty((values.shape[0], draws.shape[1]))
+    for i, row in enumerate(values):
+        drawn = row[draws]  # [inputs, resamples]
+        out[i] = np.nanmean(drawn, axis=0) if skip_nan and np.isnan(row).any() else drawn.mean(axis=0)
+    return out
+
+
 def spearman_table(df: pd.DataFrame, resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
     """(b) Per (model, operator, metric): Spearman's rho between the metric's ranking of the measures (mean over
     the deciding inputs, oriented so larger = judged more faithful; RACU as mean ACU / mean random area) and the
@@ -224,9 +248,10 @@ def spearman_table(df: pd.DataFrame, resamples: int = 1000, seed: int = 0) -> pd
             continue
         uids = rec.columns
         idx = rng.integers(0, len(uids), size=(resamples, len(uids)))
+        draws = np.ascontiguousarray(idx.T)  # [inputs, resamples], as resampled_mean takes them
         T = _oriented(rec.to_numpy(float), truth_dir)
         truth_full = T.mean(1)
-        truth_boot = T[:, idx].mean(-1)  # [measures, resamples]
+        truth_boot = resampled_mean(T, draws, skip_nan=False)  # [measures, resamples]
         metrics = in_order(JUDGE_ORDER, g["metric"])
         # every metric's [measure, input] values in one pivot per group (a pivot per metric, each after a boolean
         # selection over string columns, was most of the report's ground-truth time)
@@ -242,11 +267,11 @@ def spearman_table(df: pd.DataFrame, resamples: int = 1000, seed: int = 0) -> pd
             if metric == RACU_PER_INPUT:
                 N, D = values("acu"), values("racu-norm")
                 full = np.nanmean(N, 1) / np.nanmean(D, 1)
-                boot = np.nanmean(N[:, idx], -1) / np.nanmean(D[:, idx], -1)
+                boot = resampled_mean(N, draws) / resampled_mean(D, draws)
             else:
                 M = _oriented(values(metric), directions[metric])
                 full = np.nanmean(M, 1)
-                boot = np.nanmean(M[:, idx], -1)
+                boot = resampled_mean(M, draws)
             ok = np.isfinite(full)
             if ok.sum() < 3:
                 continue
