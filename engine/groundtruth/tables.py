@@ -125,16 +125,35 @@ def _oriented(values: np.ndarray, direction: str) -> np.ndarray:
     return values if direction == "higher" else -values
 
 
+def _values_by_measure(rows: pd.DataFrame) -> dict[str, pd.Series]:
+    """measure -> the metric's value per uid (a Series named 'value', indexed by 'uid', in the rows' order), of the rows
+    of one metric: what `{name: s.set_index("uid")["value"] for name, s in rows.groupby("measure", sort=False)}` gives,
+    built from positions (a frame per measure and its set_index were half of judge_table's and operator_table's
+    time)."""
+    uids, values = rows["uid"].array, rows["value"].to_numpy()
+    return {name: pd.Series(values[at], index=pd.Index(uids.take(at), name="uid"), name="value")
+            for name, at in rows.groupby("measure", sort=False).indices.items()}
+
+
 def _preferences(values: dict[str, pd.Series], direction: str, true: str, wrong: str) -> pd.Series:
     """Per input: 1 when the metric prefers the true explanation over `wrong`, 0 when it prefers `wrong`, 0.5 on a
     tie; NaN when either value is undefined. `values`: measure -> the metric's value per uid."""
     t, w = values.get(PREFIX + true), values.get(PREFIX + wrong)
     if t is None or w is None:
         return pd.Series(dtype=float)
-    common = t.index.intersection(w.index)
+    if t.index.is_unique and w.index.is_unique:
+        # the inputs both have, in t's order (as t.index.intersection(w.index) orders them), matched by position: one
+        # lookup instead of the intersection and two .loc selections
+        in_w = w.index.get_indexer(t.index)
+        found = in_w >= 0
+        common = t.index[found]
+        t_values, w_values = t.to_numpy(float)[found], w.to_numpy(float)[in_w[found]]
+    else:
+        common = t.index.intersection(w.index)
+        t_values, w_values = t.loc[common].to_numpy(float), w.loc[common].to_numpy(float)
     if not len(common):
         return pd.Series(dtype=float)
-    a, b = _oriented(t.loc[common].to_numpy(float), direction), _oriented(w.loc[common].to_numpy(float), direction)
+    a, b = _oriented(t_values, direction), _oriented(w_values, direction)
     pref = np.where(np.isnan(a) | np.isnan(b), np.nan, (a > b) + 0.5 * (np.isclose(a, b, rtol=0, atol=1e-12)))
     pref = np.where(np.isclose(a, b, rtol=0, atol=1e-12) & ~np.isnan(a) & ~np.isnan(b), 0.5, pref)
     return pd.Series(pref, index=common)
@@ -153,14 +172,16 @@ def judge_table(df: pd.DataFrame) -> pd.DataFrame:
         mechanism = g["mechanism"].iloc[0]
         true, wrongs = JUDGE_PAIRS[mechanism]
         measures = set(g["measure"].unique())
-        # split once per group (boolean masks per metric and measure, over string columns, were most of the time)
-        by_metric = dict(tuple(g.groupby("metric", sort=False)))
+        # split once per group, keeping only the columns the rows are made of (boolean masks per metric and measure,
+        # and copies of the other string columns, were most of the time)
+        used = g[["metric", "measure", "uid", "value", "better", "n_perturbed", "n_ood", "p_value"]]
+        by_metric = dict(tuple(used.groupby("metric", sort=False)))
         for metric in in_order(JUDGE_ORDER, g["metric"]):
             m = by_metric[metric]
-            values = {name: s.set_index("uid")["value"] for name, s in m.groupby("measure", sort=False)}
+            values = _values_by_measure(m)
             direction = m["better"].iloc[0]
             pooled = []
-            mt = m[m["measure"] == PREFIX + true]
+            mt = m[["n_perturbed", "n_ood", "p_value"]][(m["measure"] == PREFIX + true).to_numpy()]
             n_pert = mt["n_perturbed"].sum()
             masf = float(mt["n_ood"].sum() / n_pert) if n_pert and mt["n_ood"].notna().any() else float("nan")
             passed = (float((mt["p_value"] < 0.05).mean()) if metric == "randomisation-win-rate" else float("nan"))
@@ -221,7 +242,11 @@ def resampled_mean(values: np.ndarray, draws: np.ndarray, skip_nan: bool = True)
     their order; indexing one row with the transposed indices ([inputs, resamples], C order) and reducing over axis 0
     adds in that same order (a reduction over a contiguous last axis would sum pairwise and differ in the last bits,
     which can reorder near-tied measures). A row without NaN takes the plain mean either way: the same sum and
-    division as nanmean's."""
+    division as nanmean's. With one row or one resample numpy lays the one-shot array out otherwise; it is small
+    then, and computed as it was."""
+    if values.shape[0] < 2 or draws.shape[1] < 2:
+        drawn = values[:, np.ascontiguousarray(draws.T)]  # [rows, resamples, inputs], indexed as idx (C order) does
+        return np.nanmean(drawn, -1) if skip_nan else drawn.mean(-1)
     out = np.empty((values.shape[0], draws.shape[1]))
     for i, row in enumerate(values):
         drawn = row[draws]  # [inputs, resamples]
@@ -296,17 +321,19 @@ def operator_table(df: pd.DataFrame) -> pd.DataFrame:
     for model, g in part.groupby("model", sort=False):
         mechanism = g["mechanism"].iloc[0]
         true, wrongs = JUDGE_PAIRS[mechanism]
-        operators = list(dict.fromkeys(g["operator"]))
+        operators = list(g["operator"].unique())  # in the order they first appear
         if len(operators) < 2:
             continue
-        by_op_metric = dict(tuple(g.groupby(["operator", "metric"], sort=False)))
+        # split once, keeping only the columns the verdicts are made of (the other string columns' copies cost)
+        used = g[["operator", "metric", "measure", "uid", "value", "better"]]
+        by_op_metric = dict(tuple(used.groupby(["operator", "metric"], sort=False)))
         for metric in in_order(JUDGE_ORDER, g["metric"]):
             verdicts = {}
             for op in operators:
                 m = by_op_metric.get((op, metric))
                 if m is None:
                     continue
-                values = {name: s.set_index("uid")["value"] for name, s in m.groupby("measure", sort=False)}
+                values = _values_by_measure(m)
                 for wrong in wrongs:
                     pref = _preferences(values, m["better"].iloc[0], true, wrong).dropna()
                     for uid, v in pref.items():
