@@ -64,18 +64,25 @@ CARD_COLUMNS = ("model", "mechanism", "operator", "measure", "kind", "uid", "met
                 "n_perturbed", "n_ood", "p_value")
 
 
-def _card(df: pd.DataFrame) -> pd.DataFrame:
+def _card(df: pd.DataFrame, kind: str | None = None, explanations: bool | None = None) -> pd.DataFrame:
     """The report-card rows of a run's rows, only the card's columns (CARD_COLUMNS, those present; an empty frame with
-    all of them when there are no card rows).
+    all of them when there are no card rows). kind: only the rows of that kind ("metric", "recovery");
+    explanations: True, only the rows of the hand-made explanations (measure PREFIX...), False, only the others.
 
-    Only those columns: a card run holds hundreds of thousands of rows and thirty-odd columns, mostly strings, and
-    every row selection copies each column kept (the selections of the other twenty were a second of each table)."""
+    One selection, of only those columns: a card run holds hundreds of thousands of rows and thirty-odd columns, mostly
+    strings, and every row selection copies each column kept (selecting the card rows, then their kind, copied them
+    twice; the other twenty columns were a second of each table)."""
     if "method" not in df.columns:
         return pd.DataFrame(columns=list(CARD_COLUMNS))
-    part = df[[c for c in CARD_COLUMNS if c in df.columns]][df["method"] == CARD]
-    if part.empty:
+    keep = df["method"] == CARD
+    if not keep.any():
         return pd.DataFrame(columns=list(CARD_COLUMNS))
-    return part
+    if kind is not None:
+        keep &= df["kind"] == kind
+    if explanations is not None:
+        explanation = df["measure"].str.startswith(PREFIX, na=False)
+        keep &= explanation if explanations else ~explanation
+    return df[[c for c in CARD_COLUMNS if c in df.columns]][keep]
 
 
 def recovery_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -85,8 +92,7 @@ def recovery_table(df: pd.DataFrame) -> pd.DataFrame:
     reciprocal rank, bootstrap CI; higher better), mass_share (bootstrap CI; higher better), mean_rank (lower
     better), and where present decoy_top1 / inert_top1 (share ranking the decoy / inert word first; lower better),
     decoy_mass_share / inert_mass_share (lower better)."""
-    part = _card(df)
-    part = part[part["kind"] == "recovery"]
+    part = _card(df, kind="recovery")
     if part.empty:
         return pd.DataFrame()
     rows = []
@@ -165,8 +171,7 @@ def judge_table(df: pd.DataFrame) -> pd.DataFrame:
     recognises the truth; 0.5 = chance); the MaSF share (p < 0.05) of the perturbed inputs behind the metric's
     value of the true explanation; for the randomisation test also the share of inputs whose true explanation
     passes it (p < 0.05)."""
-    part = _card(df)
-    part = part[(part["kind"] == "metric") & part["measure"].str.startswith(PREFIX)]
+    part = _card(df, kind="metric", explanations=True)
     rows = []
     for (model, operator), g in part.groupby(["model", "operator"], sort=False):
         mechanism = g["mechanism"].iloc[0]
@@ -260,8 +265,7 @@ def spearman_table(df: pd.DataFrame, resamples: int = 1000, seed: int = 0) -> pd
     ground-truth ranking (mean reciprocal rank of the planted word(s); control: the inert word's mass share,
     lower better), with a percentile bootstrap CI over inputs (the same resampled inputs for both). Higher = the
     metric ranks the measures as the truth does."""
-    part = _card(df)
-    part = part[~part["measure"].str.startswith(PREFIX)]
+    part = _card(df, explanations=False)
     rows = []
     rng = np.random.default_rng(seed)
     for (model, operator), g in part.groupby(["model", "operator"], sort=False):
@@ -315,8 +319,7 @@ def operator_table(df: pd.DataFrame) -> pd.DataFrame:
     """Per (model, metric): over (input, wrong explanation) pairs judged under every operator of the run, the share
     whose verdict (true preferred, wrong preferred or tie) changes with the operator, with a Wilson CI (lower =
     the metric's verdict does not hinge on how tokens are removed)."""
-    part = _card(df)
-    part = part[(part["kind"] == "metric") & part["measure"].str.startswith(PREFIX)]
+    part = _card(df, kind="metric", explanations=True)
     rows = []
     for model, g in part.groupby("model", sort=False):
         mechanism = g["mechanism"].iloc[0]
