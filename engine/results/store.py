@@ -173,9 +173,9 @@ class ResultsStore:
         # Each cell's grid and run, added once to the whole frame rather than as two columns of every cell (a third of
         # the reading time of a run of small cells), in the column order of concatenating cells that carried them: each
         # cell's columns, then grid and run, every column where it first appears.
-        lengths = [len(rows) for rows in frames]
-        data["grid"] = pd.array(np.repeat(np.array(grids, dtype=object), lengths), dtype="str")
-        data["run"] = pd.array(np.repeat(np.array(names, dtype=object), lengths), dtype="str")
+        cell_of_row = np.repeat(np.arange(len(frames)), [len(rows) for rows in frames])
+        data["grid"] = pd.array(grids, dtype="str").take(cell_of_row)
+        data["run"] = pd.array(names, dtype="str").take(cell_of_row)
         order = list(dict.fromkeys(c for rows in frames for c in (*rows.columns, "grid", "run")))
         if list(data.columns) != order:
             data = data[order]
