@@ -5,6 +5,7 @@ faithfulness metrics both use it without one importing the other; engine.faithfu
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -32,6 +33,22 @@ def bootstrap_ci(values: Sequence[float], confidence: float = 0.95, n_resamples:
         return (mean, nan, nan, "none: 1 value") if with_method else (mean, nan, nan)
     if np.ptp(v) == 0:
         return (mean, mean, mean, "degenerate: all equal") if with_method else (mean, mean, mean)
+    # a seed that is a Generator (its state moves on with each use) is not memoised
+    interval = _bootstrap_interval if isinstance(seed, (int, np.integer)) else _bootstrap_interval.__wrapped__
+    low, high, used = interval(v.tobytes(), confidence, n_resamples, seed, method)
+    return (mean, low, high, used) if with_method else (mean, low, high)
+
+
+@functools.lru_cache(maxsize=4096)
+def _bootstrap_interval(sample: bytes, confidence: float, n_resamples: int, seed,
+                        method: str) -> tuple[float, float, str]:
+    """(low, high, the interval computed) of bootstrap_ci for the float64 values `sample` (their bytes: a hashable key
+    that tells apart every value, -0.0 from 0.0 included).
+
+    Memoised: the interval is a function of the values and the options alone (a fresh generator from `seed` each
+    time), and `report` asks for the same ones many times (a table's seeds again in another table, the same
+    per-input preferences for several wrong explanations): thousands of scipy calls, the costliest part of it."""
+    v = np.frombuffer(sample, dtype=float)
     used = method
     res = stats.bootstrap((v,), np.mean, confidence_level=confidence, n_resamples=n_resamples, method=method,
                           random_state=np.random.default_rng(seed))
@@ -41,7 +58,7 @@ def bootstrap_ci(values: Sequence[float], confidence: float = 0.95, n_resamples:
         res = stats.bootstrap((v,), np.mean, confidence_level=confidence, n_resamples=n_resamples,
                               method="percentile", random_state=np.random.default_rng(seed))
         low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    return (mean, low, high, used) if with_method else (mean, low, high)
+    return low, high, used
 
 
 def paired_comparison(a: Sequence[float], b: Sequence[float], seed: int = 0) -> dict:

@@ -214,3 +214,45 @@ def test_a_memoised_load_sees_every_write_rewrite_and_removal_and_hands_out_copi
     assert (store.load("r").query("seed == 1")["value"] == 0.123).all(), "a rewritten cell is not seen"
     next((tmp_path / "r" / "cells").glob("*.json")).unlink()
     assert len(store.load("r")) == 3, "a removed cell is still seen"
+
+
+def _assert_same_frame(got: pd.DataFrame, want: pd.DataFrame, where) -> None:
+    assert list(got.columns) == list(want.columns), where
+    assert [str(t) for t in got.dtypes] == [str(t) for t in want.dtypes], where
+    pd.testing.assert_frame_equal(got, want, check_exact=True, obj=str(where))
+    for column in got.select_dtypes(include="object").columns:
+        assert [type(v) for v in got[column]] == [type(v) for v in want[column]], (where, column)
+
+
+def test_a_cell_is_read_as_pd_read_parquet_reads_it(tmp_path):
+    """ResultsStore reads a cell's parquet through pyarrow directly (pd.read_parquet's dataset layer and threads
+    cost three times as much on small cells): the frame must be the one pd.read_parquet gives, every dtype, value and
+    missing value alike, on a cell of every kind the store holds (one per shipped run) and on one with every column
+    type the cells use."""
+    from engine.runtime import PROJECT_ROOT
+
+    cells = [next(p for p in sorted(d.glob("*.parquet")) if p.with_suffix(".json").is_file())
+             for d in sorted((PROJECT_ROOT / "results").glob("**/cells"))]
+    assert len(cells) > 10, "results/ ships runs of several kinds"
+    mixed = pd.DataFrame({"model": ["m", None, "x"], "seed": [0, 1, 2], "value": [0.5, float("nan"), -0.0],
+                          "passes": [True, False, True], "control": [True, None, False], "k": ["1", "2", None]})
+    mixed.to_parquet(tmp_path / "mixed.parquet", index=False)
+    for path in [*cells, tmp_path / "mixed.parquet"]:
+        _assert_same_frame(ResultsStore._read_parquet(path), pd.read_parquet(path), path)
+
+
+def test_a_run_of_cells_with_different_columns_keeps_each_column_where_it_first_appears(tmp_path):
+    """`load` adds each cell's grid and run to the whole frame: the columns stay in the order of concatenating cells
+    that carried them (a column only later cells have comes after the first cell's grid and run), with their dtypes."""
+    store = ResultsStore(tmp_path)
+    store.write_cell("r", {"model": "m", "seed": 0}, _rows("random", 0), {})
+    store.write_cell("r", {"model": "m", "seed": 1}, _rows("random", 1).assign(n_examples=5, extra=True), {})
+    data = store.load("r")
+    cells = sorted((tmp_path / "r" / "cells").glob("*.parquet"))
+    frames = [ResultsStore._read_cell_columns(p) for p in cells]
+    expected = pd.concat([f.assign(grid=ResultsStore._grid(f), run="r") for f in frames], ignore_index=True)
+    expected["method"] = expected["method"].fillna("recursive masking") if "method" in expected else "recursive masking"
+    if "count" not in expected:
+        expected["count"] = float("nan")
+    _assert_same_frame(data, expected, "r")
+    assert list(data.columns).index("extra") > list(data.columns).index("run")

@@ -64,12 +64,25 @@ CARD_COLUMNS = ("model", "mechanism", "operator", "measure", "kind", "uid", "met
                 "n_perturbed", "n_ood", "p_value")
 
 
-def _card(df: pd.DataFrame) -> pd.DataFrame:
-    """The report-card rows of a run's rows (an empty frame with the card's columns when there are none)."""
-    part = df[df["method"] == CARD] if "method" in df.columns else df.iloc[0:0]
-    if part.empty:
+def _card(df: pd.DataFrame, kind: str | None = None, explanations: bool | None = None) -> pd.DataFrame:
+    """The report-card rows of a run's rows, only the card's columns (CARD_COLUMNS, those present; an empty frame with
+    all of them when there are no card rows). kind: only the rows of that kind ("metric", "recovery");
+    explanations: True, only the rows of the hand-made explanations (measure PREFIX...), False, only the others.
+
+    One selection, of only those columns: a card run holds hundreds of thousands of rows and thirty-odd columns, mostly
+    strings, and every row selection copies each column kept (selecting the card rows, then their kind, copied them
+    twice; the other twenty columns were a second of each table)."""
+    if "method" not in df.columns:
         return pd.DataFrame(columns=list(CARD_COLUMNS))
-    return part
+    keep = df["method"] == CARD
+    if not keep.any():
+        return pd.DataFrame(columns=list(CARD_COLUMNS))
+    if kind is not None:
+        keep &= df["kind"] == kind
+    if explanations is not None:
+        explanation = df["measure"].str.startswith(PREFIX, na=False)
+        keep &= explanation if explanations else ~explanation
+    return df[[c for c in CARD_COLUMNS if c in df.columns]][keep]
 
 
 def recovery_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -79,8 +92,7 @@ def recovery_table(df: pd.DataFrame) -> pd.DataFrame:
     reciprocal rank, bootstrap CI; higher better), mass_share (bootstrap CI; higher better), mean_rank (lower
     better), and where present decoy_top1 / inert_top1 (share ranking the decoy / inert word first; lower better),
     decoy_mass_share / inert_mass_share (lower better)."""
-    part = _card(df)
-    part = part[part["kind"] == "recovery"]
+    part = _card(df, kind="recovery")
     if part.empty:
         return pd.DataFrame()
     rows = []
@@ -119,16 +131,35 @@ def _oriented(values: np.ndarray, direction: str) -> np.ndarray:
     return values if direction == "higher" else -values
 
 
+def _values_by_measure(rows: pd.DataFrame) -> dict[str, pd.Series]:
+    """measure -> the metric's value per uid (a Series named 'value', indexed by 'uid', in the rows' order), of the rows
+    of one metric: what `{name: s.set_index("uid")["value"] for name, s in rows.groupby("measure", sort=False)}` gives,
+    built from positions (a frame per measure and its set_index were half of judge_table's and operator_table's
+    time)."""
+    uids, values = rows["uid"].array, rows["value"].to_numpy()
+    return {name: pd.Series(values[at], index=pd.Index(uids.take(at), name="uid"), name="value")
+            for name, at in rows.groupby("measure", sort=False).indices.items()}
+
+
 def _preferences(values: dict[str, pd.Series], direction: str, true: str, wrong: str) -> pd.Series:
     """Per input: 1 when the metric prefers the true explanation over `wrong`, 0 when it prefers `wrong`, 0.5 on a
     tie; NaN when either value is undefined. `values`: measure -> the metric's value per uid."""
     t, w = values.get(PREFIX + true), values.get(PREFIX + wrong)
     if t is None or w is None:
         return pd.Series(dtype=float)
-    common = t.index.intersection(w.index)
+    if t.index.is_unique and w.index.is_unique:
+        # the inputs both have, in t's order (as t.index.intersection(w.index) orders them), matched by position: one
+        # lookup instead of the intersection and two .loc selections
+        in_w = w.index.get_indexer(t.index)
+        found = in_w >= 0
+        common = t.index[found]
+        t_values, w_values = t.to_numpy(float)[found], w.to_numpy(float)[in_w[found]]
+    else:
+        common = t.index.intersection(w.index)
+        t_values, w_values = t.loc[common].to_numpy(float), w.loc[common].to_numpy(float)
     if not len(common):
         return pd.Series(dtype=float)
-    a, b = _oriented(t.loc[common].to_numpy(float), direction), _oriented(w.loc[common].to_numpy(float), direction)
+    a, b = _oriented(t_values, direction), _oriented(w_values, direction)
     pref = np.where(np.isnan(a) | np.isnan(b), np.nan, (a > b) + 0.5 * (np.isclose(a, b, rtol=0, atol=1e-12)))
     pref = np.where(np.isclose(a, b, rtol=0, atol=1e-12) & ~np.isnan(a) & ~np.isnan(b), 0.5, pref)
     return pd.Series(pref, index=common)
@@ -140,21 +171,22 @@ def judge_table(df: pd.DataFrame) -> pd.DataFrame:
     recognises the truth; 0.5 = chance); the MaSF share (p < 0.05) of the perturbed inputs behind the metric's
     value of the true explanation; for the randomisation test also the share of inputs whose true explanation
     passes it (p < 0.05)."""
-    part = _card(df)
-    part = part[(part["kind"] == "metric") & part["measure"].str.startswith(PREFIX)]
+    part = _card(df, kind="metric", explanations=True)
     rows = []
     for (model, operator), g in part.groupby(["model", "operator"], sort=False):
         mechanism = g["mechanism"].iloc[0]
         true, wrongs = JUDGE_PAIRS[mechanism]
         measures = set(g["measure"].unique())
-        # split once per group (boolean masks per metric and measure, over string columns, were most of the time)
-        by_metric = dict(tuple(g.groupby("metric", sort=False)))
+        # split once per group, keeping only the columns the rows are made of (boolean masks per metric and measure,
+        # and copies of the other string columns, were most of the time)
+        used = g[["metric", "measure", "uid", "value", "better", "n_perturbed", "n_ood", "p_value"]]
+        by_metric = dict(tuple(used.groupby("metric", sort=False)))
         for metric in in_order(JUDGE_ORDER, g["metric"]):
             m = by_metric[metric]
-            values = {name: s.set_index("uid")["value"] for name, s in m.groupby("measure", sort=False)}
+            values = _values_by_measure(m)
             direction = m["better"].iloc[0]
             pooled = []
-            mt = m[m["measure"] == PREFIX + true]
+            mt = m[["n_perturbed", "n_ood", "p_value"]][(m["measure"] == PREFIX + true).to_numpy()]
             n_pert = mt["n_perturbed"].sum()
             masf = float(mt["n_ood"].sum() / n_pert) if n_pert and mt["n_ood"].notna().any() else float("nan")
             passed = (float((mt["p_value"] < 0.05).mean()) if metric == "randomisation-win-rate" else float("nan"))
@@ -205,14 +237,35 @@ def column_spearman(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return rho
 
 
+def resampled_mean(values: np.ndarray, draws: np.ndarray, skip_nan: bool = True) -> np.ndarray:
+    """`np.nanmean(values[:, idx], -1)` (skip_nan=False: `.mean(-1)`) to the last bit, a row at a time: values [rows,
+    inputs]; draws = `idx.T` in C order, [inputs, resamples] (idx [resamples, inputs]: the inputs each bootstrap
+    resample draws) -> [rows, resamples].
+
+    The one-shot form materialises [rows, resamples, inputs] (tens of MB per metric: most of spearman_table's time).
+    numpy lays that array out with the rows innermost, so its reduction over the inputs adds them one at a time in
+    their order; indexing one row with the transposed indices ([inputs, resamples], C order) and reducing over axis 0
+    adds in that same order (a reduction over a contiguous last axis would sum pairwise and differ in the last bits,
+    which can reorder near-tied measures). A row without NaN takes the plain mean either way: the same sum and
+    division as nanmean's. With one row or one resample numpy lays the one-shot array out otherwise; it is small
+    then, and computed as it was."""
+    if values.shape[0] < 2 or draws.shape[1] < 2:
+        drawn = values[:, np.ascontiguousarray(draws.T)]  # [rows, resamples, inputs], indexed as idx (C order) does
+        return np.nanmean(drawn, -1) if skip_nan else drawn.mean(-1)
+    out = np.empty((values.shape[0], draws.shape[1]))
+    for i, row in enumerate(values):
+        drawn = row[draws]  # [inputs, resamples]
+        out[i] = np.nanmean(drawn, axis=0) if skip_nan and np.isnan(row).any() else drawn.mean(axis=0)
+    return out
+
+
 def spearman_table(df: pd.DataFrame, resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
     """(b) Per (model, operator, metric): Spearman's rho between the metric's ranking of the measures (mean over
     the deciding inputs, oriented so larger = judged more faithful; RACU as mean ACU / mean random area) and the
     ground-truth ranking (mean reciprocal rank of the planted word(s); control: the inert word's mass share,
     lower better), with a percentile bootstrap CI over inputs (the same resampled inputs for both). Higher = the
     metric ranks the measures as the truth does."""
-    part = _card(df)
-    part = part[~part["measure"].str.startswith(PREFIX)]
+    part = _card(df, explanations=False)
     rows = []
     rng = np.random.default_rng(seed)
     for (model, operator), g in part.groupby(["model", "operator"], sort=False):
@@ -224,9 +277,10 @@ def spearman_table(df: pd.DataFrame, resamples: int = 1000, seed: int = 0) -> pd
             continue
         uids = rec.columns
         idx = rng.integers(0, len(uids), size=(resamples, len(uids)))
+        draws = np.ascontiguousarray(idx.T)  # [inputs, resamples], as resampled_mean takes them
         T = _oriented(rec.to_numpy(float), truth_dir)
         truth_full = T.mean(1)
-        truth_boot = T[:, idx].mean(-1)  # [measures, resamples]
+        truth_boot = resampled_mean(T, draws, skip_nan=False)  # [measures, resamples]
         metrics = in_order(JUDGE_ORDER, g["metric"])
         # every metric's [measure, input] values in one pivot per group (a pivot per metric, each after a boolean
         # selection over string columns, was most of the report's ground-truth time)
@@ -242,11 +296,11 @@ def spearman_table(df: pd.DataFrame, resamples: int = 1000, seed: int = 0) -> pd
             if metric == RACU_PER_INPUT:
                 N, D = values("acu"), values("racu-norm")
                 full = np.nanmean(N, 1) / np.nanmean(D, 1)
-                boot = np.nanmean(N[:, idx], -1) / np.nanmean(D[:, idx], -1)
+                boot = resampled_mean(N, draws) / resampled_mean(D, draws)
             else:
                 M = _oriented(values(metric), directions[metric])
                 full = np.nanmean(M, 1)
-                boot = np.nanmean(M[:, idx], -1)
+                boot = resampled_mean(M, draws)
             ok = np.isfinite(full)
             if ok.sum() < 3:
                 continue
@@ -265,23 +319,24 @@ def operator_table(df: pd.DataFrame) -> pd.DataFrame:
     """Per (model, metric): over (input, wrong explanation) pairs judged under every operator of the run, the share
     whose verdict (true preferred, wrong preferred or tie) changes with the operator, with a Wilson CI (lower =
     the metric's verdict does not hinge on how tokens are removed)."""
-    part = _card(df)
-    part = part[(part["kind"] == "metric") & part["measure"].str.startswith(PREFIX)]
+    part = _card(df, kind="metric", explanations=True)
     rows = []
     for model, g in part.groupby("model", sort=False):
         mechanism = g["mechanism"].iloc[0]
         true, wrongs = JUDGE_PAIRS[mechanism]
-        operators = list(dict.fromkeys(g["operator"]))
+        operators = list(g["operator"].unique())  # in the order they first appear
         if len(operators) < 2:
             continue
-        by_op_metric = dict(tuple(g.groupby(["operator", "metric"], sort=False)))
+        # split once, keeping only the columns the verdicts are made of (the other string columns' copies cost)
+        used = g[["operator", "metric", "measure", "uid", "value", "better"]]
+        by_op_metric = dict(tuple(used.groupby(["operator", "metric"], sort=False)))
         for metric in in_order(JUDGE_ORDER, g["metric"]):
             verdicts = {}
             for op in operators:
                 m = by_op_metric.get((op, metric))
                 if m is None:
                     continue
-                values = {name: s.set_index("uid")["value"] for name, s in m.groupby("measure", sort=False)}
+                values = _values_by_measure(m)
                 for wrong in wrongs:
                     pref = _preferences(values, m["better"].iloc[0], true, wrong).dropna()
                     for uid, v in pref.items():

@@ -151,10 +151,13 @@ def _metric_rows(run: str, select: Callable[[pd.DataFrame], tuple[pd.DataFrame, 
         values = list(dict.fromkeys(part[column]))
         heads = [_short(v) for v in values] if column == "model" else values
         lines = [caption, "| metric | " + " | ".join(heads) + " |", "|---" * (len(values) + 1) + "|"]
+        # the rows of each (metric, column value), split once (a boolean selection per cell was most of the time)
+        by_metric = {metric: dict(tuple(g.groupby(column, sort=False)))
+                     for metric, g in part.groupby("metric", sort=False)}
         for metric in in_order(JUDGE_ORDER, part["metric"]):
-            g = part[part["metric"] == metric]
-            cells = [cell(g[g[column] == v]) if (g[column] == v).any() else "—" for v in values]
-            lines.append(f"| {g['label'].iloc[0]} | " + " | ".join(cells) + " |")
+            rows = by_metric[metric]
+            cells = [cell(rows[v]) if v in rows else "—" for v in values]
+            lines.append(f"| {next(iter(rows.values()))['label'].iloc[0]} | " + " | ".join(cells) + " |")
         return "\n".join(lines)
 
     return build

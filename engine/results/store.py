@@ -18,6 +18,7 @@ import os
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 import engine.settings as settings
@@ -139,7 +140,9 @@ class ResultsStore:
         One run's rows are memoised per process under its file fingerprint (one `stat` per cell file): `report`
         reads one run for several tables (the ground-truth card run for nine), and reading its thousands of parquet
         cells was most of `report --check`. A written, rewritten or removed cell changes the fingerprint and rereads the
-        run. Each call returns its own copy, so a caller may change it."""
+        run. Each call returns its own copy, so a caller may change it: a shallow one, which pandas' copy-on-write keeps
+        apart from the memo (a change copies what it changes), where a deep copy of the card run's numeric columns
+        cost a tenth of a second per call."""
         if not run:  # every run at once: its readers (the Benchmarks page) cache it themselves; no second copy here
             return self._load(self.runs())
         key = (str(self.root.resolve()), run)
@@ -147,23 +150,41 @@ class ResultsStore:
         hit = _LOADED.get(key)
         if hit is not None and hit[0] == fingerprint:
             _LOADED[key] = _LOADED.pop(key)  # most recently used last
-            return hit[1].copy()
+            return hit[1].copy(deep=False)
         data = self._load([run])
         _LOADED[key] = (fingerprint, data)
         while len(_LOADED) > _LOADED_MAX:
             _LOADED.pop(next(iter(_LOADED)))
-        return data.copy()
+        return data.copy(deep=False)
 
     def _load(self, runs: list[str]) -> pd.DataFrame:
-        frames = []
+        frames, grids, names = [], [], []
         for name in runs:
             d = self._cells_dir(name)
             for path in sorted(d.glob("*.parquet")):
                 if (path.with_suffix(".json")).is_file():
-                    frames.append(self._read_cell(path).assign(run=name))
+                    rows = self._read_cell_columns(path)
+                    frames.append(rows)
+                    grids.append(self._grid(rows))
+                    names.append(name)
         if not frames:
             return pd.DataFrame(columns=[*TIDY_COLUMNS, "split", "method", "n_examples", "schedule", "count", "grid", "run"])
         data = pd.concat(frames, ignore_index=True)
+        # Each cell's grid and run, added once to the whole frame rather than as two columns of every cell (a third of
+        # the reading time of a run of small cells), in the column order of concatenating cells that carried them: each
+        # cell's columns, then grid and run, every column where it first appears.
+        cell_of_row = np.repeat(np.arange(len(frames)), [len(rows) for rows in frames])
+        data["grid"] = pd.array(grids, dtype="str").take(cell_of_row)
+        data["run"] = pd.array(names, dtype="str").take(cell_of_row)
+        order = list(dict.fromkeys(c for rows in frames for c in (*rows.columns, "grid", "run")))
+        if list(data.columns) != order:
+            data = data[order]
+        # Each string column as one array: concatenating the cells leaves a chunk per cell, and every row selection a
+        # reader makes (each `df[mask]`, groupby, pivot) copies a chunked column at ten times the cost of one array,
+        # which outweighs joining the chunks once (the ground-truth card run: 280 chunks, 870k rows).
+        for column in data.columns:
+            if isinstance(data[column].dtype, pd.StringDtype) and data[column].dtype.storage == "pyarrow":
+                data[column] = pd.array(data[column].array.__arrow_array__().combine_chunks(), dtype=data[column].dtype)
         # Cells of recursive masking without retraining (benchmark) carry no method column; ROAR cells do.
         if "method" not in data.columns:
             data["method"] = RECURSIVE_MASKING
@@ -177,19 +198,28 @@ class ResultsStore:
         return data
 
     @staticmethod
-    def _read_cell(path: Path) -> pd.DataFrame:
-        rows = ResultsStore._read_cell_columns(path)
-        # The cell's levels ("0,0.1,...,1"; k for count schedules): two cells of one measure and seed masked on
-        # different grids (e.g. `--ratios` changed within a run) share every other column, and the summary must
-        # keep them apart rather than pool their points into one curve.
+    def _grid(rows: pd.DataFrame) -> str:
+        """The cell's levels ("0,0.1,...,1"; k for count schedules): two cells of one measure and seed masked on
+        different grids (e.g. `--ratios` changed within a run) share every other column, and the summary must keep
+        them apart rather than pool their points into one curve."""
         counted = len(rows) > 0 and is_count_schedule(rows["schedule"].iloc[0]) and "count" in rows.columns
         levels = rows["count"] if counted else rows["ratio"]
-        rows["grid"] = ",".join(f"{v:g}" for v in sorted(levels.unique()))
-        return rows
+        return ",".join(f"{v:g}" for v in sorted(levels.unique()))
+
+    @staticmethod
+    def _read_parquet(path: Path) -> pd.DataFrame:
+        """`pd.read_parquet(path)` of a cell, the same frame for a fraction of the time: pandas converts the table that
+        pyarrow reads with `to_pandas` (strings to its str dtype; the cells hold no index and no attrs), but reads it
+        through pyarrow's dataset layer and thread pool, three times the work on a cell of a few hundred rows (a
+        `report` reads a thousand cells). tests/test_results_store.py checks the two agree on every shipped cell."""
+        import pyarrow.parquet as pq  # as pandas does: only where parquet is read
+
+        table = pq.ParquetFile(path).read(use_threads=False, use_pandas_metadata=True)
+        return table.to_pandas(use_threads=False)
 
     @staticmethod
     def _read_cell_columns(path: Path) -> pd.DataFrame:
-        rows = pd.read_parquet(path)
+        rows = ResultsStore._read_parquet(path)
         if "schedule" not in rows.columns and "method" not in rows.columns:
             rows["schedule"] = "ratio"  # a benchmark (recursive masking) cell of before `--counts`: ratios only
         if all(c in rows.columns for c in ("n_examples", "schedule", "split")):
