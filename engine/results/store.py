@@ -179,6 +179,12 @@ class ResultsStore:
         order = list(dict.fromkeys(c for rows in frames for c in (*rows.columns, "grid", "run")))
         if list(data.columns) != order:
             data = data[order]
+        # Each string column as one array: concatenating the cells leaves a chunk per cell, and every row selection a
+        # reader makes (each `df[mask]`, groupby, pivot) copies a chunked column at ten times the cost of one array,
+        # which outweighs joining the chunks once (the ground-truth card run: 280 chunks, 870k rows).
+        for column in data.columns:
+            if isinstance(data[column].dtype, pd.StringDtype) and data[column].dtype.storage == "pyarrow":
+                data[column] = pd.array(data[column].array.__arrow_array__().combine_chunks(), dtype=data[column].dtype)
         # Cells of recursive masking without retraining (benchmark) carry no method column; ROAR cells do.
         if "method" not in data.columns:
             data["method"] = RECURSIVE_MASKING
