@@ -15,13 +15,15 @@ from engine.errors import InvalidInputError
 
 
 def bootstrap_ci(values: Sequence[float], confidence: float = 0.95, n_resamples: int = 9999, seed: int = 0,
-                 method: str = "BCa", with_method: bool = False) -> tuple:
+                 method: str = "BCa", with_method: bool = False, interval: bool = True) -> tuple:
     """(mean, low, high): the mean over seeds with a BCa bootstrap CI (scipy.stats.bootstrap).
 
     One value has no interval: the bounds are NaN (a zero-width interval would look exact). Values that
     are all equal give the degenerate interval [mean, mean]. Where BCa is undefined on a small sample it
     falls back to the percentile interval. with_method=True appends which interval was computed
     ("BCa", "percentile", "degenerate: all equal", "none: 1 value"), so a table can say so.
+    interval=False: the same mean without its interval (NaN bounds, "not computed"), for a reader that shows
+    only the mean of some rows (the interval is the costly part).
     """
     v = np.asarray(values, dtype=float)
     v = v[~np.isnan(v)]
@@ -31,6 +33,8 @@ def bootstrap_ci(values: Sequence[float], confidence: float = 0.95, n_resamples:
     mean = float(v.mean())
     if v.size < 2:
         return (mean, nan, nan, "none: 1 value") if with_method else (mean, nan, nan)
+    if not interval:
+        return (mean, nan, nan, "not computed") if with_method else (mean, nan, nan)
     if np.ptp(v) == 0:
         return (mean, mean, mean, "degenerate: all equal") if with_method else (mean, mean, mean)
     # a seed that is a Generator (its state moves on with each use) is not memoised

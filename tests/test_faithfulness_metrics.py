@@ -54,6 +54,23 @@ def test_bootstrap_ci_covers_the_mean_and_degenerates_gracefully():
     assert bootstrap_ci([0.3, 0.3, 0.3], with_method=True) == (0.3, 0.3, 0.3, "degenerate: all equal")
 
 
+def test_bootstrap_ci_is_memoised_to_the_bit_and_gives_its_mean_alone_on_request():
+    """The interval is memoised per (values, options): a repeat gives scipy's bits of the first call; interval=False
+    gives the same mean with NaN bounds (what a table that shows no CI asks for)."""
+    from scipy import stats
+
+    values = [0.40, 0.42, float("nan"), 0.45, 0.41]
+    first = bootstrap_ci(values, with_method=True)
+    assert bootstrap_ci(values, with_method=True) == first
+    v = np.array([0.40, 0.42, 0.45, 0.41])
+    res = stats.bootstrap((v,), np.mean, confidence_level=0.95, n_resamples=9999, method="BCa",
+                          random_state=np.random.default_rng(0))
+    assert first[1:3] == (float(res.confidence_interval.low), float(res.confidence_interval.high))
+    mean, low, high, used = bootstrap_ci(values, with_method=True, interval=False)
+    assert mean == first[0] and np.isnan(low) and np.isnan(high) and used == "not computed"
+    assert bootstrap_ci([0.3], with_method=True, interval=False)[::3] == (0.3, "none: 1 value")
+
+
 def test_paired_comparison_detects_a_consistent_difference():
     a = [0.50, 0.52, 0.55, 0.51, 0.53]
     b = [0.30, 0.33, 0.31, 0.29, 0.35]

@@ -66,3 +66,33 @@ def test_published_columns_are_labelled_and_fmm_is_compared_only_on_the_same_tas
     assert {("tiny", "rt"), ("minilm", "rt")} <= set(rows)
     assert rows[("tiny", "rt")].split("|")[6] != rows[("minilm", "rt")].split("|")[6]
     assert "another task" in tables["racu-tiny-babi1"].splitlines()[0]
+
+
+def test_the_tables_cheaper_calls_leave_every_shown_number_as_the_full_calls_give_it():
+    """report asks the table functions to skip the CIs it never shows (evaluation_table's per-level rows,
+    judge_table's rows of one wrong explanation, recovery_table's MRR and mass share): every other cell must be the
+    full call's, to the bit, and the skipped CIs NaN."""
+    import numpy as np
+    import pandas as pd
+
+    from engine.faithfulness.evaluation import ERASURE, evaluation_store, evaluation_table
+    from engine.groundtruth.card import card_store
+    from engine.groundtruth.tables import judge_table, recovery_table
+
+    root = Path(__file__).resolve().parent.parent / "results"
+
+    def same_but(cheap: pd.DataFrame, full: pd.DataFrame, rows: np.ndarray, columns: list[str]) -> None:
+        pd.testing.assert_frame_equal(cheap.drop(columns=columns), full.drop(columns=columns), check_exact=True)
+        pd.testing.assert_frame_equal(cheap[~rows], full[~rows], check_exact=True)
+        assert cheap.loc[rows, [c for c in columns if c != "ci"]].isna().all().all()
+
+    data = evaluation_store(root / "evaluation").load("tiny-rt-erasure")  # three seeds: CIs to skip
+    data = data[data["method"] == ERASURE]
+    full = evaluation_table(data)
+    same_but(evaluation_table(data, level_cis=False), full, full["level"].notna().to_numpy(), ["ci_low", "ci_high", "ci"])
+    card = card_store(root / "groundtruth").load("smollm2-rt-card")
+    full = judge_table(card)
+    same_but(judge_table(card, wrong_cis=False), full, (full["wrong"] != "all").to_numpy(), ["low", "high"])
+    full = recovery_table(card)
+    same_but(recovery_table(card, cis=False), full, np.ones(len(full), bool),
+             ["mrr_low", "mrr_high", "mass_share_low", "mass_share_high"])

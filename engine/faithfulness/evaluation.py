@@ -342,10 +342,14 @@ def run_suite(cells: Sequence, run: str = "default",
                      progress=progress, cell_progress=cell_progress, started=started, should_stop=should_stop)
 
 
-def evaluation_table(df: pd.DataFrame) -> pd.DataFrame:
+def evaluation_table(df: pd.DataFrame, level_cis: bool = True) -> pd.DataFrame:
     """Erasure rows of the store -> one row per (dataset, split, base model, strategy, removal, measure, metric,
     level): mean over seeds with a BCa bootstrap CI, every seed's value, the mean MaSF share (p < 0.05) and the
-    direction that is more faithful; cost per explanation where the cells recorded it."""
+    direction that is more faithful; cost per explanation where the cells recorded it.
+
+    level_cis=False: the rows of one masking level (level not NaN) get no CI (NaN bounds; ci "not computed" where
+    there are several values), for a reader that shows only the aggregates over levels: the per-level rows are three
+    quarters of the bootstrap CIs, the table's main cost (`report`'s evaluation tables)."""
     from engine.faithfulness.metrics import bootstrap_ci
 
     df = df[df["method"] == ERASURE] if "method" in df.columns else df.iloc[0:0]
@@ -366,8 +370,9 @@ def evaluation_table(df: pd.DataFrame) -> pd.DataFrame:
     for group, at in zip(groups, rows_of):
         at = at[np.argsort(seed[at], kind="quicksort")]  # in seed order, as part.sort_values("seed") ordered them
         values = value[at]
-        mean, low, high, how = bootstrap_ci(values.astype(float), with_method=True)
         row = dict(zip(keys, group))
+        mean, low, high, how = bootstrap_ci(values.astype(float), with_method=True,
+                                            interval=level_cis or pd.isna(row["level"]))
         row.update({"value": mean, "ci_low": low, "ci_high": high, "ci": how, "seeds": seed[at].tolist(),
                     "per_seed": values.round(4).tolist(), "better": better[at[0]],
                     # pandas' mean (NaN skipped) of the values in seed order, as before

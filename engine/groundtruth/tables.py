@@ -85,13 +85,14 @@ def _card(df: pd.DataFrame, kind: str | None = None, explanations: bool | None =
     return df[[c for c in CARD_COLUMNS if c in df.columns]][keep]
 
 
-def recovery_table(df: pd.DataFrame) -> pd.DataFrame:
+def recovery_table(df: pd.DataFrame, cis: bool = True) -> pd.DataFrame:
     """Per (model, measure): how often the measure recovers the planted word(s) on the deciding inputs.
 
     Columns: model, mechanism, measure, n, top_hit (share, Wilson CI top_hit_low/high; higher better), mrr (mean
     reciprocal rank, bootstrap CI; higher better), mass_share (bootstrap CI; higher better), mean_rank (lower
     better), and where present decoy_top1 / inert_top1 (share ranking the decoy / inert word first; lower better),
-    decoy_mass_share / inert_mass_share (lower better)."""
+    decoy_mass_share / inert_mass_share (lower better). cis=False: mrr and mass_share without their bootstrap CIs
+    (NaN bounds), for a reader that shows their means only (`report`)."""
     part = _card(df, kind="recovery")
     if part.empty:
         return pd.DataFrame()
@@ -104,8 +105,8 @@ def recovery_table(df: pd.DataFrame) -> pd.DataFrame:
         if "top-hit" in v:
             k, n = int(v["top-hit"].sum()), len(v["top-hit"])
             low, high = wilson_ci(k, n)
-            mrr, mlow, mhigh = bootstrap_ci(v["reciprocal-rank"], n_resamples=BOOTSTRAP_RESAMPLES)
-            mass, slow, shigh = bootstrap_ci(v["mass-share"], n_resamples=BOOTSTRAP_RESAMPLES)
+            mrr, mlow, mhigh = bootstrap_ci(v["reciprocal-rank"], n_resamples=BOOTSTRAP_RESAMPLES, interval=cis)
+            mass, slow, shigh = bootstrap_ci(v["mass-share"], n_resamples=BOOTSTRAP_RESAMPLES, interval=cis)
             row.update({"n": n, "top_hit": k / n, "top_hit_low": low, "top_hit_high": high, "mrr": mrr,
                         "mrr_low": mlow, "mrr_high": mhigh, "mass_share": mass, "mass_share_low": slow,
                         "mass_share_high": shigh, "mean_rank": float(np.mean(v["planted-rank"]))})
@@ -165,12 +166,13 @@ def _preferences(values: dict[str, pd.Series], direction: str, true: str, wrong:
     return pd.Series(pref, index=common)
 
 
-def judge_table(df: pd.DataFrame) -> pd.DataFrame:
+def judge_table(df: pd.DataFrame, wrong_cis: bool = True) -> pd.DataFrame:
     """(a) Per (model, operator, metric, wrong explanation, and 'all' pooled): the share of deciding inputs on which
     the metric prefers the true explanation (ties half), with a bootstrap CI over inputs (higher = the metric
     recognises the truth; 0.5 = chance); the MaSF share (p < 0.05) of the perturbed inputs behind the metric's
     value of the true explanation; for the randomisation test also the share of inputs whose true explanation
-    passes it (p < 0.05)."""
+    passes it (p < 0.05). wrong_cis=False: the rows of one wrong explanation without their CI (NaN low / high; the
+    pooled 'all' rows keep theirs), for a reader that shows only the pooled CIs (`report`)."""
     part = _card(df, kind="metric", explanations=True)
     rows = []
     for (model, operator), g in part.groupby(["model", "operator"], sort=False):
@@ -195,7 +197,7 @@ def judge_table(df: pd.DataFrame) -> pd.DataFrame:
                 if pref.empty:
                     continue
                 pooled.append(pref.to_numpy())
-                mean, low, high = bootstrap_ci(pref.to_numpy(), n_resamples=BOOTSTRAP_RESAMPLES)
+                mean, low, high = bootstrap_ci(pref.to_numpy(), n_resamples=BOOTSTRAP_RESAMPLES, interval=wrong_cis)
                 rows.append({"model": model, "mechanism": mechanism, "operator": operator, "metric": metric,
                              "label": judge_label(metric), "true": true, "wrong": wrong, "n": len(pref),
                              "prefers_true": mean, "low": low, "high": high, "masf_share": masf,

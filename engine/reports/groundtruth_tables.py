@@ -33,13 +33,14 @@ def _judges(root: Path, run: str, data: pd.DataFrame) -> pd.DataFrame:
     from engine.groundtruth.card import card_store
     from engine.groundtruth.tables import judge_table
 
+    # wrong_cis=False: the tables show the CIs of the pooled rows only (wrong_markdown: the per-wrong means)
     if root is None:  # rows handed in directly (no store to fingerprint): nothing to memoise under
-        return judge_table(data)
+        return judge_table(data, wrong_cis=False)
     key = (str(Path(root).resolve()), run)
     fingerprint = card_store(root / "groundtruth").run_fingerprint(run)
     hit = _JUDGES.get(key)
     if hit is None or hit[0] != fingerprint:
-        hit = _JUDGES[key] = (fingerprint, judge_table(data))
+        hit = _JUDGES[key] = (fingerprint, judge_table(data, wrong_cis=False))
     return hit[1].copy()
 
 
@@ -97,7 +98,7 @@ def recovery_markdown(run: str) -> Callable[[Path], str]:
     def build(root: Path) -> str:
         from engine.groundtruth.tables import recovery_table
 
-        table = recovery_table(_load(root, run))
+        table = recovery_table(_load(root, run), cis=False)  # the table shows MRR's mean, not its CI
         if table.empty:
             return f"(no report-card cells in results/groundtruth/{run} yet)"
         models = list(dict.fromkeys(table["model"]))

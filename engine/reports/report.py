@@ -271,7 +271,8 @@ def evaluation_tables(run: str, racu_run: str) -> Callable[[Path], str]:
         from engine.reports.evaluation_tables import ci_tables, metric_tables, ranking_tables
 
         data = evaluation_store(root / "evaluation").load(run)
-        table = evaluation_table(data[data["method"] == ERASURE])
+        # level_cis=False: these tables show the aggregates over levels only, never a single level's CI
+        table = evaluation_table(data[data["method"] == ERASURE], level_cis=False)
         if table.empty:
             raise InvalidInputError(f"evaluation run {run!r} in {root / 'evaluation'} has no erasure cells")
         parts = [metric_tables(table), ci_tables(table), ranking_tables(table, racu_run, root)]
