@@ -70,13 +70,23 @@ def _form(driver, submit: str):
     raise AssertionError(f"no form with a {submit!r} button")
 
 
-def _in(container, testid: str, label: str):
+def _in(driver, submit: str, testid: str, label: str, timeout: float = 60):
+    """The widget of kind `testid` labelled `label` in the form whose submit button reads `submit`, found again until
+    it is drawn: under load the page can show the form's button before a widget above it has its label (the run in
+    which this failed at once had the machine's two cores busy with a cold test cache)."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
-    for element in container.find_elements(By.CSS_SELECTOR, f"[data-testid='{testid}']"):
-        if element.text.strip().startswith(label):
-            return element
-    raise AssertionError(f"no {testid} labelled {label!r} in the form")
+    deadline = time.time() + timeout
+    while True:
+        try:
+            for element in _form(driver, submit).find_elements(By.CSS_SELECTOR, f"[data-testid='{testid}']"):
+                if element.text.strip().startswith(label):
+                    return element
+        except StaleElementReferenceException:  # a rerun replaced the form while it was read
+            pass
+        assert time.time() < deadline, f"no {testid} labelled {label!r} in the form"
+        time.sleep(0.3)
 
 
 def _choose_in(driver, submit: str, label: str, option: str) -> None:
@@ -88,7 +98,7 @@ def _choose_in(driver, submit: str, label: str, option: str) -> None:
     deadline = time.time() + 60
     while True:
         try:
-            box = _in(_form(driver, submit), "stSelectbox", label)
+            box = _in(driver, submit, "stSelectbox", label)
             field = box.find_element(By.TAG_NAME, "input")
             if (field.get_attribute("value") or box.text.replace(label, "", 1).strip()) == option:
                 return
@@ -107,7 +117,7 @@ def _number_in(driver, submit: str, label: str, value: str) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    field = _in(_form(driver, submit), "stNumberInput", label).find_element(By.TAG_NAME, "input")
+    field = _in(driver, submit, "stNumberInput", label).find_element(By.TAG_NAME, "input")
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", field)
     field.send_keys(Keys.CONTROL, "a")
     field.send_keys(value)
