@@ -38,8 +38,8 @@ def bootstrap_ci(values: Sequence[float], confidence: float = 0.95, n_resamples:
     if np.ptp(v) == 0:
         return (mean, mean, mean, "degenerate: all equal") if with_method else (mean, mean, mean)
     # a seed that is a Generator (its state moves on with each use) is not memoised
-    interval = _bootstrap_interval if isinstance(seed, (int, np.integer)) else _bootstrap_interval.__wrapped__
-    low, high, used = interval(v.tobytes(), confidence, n_resamples, seed, method)
+    compute = _bootstrap_interval if isinstance(seed, (int, np.integer)) else _bootstrap_interval.__wrapped__
+    low, high, used = compute(v.tobytes(), confidence, n_resamples, seed, method)
     return (mean, low, high, used) if with_method else (mean, low, high)
 
 

@@ -345,8 +345,7 @@ def _local_ray_running(request):
 
     if not ray.is_initialized():
         env = request.getfixturevalue("local_ray")
-        start_local_ray({**env, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
-                                                                 str(Path(__file__).resolve().parent)])})
+        start_local_ray({**env, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])})
         _LOCAL_RAY.update(env)
 
 
@@ -365,16 +364,10 @@ def pytest_sessionfinish(session, exitstatus):
 @contextlib.contextmanager
 def ray_environment(env: dict):
     """The Ray workers' environment (local_ray's) in this process while the block runs; the old values after."""
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)
         yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @pytest.fixture(scope="session")
