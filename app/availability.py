@@ -51,7 +51,8 @@ class Action:
 
 
 PAGES = (
-    Page("explain", "Explain", ":material/search:", _VISITORS, "explain.py", "start"),
+    Page("home", "Home", ":material/home:", _VISITORS, "home.py"),
+    Page("explain", "Explain", ":material/search:", _VISITORS, "explain.py", "explain"),
     Page("masking", "Step-by-step masking", ":material/layers_clear:", _VISITORS, "masking.py"),
     Page("benchmarks", "Benchmarks", ":material/monitoring:", _VISITORS, "benchmarks.py"),
     Page("report-card", "Report card", ":material/fact_check:", _VISITORS, "report_card.py"),
@@ -69,6 +70,9 @@ _LIMITED = "bounded per request, per session and per server (app/limits.py)"
 ACTIONS = (
     Action("explain", "explain", "explain a typed text with the chosen measures", _VISITORS, _LIMITED,
            ("button", "Explain")),
+    Action("first-ranking", "home", "compute a first ranking of the measures for a model the results store holds "
+           "nothing for (recursive-masking cells into the results store)", _ADMIN,
+           probe=("button", "home_first_ranking")),
     Action("self-explain", "explain", "ask a prompted language model to explain itself (generates text and "
            "writes the generation cache)", _ADMIN),
     Action("mask", "masking", "mask a typed text step by step (fits MaSF once per model and calibration data)",
@@ -136,14 +140,11 @@ def navigation(role: str) -> list:
     """The st.Page list of `role`'s navigation (the annotator's study page is drawn by app/main.py itself)."""
     import streamlit as st
 
-    explain = str(ROOT / "pages" / PAGE["explain"].file)
-    pages = [st.Page(str(ROOT / "pages" / p.file), title=p.title, icon=p.icon, url_path=p.url_path,
-                     default=p.key == "explain")
-             for p in PAGES if p.file and role in p.roles]
-    # /explain?text=... (the path every other page has the form of: /masking, /models) opens the Explain page
-    # too; the default page itself answers only at "/" (its url_path "start" is never linked).
-    pages.append(st.Page(explain, title="Explain", icon=PAGE["explain"].icon, url_path="explain", visibility="hidden"))
-    return pages
+    # the home page is the default (it answers at "/"; a shared Explain view at "/?text=..." is forwarded to
+    # /explain by the home page itself)
+    return [st.Page(str(ROOT / "pages" / p.file), title=p.title, icon=p.icon, url_path=p.url_path,
+                    default=p.key == "home")
+            for p in PAGES if p.file and role in p.roles]
 
 
 def _mark(ok: bool) -> str:

@@ -1,11 +1,15 @@
 """The column names a reader sees in every table of the Benchmarks page: one mapping from the stores' column names
 (`faith_low`, `plaus_n`, `racu_pct`, ...) to a label with its unit and, where it matters, which direction is better,
 and a help text. Tables keep their data's names (so a CSV download is unchanged); `column_config` gives
-`st.dataframe` the labels."""
+`st.dataframe` the labels. A column named by a metric id ('aopc-comprehensiveness', 'soft-nc@0.1') gets the
+metric registry's label and definition (engine/faithfulness/registry.py), so a metric registered there is labelled
+here without an entry of its own."""
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
+
+from engine.faithfulness import registry
 
 BETTER = "higher: more faithful"
 INTERVAL = "end of the 95% interval"
@@ -64,18 +68,39 @@ COLUMN_LABELS: dict[str, tuple[str, str | None]] = {
 RAW_NAME = r"^[a-z0-9]+(_[a-z0-9]+)+$"  # what a column name from a store looks like, never what a reader should see
 
 
+def metric_label(metric: str) -> str:
+    """A metric's name for a reader, from the registry: its label with the direction that is better
+    ('AOPC comprehensiveness (higher: more faithful)'); an unknown name is shown as it is."""
+    return registry.metric_label(metric)
+
+
+def metric_help(metric: str) -> str | None:
+    """A metric's one-line definition from the registry (None for a name it does not know)."""
+    known = registry.METRICS.get(metric.split("@")[0])
+    return None if known is None else known.definition
+
+
+def _labels(column: str) -> tuple[str, str | None]:
+    if column in COLUMN_LABELS:
+        return COLUMN_LABELS[column]
+    if column.split("@")[0] in registry.METRICS:
+        return metric_label(column), metric_help(column)
+    return column, None
+
+
 def label(column: str) -> str:
-    """The reader's name of `column` (the column itself when it is already a label, e.g. 'RACU %')."""
-    return COLUMN_LABELS.get(column, (column, None))[0]
+    """The reader's name of `column` (a metric id: the registry's label; the column itself when it is already a
+    label, e.g. 'RACU %')."""
+    return _labels(column)[0]
 
 
 def column_config(table: pd.DataFrame, overrides: dict[str, tuple[str, str | None]] | None = None) -> dict:
-    """`st.dataframe`'s column_config for `table`: every column's label and help from COLUMN_LABELS (then
-    `overrides`), whole numbers for counts, one decimal for other floats (the data keep their names and values)."""
-    labels = {**COLUMN_LABELS, **(overrides or {})}
+    """`st.dataframe`'s column_config for `table`: every column's label and help from `overrides`, else COLUMN_LABELS,
+    else the metric registry, whole numbers for counts, one decimal for other floats (the data keep their names and values)."""
+    overrides = overrides or {}
     config = {}
     for column in table.columns:
-        text, help_text = labels.get(column, (column, None))
+        text, help_text = overrides[column] if column in overrides else _labels(column)
         if column in ("n_examples", "seeds", "faith_n", "plaus_n", "inputs", "seed"):
             config[column] = st.column_config.NumberColumn(text, help=help_text, format="%d")
         elif pd.api.types.is_float_dtype(table[column]):

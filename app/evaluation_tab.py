@@ -11,18 +11,18 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.column_labels import column_config
+from app.column_labels import column_config, metric_help, metric_label
+from app.follow_sidebar import other_model_note, preferred_index, sidebar_model
 from app.results_cache import area_table_of, evaluation_table_of, state_of, store_rows
 from app.text import md
-from engine import ERASURE_METRICS as METRICS
 from engine.csv_safe import frame_to_csv
 from engine.faithfulness.evaluation import (
-    AGGREGATES,
     AGREEMENT,
     ERASURE,
     SANITY_CHECKS,
     evaluation_store,
 )
+from engine.faithfulness.registry import aggregates
 
 
 def pareto_front(cost: np.ndarray, value: np.ndarray) -> np.ndarray:
@@ -41,17 +41,21 @@ def _erasure_section(table: pd.DataFrame) -> None:
     if table.empty:
         return
     c1, c2 = st.columns(2)
-    dataset = c1.selectbox("Dataset", sorted(table["dataset"].unique()), key="eval_dataset")
+    datasets = sorted(table["dataset"].unique())
+    meta = sidebar_model() or {}
+    dataset = c1.selectbox("Dataset", datasets, key="eval_dataset", index=preferred_index(datasets, [meta.get("dataset")]))
     table = table[table["dataset"] == dataset]
-    model = c2.selectbox("Model", sorted(table["base_model"].dropna().unique()), key="eval_model")
+    models = sorted(table["base_model"].dropna().unique())
+    model = c2.selectbox("Model", models, key="eval_model", index=preferred_index(models))  # the sidebar's first
+    other_model_note(str(model), "this evaluation run has no rows of it on this dataset.")
     table = table[table["base_model"] == model]
     removals = sorted(table["removal"].unique())
     if len(removals) > 1:
         table = table[table["removal"] == st.radio("Removal", removals, horizontal=True, key="eval_removal",
                                                    help="mask: replaced by [MASK]; delete: dropped (ERASER)")]
-    metric = st.selectbox("Metric", [m for m in AGGREGATES if m in set(table["metric"])],
-                          format_func=lambda m: f"{m} ({METRICS[m][0]} = more faithful)", key="eval_metric")
-    st.caption(METRICS[metric][1] + ". Mean over seeds [95% BCa CI]; beside it the share of its perturbed inputs "
+    metric = st.selectbox("Metric", [m for m in aggregates() if m in set(table["metric"])],
+                          format_func=metric_label, key="eval_metric")
+    st.caption(metric_help(metric) + ". Mean over seeds [95% BCa CI]; beside it the share of its perturbed inputs "
                "that MaSF calls out of distribution (p < 0.05). A value resting mostly on out-of-distribution inputs "
                "measures the model's reaction to unfamiliar inputs as much as the explanation.")
     part = table[(table["metric"] == metric) & table["level"].isna()]
@@ -151,7 +155,7 @@ def render_evaluation_tab() -> None:
         st.info("No evaluation results yet: `python -m engine evaluate --help` (docs/evaluation.md).")
     else:
         runs = sorted(data["run"].unique())
-        run = st.selectbox("Evaluation run", runs, key="eval_run")
+        run = st.selectbox("Evaluation run", runs, key="eval_run", index=preferred_index(runs))  # tiny-rt-... for tiny
         data = data[data["run"] == run]
         if (data["method"] == ERASURE).any():
             _erasure_section(evaluation_table_of(str(store.root), state, run))

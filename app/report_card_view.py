@@ -1,4 +1,4 @@
-"""The Report card view (issue 37; docs/ground-truth.md): on models whose reasons are known (planted mechanisms),
+"""The Report card view (docs/ground-truth.md): on models whose reasons are known (planted mechanisms),
 per model family and mechanism, how often each importance measure recovers the planted word(s), how often each
 faithfulness metric prefers the true explanation over hard wrong ones (with CIs and a plain-words verdict), the
 metrics' rank agreement with the truth, and whether the masking operator changes their verdicts. A run form
@@ -15,6 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from app.admin import AdminRequired, ensure_admin, is_admin
+from app.follow_sidebar import other_model_note, preferred
 from app.progress import ThrottledProgress
 from app.results_cache import state_of
 from app.share import current_view, publish
@@ -206,10 +207,15 @@ def apply_url_view() -> None:
     st.session_state[f"{PAGE}_url_applied"] = view
 
 
-def _select(label: str, options: list[str], key: str, **kwargs):
-    """A selectbox whose stored value (e.g. from a URL) is dropped when it is not among the options."""
+def _select(label: str, options: list[str], key: str, prefer: str | None = None, **kwargs):
+    """A selectbox whose stored value (from a URL, or the previous run's choice) is replaced by `prefer` (when it is
+    an option) or the first option when it is not among `options`.
+
+    Replaced by assignment, not dropped: a dropped key leaves the browser's box showing the old value (its widget,
+    keyed alike, is the same widget to the frontend) while the script goes on with the first option, so the box and
+    the numbers under it disagree; a value written to the state before the widget is drawn is sent to the browser."""
     if st.session_state.get(key) not in options:
-        st.session_state.pop(key, None)
+        st.session_state[key] = prefer if prefer in options else options[0]
     return st.selectbox(label, options, key=key, **kwargs)
 
 
@@ -228,7 +234,8 @@ QUICK_OPERATORS = ("mask",)
 
 def run_form(expanded: bool) -> None:
     """Compute a report card for one planted model into the store (admin only when served to a network)."""
-    from engine.groundtruth import METRIC_FAMILIES, OPERATORS
+    from engine.faithfulness.registry import card_families, default_card_families
+    from engine.groundtruth import OPERATORS
     from engine.importance import builtin_measures
 
     models = planted_models()
@@ -255,7 +262,7 @@ def run_form(expanded: bool) -> None:
                                       help="Start with a few: each measure adds its cells for every operator "
                                            "(python -m engine report-card scores every family by default).")
             d1, d2 = st.columns(2)
-            metrics = d1.multiselect("Metric families", list(METRIC_FAMILIES), default=list(METRIC_FAMILIES),
+            metrics = d1.multiselect("Metric families", card_families(), default=default_card_families(),
                                      key=KEY + "form_metrics")
             operators = d2.multiselect("Masking operators", list(OPERATORS), default=list(QUICK_OPERATORS),
                                        key=KEY + "form_operators", format_func=lambda o: OPERATOR_NAMES.get(o, o))
@@ -285,7 +292,7 @@ def card_command(model: str, run: str, measures, metrics, operators, limit: int,
         return shlex.join(["python", "-m", "engine", "report-card", "--model", model, "--run", run, "--truth-only",
                            *extra])
     return shlex.join(["python", "-m", "engine", "report-card", "--model", model, "--run", run, "--measures", *measures,
-                       "--metrics", *metrics, "--replacements", *operators, "--limit", str(limit), *extra])
+                       "--metrics", *metrics, "--operator", *operators, "--limit", str(limit), *extra])
 
 
 def _run(model: str, run: str, measures, metrics, operators, limit: int, truth_only: bool = False,
@@ -470,20 +477,23 @@ def render_report_card() -> None:
     run_form(expanded=not store.runs())
     runs = store.runs()
     if not runs:
-        st.info(f"No report card in {md(store.root)} yet: run one above, or `python -m engine report-card --help`.")
+        # the store's folder is a path on the server: only its admin is told where it is
+        where = f" in {md(store.root)}" if is_admin() else ""
+        st.info(f"No report card{where} yet: run one above, or `python -m engine report-card --help`.")
         return
     root = str(store.root)
     state = state_of(store)  # a digest: the card store's file list has thousands of cells to hash a call
     c1, c2, c3, c4 = st.columns(4)
-    with c1:
-        run = _select("Run", runs, URL_FIELDS["run"])
+    with c1:  # first the run named after the sidebar's model (tiny-rt-card for a tiny model), when there is one
+        run = _select("Run", runs, URL_FIELDS["run"], prefer=preferred(runs))
     truth = planted_models_of(_rows(root, run, state))
     if truth.empty:
         st.info("This run holds no rows of a planted model yet.")
         return
     families = families_and_mechanisms(truth)
     with c2:
-        family = _select("Model family (planted into)", list(families), URL_FIELDS["family"])
+        family = _select("Model family (planted into)", list(families), URL_FIELDS["family"],
+                         prefer=preferred(list(families)))
     with c3:
         mechanism = _select("Mechanism", families[family], URL_FIELDS["mechanism"])
     models = tuple(truth[(truth["base_model"].astype(str) == family) & (truth["mechanism"] == mechanism)]["model"])
@@ -494,6 +504,8 @@ def render_report_card() -> None:
         operator = _select("Masking operator", ops or ["mask"], URL_FIELDS["operator"],
                            format_func=lambda o: OPERATOR_NAMES.get(o, o))
     publish(PAGE, {"run": run, "family": family, "mechanism": mechanism, "operator": operator})
+    other_model_note(family, "a report card exists only for a model with a planted mechanism (its reasons are "
+                             "known); this is the card of its family in this run, or plant one on the Models page.")
     if tables["truth"].empty:
         st.info("The truth cells (flip rates) of these models are not in this run: `python -m engine report-card "
                 "--model ID --truth-only --run " + md(run) + "` adds them.")

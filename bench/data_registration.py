@@ -1,4 +1,4 @@
-"""Registering a user's file: time and peak memory by size and format (issue 17: a 100,000-row CSV within
+"""Registering a user's file: time and peak memory by size and format (targets: a 100,000-row CSV within
 10 s; 1 million rows without loading all texts at once).
 
 Each measurement runs in a fresh process, so its peak resident memory (VmHWM, Linux) is its own; the table

@@ -1,4 +1,4 @@
-"""Speed of the erasure metrics (issue 19's must-show), as ratios to the forward-pass limit.
+"""Speed of the erasure metrics, as ratios to the forward-pass limit.
 
 For each metric family, on a batch of B test inputs of one dataset (length-sorted, as the sweep batches them),
 with a fixed ranking: the wall time of `erasure_metrics` (median of repeats, MaSF p-values on, as the suite runs
@@ -27,7 +27,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from engine.data import get_dataset  # noqa: E402
-from engine.faithfulness.erasure import FAMILIES, erasure_metrics, rows_per_pass  # noqa: E402
+from engine.faithfulness.erasure import erasure_metrics, rows_per_pass  # noqa: E402
+from engine.faithfulness.registry import kernel_families  # noqa: E402
 from engine.models import Classifier, load_classifier, resolve_encoder  # noqa: E402
 from engine.ood import MaSF, calibration_features  # noqa: E402
 from engine.runtime import code_version, configure  # noqa: E402
@@ -123,7 +124,7 @@ def main() -> None:
     step = rows_per_pass(T, classifier.device, classifier=classifier)
     ids = batch.input_ids[torch.arange(step) % len(batch)]
     am, tt = batch.attention_mask[torch.arange(step) % len(batch)], batch.token_type_ids[torch.arange(step) % len(batch)]
-    for family in FAMILIES:
+    for family in kernel_families():
         kwargs = dict(target=batch.target, metrics=[family], soft_draws=5, seed=0)
         res = erasure_metrics(classifier, batch, scores, masf=masf, **kwargs)
         rows = res.forward_rows + res.soft_rows

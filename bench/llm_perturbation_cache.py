@@ -10,7 +10,7 @@ input, it times:
                     pieces as the features of a `TextTemplateInput` (baseline " [REDACTED]" per piece, the engine's
                     replacement), and `LLMGradientAttribution` over LayerIntegratedGradients beside our ig-sign
 and the **cached limit**: the suffix tokens a measure ran (rows x padded suffix length) divided by the peak batched
-throughput of suffix tokens over a cached prefix (the best batch size tried). Targets (issue 34): every perturbation measure within 1.3x of the cached
+throughput of suffix tokens over a cached prefix (the best batch size tried). Targets: every perturbation measure within 1.3x of the cached
 limit, and faster than captum by at least the prefix share (captum time / ours >= T / (T - P)).
 
 Scores: captum explains the label word's log-probability under the LM; the engine explains the log-odds of the class

@@ -58,7 +58,8 @@ _EXPORTS = {
     # erasure metrics
     "erasure_metrics": "engine.faithfulness.erasure",
     "ErasureResult": "engine.faithfulness.erasure",
-    "ERASURE_METRICS": "engine.faithfulness.erasure",
+    "ERASURE_METRICS": "engine.faithfulness.registry",
+    "FAITHFULNESS_METRICS": "engine.faithfulness.registry",
     # data
     "get_dataset": "engine.data",
     "dataset_names": "engine.data",
@@ -70,7 +71,7 @@ _EXPORTS = {
     "EngineError": "engine.errors",
 }
 #: names exported under another name than their module's
-_RENAMED = {"ERASURE_METRICS": "METRICS"}
+_RENAMED = {"FAITHFULNESS_METRICS": "METRICS"}
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
@@ -92,10 +93,11 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, eagerly
     from engine.errors import EngineError
     from engine.explain import Explanation, explain_text
     from engine.export import explanation_record
-    from engine.faithfulness.erasure import METRICS as ERASURE_METRICS
     from engine.faithfulness.erasure import ErasureResult, erasure_metrics
     from engine.faithfulness.metrics import acu, racu
     from engine.faithfulness.recursive import MaskingResult, dataset_masking_curve, recursive_masking
+    from engine.faithfulness.registry import ERASURE_METRICS
+    from engine.faithfulness.registry import METRICS as FAITHFULNESS_METRICS
     from engine.faithfulness.single import mask_single_input
     from engine.importance.registry import MEASURES, get_explainer, measure_availability
     from engine.models.checkpoint import list_checkpoints, load_classifier, save_classifier

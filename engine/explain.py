@@ -34,6 +34,20 @@ COST_TIERS = {
 }
 UNKNOWN_COST_TIER = 4
 
+# A prompted language model's default: IG leaves it. Its 50 steps (and, on a causal LM whose f_c changes fastest at
+# the path's ends, the escalation to 180 until the gap closes) are forward+backward passes of the whole prompt:
+# 45-133 CPU-s a sentence on SmolLM2, where these three take about 10 s together (the gradient pass shared by
+# grad-l2 and x-grad-sign; LOO's rows over the cached prompt prefix). IG stays offered, with its cost said.
+PROMPTED_LIVE_MEASURES = ("grad-l2", "x-grad-sign", "loo-sign")
+
+
+def default_measures(classifier: Classifier) -> tuple[str, ...]:
+    """The measures Explain runs unless asked otherwise (the page's default, the CLI's `--measure live`):
+    LIVE_MEASURES, or PROMPTED_LIVE_MEASURES for a prompted language model."""
+    from engine.models.prompted import PromptedClassifier
+
+    return PROMPTED_LIVE_MEASURES if isinstance(classifier, PromptedClassifier) else LIVE_MEASURES
+
 
 def by_cost(measures: Sequence[str]) -> list[str]:
     """`measures` cheapest first (COST_TIERS); measures of one tier keep their given order."""
@@ -84,7 +98,7 @@ class Explanation:
 
 
 def explain_text(classifier: Classifier, text: str, auxiliary: str | None = None, measures: Sequence[str] = LIVE_MEASURES,
-                 target: int | None = None, options: dict[str, dict] | None = None,
+                 target: int | str | None = None, options: dict[str, dict] | None = None,
                  progress: Callable[[str, int, int], None] | None = None,
                  should_stop: Callable[[], bool] | None = None,
                  on_measure: Callable[[str, Explanation], None] | None = None) -> Explanation:
@@ -95,7 +109,8 @@ def explain_text(classifier: Classifier, text: str, auxiliary: str | None = None
         classifier: the model (`engine.load_classifier`).
         text: the input; auxiliary: the second text of a paired task (never explained or masked).
         measures: importance measure ids (`engine.MEASURES`), run cheapest first.
-        target: the class explained (default: the predicted one).
+        target: the class explained, by index or name (a prompted LM's label words too:
+            `Classifier.check_target`); default: the predicted one.
         options: per measure, options for its explainer (e.g. {'ig-sign': {'steps': 50}}).
         progress(measure, done, total), should_stop(): for UIs.
         on_measure(measure, result): called as soon as each measure is done (its scores, or its error, are in

@@ -1,6 +1,8 @@
 """Every setting the engine reads from the environment, in one place (documented in docs/configuration.md).
 
-Each is read when asked for, not at import, so a test or a notebook can change it between calls.
+Each is read when asked for, not at import. Some are asked for at each use, some when a model is loaded (the model
+keeps what it was loaded with: ENGINE_DEVICE, ENGINE_DTYPE, ENGINE_ATTENTION, ENGINE_PREFIX_CACHE) and ENGINE_THREADS
+once per process: docs/configuration.md says which.
 No other module reads `ENGINE_*` variables.
 """
 from __future__ import annotations

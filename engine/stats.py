@@ -1,4 +1,5 @@
-"""Statistics over seeds shared by several layers: a bootstrap CI of a mean and a paired comparison.
+"""Statistics over seeds shared by several layers: a bootstrap CI of a mean, a paired comparison, Benjamini-Hochberg
+adjusted p-values and a paired effect size (Cohen's d_z).
 
 Kept at the bottom of engine's layers (docs/architecture.md#layers) so that the sanity checks and the
 faithfulness metrics both use it without one importing the other; engine.faithfulness.metrics re-exports it.
@@ -95,3 +96,63 @@ def wilson_ci(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return float(max(0.0, centre - half)), float(min(1.0, centre + half))
+
+
+def benjamini_hochberg(p_values: Sequence[float]) -> np.ndarray:
+    """Benjamini-Hochberg adjusted p-values (q-values) [m] of m p-values, in their order; NaN stays NaN and is not
+    counted among the m tests. Rejecting every q <= alpha controls the false discovery rate at alpha for independent
+    (or positively dependent) tests. Equal to scipy.stats.false_discovery_control(p, method='bh') on the finite ones:
+
+        q_(i) = min_{j >= i} min(1, m p_(j) / j)      p_(1) <= ... <= p_(m)
+    """
+    p = np.asarray(p_values, dtype=float)
+    if p.ndim != 1:
+        raise InvalidInputError(f"Benjamini-Hochberg takes a 1-D array of p-values, got shape {p.shape}")
+    finite = ~np.isnan(p)
+    if np.any((p[finite] < 0) | (p[finite] > 1)):
+        raise InvalidInputError("p-values must lie in [0, 1]")
+    out = np.full(p.shape, np.nan)
+    v = p[finite]
+    m = v.size
+    if m == 0:
+        return out
+    order = np.argsort(v, kind="stable")
+    scaled = v[order] * m / np.arange(1, m + 1)
+    q = np.minimum.accumulate(scaled[::-1])[::-1].clip(max=1.0)
+    adjusted = np.empty(m)
+    adjusted[order] = q
+    out[finite] = adjusted
+    return out
+
+
+def paired_effect_size(a: Sequence[float], b: Sequence[float]) -> float:
+    """Cohen's d_z of paired values: mean(a - b) / sd(a - b) (sd with n - 1), over the pairs where both are finite.
+
+    The paired equivalent of Cohen's d (the effect size to show beside a win rate over the same inputs): 0 for no
+    difference, its sign that of mean(a - b). NaN for fewer than 2 pairs; +-inf for a constant non-zero difference;
+    0 for a difference that is 0 on every pair."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape or a.ndim != 1:
+        raise InvalidInputError("a paired effect size needs two 1-D arrays over the same inputs")
+    d = a - b
+    d = d[~np.isnan(d)]
+    if d.size < 2:
+        return float("nan")
+    mean, sd = float(d.mean()), float(d.std(ddof=1))
+    if sd == 0:
+        return 0.0 if mean == 0 else float(np.copysign(np.inf, mean))
+    return mean / sd
+
+
+def preference_p_value(preferences: Sequence[float]) -> float:
+    """Two-sided sign-test p-value that a win rate differs from chance: preferences [n] are 1 (win), 0 (loss) or 0.5
+    (tie, left out, as a sign test does), NaN ignored; exact binomial test of the wins among the non-tied inputs
+    against 1/2. NaN when every input ties. The p-value to adjust with benjamini_hochberg across a table's rows."""
+    p = np.asarray(preferences, dtype=float)
+    p = p[~np.isnan(p)]
+    if np.any((p != 0) & (p != 0.5) & (p != 1)):
+        raise InvalidInputError("preferences must be 1 (win), 0 (loss) or 0.5 (tie)")
+    wins, losses = int(np.sum(p == 1)), int(np.sum(p == 0))
+    if wins + losses == 0:
+        return float("nan")
+    return float(stats.binomtest(wins, wins + losses, 0.5).pvalue)

@@ -10,6 +10,7 @@ import streamlit as st
 
 from app.admin import require_admin
 from app.annotation_widgets import rank_pickers, rationale_picker, show_explanations, show_input
+from app.plausibility_words import BRADLEY_TERRY_COLUMNS, TRUESKILL_COLUMNS, ranking_in_words
 from app.progress import ThrottledProgress
 from app.shared import selected_classifier
 from app.text import md
@@ -139,8 +140,10 @@ with rationale_tab:
                        "Rationale saved; here is the next task.")
 
 
-def table(rows: list[dict], columns: list[str]) -> None:
-    st.dataframe(pd.DataFrame(rows)[columns], hide_index=True)
+def table(rows: list[dict], columns: list[str] | dict[str, str]) -> None:
+    """The rows' `columns`; a dict names them in words (engine column -> header)."""
+    frame = pd.DataFrame(rows)[list(columns)]
+    st.dataframe(frame.rename(columns=columns) if isinstance(columns, dict) else frame, hide_index=True)
 
 
 def fmt(value: float) -> str:
@@ -161,6 +164,8 @@ with results_tab:
 
     st.subheader("Rankings: TrueSkill")
     if data["trueskill"]:
+        st.markdown("\n".join(f"- {md(line)}" for line in ranking_in_words(data["trueskill"], data["bradley_terry"],
+                                                                           data["kendalls_w"])))
         ts = pd.DataFrame(data["trueskill"])
         fig = go.Figure(go.Bar(x=ts["measure"], y=ts["mu"], error_y={"type": "data", "array": 3 * ts["sigma"]},
                                name="mu ± 3 sigma"))
@@ -168,11 +173,11 @@ with results_tab:
                                  marker={"symbol": "diamond", "size": 10}))
         fig.update_layout(yaxis_title="TrueSkill rating", height=360)
         st.plotly_chart(fig, width="stretch")
-        table(data["trueskill"], ["rank", "measure", "mu", "sigma", "conservative", "matches"])
+        table(data["trueskill"], TRUESKILL_COLUMNS)
         st.caption("Each ranking is a free-for-all match between the measures shown (ties are draws); measures are "
                    "ordered by the conservative estimate mu - 3 sigma.")
         st.subheader("Cross-check: Bradley-Terry")
-        table(data["bradley_terry"], ["rank", "measure", "strength", "p_beats_average", "wins", "comparisons"])
+        table(data["bradley_terry"], BRADLEY_TERRY_COLUMNS)
         w = data["kendalls_w"]
         st.text(f"Kendall's W across annotators: {fmt(w['mean_W'])} (mean over {w['tasks']} tasks ranked by two or more)")
     else:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
+from app.follow_sidebar import other_model_note
 from app.heatmap import LEGEND_ABSOLUTE, token_heatmap_html
-from app.shared import get_classifier
+from app.shared import get_classifier, usable_checkpoints
 from app.text import md
 from engine import explain_text
 from engine.attention.results import attention_runs, load_attention_results, wp_table
@@ -22,6 +23,8 @@ if not runs:
 labels = [f"{run} / {dataset}" for run, dataset in runs]
 run, dataset = runs[labels.index(st.selectbox("Run / dataset", labels, key="attention_run"))]
 summary, variance, adversaries = load_attention_results(run, dataset)
+other_model_note(str(summary["base_model"]), "Wiegreffe & Pinter's diagnostics need a BiLSTM with additive attention "
+                                             "(the model they studied), trained with seeds and adversaries of its own.")
 
 st.subheader("W&P Tables 2-4: this project vs published")
 ours = wp_table(summary)
@@ -57,7 +60,14 @@ st.dataframe(adversaries, hide_index=True)
 st.subheader("One input: base vs adversarial attention")
 text = st.text_input("Text", value="a gorgeous, witty, seductive movie", key="attention_text", max_chars=5000)
 adversary_id = st.selectbox("Adversary", list(adversaries["model"]), key="attention_adversary")
-if st.button("Show attention", key="attention_show"):
+# said before the click: a fresh clone ships the diagnostics' numbers but not the BiLSTMs they were measured on
+have = {m["id"] for m in usable_checkpoints()}
+missing = [m for m in dict.fromkeys([str(summary["base_model"]), str(adversary_id)]) if m not in have]
+if missing:
+    st.info(f"This needs the BiLSTM checkpoints the diagnostics ran on ({md(', '.join(missing))}), which are not in "
+            f"models_cache: `python -m engine attention --dataset {dataset}` builds them (about 20 minutes on 2 "
+            "cores). The tables and charts above need no model.")
+if st.button("Show attention", key="attention_show", disabled=bool(missing)):
     try:
         for label, model_id in (("base", summary["base_model"]), ("adversary", adversary_id)):
             classifier = get_classifier(model_id)

@@ -8,6 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from app import palette
 from app.benchmark_views import opening_run, render_faith_plausibility, render_pareto, render_upload
 from app.column_labels import column_config
 from app.compute_cells import compute_cells_form
@@ -16,6 +17,7 @@ from app.shared import MODEL_KEY, get_classifier, note_if_not_masked_fine_tuned
 from app.text import md
 from engine.csv_safe import frame_to_csv
 from engine.faithfulness.summary import area_metrics_table, compare_measures, curve_bands, preferred_example_set
+from engine.importance import measure_label
 from engine.results import ResultsStore
 from engine.results.published import load_published
 from engine.results.store import RECURSIVE_MASKING, is_count_schedule
@@ -65,12 +67,13 @@ def _method_comparison(data, dataset: str) -> None:
     # legend entry per curve group (its title: method, model, examples), and the legend below the plot: a legend
     # of long names beside it took half the width and was cut off.
     groups = 0
-    for i, ((method, model, strategy, _split, n_examples, _grid), group) in enumerate(
-            part.groupby(["method", "base_model", "strategy", "split", "n_examples", "grid"], dropna=False)):
+    grouped = list(part.groupby(["method", "base_model", "strategy", "split", "n_examples", "grid"], dropna=False))
+    colours = palette.series_colours(len(grouped))
+    for i, ((method, model, strategy, _split, n_examples, _grid), group) in enumerate(grouped):
         if not (group["measure"] == measure).any():
             continue  # a random curve alone (e.g. a beam subset without this measure) compares nothing
         examples = f" · {int(n_examples)} examples" if pd.notna(n_examples) else ""
-        color = f"hsl({(i * 83 + 20) % 360},65%,42%)"
+        color = colours[i]
         title = f"{METHOD_TITLE.get(method, method)} · {model} ({strategy}){examples}"
         groups += 1
         for name, dash in ((measure, "solid"), ("random", "dot")):
@@ -193,15 +196,17 @@ else:
                                                  else "the share of each input's tokens masked."))
     bands = curve_bands(data)
     fig = go.Figure()
-    for i, (measure, band) in enumerate(bands.groupby("measure")):
-        color = f"hsl({(i * 47) % 360},65%,45%)"
+    colours = palette.measure_colours(sorted(bands["measure"].unique()))
+    for measure, band in bands.groupby("measure"):
+        color = colours[measure]
         x = list(band["ratio"] * k_max)
+        # the random baseline's band is grey like its line (app/palette.py): a baseline, not one measure among others
         fig.add_trace(go.Scatter(x=x + x[::-1],
                                  y=list(band["high"]) + list(band["low"])[::-1], fill="toself", line={"width": 0},
-                                 fillcolor=color.replace("hsl", "hsla").replace("%)", "%,0.15)"), hoverinfo="skip",
-                                 showlegend=False, legendgroup=measure))
-        fig.add_trace(go.Scatter(x=band["ratio"] * k_max, y=band["mean"], name=measure, line={"color": color, "width": 3},
-                                 legendgroup=measure))
+                                 fillcolor=palette.band(color, 0.25 if measure == palette.RANDOM else 0.15),
+                                 hoverinfo="skip", showlegend=False, legendgroup=measure))
+        fig.add_trace(go.Scatter(x=band["ratio"] * k_max, y=band["mean"], name=f"{measure_label(measure)} ({measure})",
+                                 line=palette.line_style(measure, color), legendgroup=measure))
         for seed, curve in data[data["measure"] == measure].groupby("seed"):
             fig.add_trace(go.Scatter(x=curve["ratio"] * k_max, y=curve["value"], line={"color": color, "width": 1},
                                      opacity=0.4, showlegend=False, legendgroup=measure, name=f"{measure} seed {seed}"))

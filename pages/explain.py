@@ -10,6 +10,7 @@ import plotly.express as px
 import streamlit as st
 
 from app.heatmap import LEGEND_ABSOLUTE, LEGEND_SIGNED, token_heatmap_html
+from app.input_check import check_batch, check_input
 from app.limits import PublicLimitError, admitted, capped
 from app.lora_suggestion import suggest_masked_lora
 from app.share import arrived_from_url, publish, split_list
@@ -45,10 +46,11 @@ paired = bool(meta.get("paired"))
 source = meta.get("dataset") or st.selectbox("Examples from", ["(none)", *dataset_names()], key="explain_source",
                                              help="This model was fine-tuned elsewhere: pick a dataset to draw test "
                                                   "examples from (register yours on the Your data page).")
-examples = []
+examples, example_classes = [], []
 if source and source != "(none)":
     try:
-        examples = get_dataset(source, meta.get("split_seed", 0)).split("test")[:50]
+        dataset = get_dataset(source, meta.get("split_seed", 0))
+        examples, example_classes = dataset.split("test")[:50], list(dataset.classes)
     except DataFileError as err:  # a registered file that moved or changed: typing a text still works
         st.warning(f"No test examples to pick from: dataset {md(repr(source))} cannot be loaded.")
         st.code(str(err), language=None, wrap_lines=True)
@@ -59,11 +61,19 @@ target_options = ["predicted"] + list(classifier.classes)
 
 from_url = arrived_from_url("explain", {
     "text": ("explain_text", str), "aux": ("explain_aux", str),
+    # one measure, as the masking page's `measure=` names it (links from a ranking); `measures=` wins when both are given
+    "measure": ("explain_measures", lambda v: [v] if v in available else None),
     "measures": ("explain_measures", lambda v: [m for m in split_list(v) if m in available]),
     "target": ("explain_target", lambda v: v if v in target_options else None),
     "level": ("explain_level", lambda v: v if v in LEVELS else None),
     "agg": ("explain_aggregation", lambda v: v if v in AGGREGATIONS else None),
 })
+
+
+def gold_label(example) -> str:
+    """The example's gold label by name (its dataset's class), or its index where the dataset names none."""
+    label = int(example.label)
+    return example_classes[label] if 0 <= label < len(example_classes) else str(label)
 
 
 def _use_example() -> None:
@@ -72,11 +82,18 @@ def _use_example() -> None:
         example = examples[int(pick.split(":")[0])]
         st.session_state["explain_text"] = example.primary
         st.session_state["explain_aux"] = example.auxiliary or ""
+        # the example's text and its gold label: shown while the text box still holds that text
+        st.session_state["explain_gold"] = (example.primary, gold_label(example))
 
 
-st.selectbox("Start from a test example (optional)", ["(type your own)"] + [f"{i}: {e.primary[:80]}" for i, e in enumerate(examples)],
-             key="explain_example", on_change=_use_example)
+st.selectbox("Start from a test example (optional)",
+             ["(type your own)"] + [f"{i}: [{gold_label(e)}] {e.primary[:80]}" for i, e in enumerate(examples)],
+             key="explain_example", on_change=_use_example, help="Each test example shows its gold label in brackets.")
 text = st.text_area("Text", height=120, max_chars=20000, placeholder="Type a review ...", key="explain_text")
+gold = st.session_state.get("explain_gold")
+gold = gold[1] if gold and gold[0] == text else None  # the picked example's label, until the text is edited
+if gold is not None:
+    st.caption(f"A test example of {md(source)}: its gold label is **{md(gold)}**.")
 aux = st.text_input("Question (auxiliary sequence, never masked)", key="explain_aux") if paired else None
 c1, c2 = st.columns([3, 1])
 if "explain_measures" not in st.session_state:
@@ -142,6 +159,7 @@ if st.button("Explain", type="primary") or from_url:
                 _heatmap(st, partial, name, units, level_scores)
 
     try:
+        check_input(classifier, text, aux if paired else None)  # an empty text is refused in words, before any work
         # served to a network, a visitor's request is bounded (app/limits.py): a refusal, or the measures done
         # before the cap, each with a message
         with admitted("Explain"), capped(classifier, "Explain"):
@@ -165,7 +183,8 @@ result = st.session_state.get("explanation")
 if result is not None:
     probs = result.probabilities
     predicted = int(probs.argmax())
-    st.subheader(f"Prediction: {md(classifier.classes[predicted])} ({probs[predicted]:.1%})")
+    st.subheader(f"Prediction: {md(classifier.classes[predicted])} ({probs[predicted]:.1%})"
+                 + (f" · gold label: {md(gold)}" if gold is not None and result.text == text else ""))
     st.dataframe(pd.DataFrame({"class": classifier.classes, "probability": probs}), hide_index=True)
     units, level_scores = result.level_scores(level, aggregation)
     shown = {"token": "maskable tokens", "word": "words", "sentence": "sentences"}[level]
@@ -173,8 +192,8 @@ if result is not None:
                f"{len(units)} {shown}" + (f" from {len(result.tokens)} tokens, each scored by the **{aggregation}** of its "
                                          "tokens' scores" if level != "token" else "")
                + "; scores use the logit of that class. The address bar holds this view: copy it to share it.")
-    if result.truncated:
-        st.warning(f"The text was truncated to {classifier.max_length} tokens; only the kept part is classified and explained.")
+    for message in check_batch(classifier, result.batch).warnings():  # mostly unknown tokens; truncated
+        st.warning(message, icon=":material/warning:")
     for measure, why in result.errors.items():
         st.warning(f"{md(measure)}: {md(why)}")
     if not result.scores and not result.errors:

@@ -7,7 +7,8 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.heatmap import token_heatmap_html
+from app.heatmap import LEGEND_ABSOLUTE, LEGEND_SIGNED, token_heatmap_html
+from app.input_check import check_input
 from app.limits import admitted, capped
 from app.progress import ThrottledProgress
 from app.results_cache import state_of
@@ -17,6 +18,7 @@ from app.text import md
 from engine import PACKAGED_DATASETS, EngineError, dataset_names, load_or_fit_masf, mask_single_input, measure_availability
 from engine.csv_safe import frame_to_csv
 from engine.faithfulness.shipped_ranking import first_measure, ranked_measures, stored_rows_for
+from engine.importance import MEASURES
 from engine.importance.levels import LEVELS, aggregate
 from engine.ood import MASF_FIT_VERSION, calibration_key, stored_calibrations
 from engine.results import ResultsStore
@@ -131,6 +133,8 @@ if run or from_url:
         bar.update(done / max(total, 1), f"{name}: {done}/{total}")
 
     try:
+        # the input first: an empty text is refused in words before MaSF is fitted (a fit can take minutes)
+        checked = check_input(classifier, text, aux if paired else None)
         if mode == "counts":
             levels = {"counts": list(range(0, size + 1))}
         else:
@@ -144,8 +148,10 @@ if run or from_url:
                 st.session_state["masking_result"] = mask_single_input(
                     classifier, text, measure, aux if paired else None, random_seeds=range(int(n_seeds)),
                     masf=masf, progress=report, target=target, whole_words=whole_words, **levels)
-        # What calibrated these p-values, kept with the result (the selection may change before it is shown again).
+        # What calibrated these p-values, kept with the result (the selection may change before it is shown again),
+        # and what the reader should know of the input (truncated, mostly unknown tokens).
         st.session_state["masking_masf_calibration"] = masf.provenance["calibration"]
+        st.session_state["masking_input_warnings"] = checked.warnings()
         bar.update(1.0, "done")
         publish("masking", _view())
     except EngineError as err:  # an empty input, or a MaSF that cannot be calibrated (too few inputs): a message
@@ -160,6 +166,8 @@ result = st.session_state.get("masking_result")
 if result is not None:
     steps = result.measure.steps
     target = classifier.classes[int(result.measure.target[0])]
+    for message in st.session_state.get("masking_input_warnings", []):
+        st.warning(message, icon=":material/warning:")
     units = result.units(level)
 
     def unit_view(step: int) -> tuple[list[str], np.ndarray | None, list[bool]]:
@@ -169,6 +177,8 @@ if result is not None:
         unit_scores = None if scores is None else aggregate(scores, units, "sum")
         return [u.text for u in units], unit_scores, [any(flags[i] for i in u.tokens) for u in units]
 
+    # a signed measure (LOO, IG, x-grad-sign) is drawn on the signed scale: orange supports, purple against
+    signed = bool(getattr(MEASURES.get(result.measure.measure), "signed", False))
     index = st.slider("Step", 0, len(steps) - 1, 0, key="masking_slider",
                       help="0 = nothing masked; each step masks the measure's top tokens of the partly masked input")
     current = steps[index]
@@ -188,9 +198,10 @@ if result is not None:
               delta_color="off")
     st.caption("MaSF p-values calibrated on " + st.session_state.get("masking_masf_calibration", "?"))
     texts, scores, masked = unit_view(index)
-    st.html(token_heatmap_html(texts, scores, signed=False, masked=masked,
+    st.html(token_heatmap_html(texts, scores, signed=signed, masked=masked,
                                title=f"step {index}: struck-through {level}s are [MASK]; colour = {result.measure.measure} "
                                      "scores that choose the next step's tokens"))
+    st.caption(LEGEND_SIGNED if signed else LEGEND_ABSOLUTE)
     curves = result.curves()
     x = list(result.levels)
     x_title, x_format = ("tokens masked (k)", None) if counted else ("fraction masked", ".0%")
@@ -225,7 +236,7 @@ if result is not None:
         texts, scores, masked = unit_view(i)
         p = f" · MaSF p {float(step.p_value[0]):.3f}" if step.p_value is not None else ""
         level_text = f"k={result.counts[i]}" if counted else f"{result.ratios[i]:.0%}"
-        rows.append(token_heatmap_html(texts, scores, signed=False, masked=masked, scale_bar=False,
+        rows.append(token_heatmap_html(texts, scores, signed=signed, masked=masked, scale_bar=False,
                                        title=f"step {i} · {level_text} · {int(step.n_masked[0])} masked · "
                                              f"p({target}) {float(step.probability[0]):.3f}{p}"))
     st.html('<div class="masking-steps">' + "".join(rows) + "</div>")

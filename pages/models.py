@@ -96,14 +96,18 @@ with st.form("build"):
     seed = c6.number_input("Seed", 0, 10_000, 0)
     submitted = st.form_submit_button("Build", type="primary")
 
-if submitted:
+
+def build(base: str, dataset: str, strategy: str, epochs: int, lr: float, seed: int, registered: list[str]) -> None:
+    """Train and save the model of the Build form, with progress; a refusal (the id exists, the data does not fit
+    the model) is shown and the function returns, so that the rest of the page is still drawn. (Stopping the script
+    here once left the prompt editor below undrawn: its fields came back empty on the next interaction.)"""
     own = base in registered  # continue from the user's classifier (python -m engine train --from-classifier)
     config = TrainConfig(base_model="custom" if own else base, from_classifier=base if own else None, dataset=dataset,
                          strategy=strategy, epochs=int(epochs), lr=float(lr), seed=int(seed))
     model_id = default_model_id(config)
     if any(m["id"] == model_id for m in usable_checkpoints()):
         st.warning(f"{md(model_id)} already exists; choose another seed to build a second one.")
-        st.stop()
+        return
     bar = ThrottledProgress(0.0, text="starting ...")
 
     def report(event: dict) -> None:
@@ -119,7 +123,7 @@ if submitted:
         except EngineError as err:  # e.g. the data's label names are not the registered model's
             status.update(label=f"{md(model_id)} was not built", state="error")
             st.error(md(err))
-            st.stop()
+            return
         save_classifier(classifier, model_id)
         t = classifier.metadata["test"]
         status.update(label=f"Built {md(model_id)}: test {classifier.metadata['metric']} {t['unmasked']:.3f} "
@@ -128,6 +132,10 @@ if submitted:
     # drawing that widget on the next run.
     st.session_state[PENDING_MODEL_KEY] = model_id
     st.button("Use it")
+
+
+if submitted:
+    build(base, dataset, strategy, epochs, lr, seed, registered)
 
 # Prompted language models: the prompt editor (register like `models add FOLDER --prompt SPEC.json`) and masked
 # LoRA fine-tuning (like `train --from-classifier ID --lora`); their logic lives in app/.
@@ -139,6 +147,6 @@ st.divider()
 prompt_editor()
 st.divider()
 lora_form()
-# A model whose reasons are known (issue 37): plant a mechanism, then score it on the Report card page.
+# A model whose reasons are known: plant a mechanism, then score it on the Report card page.
 st.divider()
 plant_form()

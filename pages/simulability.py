@@ -6,6 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
+from app.follow_sidebar import other_model_note, preferred_index
 from engine.simulability.results import (
     head_auc_vs_weight,
     head_weight_history,
@@ -27,10 +28,12 @@ if not runs:
             "--student tiny --budgets 250 500 --seeds 0 1 --explainers none attention-all smat`.")
     st.stop()
 
-run = st.selectbox("Run", runs, key="simulability_run")
+run = st.selectbox("Run", runs, key="simulability_run", index=preferred_index(runs))  # the sidebar's model's run first
 data = load_simulability(run)
 meta = data.iloc[0]
 st.caption(f"Teacher {meta['model']} ({meta['strategy']} fine-tuning) on {meta['dataset']}, student {meta['student']}.")
+other_model_note(str(meta["model"]), "no simulability run here has it as the teacher (`python -m engine simulability "
+                                     "--teacher ID` makes one).")
 
 st.subheader("Simulation accuracy vs student budget")
 summary = simulation_summary(data)

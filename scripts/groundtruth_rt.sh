@@ -47,7 +47,7 @@ plant() {  # id, then plant options
 }
 card() {  # id, operator, extra options (metrics, self-explanations)
   /usr/bin/time -f "card $1 $2: %e s wall, %U s user CPU" $PY -m engine report-card --model "$1" --run "$RUN" \
-    --replacements "$2" --measures $MEASURES --metrics $METRICS $3 --limit $LIMIT --ffid-draws 5 --naopc-beam 1
+    --operator "$2" --measures $MEASURES --metrics $METRICS $3 --limit $LIMIT --ffid-draws 5 --naopc-beam 1
 }
 truth() { $PY -m engine report-card --model "$1" --run "$RUN" --truth-only; }
 declare -A OPTS=(
@@ -71,7 +71,7 @@ if [ "$FAMILY" = smollm2 ]; then
     plant "$id" $opts || exit 1
     truth "$id"
     /usr/bin/time -f "card $id: %e s wall, %U s user CPU" $PY -m engine report-card --model "$id" --run "$RUN" \
-      --replacements redacted delete --measures $MEASURES --metrics $METRICS --limit $LIMIT $IG --max-new-tokens 128
+      --operator redacted delete --measures $MEASURES --metrics $METRICS --limit $LIMIT $IG --max-new-tokens 128
   done
   exit 0
 fi

@@ -3,8 +3,8 @@
 training (zero-shot: unmasked; masked fine-tuning: FMM's half-batch masking), then a seeded sample of test inputs
 is masked at each ratio (`mask_random_fraction`: floor(ratio * n) slot tokens) and tested.
 
-    ENGINE_THREADS=1 python scripts/lora_masf.py --model smollm2-rt-prompt --calibration 120 --test-sample 100 \
-        --out results/llm/masf-smollm2-rt-zero-shot.json
+    ENGINE_THREADS=1 python scripts/lora_masf.py --model smollm2-rt-prompt --calibration 450 --test-sample 100 \
+        --ratios 0.3 0.6 --out results/llm/masf450-smollm2-rt-zero-shot.json
 """
 from __future__ import annotations
 

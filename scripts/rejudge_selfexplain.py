@@ -6,7 +6,7 @@ re-classification are those stored). The shares and intervals are recomputed fro
 written again, its provenance saying what was re-judged and by which code.
 
 The field's tests (insertion, biased features, CC-SHAP: engine.selfexplain.field) get the same treatment with their
-own rule, engine.selfexplain.free_text.check_free_text, on each explained record (the source, labels and request as
+own rule, engine.selfexplain.replies.check_explanation, on each explained record (the source, labels and request as
 the test passed them); their metrics are summarised again by the test's own summary.
 
     python scripts/rejudge_selfexplain.py --run smollm2-rt-selfexplain
@@ -61,8 +61,12 @@ def main(argv=None) -> int:
                 value, why = parse_attribution(r.answer, r.text)
             else:
                 value, why = parse_redaction(r.answer, mask, r.text, words)
+            if value is not None and value != r.explanation:
+                # the stored re-classification is of the stored text: a changed reading would need the model
+                raise SystemExit(f"{path.name} record {r.index}: the answer now reads {value!r}, not the stored "
+                                 f"{r.explanation!r}; re-run the self-explanation instead")
             if value is None:
-                changed.append({"index": r.index, "was": r.verdict, "reason": why})
+                changed.append({"index": r.index, "was": r.verdict, "answer": (r.answer or "")[:160], "reason": why})
                 r.verdict, r.reason = "not parsable", why
                 r.explanation = r.edited_text = r.reclassification = None
                 r.reprobabilities, r.unchanged = {}, None
@@ -76,7 +80,7 @@ def main(argv=None) -> int:
         prov.setdefault("rejudged", []).append({
             "code_version": code_version(), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "command": "python scripts/rejudge_selfexplain.py --run " + args.run,
-            "rule": "engine.selfexplain.replies", "now_not_parsable": changed})
+            "rule": "engine.selfexplain.replies (check_rewrite, check_attribution, check_redaction)", "now_not_parsable": changed})
         store.write_cell(args.run, data["cell"], rows, prov)
         print(f"{path.name}: {len(changed)} judged record(s) now not parsable "
               f"({sum(c['was'] == 'faithful' for c in changed)} were faithful)")
@@ -121,7 +125,7 @@ def _rejudge_field(store, run: str, path, data: dict) -> None:
         request = why_request(r.text, r.prediction) if kind == "cc-shap" else r.request
         ok, why = check_free_text(r.answer, source, labels, request=request or "")
         if not ok:
-            changed.append({"index": r.index, "answer": r.answer[:120], "reason": why})
+            changed.append({"index": r.index, "answer": r.answer[:160], "reason": why})
             r.verdict, r.reason = "not parsable", why
             if kind == "insertion":
                 r.mention = None
@@ -139,7 +143,7 @@ def _rejudge_field(store, run: str, path, data: dict) -> None:
     prov.setdefault("rejudged", []).append({
         "code_version": code_version(), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "command": "python scripts/rejudge_selfexplain.py --run " + run,
-        "rule": "engine.selfexplain.free_text.check_free_text", "now_not_parsable": changed})
+        "rule": "engine.selfexplain.replies.check_explanation", "now_not_parsable": changed})
     store.write_cell(run, data["cell"], rows, prov)
     print(f"{path.name}: {len(changed)} explained record(s) now not parsable")
 

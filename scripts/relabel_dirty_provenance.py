@@ -1,5 +1,5 @@
 """Audit the shipped results that record a "-dirty" code version from before "dirty" was decided over the code alone,
-against git history, and relabel or label each (issue 35, item 10; docs/reproduction.md).
+against git history, and relabel or label each (docs/reproduction.md).
 
 Until then a run's code version said "-dirty" whenever any tracked file differed from the commit, results/ and docs
 included (and runs write tracked files under results/ themselves). For each such `*code_version` field, with C the

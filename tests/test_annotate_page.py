@@ -138,9 +138,54 @@ def test_results_rate_the_measures(store):
             store.submit_ranking(t.id, ann, [[best], [s for s in t.slots if s != best]])
     at = _page("ann")
     tables = [d.value for d in at.dataframe]
-    trueskill = next(t for t in tables if "mu" in t.columns)
+    trueskill = next(t for t in tables if "rating - 3 sigma (higher better)" in t.columns)
     assert trueskill["measure"].iloc[0] == "grad"
     assert any("Kendall's W across annotators: 1.000" in t.value for t in at.text)
+    words = " ".join(m.value for m in at.markdown)
+    assert "Annotators found grad the most plausible explanation" in words, words
+    assert "agreement on a task's order is strong" in words
+    assert not any(c in t.columns for t in tables for c in ("mu", "p_beats_average", "conservative")), \
+        "the columns are named in words"
+
+
+def _spans(heatmap: str) -> list[tuple[str, str]]:
+    """(token text, background colour) of each token of a heatmap's HTML."""
+    import re
+
+    return re.findall(r'<span title="[^"]*" style="background:(#[0-9a-f]{6});[^"]*">([^<]*)</span>', heatmap)
+
+
+def test_explanations_are_drawn_on_one_scale_that_shows_no_range(models_cache, toy_classifier, tmp_path, monkeypatch):
+    """The anonymised explanations give away nothing of their measure: no heatmap carries a colour bar with its
+    range (random's read 0-0.999 on every task), no hover value or table cell is in a measure's own units, and
+    random and a real measure of another range are drawn on one scale: a token at the same share of its
+    explanation's strongest score has the same colour in both."""
+    save_classifier(toy_classifier, MODEL)
+    monkeypatch.setenv("ENGINE_ANNOTATIONS_DB", str(tmp_path / "annotations.sqlite3"))
+    store = AnnotationStore()
+    tokens = ["a", "gorgeous", "witty", "film"]
+    # random in [0, 1) up to 0.999; grad in other units (x40), the same shape: 0.25, 1, 0.5, 0.1 of its strongest
+    store.add_tasks([make_task(MODEL, "a gorgeous witty film", tokens,
+                               {"random": [0.24975, 0.999, 0.4995, 0.0999], "grad": [10.0, 40.0, 20.0, 4.0]},
+                               target=1, target_name="positive", target_source="predicted", label=1,
+                               label_name="positive")])
+    at = _page("ann")
+    heatmaps = [h.proto.body for h in at.html if "token-heatmap" in h.proto.body and "Explanation" in h.proto.body]
+    assert len(heatmaps) == 2
+    for h in heatmaps:
+        assert "colour-scale" not in h and "scale-min" not in h and "scale-max" not in h
+        assert "0.999" not in h and "40" not in h, "no score in a measure's own units"
+    first, second = (_spans(h) for h in heatmaps)
+    assert first == second and len(first) == 4, (first, second)  # the same colours token by token
+    shared = [h.proto.body for h in at.html if "shared-scale" in h.proto.body]
+    import re
+
+    assert len(shared) == 1 and not re.search(r"\d", re.sub(r"<[^>]*>", "", shared[0])), "the one bar names no range"
+    at.toggle(key="annotate_tables").set_value(True)
+    _run(at)
+    cells = [d.value for d in at.dataframe if "score (strongest = 1)" in d.value.columns]
+    assert len(cells) == 2 and all(list(c["score (strongest = 1)"]) == pytest.approx([0.25, 1.0, 0.5, 0.1])
+                                   for c in cells), cells
 
 
 def test_a_broken_database_file_is_a_message_not_a_crash(models_cache, toy_classifier, tmp_path, monkeypatch):

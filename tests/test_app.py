@@ -23,6 +23,13 @@ def _run(at: AppTest) -> AppTest:
     return at
 
 
+def _explain_page(at: AppTest) -> AppTest:
+    """The Explain page of a fresh session (the app opens on the home page)."""
+    _run(at)
+    at.switch_page(str(Path(MAIN).parent.parent / "pages" / "explain.py"))
+    return _run(at)
+
+
 def test_empty_models_cache_offers_to_build_a_model(models_cache):
     at = _run(AppTest.from_file(MAIN, default_timeout=120))
     assert any("No model" in w.value for w in at.sidebar.warning)
@@ -37,7 +44,7 @@ def test_explain_predicts_and_shows_user_text_as_text(cache_with_toy, toy_classi
 
     from engine.explain import explain_text
 
-    at = _run(AppTest.from_file(MAIN, default_timeout=120))
+    at = _explain_page(AppTest.from_file(MAIN, default_timeout=120))
     assert at.sidebar.selectbox[0].value == "toy-app"
     hostile = 'the movie was great <script>alert(1)</script> <img src=x onerror=alert(2)> **bold**'
     at.text_area[0].input(hostile)
@@ -59,7 +66,7 @@ def test_explain_predicts_and_shows_user_text_as_text(cache_with_toy, toy_classi
 
 
 def test_explain_empty_text_is_a_message_not_a_crash(cache_with_toy):
-    at = _run(AppTest.from_file(MAIN, default_timeout=120))
+    at = _explain_page(AppTest.from_file(MAIN, default_timeout=120))
     at.text_area[0].input("   ")
     at.button[0].click()
     _run(at)
@@ -67,7 +74,7 @@ def test_explain_empty_text_is_a_message_not_a_crash(cache_with_toy):
 
 
 def test_long_text_is_truncated_visibly(cache_with_toy):
-    at = _run(AppTest.from_file(MAIN, default_timeout=120))
+    at = _explain_page(AppTest.from_file(MAIN, default_timeout=120))
     at.text_area[0].input("good fun " * 2000)
     at.button[0].click()
     _run(at)
@@ -78,7 +85,7 @@ MIXED_SCRIPTS = "a wonderful film 😀🎬 — 素晴らしい映画 — фил�
 
 
 def test_emoji_and_non_latin_scripts_are_explained_not_crashed(cache_with_toy):
-    at = _run(AppTest.from_file(MAIN, default_timeout=120))
+    at = _explain_page(AppTest.from_file(MAIN, default_timeout=120))
     at.text_area[0].input(MIXED_SCRIPTS)
     at.button[0].click()
     _run(at)
@@ -376,7 +383,7 @@ def test_explain_shows_krishna_agreement_between_the_measures_at_the_top_tokens(
     from engine.explain import explain_text
     from engine.faithfulness.measure_agreement import agreement_matrix
 
-    at = _run(AppTest.from_file(MAIN, default_timeout=120))
+    at = _explain_page(AppTest.from_file(MAIN, default_timeout=120))
     at.text_area[0].input("the acting was truly bad and the story poor")
     at.button[0].click()
     _run(at)

@@ -431,8 +431,10 @@ def test_the_explain_page_offers_attnlrp_for_a_registered_prompted_llama_and_sho
     prompt = tmp_path / "prompt.json"
     prompt.write_text(json.dumps(spec().to_dict()))
     assert main(["models", "add", str(folder), "--prompt", str(prompt), "--id", "tiny-lrp"]) == 0
-    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app" / "main.py"), default_timeout=120)
+    root = Path(__file__).resolve().parent.parent
+    at = AppTest.from_file(str(root / "app" / "main.py"), default_timeout=120)
     at.run(timeout=120)
+    at.switch_page(str(root / "pages" / "explain.py")).run(timeout=120)  # the app opens on the home page
     chooser = at.multiselect(key="explain_measures")
     assert "attnlrp" in chooser.options
     chooser.set_value(["attnlrp"])

@@ -14,12 +14,20 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _bench():
-    sys.path.insert(0, str(ROOT / "bench"))
-    spec = importlib.util.spec_from_file_location("llm_perturbation_cache", ROOT / "bench" / "llm_perturbation_cache.py")
+def _load(name: str):
+    """bench/<name>.py as a module (bench/ is no package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _bench(monkeypatch):
+    """bench/llm_perturbation_cache.py, its sibling helpers (`_smoke`, `_llm_smoke`: what running it from bench/
+    makes importable) given to it in sys.modules for the test, instead of putting bench/ on sys.path."""
+    for helper in ("_smoke", "_llm_smoke"):
+        monkeypatch.setitem(sys.modules, helper, _load(helper))
+    return _load("llm_perturbation_cache")
 
 
 class _Tokenizer:
@@ -36,8 +44,10 @@ class _Tokenizer:
 
 
 @pytest.mark.parametrize("adds", [True, False])
-def test_the_template_keeps_bos_only_when_the_tokenizer_does_not_add_it(adds):
-    bench = _bench()
+def test_the_template_keeps_bos_only_when_the_tokenizer_does_not_add_it(adds, monkeypatch):
+    """captum's template holds <bos> only for a tokenizer that does not add it: formatted and tokenised as captum
+    does, the prompt reads one <bos> (Gemma) or the text's own (SmolLM2)."""
+    bench = _bench(monkeypatch)
     text = "a fine film"
     prompt = "<bos>Review: " + text + "\nSentiment:"
     start = prompt.index(text)

@@ -172,7 +172,7 @@ def _buttons(driver, label):
 def test_type_a_review_and_see_the_explanation(app_url, browser):
     from selenium.webdriver.common.by import By
 
-    browser.get(app_url)
+    browser.get(f"{app_url}/explain")  # the app opens on the home page
     _wait(browser, "h1", text="Explain a prediction")
     _explain(browser, "the movie was really good and fun", "fun")  # first run loads the model
     elapsed = _explain(browser, "this film was dull and the plot was awful", "awful")
@@ -189,7 +189,7 @@ def test_type_a_review_and_see_the_explanation(app_url, browser):
 def test_markup_in_the_review_is_shown_as_text(app_url, browser):
     from selenium.webdriver.common.by import By
 
-    browser.get(app_url)
+    browser.get(f"{app_url}/explain")  # the app opens on the home page
     _wait(browser, "h1", text="Explain a prediction")
     browser.execute_script("window.__pwned = 0;")
     _explain(browser, 'great <img src=x onerror="window.__pwned=1"> <script>window.__pwned=2</script> **bold**', "window")

@@ -115,7 +115,7 @@ def test_llm_prompt_edited_explained_self_explained_and_masked(llm_app, browser)
     from selenium.webdriver.common.by import By
 
     started = time.time()
-    browser.get(llm_app)
+    browser.get(f"{llm_app}/explain")  # the app opens on the home page
     _wait(browser, "h1", text="Explain a prediction")
     # 1. Choose the LLM in the sidebar (it is offered, never chosen by default).
     _choose(browser, "Checkpoint", MODEL)

@@ -203,7 +203,7 @@ def test_three_annotators_finish_a_study_the_admin_sees_every_task_twice_and_the
     url, db = study_app
     admin = browser
     admin.get(url)
-    _wait(admin, "h1", text="Explain")
+    _wait(admin, "h1", text="Which explanation of this prediction can I trust?")  # the home page
     assert not {"Models", "Your data", "Studies"} & set(_sidebar_links(admin)), "a visitor sees no admin page"
     admin.find_element(By.XPATH, "//*[@data-testid='stSidebar']//summary[contains(., 'Admin')]").click()
     _type(admin, "Admin secret", SECRET)

@@ -103,7 +103,7 @@ def _download(driver, folder, label, name, timeout=30) -> str:
 
 
 def test_words_switch_shows_the_words_typed_and_keeps_the_view_in_the_url(app_url, browser):
-    browser.get(app_url)
+    browser.get(f"{app_url}/explain")  # the app opens on the home page
     _wait(browser, "h1", text="Explain a prediction")
     _explain(browser, TEXT, "wonderful")
     assert any("##" in h for h in _heatmaps(browser)), "token level shows word pieces"

@@ -1,4 +1,4 @@
-"""Provenance that names the code (issue 35 item 10): "dirty" is decided over the code that computes, a dirty code
+"""Provenance that names the code: "dirty" is decided over the code that computes, a dirty code
 version carries the hash of its diff, and `report --check` refuses shipped results whose code no commit holds."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What the first CUDA run (issue 36, an H200) found, checked on the CPU: the engine uses no kernel that CUDA
+"""What the first CUDA run (on an H200) found, checked on the CPU: the engine uses no kernel that CUDA
 lacks, and runs the same wherever its inputs' tensors live."""
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ def test_a_prompted_classifier_built_without_a_device_stays_where_its_model_is()
 def test_rankings_follow_the_batch_device_whatever_device_the_scores_are_on():
     """An `Importance` keeps its scores on the CPU (engine/importance/types.py); the ranking helpers the metrics
     share take them with a batch's mask on the model's device and compute there (on CUDA: masked_fill refused a
-    CPU tensor with a CUDA mask, issue 36's run of an imported measure)."""
+    CPU tensor with a CUDA mask, the first GPU run of an imported measure)."""
     from engine.faithfulness.erasure import ranking_positions, soft_keep_probability
     from engine.faithfulness.recursive import masking_order_keys
 

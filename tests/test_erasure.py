@@ -11,7 +11,6 @@ import torch
 from engine.errors import InvalidInputError
 from engine.faithfulness.erasure import (
     ERASER_BINS,
-    METRICS,
     better,
     bin_count,
     erasure_metrics,
@@ -21,6 +20,7 @@ from engine.faithfulness.erasure import (
     soft_keep_probability,
     soft_normalised,
 )
+from engine.faithfulness.registry import METRICS
 
 
 def sigmoid(z: float) -> float:
@@ -310,7 +310,7 @@ def test_unknown_metric_and_removal_are_refused_with_the_alternatives(known_clas
         erasure_metrics(classifier, batch, s, metrics=["aopc-foo"])
     with pytest.raises(InvalidInputError, match="delete"):
         erasure_metrics(classifier, batch, s, removal="drop")
-    assert all(direction in ("higher", "lower") for direction, _ in METRICS.values())
+    assert all(m.better in ("higher", "lower") for m in METRICS.values())
 
 
 def test_on_tiny_bert_comprehensiveness_equals_an_independent_masked_forward_and_full_deletion_the_all_masked_input(

@@ -77,6 +77,7 @@ def test_explain_page_shows_one_heatmap_per_measure_cheapest_first(models_cache,
 
     save_classifier(toy_classifier, "toy-app")
     at = _run(AppTest.from_file(MAIN, default_timeout=120))
+    at = _run(at.switch_page(str(Path(MAIN).parent.parent / "pages" / "explain.py")))  # the app opens on the home page
     at.multiselect(key="explain_measures").set_value(GIVEN)
     at.text_area(key="explain_text").input(TEXT)
     at.button[0].click()
@@ -122,7 +123,7 @@ def test_sidebar_lists_registered_and_built_in_prompted_lms_without_loading_them
     assert any("prompted LM, zero-shot" in c.value for c in at.sidebar.caption)
     at.sidebar.selectbox(key="model_id").set_value("tiny-prompt")
     at.session_state["explain_measures"] = ["loo-sign", "grad-l2"]
-    _run(at)
+    _run(at.switch_page(str(Path(MAIN).parent.parent / "pages" / "explain.py")))  # the app opens on the home page
     assert any("prompted LM" in c.value for c in at.sidebar.caption)
     at.text_area(key="explain_text").input("a gripping , funny and moving film")
     at.button[0].click()

@@ -143,7 +143,7 @@ def test_f_fidelity_is_refused_before_any_work_off_its_regime(toy_classifier, mo
     meta = json.loads((plain / "metadata.json").read_text())
     meta["strategy"] = "plain"
     (plain / "metadata.json").write_text(json.dumps(meta))
-    for model, extra, why in (("toy-masked-s0", ["--removal", "delete"], "drop --removal delete"),
+    for model, extra, why in (("toy-masked-s0", ["--removal", "delete"], "drop --operator delete"),
                               ("toy-plain-s0", [], "has strategy 'plain'")):
         parser = argparse.ArgumentParser()
         evaluate.configure(parser)

@@ -7,19 +7,14 @@ class 1's logit, "bad" -2, "good" +1. On a test split of 12 texts with "bad" (pr
 (Wilson lower bound 0.76, above LEARNED_LOWER_BOUND) but only 12 deciding inputs, fewer than 20."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from handbuilt_models import batch_of, handbuilt
 
 from engine.data.types import Dataset, Example
 from engine.errors import InvalidInputError
 from engine.groundtruth import MechanismNotLearned, PlantSpec, establish_truth
 from engine.groundtruth.truth import MIN_DECIDING
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the hand-built models beside this file
-from handbuilt_models import batch_of, handbuilt  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 MODEL = "handbuilt-planted-trig"

@@ -307,13 +307,9 @@ def test_a_run_without_self_explanation_cells_says_so_in_one_line(monkeypatch):
 @pytest.fixture()
 def planted_encoder():
     """A hand-built planted sequence classifier (tests/handbuilt_models.py) with a learned truth, in the cache."""
-    import sys
-    from pathlib import Path
+    from handbuilt_models import handbuilt
 
     from engine.groundtruth.card import _CACHE
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from handbuilt_models import handbuilt
 
     classifier = handbuilt("or", k=5.0)
     classifier.metadata.update({"id": "handbuilt-planted", "planted": SPEC.to_dict()})

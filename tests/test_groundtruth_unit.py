@@ -1,4 +1,4 @@
-"""A unit-level ground truth (issue 37, item 5): hand-built models whose reasons are exact, and each measure of the
+"""A unit-level ground truth: hand-built models whose reasons are exact, and each measure of the
 registry checked against what theory says it must give on them, hit or miss.
 
 The models are in tests/handbuilt_models.py (logit_0 = 0, logit_1 a closed form of the word embeddings; [MASK] has
@@ -13,16 +13,11 @@ exact Shapley value (removal = [MASK], brute force over all coalitions in `exact
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
+from handbuilt_models import batch_of, exact_shapley, handbuilt
 
 from engine.importance import builtin_measures, get_explainer
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the hand-built models beside this file
-from handbuilt_models import batch_of, exact_shapley, handbuilt  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 K = 3.0

@@ -102,6 +102,7 @@ def _markdown_bodies(at: AppTest) -> list[str]:
 
 def test_explain_page_shows_hostile_class_names_as_text(hostile_cache):
     at = AppTest.from_file(MAIN, default_timeout=180).run()
+    at.switch_page(str(Path(MAIN).parent.parent / "pages" / "explain.py")).run()  # the app opens on the home page
     assert not at.exception
     at.text_area[0].input("a fine film")
     at.button[0].click()

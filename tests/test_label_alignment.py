@@ -1,4 +1,4 @@
-"""A dataset's labels meet a model's classes by name, not by position (issue 30, item 3).
+"""A dataset's labels meet a model's classes by name, not by position.
 
 The model is the packaged `tiny` BERT saved with a 3-label NLI head in the usual order {0: contradiction,
 1: neutral, 2: entailment}; the data is a CSV with string labels, which registration orders alphabetically

@@ -256,6 +256,7 @@ def test_explain_page_self_explanation_shows_every_text_and_a_rerun_comes_from_t
     at.session_state["selfexplain_kind"] = "attribution"  # a random model may abstain: no counterfactual target
     at.session_state["selfexplain_max_new_tokens"] = 8
     at.run(timeout=120)
+    at.switch_page(str(Path(main).parent.parent / "pages" / "explain.py")).run(timeout=120)  # the app opens on home
     at.text_area(key="explain_text").set_value(TEXT)
     at.run(timeout=120)
     at.button(key="selfexplain_ask").click()

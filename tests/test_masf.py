@@ -177,7 +177,7 @@ def test_one_forward_gives_the_logits_and_pvalues_of_two(toy_classifier):
     assert np.array_equal(prob, torch.softmax(separate.float(), -1)[[0, 1], target].cpu().numpy())
 
 
-# -- a fit is keyed by what calibrated it (issue 30, item 1) -------------------------------------------------------
+# -- a fit is keyed by what calibrated it -------------------------------------------------------
 def test_a_lookup_for_another_dataset_fits_anew_and_never_reuses_the_stored_fit(toy_classifier, models_cache):
     """A checkpoint's MaSF fitted on its own dataset (toy) is not what a look-up for rt gets: that look-up fits on
     rt's validation split and stores it beside the first; each fit's provenance names its data, and each later
@@ -275,7 +275,7 @@ def test_a_sweep_cell_stores_which_data_calibrated_its_pvalues(toy_classifier, m
     assert masf["versions"]["torch"] == torch.__version__
 
 
-# -- ties: no p-value hangs on one float32 ulp (issue 29, item 4) ---------------------------------------------------
+# -- ties: no p-value hangs on one float32 ulp ---------------------------------------------------
 def _nudged_by_one_ulp(features: torch.Tensor, seed: int = 0) -> torch.Tensor:
     """Half of the float32 features moved one ulp up or down (what another device or BLAS build can do)."""
     rng = np.random.default_rng(seed)

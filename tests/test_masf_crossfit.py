@@ -1,4 +1,4 @@
-"""MaSF cross-fitted over K folds (fit version 4, issue 35 item 7): exact against the naive look-up, valid under the
+"""MaSF cross-fitted over K folds (fit version 4): exact against the naive look-up, valid under the
 null, less dependent on how the calibration inputs are divided than one split, with the calibration's own
 uncertainty reported beside each p-value, and stored fits keyed by their folds."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A prompted LM's MaSF fit is keyed by its prompt (issue 34, item 7): its fits are kept per model id, and the same id
+"""A prompted LM's MaSF fit is keyed by its prompt: its fits are kept per model id, and the same id
 can come to read another prompt (a built-in whose prompt changed in the code, an id registered again), so a fit made
 under one prompt must never be served to another. Encoders' keys are unchanged (no prompt)."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""How weights are loaded (issue 30 item 4 and 11, issue 29 items 5 and 12): safetensors only at every entry point,
+"""How weights are loaded: safetensors only at every entry point,
 the dtype and the attention kernel chosen by pure functions and recorded, token types never dropped silently,
 and ids and run names checked whole.
 

@@ -1,4 +1,4 @@
-"""What a newcomer meets first on the Benchmarks page (issue 35, item 9): it opens on the headline results (the
+"""What a newcomer meets first on the Benchmarks page: it opens on the headline results (the
 README summary's first run, or the sidebar model's own), not on the BiLSTM ROAR run that sorts first; every table
 shows readable column names from one mapping (app/column_labels.py), never the stores' `faith_low`, `plaus_n`; and
 the charts' labels do not overlap (measure names beside points, the method comparison's legend)."""

@@ -1,4 +1,4 @@
-"""An annotator's browser session keeps to the study after a client-side page switch (issue 35, item 9): the
+"""An annotator's browser session keeps to the study after a client-side page switch: the
 browser's history API (pushState to another page's path, then popstate, as a back button or a script does) reruns
 the app in the same session with a URL that carries no study token. That rerun must show the study again, with no
 sidebar and no other page, both on localhost and served as to a network (ENGINE_NETWORK=1 with an admin secret).
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs D
 
 SECRET = "a history-test admin secret, long enough"
 TITLE = "Which highlight convinces you?"
-DASHBOARD_TITLES = {"Explain", "Explain a prediction", "Step-by-step masking", "Benchmarks", "Models", "Your data", "Studies", "Attention"}
+DASHBOARD_TITLES = {"Home", "Which explanation of this prediction can I trust?", "Explain", "Explain a prediction", "Step-by-step masking", "Benchmarks", "Models", "Your data", "Studies", "Attention"}
 
 
 @pytest.fixture(scope="module", params=["localhost", "network"])

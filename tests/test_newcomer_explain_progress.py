@@ -1,4 +1,4 @@
-"""`python -m engine explain` shows its progress on a terminal (issue 35, item 9: with smollm2-rt-prompt it printed
+"""`python -m engine explain` shows its progress on a terminal (with smollm2-rt-prompt it printed
 nothing for minutes after its conversion bar): the loading step, then each measure as it starts and ends, on
 stderr only, so an export written to stdout stays exactly the export."""
 from __future__ import annotations

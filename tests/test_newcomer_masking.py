@@ -1,4 +1,4 @@
-"""What a newcomer meets first on the Step-by-step masking page (issue 35, item 9): it opens on the measure the
+"""What a newcomer meets first on the Step-by-step masking page: it opens on the measure the
 stored results rank most faithful for the chosen model (leave-one-out where none are stored), not on the first
 measure of the list, whose curve sits on random masking; its Cancel button is gone once the run is done; and the
 MaSF chart's axis titles fit the chart."""

@@ -1,4 +1,4 @@
-"""The README is a landing page (issue 35, item 8): under 170 lines, with the two set-up commands, and every
+"""The README is a landing page: under 170 lines, with the two set-up commands, and every
 document it links to exists (the details moved to docs/ stay reachable)."""
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""A study shows lay annotators words, not word pieces, and its colour legend names the colours drawn (issue 35,
-item 8): the task's tokens are found in its text again and grouped into the words as typed; the study records its
+"""A study shows lay annotators words, not word pieces, and its colour legend names the colours drawn: the task's tokens are found in its text again and grouped into the words as typed; the study records its
 choice (words by default, pieces on request; studies stored before the choice read as pieces); a rationale marks
 whole words, and an instructed check names a word and expects all of its pieces; the legend's colour names are
 those of engine/colours.py's colours."""

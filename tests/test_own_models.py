@@ -1,4 +1,4 @@
-"""The user's own classifiers (issue 17, model half): any Hugging Face sequence-classification folder loads as a
+"""The user's own classifiers: any Hugging Face sequence-classification folder loads as a
 `Classifier`, every encoder family with a mask token works with every measure, MaSF and recursive masking,
 decoder classifiers with a chosen replacement token, registration by reference, and masked fine-tuning that
 starts from the user's classifier.

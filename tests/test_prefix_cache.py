@@ -168,3 +168,46 @@ def test_the_shared_prefix_stops_at_the_slot_and_leaves_each_row_its_last_token(
     assert shared_prefix_length(ids, att, torch.tensor([5, 9])) == 1
     assert shared_prefix_length(ids[:1], att[:1]) == 4  # one row: all but its last real token
     assert shared_prefix_length(ids[:1, :1], att[:1, :1]) == 0
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3"])
+def test_gradient_measures_score_the_same_on_the_cached_prefix(family, bert_tokenizer):
+    """The gradient measures (gradients, x-grad, IG, GradientSHAP, DeepLift) run forward and backward over the
+    suffix only when the cache is on (the prefix computed once, suffix positions counted), and score the slot
+    as the whole-prompt forward does (within 1e-5)."""
+    clf = classifier(family, bert_tokenizer)
+    b = clf.batch(TEXTS)
+    for measure, options in (("grad-l2", {}), ("grad-l1", {}), ("x-grad-sign", {}), ("ig-sign", {"steps": 8}),
+                             ("gradient-shap", {"n_samples": 8}), ("deeplift", {})):
+        explainer = get_explainer(measure, clf, memo=False, **options)
+        clf.prefix_cache = False
+        plain = explainer.attribute(b).scores
+        clf.prefix_cache = True
+        clf.clear_prefix_cache()
+        kv = clf._prefix_kv()
+        with torch.enable_grad():
+            e = clf.word_embeddings(b.input_ids).detach().requires_grad_(True)
+            before = kv.suffix_tokens
+            clf.logits_from_embeddings(e, b)[:, 1].sum().backward()
+        assert kv.suffix_tokens > before and e.grad is not None, "a gradient forward did not run on the cached prefix"
+        suffix = kv.suffix_tokens
+        cached = explainer.attribute(b).scores
+        # beyond the prediction's forward (one pass over the rows' suffixes), the measure's passes ran on the cache
+        assert kv.suffix_tokens - suffix > len(b) * (b.input_ids.shape[1] - len(clf._template_prefix_ids())), measure
+        assert kv.prefix_rows == 1, measure
+        assert (plain - cached).abs().max() < TOL * max(1.0, float(plain.abs().max())), measure
+        assert plain.abs().max() > 0, measure
+
+
+def test_an_interpolated_prefix_runs_the_whole_prompt(bert_tokenizer):
+    """Embeddings whose prefix positions are not the prompt's own (here scaled, as an IG path over the whole
+    prompt would be) never read the cache: their logits are the whole forward's."""
+    clf = classifier("llama", bert_tokenizer)
+    b = clf.batch(TEXTS[:2])
+    e = clf.word_embeddings(b.input_ids) * 0.5
+    clf.prefix_cache = False
+    plain = clf.logits_from_embeddings(e, b)
+    clf.prefix_cache = True
+    clf.clear_prefix_cache()
+    cached = clf.logits_from_embeddings(e, b)
+    assert clf._prefix_store is None and torch.equal(plain, cached)

@@ -110,6 +110,8 @@ def test_a_bad_limit_setting_is_refused_naming_the_variable(monkeypatch):
 
 
 def _explain(at: AppTest) -> AppTest:
+    if not any(w.key == "explain_text" for w in at.text_area):  # the app opens on the home page
+        at.switch_page(str(ROOT / "pages" / "explain.py")).run(timeout=180)
     at.text_area(key="explain_text").input(TEXT)
     next(b for b in at.button if b.label == "Explain").click()
     at.run(timeout=180)

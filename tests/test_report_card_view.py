@@ -208,7 +208,7 @@ def test_the_run_forms_command_is_accepted_by_the_cli_with_the_same_options():
     report_card.configure(parser)
     line = card_command("gt-x", "mine", ["random", "loo-sign"], ["racu", "naopc"], ["mask", "delete"], 10)
     args = parser.parse_args(shlex.split(line)[4:])
-    assert (args.model, args.run, args.measures, args.metrics, args.replacements, args.limit, args.truth_only) == (
+    assert (args.model, args.run, args.measures, args.metrics, args.operator, args.limit, args.truth_only) == (
         ["gt-x"], "mine", ["random", "loo-sign"], ["racu", "naopc"], ["mask", "delete"], 10, False)
     args = parser.parse_args(shlex.split(card_command("gt-x", "mine", [], [], [], 10, truth_only=True))[4:])
     assert args.truth_only and args.model == ["gt-x"]
@@ -255,3 +255,30 @@ def test_a_run_whose_truth_cells_are_elsewhere_still_shows_its_card(tmp_path, mo
     assert (at.selectbox(key="card_family").value, at.selectbox(key="card_mechanism").value) == ("tiny", "graded")
     assert len(_verdict_lines(at)) == 2
     assert any("--truth-only" in i.value for i in at.info)
+
+
+def _everything_shown(at: AppTest) -> str:
+    """The text of every element the page drew (markdown, captions, info boxes and the rest)."""
+    def walk(node):
+        yield node
+        for child in getattr(node, "children", {}).values():
+            yield from walk(child)
+    return "\n".join(str(getattr(e, "proto", "")) for e in walk(at._tree))
+
+
+def test_an_anonymous_visitor_is_not_shown_the_servers_folders(tmp_path, monkeypatch, models_cache):
+    """Served to a network, a visitor who is not signed in reads that there is no card yet but not where the server
+    keeps its results (a path on the server's disk); the admin (here: on loopback) is told the folder."""
+    from app import admin
+    from app.text import md
+
+    results = tmp_path / "server-results"
+    monkeypatch.setenv("ENGINE_RESULTS_DIR", str(results))
+    monkeypatch.setenv(admin.NETWORK_ENV, "1")
+    monkeypatch.setenv(admin.SECRET_ENV, "correct horse battery staple")
+    at = _run(AppTest.from_file(PAGE, default_timeout=180))
+    assert any("No report card yet" in i.value for i in at.info), [i.value for i in at.info]
+    assert "server-results" not in _everything_shown(at)  # the folder's own name: escaped or not, nowhere
+    monkeypatch.delenv(admin.NETWORK_ENV)
+    at = _run(AppTest.from_file(PAGE, default_timeout=180))
+    assert any(md(str(results / "groundtruth")) in i.value for i in at.info), [i.value for i in at.info]

@@ -1,5 +1,5 @@
 """`roar --model` refuses a folder with pickled weights only before its sweep starts, like `train` and every other
-command (issue 35 item 8): one error line with the conversion command, no sweep cell, nothing unpickled."""
+command: one error line with the conversion command, no sweep cell, nothing unpickled."""
 from __future__ import annotations
 
 import torch

@@ -44,3 +44,20 @@ def test_every_methods_citation_names_an_existing_section():
         cited |= set(re.findall(r"methods\.md#([a-z0-9-]+)", path.read_text(encoding="utf-8", errors="replace")))
     assert cited, "nothing cites docs/methods.md"
     assert cited <= anchors, sorted(cited - anchors)
+
+
+# "issue 35" means something only to the project's internal tracker, which a clone does not have: code and docs say
+# what the change was instead. Results (provenance records) are left alone: they quote commands verbatim.
+TRACKER = re.compile(r"\bissue\s+#?\d+", re.IGNORECASE)
+
+
+def test_no_code_or_doc_refers_to_the_internal_tracker():
+    hits = []
+    for path in _tracked_text_files():
+        relative = path.relative_to(ROOT)
+        if relative.parts[0] == "results" or relative == Path(__file__).relative_to(ROOT):
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            if TRACKER.search(line):
+                hits.append(f"{relative}:{number}: {line.strip()[:100]}")
+    assert hits == []

@@ -96,7 +96,10 @@ def test_a_looping_reply_and_one_that_continues_the_request_are_not_parsable():
                  "\n\nThe sentiment of this text is positive. In one sentence, explain why: name the words")
     ok, why = check_free_text(continued, TEXT, LABELS, request=request)
     assert not ok and "repeats the request" in why
-    assert check_free_text(continued, TEXT, LABELS)[0]  # without the request the rule is not applied
+    # without the request that rule is not applied (the reply, holding every word of the input, is refused by
+    # the rule that bounds the words an explanation names instead)
+    ok, why = check_free_text(continued, TEXT, LABELS)
+    assert not ok and "repeats the request" not in why
     for answer in ("The sentiment of this text is positive. In one sentence, I can explain why: 'gripping' and "
                    "'funny' made me decide.",
                    'The word "dear" is a word that has a negative connotation, and "dour" is a word that has a '

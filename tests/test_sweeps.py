@@ -17,22 +17,21 @@ import pandas as pd
 import pytest
 from conftest import ray_environment
 
+# sweep_helpers is beside this file: pytest puts tests/ (conftest's folder, no package) on sys.path, and spawned
+# workers inherit sys.path
+from sweep_helpers import (
+    NumberCell,
+    compute_and_wait_to_be_killed,
+    compute_square,
+    compute_square_noting_the_environment,
+)
+
 from engine.faithfulness.benchmark import Cell, run_sweep
 from engine.faithfulness.evaluation import EvaluationCell, evaluation_store, run_suite
 from engine.models import save_classifier
 from engine.results import ResultsStore
 from engine.runtime import PROJECT_ROOT
 from engine.sweeps import Backend, SweepReport, provenance
-
-TESTS = Path(__file__).resolve().parent
-sys.path.insert(0, str(TESTS))  # sweep_helpers, for this process (spawned workers inherit sys.path)
-
-from sweep_helpers import (  # noqa: E402
-    NumberCell,
-    compute_and_wait_to_be_killed,
-    compute_square,
-    compute_square_noting_the_environment,
-)
 
 LEVELS = (0.0, 0.5, 1.0)
 

@@ -425,13 +425,17 @@ def test_cli_trains_on_a_registered_dataset(user_dir, tmp_path, models_cache, ca
     # the Explain page offers the registered dataset's test examples to start from
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app" / "main.py"), default_timeout=120)
+    root = Path(__file__).resolve().parent.parent
+    at = AppTest.from_file(str(root / "app" / "main.py"), default_timeout=120)
     at.run()
+    at.switch_page(str(root / "pages" / "explain.py")).run()  # the app opens on the home page
     assert not at.exception, [e.message for e in at.exception]
     test_texts = {e.primary for e in get_dataset("stars").splits["test"]}
     picker = next(b for b in at.main.selectbox if b.label.startswith("Start from a test example"))
+    # each option reads "<index>: [<gold label>] <text>"
     offered = [o.split(": ", 1)[1] for o in picker.options[1:]]
-    assert offered and set(offered) <= test_texts
+    assert offered and all(o.startswith(("[1] ", "[5] ")) for o in offered), offered[:3]
+    assert {o.split("] ", 1)[1] for o in offered} <= test_texts
 
 
 def test_uploads_are_saved_by_content_under_plain_names(user_dir, tmp_path):

@@ -6,35 +6,30 @@ import sys
 import textwrap
 
 from engine.cli.arguments import add_sweep_arguments, sweep_backend
+from engine.faithfulness.registry import default_evaluate_families, describe_families, evaluate_families
 
-HELP = "erasure metrics (comprehensiveness, sufficiency, AOPC, deletion/insertion, flips, soft) with MaSF shares"
-
-FAMILIES = ("comprehensiveness", "sufficiency", "deletion", "insertion", "decision-flip", "soft")
-CHOICES = (*FAMILIES, "f-fidelity")  # F-Fidelity (1 + 2 x draws x 5 forwards per input) only when asked for
+HELP = ("faithfulness metrics from the metric registry (erasure, soft, F-Fidelity, faithfulness correlation, "
+        "infidelity, sensitivity, properties), each with its MaSF share")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = textwrap.dedent("""\
         The standard erasure metrics of importance measures on a fixed ranking (computed once on the unmasked input;
         the gold label is explained), each beside the share of its perturbed inputs that MaSF calls out of
-        distribution (p < 0.05), with the direction that is more faithful. Metrics (families):
-          comprehensiveness  p(x) - p(x without top k%), k in {1,5,10,20,50}% and their AOPC    (higher = better)
-          sufficiency        p(x) - p(only the top k% kept) and their AOPC                      (lower = better)
-          deletion           curve at 0..100% and its area                                      (lower = better)
-          insertion          curve from the fully masked input and its area                     (higher = better)
-          decision-flip      fraction of tokens to the first flip (lower), top-1 flip rate (higher)
-          soft               soft comprehensiveness / sufficiency (Zhao & Aletras 2023), Bernoulli per dimension
-          f-fidelity         FFid+ (higher) / FFid- (lower) (Zheng et al. 2025): tokens of the top / bottom s%
-                             removed each with probability alpha, D draws, on the masked-fine-tuned model (not default)
-        Removal replaces a token by [MASK] (default) or deletes it (--removal delete, ERASER's way; labelled).
+        distribution (p < 0.05), with the direction that is more faithful. Metrics, by family (--metrics takes
+        families; engine/faithfulness/registry.py):
+        {families}
+        Removal replaces a token by [MASK] (default) or deletes it (--operator delete, ERASER's way; labelled).
+        --removal is the old name of --operator, kept as an alias for this release.
         One cell per (model, measure, seed) in <results>/evaluation/<run>/, with provenance, wall time per
-        explanation and the rows used; cells already there are skipped, so an interrupted run resumes.""")
+        explanation and the rows used; cells already there are skipped, so an interrupted run resumes.""").format(
+        families=describe_families(evaluate_families()))
     parser.epilog = textwrap.dedent("""\
         examples:
           python -m engine evaluate --model tiny-rt-masked-s{seed} --dataset rt --measures random x-grad-sign loo-sign \\
               --seeds 0 1 2 --run tiny-rt-erasure
           python -m engine evaluate --model minilm-rt-masked-s0 --dataset rt --measures ig-sign --limit 200 \\
-              --metrics comprehensiveness sufficiency --removal delete""")
+              --metrics comprehensiveness sufficiency --operator delete""")
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--model", required=True,
                         help="checkpoint id in models_cache; '{seed}' in it is replaced by each seed "
@@ -49,8 +44,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "or aligned refuses the file, naming the row")
     parser.add_argument("--scores-name", default=None,
                         help="name of the imported measure (default: the file's measure/explainer field or its stem)")
-    parser.add_argument("--metrics", nargs="+", default=list(FAMILIES), choices=CHOICES,
-                        help="metric families. Default: all but f-fidelity")
+    defaults = default_evaluate_families()
+    parser.add_argument("--metrics", nargs="+", default=defaults, choices=evaluate_families(),
+                        help=f"metric families (listed above). Default: {' '.join(defaults)}")
     parser.add_argument("--ffid-alpha", type=float, default=0.5,
                         help="F-Fidelity: removal probability of each token of the set (capped by beta). Default: 0.5")
     parser.add_argument("--ffid-beta", type=float, default=1.0,
@@ -62,8 +58,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "Default: 0")
     parser.add_argument("--split", default="test", help="dataset split. Default: test")
     parser.add_argument("--limit", type=int, default=None, help="only the first N examples of the split")
-    parser.add_argument("--removal", default="mask", choices=["mask", "delete"],
-                        help="replace removed tokens by [MASK] (default) or delete them")
+    parser.add_argument("--operator", "--removal", dest="operator", default="mask", choices=["mask", "delete"],
+                        help="the removal operator: replace removed tokens by [MASK] (default) or delete them. "
+                             "--removal: its old name, an alias kept for this release")
     parser.add_argument("--whole-words", action="store_true",
                         help="whole-word units: k%%, curve ratios and flips count words, a word's pieces are removed "
                              "together (it ranks by the sum of its pieces' scores; random by one draw per word); the "
@@ -115,8 +112,18 @@ def run(args: argparse.Namespace) -> int:
     if args.soft_draws < 1:
         raise InvalidInputError(f"--soft-draws must be >= 1, got {args.soft_draws}")
     ffid = "f-fidelity" in args.metrics
-    if ffid and (args.removal != "mask" or args.whole_words):
-        raise InvalidInputError("f-fidelity removes single tokens by [MASK]: drop --removal delete / --whole-words")
+    if ffid and (args.operator != "mask" or args.whole_words):
+        raise InvalidInputError("f-fidelity removes single tokens by [MASK]: drop --operator delete (--removal delete) "
+                                "/ --whole-words")
+    from engine.faithfulness.registry import FAMILIES, function_families
+
+    wrong = [m for m in args.metrics if "*" not in FAMILIES[m].operators and args.operator not in FAMILIES[m].operators]
+    if wrong:  # refused before any work, as the cell would refuse it
+        raise InvalidInputError(f"{', '.join(wrong)} cannot remove by {args.operator!r}: use --operator "
+                                f"{' or '.join(FAMILIES[wrong[0]].operators)}")
+    if args.whole_words and any(m in function_families() for m in args.metrics):
+        raise InvalidInputError(f"{', '.join(m for m in args.metrics if m in function_families())} score(s) tokens, "
+                                f"not whole words: drop --whole-words")
     cells = []
     for seed in args.seeds:
         model_id = args.model.format(seed=seed)
@@ -125,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
             _check_masked(model_id)
         for measure in args.measures:
             cells.append(EvaluationCell(model=model_id, dataset=args.dataset, measure=measure, seed=seed,
-                                        split=args.split, limit=args.limit, removal=args.removal,
+                                        split=args.split, limit=args.limit, removal=args.operator,
                                         whole_words=args.whole_words,
                                         naopc=getattr(args, "naopc", False),
                                         metrics=tuple(args.metrics), soft_draws=args.soft_draws,
@@ -154,13 +161,20 @@ def run(args: argparse.Namespace) -> int:
     if not table.empty:
         aggregates = table[table["level"].isna()]
         wide = aggregates.pivot_table(index="measure", columns="metric", values="value")
-        share = aggregates.pivot_table(index="measure", columns="metric", values="p_below_005")
+        # a property of the scores perturbs nothing: its share is NaN, a column pivot_table would drop
+        share = aggregates.pivot_table(index="measure", columns="metric", values="p_below_005",
+                                       dropna=False).reindex(index=wide.index, columns=wide.columns)
         print("mean over seeds (MaSF share p<0.05 in brackets); better: " + ", ".join(
             f"{m} {aggregates[aggregates.metric == m]['better'].iloc[0]}" for m in wide.columns))
         width = max(14, *(len(str(m)) + 1 for m in wide.index))  # imported measures have long names
         for measure, row in wide.iterrows():
-            print(f"  {measure:<{width}}" + "  ".join(f"{m} {row[m]:.3f} [{share.loc[measure, m]:.0%}]" for m in wide.columns))
+            print(f"  {measure:<{width}}" + "  ".join(f"{m} {row[m]:.3f} [{_share(share.loc[measure, m])}]" for m in wide.columns))
     return 1 if report.failed else 0
+
+
+def _share(value: float) -> str:
+    """A MaSF share for the summary line: 'n/a' where nothing was perturbed (a property of the scores)."""
+    return "n/a" if value != value else f"{value:.0%}"
 
 
 def _import(args: argparse.Namespace, path: str) -> dict[str, str]:

@@ -47,7 +47,8 @@ def configure(p: argparse.ArgumentParser) -> None:
             Measures (id: what is computed [options and defaults]):
             """) + _measure_lines() + textwrap.dedent("""
 
-            'live' stands for the Explain page's default bundle (grad-l2, x-grad-sign, ig-sign, loo-sign); 'all' for
+            'live' stands for the Explain page's default bundle (grad-l2, x-grad-sign, ig-sign, loo-sign; for a prompted
+            LM grad-l2, x-grad-sign, loo-sign: IG's passes of the whole prompt take about a minute there); 'all' for
             every measure the model supports. Not every measure fits every model ('attention' is the BiLSTM's
             additive attention; the attention-* measures need a transformer; token-replacing measures need a mask
             or replacement token; 'smat' needs head weights learned by `simulability`): a chosen measure the model
@@ -62,7 +63,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
             Examples:
               python -m engine explain --model tiny-rt-masked-s0 --text "a gripping, funny film" --measure loo-sign ig-sign
-              python -m engine explain --model tiny-rt-masked-s0 --text "dull" --measure ig-abs --option steps=50 --target 1
+              python -m engine explain --model tiny-rt-masked-s0 --text "dull" --measure ig-abs --option steps=50 --target positive
               python -m engine explain --model smollm2-rt-prompt --text "a gorgeous, witty film" --measure ig-sign --option max_steps=540
               python -m engine explain --model smollm2-rt-lora --text "a gorgeous, witty film" --measure attnlrp x-grad-sign
               python -m engine explain --model bilstm-babi1 --text "Mary went to the kitchen." --aux "Where is Mary?" --measure live
@@ -75,7 +76,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--aux", default=None, help="the auxiliary sequence of a paired task (e.g. the bAbI question); never scored")
     p.add_argument("--measure", nargs="+", required=True, metavar="NAME",
                    help="one or more measure ids (listed above), 'live' or 'all'")
-    p.add_argument("--target", type=int, default=None, help="class index to explain (default: the predicted class)")
+    p.add_argument("--target", default=None, metavar="CLASS",
+                   help="the class to explain: its name (e.g. positive), its index, or a prompted LM's label word "
+                        "(default: the predicted class)")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="a measure option, given to every chosen measure that has it (e.g. steps=50, baseline=mask, "
                         "beam_size=5, seed=3); repeatable")
@@ -119,13 +122,14 @@ def _colour(value: float, scale: float, signed: bool) -> str:
 
 
 def _chosen_measures(names: list[str], classifier) -> list[str]:
-    """Expand 'live' (the Explain page's default bundle) and 'all' (every measure this model supports)."""
-    from engine.explain import LIVE_MEASURES
+    """Expand 'live' (the Explain page's default bundle for this model: `engine.explain.default_measures`) and 'all'
+    (every measure this model supports)."""
+    from engine.explain import default_measures
     from engine.importance import MEASURES, applicable_measures
 
     measures: list[str] = []
     for name in names:
-        expanded = LIVE_MEASURES if name == "live" else applicable_measures(classifier) if name == "all" else [name]
+        expanded = default_measures(classifier) if name == "live" else applicable_measures(classifier) if name == "all" else [name]
         for m in expanded:
             if m not in MEASURES:
                 raise UnknownMeasureError(f"unknown importance measure {m!r}; known measures: {', '.join(MEASURES)}")

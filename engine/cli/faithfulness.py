@@ -28,7 +28,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--measure", required=True, help="importance measure (see `python -m engine explain --help`)")
     parser.add_argument("--text", default=None, help="one input to mask step by step; omit to run a dataset split")
     parser.add_argument("--aux", default=None, help="auxiliary sequence (the question of a paired task)")
-    parser.add_argument("--target", type=int, default=None, help="class to track (default: the predicted class for a text)")
+    parser.add_argument("--target", default=None, metavar="CLASS",
+                        help="class to track with --text: its name, its index or a prompted LM's label word (default: "
+                             "the predicted class)")
     schedule = parser.add_mutually_exclusive_group()
     schedule.add_argument("--ratios", type=ratios, default=None,
                           help="comma-separated masking ratios starting at 0 (default 0,0.1,...,1)")
@@ -53,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
     from engine.ood import load_or_fit_masf
 
     classifier = load_classifier(args.model)
+    # a target that names no class is refused before MaSF's fit (minutes on a large split)
+    target = None if args.target is None else classifier.check_target(args.target)
     # Calibrated on the data the split comes from (or, for a model fine-tuned elsewhere and one text, its only fit).
     with FitProgress("fitting MaSF (once per model and calibration data; stored)") as progress:
         masf = load_or_fit_masf(classifier, args.dataset, progress=progress)
@@ -64,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
         options = {"seed": args.seed} if args.measure == "random" else {}
         shown = mask_single_input(classifier, args.text, args.measure, args.aux, ratios=None if counts else args.ratios,
-                                  counts=counts, random_seeds=range(args.random_seeds), masf=masf, target=args.target,
+                                  counts=counts, random_seeds=range(args.random_seeds), masf=masf, target=target,
                                   options=options)
         res = shown.measure
         c = int(res.target[0])

@@ -13,8 +13,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         Compute every results table the documentation shows (README.md, docs/results.md, docs/evaluation.md) from
         the shipped results stores and the published numbers, and print them. Each table lives in its file
         between <!-- report:NAME --> and <!-- /report:NAME -->: --check exits 1 naming every table whose committed
-        text differs from what this command prints (CI runs it), and every shipped result whose recorded code
-        version no commit holds ("-dirty"; docs/reproduction.md); --write rewrites those regions. Published
+        text differs from what this command prints (CI runs it), every table that reads a result of unknown code
+        (no code version, or a "-dirty" one, the checkpoint's included; it counts them per table and names the
+        files), and every shipped result whose recorded code version no commit holds ("-dirty";
+        docs/reproduction.md); --write rewrites those regions. Published
         numbers are in columns marked "(published)"; a correlation with a paper's ordering is computed only
         against its row of the same task.""")
     parser.epilog = textwrap.dedent("""\
@@ -36,13 +38,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.reports.report import TABLES, build, code_provenance_check, sync
+    from engine.reports.report import TABLES, build, build_with_inputs, code_provenance_check, sync, unknown_code_per_table
 
     if args.list:
         for table in TABLES:
             print(f"{table.name}\t{table.doc}")
         return 0
-    tables = build(args.tables, args.results_dir)
+    if args.check:
+        tables, inputs = build_with_inputs(args.tables, args.results_dir)
+    else:
+        tables = build(args.tables, args.results_dir)
     if args.check or args.write:
         problems = sync(tables, args.docs_root, write=args.write)
         for problem in problems:
@@ -51,13 +56,25 @@ def run(args: argparse.Namespace) -> int:
             print(f"{len(tables)} tables written where they differed")
             return 1 if problems else 0
         print(f"{len(tables) - len(problems)} of {len(tables)} tables as committed")
+        # A table is only as reproducible as the code that computed what it reads: refuse one that reads a result of
+        # unknown code (no code version, or a -dirty one: its own, its MaSF fit's or its checkpoint's).
+        unknown = {name: lines for name, lines in unknown_code_per_table(inputs, args.results_dir).items() if lines}
+        docs = {table.name: table.doc for table in TABLES}
+        for name, lines in unknown.items():
+            print(f"{docs[name]}: table {name} reads {len(lines)} result(s) of unknown code:", file=sys.stderr)
+            for line in lines:
+                print(f"  {line}", file=sys.stderr)
+        n_unknown = sum(len(lines) for lines in unknown.values())
+        print(f"{n_unknown} result(s) of unknown code read by {len(unknown)} of {len(tables)} tables" if unknown else
+              f"0 results of unknown code: each of the {len(tables)} tables reads only results of committed code "
+              f"({len({p for files in inputs.values() for p in files})} files)")
         # A table is only as reproducible as the code that computed its results: refuse code no commit holds.
         unheld = code_provenance_check(args.results_dir)
         for problem in unheld:
             print(problem, file=sys.stderr)
         print(f"{len(unheld)} shipped result fields name code no commit holds" if unheld else
               "every shipped result names committed code or carries its audit's label (scripts/relabel_dirty_provenance.py)")
-        return 1 if problems or unheld else 0
+        return 1 if problems or unheld or unknown else 0
     for name, text in tables.items():
         print(f"<!-- report:{name} -->\n{text}\n<!-- /report:{name} -->\n")
     return 0

@@ -6,13 +6,12 @@ import sys
 import textwrap
 
 from engine.cli.arguments import add_sweep_arguments, sweep_backend
+from engine.faithfulness.registry import card_families, default_card_families, describe_families, family_options
 
 HELP = "report card of measures, metrics and masking operators against a planted model's known mechanism"
 
 DEFAULT_MEASURES = ("random", "attention-mean", "grad-l2", "x-grad-sign", "x-grad-abs", "ig-sign", "deeplift",
                     "loo-sign", "loo-abs", "occlusion", "shapley-sampling")  # engine.groundtruth.card.DEFAULT_MEASURES
-METRIC_CHOICES = ("racu", "comprehensiveness", "sufficiency", "naopc", "f-fidelity", "soft", "deletion", "insertion",
-                  "decision-flip", "randomisation")
 OPERATOR_CHOICES = ("mask", "delete", "unk", "pad", "redacted")
 MIN_DECIDING = 20  # engine.groundtruth.truth.MIN_DECIDING (not imported: --help stays fast)
 SELF_EXPLANATION_CHOICES = ("counterfactual", "attribution", "redaction")  # engine.groundtruth.selfexplain_card
@@ -44,6 +43,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                      wrong ones (decoy first; strongest other token first; planted word second), (b) Spearman of
                      its ranking of the measures with the ground-truth ranking, both with bootstrap CIs; the MaSF
                      share beside each; a randomisation test (top-k set vs random k-sets) as one more judge
+                     (--metrics takes families, engine/faithfulness/registry.py; every metric below is stored per
+                     input; the judge table shows the rows marked judge):
+        {families}
           operators  each removal ([MASK], delete, unk, pad): the judge scores per operator and the share of
                      verdicts that change with the operator
           self-explanations  (prompted LMs only) the model's own counterfactual / attribution / redaction
@@ -51,35 +53,43 @@ def configure(parser: argparse.ArgumentParser) -> None:
                      verdicts under the published rule and under "class changed", and whether each verdict agrees
                      with the truth (faithful iff the explanation removes the decisive planted word(s))
         Cells go to <results>/groundtruth/<run>/; cells already there are skipped, so an interrupted card resumes.
-        Tables: python -m engine report --tables ground-truth-... (engine/reports/groundtruth_tables.py).""")
+        --replacements is the old name of --operator, kept as an alias for this release.
+        Tables: python -m engine report --tables ground-truth-... (engine/reports/groundtruth_tables.py).""").format(
+        families=describe_families(card_families(), judged=True))
     parser.epilog = textwrap.dedent("""\
         examples:
           python -m engine report-card --model gt-tiny-rt-trigger-q100 --run tiny-rt-card
           python -m engine report-card --model gt-tiny-rt-or --measures loo-sign shapley-sampling occlusion \\
-              --metrics racu comprehensiveness naopc --replacements mask delete --limit 100
+              --metrics racu comprehensiveness naopc --operator mask delete --limit 100
           python -m engine report-card --model gt-tiny-rt-gated gt-tiny-rt-decoy --workers 2
           python -m engine report-card --model gt-tiny-rt-trigger-q80 --truth-only   # flip rates only
           python -m engine report-card --model my-toy-planted --min-deciding 5 --measures loo-sign random \\
-              --metrics comprehensiveness --replacements mask --limit 10   # a small card on small data
+              --metrics comprehensiveness --operator mask --limit 10   # a small card on small data
           python -m engine report-card --model gt-smollm2-rt-trigger --run smollm2-rt-card --measures loo-sign \\
-              --metrics comprehensiveness sufficiency --replacements mask delete --limit 50 \\
+              --metrics comprehensiveness sufficiency --operator mask delete --limit 50 \\
               --self-explanations attribution redaction --max-new-tokens 64   # a prompted LM
           python -m engine report-card --model gt-smollm2-rt-none --run smollm2-rt-card --self-explanations none
           python -m engine report-card --model gt-smollm2-rt-trigger --measures grad-l2 ig-sign \
-              --option ig-sign:max_steps=20 --replacements redacted delete --limit 50   # IG without escalation""")
+              --option ig-sign:max_steps=20 --operator redacted delete --limit 50   # IG without escalation""")
     parser.add_argument("--model", nargs="+", required=True, metavar="PLANTED",
                         help="planted checkpoint id(s) (their metadata names the mechanism)")
     parser.add_argument("--measures", nargs="+", default=list(DEFAULT_MEASURES),
                         help=f"importance measures. Default: {' '.join(DEFAULT_MEASURES)}")
-    parser.add_argument("--metrics", nargs="+", default=list(METRIC_CHOICES), choices=METRIC_CHOICES,
-                        help="metric families judged. Default: all")
-    parser.add_argument("--replacements", nargs="+", default=["mask", "delete", "unk"], choices=OPERATOR_CHOICES,
-                        metavar="OPERATOR", help="masking operators: mask, delete, unk, pad, redacted (prompted LMs). "
-                                                 "Default: mask delete unk")
+    parser.add_argument("--metrics", nargs="+", default=default_card_families(), choices=card_families(),
+                        help="metric families judged (listed above). Default: all")
+    parser.add_argument("--operator", "--replacements", dest="operator", nargs="+", default=["mask", "delete", "unk"],
+                        choices=OPERATOR_CHOICES, metavar="OPERATOR",
+                        help="removal (masking) operators: mask, delete, unk, pad, redacted (prompted LMs). "
+                             "--replacements: its old name, an alias kept for this release. Default: mask delete unk")
     parser.add_argument("--limit", type=int, default=200, help="deciding inputs scored per cell. Default: 200")
     parser.add_argument("--seed", type=int, default=0, help="seed of insertions, random, draws. Default: 0")
     parser.add_argument("--ffid-draws", type=int, default=10, help="F-Fidelity draws per level. Default: 10")
-    parser.add_argument("--random-sets", type=int, default=20, help="random k-sets of the randomisation test. Default: 20")
+    DEFAULT_RANDOM_SETS = family_options("randomisation")["random_sets"]  # noqa: N806 (the registry's default)
+    parser.add_argument("--random-sets", type=int, default=DEFAULT_RANDOM_SETS,
+                        help="random k-sets of the randomisation test, each drawn without the explanation's own set; "
+                             "its per-input p-value cannot go below 1/(n+1) (20 sets: 0.048, too coarse for a verdict "
+                             f"per input). Ties count half in the win rate. Default: {DEFAULT_RANDOM_SETS} "
+                             f"(floor {1 / (DEFAULT_RANDOM_SETS + 1):.2f})")
     parser.add_argument("--naopc-beam", type=int, default=5, help="NAOPC bounds' beam width beyond 12 tokens. Default: 5")
     parser.add_argument("--min-deciding", type=int, default=MIN_DECIDING, metavar="N",
                         help=f"the fewest deciding inputs (whose prediction the planted word(s) decide) a model needs to "
@@ -118,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     store = card_store()
     cells = []
     for model in args.model:  # every model checked (learned, operators, self-explanations) before any work
-        cells += card_cells(model, args.measures, args.replacements, args.metrics, args.limit, args.seed,
+        cells += card_cells(model, args.measures, args.operator, args.metrics, args.limit, args.seed,
                             args.ffid_draws, args.random_sets, args.naopc_beam, args.truth_only,
                             min_deciding=args.min_deciding, self_explanations=kinds,
                             max_new_tokens=args.max_new_tokens, measure_options=options)
@@ -131,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
                                                          if isinstance(cell, SelfExplanationCell) else "truth")
             bar.set_postfix_str(f"{getattr(cell, 'operator', '')} {what}: {done}/{total}")
 
-        report = run_report_card(args.model, run=args.run, measures=args.measures, operators=args.replacements,
+        report = run_report_card(args.model, run=args.run, measures=args.measures, operators=args.operator,
                                  metrics=args.metrics, limit=args.limit, seed=args.seed, ffid_draws=args.ffid_draws,
                                  random_sets=args.random_sets, naopc_beam=args.naopc_beam,
                                  truth_only=args.truth_only, min_deciding=args.min_deciding,

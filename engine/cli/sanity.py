@@ -1,4 +1,5 @@
-"""`python -m engine sanity`: model and label randomisation checks of importance measures (Adebayo et al. 2018)."""
+"""`python -m engine sanity`: model and label randomisation checks of importance measures (Adebayo et al. 2018) and
+the random-logit test (Sixt et al. 2020)."""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +8,7 @@ import textwrap
 
 from engine.cli.arguments import add_sweep_arguments, sweep_backend
 
-HELP = "sanity checks: cascading model randomisation and label randomisation, per measure"
+HELP = "sanity checks: cascading model randomisation, label randomisation and random logit, per measure"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -20,17 +21,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
         after full randomisation it comes with a 95% BCa CI. Pass rule (ours): the CI's upper end below 0.5.
         One cell per (model, check, measure, seed) in <results>/evaluation/<run>/, resumable; --workers / --ray
         compute the cells in parallel, with the same numbers (a label-randomised twin is trained once, by the
-        first cell that needs it).""")
+        first cell that needs it). The random-logit test (--checks logit) explains each input for a random other
+        class on the same model and compares with the explanation of its own class the same way; lower is better
+        there too (a two-class model's signed measures give about -1, their absolute values +1).""")
     parser.epilog = textwrap.dedent("""\
         examples:
           python -m engine sanity --model tiny-rt-masked-s0 --dataset rt --measures random grad-l2 ig-sign --limit 100
-          python -m engine sanity --model tiny-rt-masked-s0 --dataset rt --measures x-grad-sign --checks labels""")
+          python -m engine sanity --model tiny-rt-masked-s0 --dataset rt --measures x-grad-sign --checks labels
+          python -m engine sanity --model tiny-rt-masked-s0 --dataset rt --measures ig-sign ig-abs --checks logit""")
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--model", required=True, help="checkpoint id in models_cache ('{seed}' is replaced by each seed)")
     parser.add_argument("--dataset", required=True, help="dataset the checkpoint was trained on")
     parser.add_argument("--measures", nargs="+", required=True, help="importance measures")
-    parser.add_argument("--checks", nargs="+", default=["model", "labels"], choices=["model", "labels"],
-                        help="model: cascading randomisation; labels: label randomisation. Default: both")
+    parser.add_argument("--checks", nargs="+", default=["model", "labels"], choices=["model", "labels", "logit"],
+                        help="model: cascading randomisation; labels: label randomisation; logit: the random-logit "
+                             "test (the same model explaining another class, Sixt et al. 2020). Default: model labels")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0],
                         help="seeds of the re-initialisation / label permutation (and of the checkpoint with "
                              "'{seed}'). Default: 0")

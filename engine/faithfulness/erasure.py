@@ -61,58 +61,18 @@ import numpy as np
 import torch
 
 from engine.errors import InvalidInputError, MaskingCancelled
+from engine.faithfulness.registry import METRICS, better, family_options, kernel_families, metrics_of  # noqa: F401
 from engine.importance.batching import halve_after_oom
 from engine.models import Batch, Classifier
 
-ERASER_BINS = (0.01, 0.05, 0.10, 0.20, 0.50)
-CURVE_RATIOS = tuple(i / 10 for i in range(11))
+# better is re-exported (callers of erasure.better); the defaults are the registry's
+ERASER_BINS = family_options("comprehensiveness")["bins"]  # (0.01, 0.05, 0.10, 0.20, 0.50)
+CURVE_RATIOS = family_options("deletion")["ratios"]  # 0, 0.1, ..., 1
 REMOVALS = ("mask", "delete")
-FAMILIES = ("comprehensiveness", "sufficiency", "deletion", "insertion", "decision-flip", "soft")
 OOD_LEVEL = 0.05
-
-#: metric name (without its @level) -> (which direction is more faithful, one-line definition)
-METRICS: dict[str, tuple[str, str]] = {
-    "comprehensiveness": ("higher", "p_c(x) - p_c(x without its top-k% tokens)"),
-    "sufficiency": ("lower", "p_c(x) - p_c(only the top-k% tokens kept)"),
-    "aopc-comprehensiveness": ("higher", "mean comprehensiveness over k in {1, 5, 10, 20, 50}%"),
-    "aopc-sufficiency": ("lower", "mean sufficiency over k in {1, 5, 10, 20, 50}%"),
-    "naopc-comprehensiveness": ("higher", "aopc-comprehensiveness normalised per input by its worst and best attainable "
-                                "AOPC, (AOPC - L) / (U - L) (Edin et al. 2025; engine/faithfulness/naopc.py)"),
-    "ffid-plus": ("higher", "F-Fidelity+ (Zheng et al. 2025): p_c(x) - p_c(x with each top-ceil(sN) token removed with "
-                  "prob. rho), mean over draws and levels s (engine/faithfulness/ffidelity.py)"),
-    "ffid-minus": ("lower", "F-Fidelity-: as ffid-plus with the removals drawn over the bottom-ceil(sN) tokens"),
-    "ffid-plus-acc": ("higher", "F-Fidelity+, accuracy version: 1(pred(x) = c) - share of draws still predicting c"),
-    "ffid-minus-acc": ("lower", "F-Fidelity-, accuracy version (removals over the bottom tokens)"),
-    "deletion": ("lower", "p_c after removing the top r of the tokens (one point of the deletion curve)"),
-    "insertion": ("higher", "p_c after revealing the top r of the tokens in a fully removed input"),
-    "deletion-area": ("lower", "area under the deletion curve (trapezoid over r = 0..1)"),
-    "insertion-area": ("higher", "area under the insertion curve (trapezoid over r = 0..1)"),
-    "flip-fraction": ("lower", "fraction of tokens removed in ranking order until the prediction changes (1 if never)"),
-    "never-flipped": ("lower", "1 when removing every token in ranking order never changes the prediction"),
-    "top1-flip": ("higher", "1 when removing the top-1 token changes the prediction (mean: top-1 flip rate)"),
-    "soft-comprehensiveness": ("higher", "p_c(x) - p_c(x with embedding dims kept with prob 1 - s_t)"),
-    "soft-sufficiency": ("lower", "p_c(x) - p_c(x with embedding dims kept with prob s_t)"),
-    "soft-nc": ("higher", "Soft-NC (Zhao & Aletras 2023): mean per draw of clip(max(0, p_c(x) - p_c(x')) / (1 - S0), 0, 1)"),
-    "soft-ns": ("higher", "Soft-NS (Zhao & Aletras 2023): mean per draw of clip(1 - max(0, p_c(x) - p_c(x')) / (1 - S0), 0, 1)"),
-}
-
-# Which metrics each family yields (a family is what a user asks for; AOPC comes with its per-k values).
-FAMILY_METRICS = {
-    "comprehensiveness": ("comprehensiveness", "aopc-comprehensiveness"),
-    "sufficiency": ("sufficiency", "aopc-sufficiency"),
-    "deletion": ("deletion", "deletion-area"),
-    "insertion": ("insertion", "insertion-area"),
-    "decision-flip": ("flip-fraction", "never-flipped", "top1-flip"),
-    "soft": ("soft-comprehensiveness", "soft-sufficiency", "soft-nc", "soft-ns"),
-}
 
 # Kinds of perturbed input: REMOVE = the top-j tokens removed; KEEP = only the top-j kept (the rest removed).
 REMOVE, KEEP = 0, 1
-
-
-def better(metric: str) -> str:
-    """'higher' or 'lower': which direction of `metric` (with or without '@level') is more faithful."""
-    return METRICS[metric.split("@")[0]][0]
 
 
 @dataclass
@@ -368,14 +328,17 @@ def rows_per_pass(T: int, device: torch.device, max_tokens: int = 4096, classifi
 
 
 def _select_families(metrics: Sequence[str] | None) -> tuple[str, ...]:
+    """The kernel's families (engine/faithfulness/registry.py) that `metrics` (families or metric names) pick."""
+    families = kernel_families()
     if metrics is None:
-        return FAMILIES
+        return tuple(families)
     chosen = []
     for m in metrics:
-        family = next((f for f, names in FAMILY_METRICS.items() if m == f or m in names), None)
+        metric = METRICS.get(m)
+        family = m if m in families else metric.family if metric is not None and metric.family in families else None
         if family is None:
-            raise InvalidInputError(f"unknown erasure metric {m!r}; use one of {', '.join(FAMILIES)} "
-                                    f"(or a metric name: {', '.join(METRICS)})")
+            raise InvalidInputError(f"unknown erasure metric {m!r}; use one of {', '.join(families)} "
+                                    f"(or a metric name: {', '.join(n for f in families for n in metrics_of(f))})")
         if family not in chosen:
             chosen.append(family)
     return tuple(chosen)
@@ -417,7 +380,7 @@ def perturbations_needed(families: Sequence[str], n_tokens: Sequence[int], bins:
     unperturbed input (REMOVE, 0) of every row is always included.
 
     Args:
-        families: the metric families chosen (FAMILIES or a subset).
+        families: the metric families chosen (the registry's kernel families or a subset).
         n_tokens: units (tokens or words) per input.
         bins: ERASER's k fractions; ratios: the curves' r levels.
 
@@ -594,7 +557,7 @@ def erasure_metrics(
         classifier: the model; batch: B inputs of T tokens; scores: [B, T] importance (higher = removed first).
         target: the class c whose probability is tracked (default: the predicted class of the unperturbed input).
         metrics: families to compute (default all: comprehensiveness, sufficiency, deletion, insertion,
-            decision-flip, soft), or metric names (METRICS) that pick their family.
+            decision-flip, soft), or metric names (engine.faithfulness.registry) that pick their family.
         masf: a fitted MaSF; every perturbed input then gets a p-value.
         removal: 'mask' (replace by [MASK], default) or 'delete' (drop the token). See the module docstring.
         bins: ERASER's k fractions in (0, 1]; ratios: the deletion/insertion curves' levels, 0 to 1 increasing.

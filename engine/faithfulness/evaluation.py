@@ -23,7 +23,7 @@ import pandas as pd
 
 import engine.settings as settings
 from engine.faithfulness.cost import CostMeter, RowCounter, counting_rows
-from engine.faithfulness.erasure import FAMILIES
+from engine.faithfulness.registry import aggregates, default_evaluate_families
 from engine.importance.levels import word_ids_of
 from engine.results.store import WHOLE_WORDS
 from engine.sweeps import Backend, CellContext, CellResult, SweepReport, provenance, run_cells
@@ -33,7 +33,8 @@ ERASURE = "erasure"
 FFIDELITY = "f-fidelity"  # the metric family computed by engine/faithfulness/ffidelity.py beside the erasure families
 SANITY_MODEL = "sanity: cascading model randomisation"
 SANITY_LABELS = "sanity: label randomisation"
-SANITY_CHECKS = {"model": SANITY_MODEL, "labels": SANITY_LABELS}
+SANITY_LOGIT = "sanity: random logit"
+SANITY_CHECKS = {"model": SANITY_MODEL, "labels": SANITY_LABELS, "logit": SANITY_LOGIT}
 
 
 def evaluation_store(results_dir: str | os.PathLike | None = None):
@@ -52,7 +53,7 @@ class EvaluationCell:
     split: str = "test"
     limit: int | None = None
     removal: str = "mask"
-    metrics: tuple[str, ...] = FAMILIES
+    metrics: tuple[str, ...] = tuple(default_evaluate_families())
     soft_draws: int = 5
     options: tuple[tuple[str, object], ...] = ()
     whole_words: bool = False  # units are whole words (k%, ratios and flips count words); soft metrics stay per token
@@ -87,7 +88,7 @@ class SanityCell:
     dataset: str
     measure: str
     seed: int  # seeds the re-initialisation (model check) or the label permutation (labels check)
-    check: str = "model"  # "model" (cascading randomisation) or "labels"
+    check: str = "model"  # "model" (cascading randomisation), "labels" or "logit" (another class explained)
     split: str = "test"
     limit: int | None = 100
     options: tuple[tuple[str, object], ...] = ()
@@ -127,7 +128,8 @@ def compute_evaluation_cell(cell: EvaluationCell, context: CellContext, batch_si
     """
     command = context.command or "engine.faithfulness.evaluation.run_evaluation_cell"
     progress, should_stop = context.progress, context.should_stop
-    from engine.faithfulness.erasure import better, erasure_metrics
+    from engine.faithfulness.erasure import erasure_metrics
+    from engine.faithfulness.registry import FAMILIES, better, function_families, kernel_families
     from engine.importance import get_explainer
     from engine.ood import MaSF, load_or_fit_masf
 
@@ -146,7 +148,17 @@ def compute_evaluation_cell(cell: EvaluationCell, context: CellContext, batch_si
         raise InvalidInputError(f"F-Fidelity removes tokens by [MASK] on a model fine-tuned with random removal: use "
                                 f"removal 'mask', no whole words and a masked-fine-tuned model ({cell.model!r} is "
                                 f"{meta.strategy!r})")
-    erasure_families = [m for m in cell.metrics if m != FFIDELITY]
+    erasure_families = [m for m in cell.metrics if m in kernel_families()]
+    # families computed by a function of their own (the registry's Family.function): per token, every operator
+    own = [FAMILIES[m] for m in cell.metrics if m in function_families()]
+    wrong_operator = [f.id for f in own if "*" not in f.operators and cell.removal not in f.operators]
+    if (own and cell.whole_words) or wrong_operator:
+        from engine.errors import InvalidInputError
+
+        if wrong_operator:
+            raise InvalidInputError(f"{', '.join(wrong_operator)} cannot remove by {cell.removal!r}: use --operator "
+                                    f"mask")
+        raise InvalidInputError(f"{', '.join(f.id for f in own)} score(s) tokens, not whole words: drop --whole-words")
     with shared_lock(f"masf-{cell.model}-{cell.dataset}"):  # cells of one checkpoint at once fit it once
         masf = load_or_fit_masf(classifier, cell.dataset)
     options = dict(cell.options)
@@ -180,6 +192,12 @@ def compute_evaluation_cell(cell: EvaluationCell, context: CellContext, batch_si
 
                 add_ffidelity(parts[-1], classifier, batch, importance.scores, target=batch.target, masf=masf,
                               should_stop=should_stop, **dict(cell.ffidelity))
+            for family in own:
+                rerun = {"explain": lambda b, t: explainer.attribute(b, t, should_stop=should_stop).scores} \
+                    if "measure" in family.needs else {}
+                family.load()(classifier, batch, importance.scores, target=batch.target, masf=masf,
+                              removal=cell.removal, seed=cell.seed, should_stop=should_stop,
+                              **rerun).add_to(parts[-1])
             metrics_s += time.perf_counter() - t
         metric_rows.forward += rows.forward
         if progress is not None:
@@ -261,6 +279,10 @@ def compute_sanity_cell(cell: SanityCell, context: CellContext) -> CellResult:
     if cell.check == "model":
         rows = cascading_randomisation(classifier, [cell.measure], batch, target=batch.target, seed=cell.seed,
                                        options=options, progress=progress, should_stop=should_stop)
+    elif cell.check == "logit":
+        from engine.sanity.random_logit import random_logit
+
+        rows = random_logit(classifier, [cell.measure], batch, target=batch.target, seed=cell.seed, options=options)
     else:
         twin = train_label_randomised(classifier, permutation_seed=cell.seed, should_stop=should_stop)
         from engine.models.checkpoint import weights_sha256
@@ -383,8 +405,9 @@ def evaluation_table(df: pd.DataFrame, level_cis: bool = True) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-AGGREGATES = ("aopc-comprehensiveness", "aopc-sufficiency", "deletion-area", "insertion-area", "flip-fraction",
-              "top1-flip", "soft-comprehensiveness", "soft-sufficiency", "soft-nc", "soft-ns")
+#: the metrics with one value per input and dataset (the registry's aggregates, read when this module is imported; the
+#: Benchmarks page reads the registry itself)
+AGGREGATES = tuple(aggregates())
 
 
 def agreement_with_racu(table: pd.DataFrame, racu: pd.DataFrame, racu_column: str = "racu_pct") -> pd.DataFrame:

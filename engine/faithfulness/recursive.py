@@ -243,6 +243,39 @@ def recursive_masking(
     return result
 
 
+#: Inputs per batch of `masking_batches` for an explainer that does not say how many rows a pass takes.
+DEFAULT_BATCH = 32
+
+
+def masking_batches(classifier: Classifier, explainer, examples: Sequence, order: Sequence[int],
+                    batch_size: int | None = None):
+    """(indices into `examples` [n], their Batch) in `order` (length-sorted), for recursive masking.
+
+    batch_size None: each batch has as many inputs as one forward pass takes at the batch's padded length T
+    (`explainer.rows_per_pass(T, backward=False)`, DEFAULT_BATCH for an explainer without it), so a step's
+    observation pass and a single-pass measure's gradient (split to its own backward limit) run at full passes:
+    fixed batches of 32 ran a model that peaks at 128 rows a pass at 1.8x its limit."""
+    def build(n: int) -> Batch:
+        return classifier.batch_of([examples[i] for i in order[start:start + n]])
+
+    def fits(batch: Batch) -> int:
+        return max(1, int(explainer.rows_per_pass(batch.input_ids.shape[1], backward=False)))
+
+    start = 0
+    while start < len(examples):
+        n = batch_size or DEFAULT_BATCH
+        batch = build(n)
+        if batch_size is None and hasattr(explainer, "rows_per_pass") and fits(batch) != n:
+            n = fits(batch)
+            batch = build(n)
+            while n > 1 and fits(batch) < n:  # the longer inputs a bigger batch took in fit fewer rows a pass
+                n = fits(batch)
+                batch = build(n)
+        idx = np.asarray(order[start:start + n])
+        yield idx, batch
+        start += len(idx)
+
+
 def dataset_masking_curve(
     classifier: Classifier,
     explainer,
@@ -251,7 +284,7 @@ def dataset_masking_curve(
     ratios: Sequence[float] | None = None,
     counts: Sequence[int] | None = None,
     masf=None,
-    batch_size: int = 32,
+    batch_size: int | None = None,
     limit: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
@@ -264,7 +297,8 @@ def dataset_masking_curve(
         dataset: the dataset (`engine.get_dataset`); its labels are aligned to the model's classes.
         split: which split; limit: its first `limit` examples (None: all).
         ratios / counts: the schedule, as for `recursive_masking`.
-        masf: a fitted MaSF, for p-values; batch_size: inputs per batch.
+        masf: a fitted MaSF, for p-values; batch_size: inputs per batch (default: `masking_batches`, as many as
+            one forward pass of the model takes at the batch's length).
         whole_words: the schedule counts words and a word is always masked whole (see the module docstring).
 
     Returns:
@@ -277,10 +311,8 @@ def dataset_masking_curve(
     per_step_pred, per_step_prob, per_step_p = None, None, None
     y_true = np.array([e.label for e in examples])
     done = 0
-    for start in range(0, len(examples), batch_size):
-        idx = order[start : start + batch_size]
+    for idx, batch in masking_batches(classifier, explainer, examples, order, batch_size):
         chunk = [examples[i] for i in idx]
-        batch = classifier.batch_of(chunk)
         word_ids = word_ids_of(batch, [e.primary for e in chunk]) if whole_words else None
         res = recursive_masking(classifier, explainer, batch, target=batch.target, ratios=ratios, counts=counts, masf=masf,
                                 target_source="gold", should_stop=should_stop, word_ids=word_ids)

@@ -49,6 +49,17 @@ import torch
 
 import engine.settings as settings
 from engine.errors import InvalidInputError, NotApplicableError
+from engine.faithfulness.randomisation import randomisation_test
+from engine.faithfulness.registry import (
+    FAMILIES,
+    better,
+    card_families,
+    default_card_families,
+    family_of,
+    function_families,
+    judges,
+    kernel_families,
+)
 from engine.groundtruth.explanations import PREFIX, constructed_scores, explanations_for
 from engine.groundtruth.mechanisms import word_token_id
 from engine.groundtruth.selfexplain_card import (
@@ -67,26 +78,8 @@ OPERATORS = ("mask", "delete", "unk", "pad", "redacted")
 DEFAULT_MEASURES = ("random", "attention-mean", "grad-l2", "x-grad-sign", "x-grad-abs", "ig-sign", "deeplift",
                     "loo-sign", "loo-abs", "occlusion", "shapley-sampling")
 DEFAULT_OPERATORS = ("mask", "delete", "unk")
-#: the judges: metric id -> (label in tables, direction that is more faithful)
-JUDGES = {
-    "racu": ("RACU (fixed ranking)", "higher"),
-    "comprehensiveness@0.1": ("comprehensiveness@10%", "higher"),
-    "sufficiency@0.1": ("sufficiency@10%", "lower"),
-    "aopc-comprehensiveness": ("AOPC comprehensiveness", "higher"),
-    "aopc-sufficiency": ("AOPC sufficiency", "lower"),
-    "naopc-comprehensiveness": ("NAOPC", "higher"),
-    "ffid-plus": ("F-Fidelity+", "higher"),
-    "ffid-minus": ("F-Fidelity-", "lower"),
-    "soft-comprehensiveness": ("soft comprehensiveness", "higher"),
-    "soft-sufficiency": ("soft sufficiency", "lower"),
-    "deletion-area": ("deletion area", "lower"),
-    "insertion-area": ("insertion area", "higher"),
-    "top1-flip": ("top-1 flip", "higher"),
-    "randomisation-win-rate": ("randomisation test (win rate)", "higher"),
-}
-METRIC_FAMILIES = ("racu", "comprehensiveness", "sufficiency", "naopc", "f-fidelity", "soft", "deletion", "insertion",
-                   "decision-flip", "randomisation")
-DEFAULT_METRIC_FAMILIES = METRIC_FAMILIES
+#: the card's default metric families (engine/faithfulness/registry.py; their order is part of the cells' keys)
+DEFAULT_METRIC_FAMILIES = tuple(default_card_families())
 RECOVERY_BETTER = {"planted-rank": "lower", "top-hit": "higher", "reciprocal-rank": "higher", "mass-share": "higher",
                    "rank-first": "lower", "rank-second": "lower", "decoy-rank": "higher", "decoy-top1": "lower",
                    "decoy-mass-share": "lower", "inert-rank": "higher", "inert-top1": "lower", "inert-mass-share": "lower"}
@@ -128,7 +121,7 @@ class ReportCardCell:
     Attributes:
         model: planted checkpoint id; operator: one of OPERATORS; explanation: measure id or 'explanation:<kind>'.
         limit: deciding inputs scored; seed: seeds the truth's insertions, `random`, soft draws, F-Fid draws and
-        the randomisation test; metrics: families (METRIC_FAMILIES); ffid_draws: F-Fidelity draws per level;
+        the randomisation test; metrics: families (the registry's card_families()); ffid_draws: F-Fidelity draws per level;
         random_sets: random k-sets of the randomisation test; naopc_beam: NAOPC bounds' beam beyond 12 tokens;
         min_deciding: the fewest deciding inputs a learned mechanism needs (below it the cell is refused);
         measure_options: (key, value) options of the cell's measure (e.g. (("max_steps", "20"),) for ig-sign), as
@@ -342,43 +335,6 @@ def recovery(scores: torch.Tensor, maskable: torch.Tensor, decisive: torch.Tenso
     return {k: np.asarray(v) for k, v in out.items() if len(v) == B}
 
 
-def randomisation_test(classifier, batch, scores: torch.Tensor, k: torch.Tensor | Sequence[int], target: torch.Tensor,
-                       removal: str, n_sets: int = 20, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """The explanation's top-k set against random k-sets of the same input (ICE-style): per input [B], the win
-    rate (share of random sets whose removal lowers p_c less; ties count half) and the permutation p-value
-    (1 + #random sets at least as effective) / (1 + n_sets). Removal as the erasure metrics' (mask / delete)."""
-    from engine.faithfulness.erasure import perturbed_rows, ranking_positions
-
-    device = classifier.device
-    batch = batch.to(device)
-    B, T = batch.input_ids.shape
-    maskable = batch.maskable
-    rank = ranking_positions(scores.to(device), maskable)
-    pad_id = classifier.tokenizer.pad_token_id if classifier.tokenizer.pad_token_id is not None else 0
-    win, pval = np.empty(B), np.empty(B)
-    for b in range(B):
-        kb = int(k[b])
-        rng = np.random.default_rng([seed, int(batch.input_ids[b].sum()), b % 7])
-        pos = torch.nonzero(maskable[b]).flatten().cpu().numpy()
-        sets = [rank[b] < kb]
-        for _ in range(n_sets):
-            pick = rng.choice(pos, size=min(kb, len(pos)), replace=False)
-            m = torch.zeros(T, dtype=torch.bool, device=device)
-            m[torch.as_tensor(pick, device=device)] = True
-            sets.append(m)
-        removed = torch.stack([torch.zeros(T, dtype=torch.bool, device=device), *sets])
-        rows = torch.full((len(removed),), b, device=device)
-        ids, attention, types = perturbed_rows(batch, rows, removed, classifier.mask_token_id, pad_id, removal)
-        with torch.no_grad():
-            logits = classifier.forward(input_ids=ids, attention_mask=attention, token_type_ids=types).logits
-        p = torch.softmax(logits.double(), -1)[:, int(target[b])].cpu().numpy()
-        effect = p[0] - p[1:]
-        top, rand = effect[0], effect[1:]
-        win[b] = float(np.mean((top > rand) + 0.5 * (top == rand)))
-        pval[b] = float((1 + np.sum(rand >= top)) / (1 + n_sets))
-    return win, pval
-
-
 def _explanation_scores(cell: ReportCardCell, classifier, batch, target, decisive, inert, spec,
                         should_stop) -> tuple[torch.Tensor, dict]:
     """The cell's scores [B, T] and the measure's options (constructed explanations: their reference)."""
@@ -444,7 +400,7 @@ def compute_card_cell(cell: ReportCardCell, context: CellContext) -> CellResult:
         MechanismNotLearned: the model does not follow its mechanism (the card is refused).
         NotApplicableError: an operator the model does not support.
     """
-    from engine.faithfulness.erasure import CURVE_RATIOS, better, erasure_metrics
+    from engine.faithfulness.erasure import CURVE_RATIOS, erasure_metrics
     from engine.faithfulness.ffidelity import ffidelity
     from engine.faithfulness.metrics import acu
     from engine.faithfulness.naopc import normalise
@@ -456,9 +412,9 @@ def compute_card_cell(cell: ReportCardCell, context: CellContext) -> CellResult:
     configure()
     seed_everything(cell.seed)
     started = time.time()
-    unknown = [m for m in cell.metrics if m not in METRIC_FAMILIES]
+    unknown = [m for m in cell.metrics if m not in card_families()]
     if unknown:
-        raise InvalidInputError(f"unknown metric families {unknown}; use {', '.join(METRIC_FAMILIES)}")
+        raise InvalidInputError(f"unknown metric families {unknown}; use {', '.join(card_families())}")
     classifier, truth, examples = _card_inputs(cell)
     # the cell's CPU time from here: loading the model and establishing the truth (its own cell's cost) are not this
     # cell's, though the first cell of a process triggers them
@@ -468,8 +424,10 @@ def compute_card_cell(cell: ReportCardCell, context: CellContext) -> CellResult:
     dataset = classifier.metadata.get("dataset")
     with shared_lock(f"masf-{cell.model}-{dataset}"):
         masf = load_or_fit_masf(classifier, dataset)
-    families = [f for f in ("comprehensiveness", "sufficiency", "deletion", "insertion", "decision-flip", "soft")
-                if f in cell.metrics or (f == "deletion" and "racu" in cell.metrics)]
+    families = [f for f in kernel_families() if f in cell.metrics or (f == "deletion" and "racu" in cell.metrics)]
+    # the judged metrics the erasure kernel computes, and the families computed by a function of their own
+    kernel_judges = [j for j in judges() if family_of(j) in kernel_families()]
+    own = [FAMILIES[f] for f in cell.metrics if f in function_families()]
     masked_like = removal == "mask"
     is_measure = not cell.explanation.startswith(PREFIX)
     rows: list[dict] = []
@@ -489,9 +447,8 @@ def compute_card_cell(cell: ReportCardCell, context: CellContext) -> CellResult:
         if families:
             res = erasure_metrics(op_classifier, batch, scores, target=target, metrics=families, masf=masf,
                                   removal=removal, soft_draws=5, seed=cell.seed)
-            for name in ("comprehensiveness@0.1", "sufficiency@0.1", "aopc-comprehensiveness", "aopc-sufficiency",
-                         "soft-comprehensiveness", "soft-sufficiency", "deletion-area", "insertion-area", "top1-flip"):
-                if name in res.values and (name.split("@")[0] in cell.metrics or _family(name) in cell.metrics):
+            for name in kernel_judges:
+                if name in res.values and (name.split("@")[0] in cell.metrics or family_of(name) in cell.metrics):
                     per[name] = (res.values[name], res.n_perturbed[name], res.n_ood[name], nan)
             if "racu" in cell.metrics:
                 curve = np.stack([res.values[f"deletion@{r:g}"] for r in CURVE_RATIOS], 1)
@@ -518,9 +475,14 @@ def compute_card_cell(cell: ReportCardCell, context: CellContext) -> CellResult:
             k = decisive.sum(1).clamp_min(1) if spec.decisive_words else inert.sum(1).clamp_min(1)
             win, p = randomisation_test(op_classifier, batch, scores, k, target, removal, cell.random_sets, cell.seed)
             per["randomisation-win-rate"] = (win, np.full(len(chunk), cell.random_sets), nan, p)
+        for family in own:
+            values = family.load()(op_classifier, batch, scores, target=target, masf=masf, removal=removal,
+                                   seed=cell.seed, should_stop=context.should_stop)
+            for name, v in values.values.items():
+                per[name] = (v, values.n_perturbed[name], values.n_ood[name], nan)
         uids = [e.uid for e in chunk]
         for name, (v, n_pert, n_ood, p) in per.items():
-            direction = "higher" if name in ("acu", "racu-norm", "randomisation-win-rate") else better(name)
+            direction = better(name)
             for b, uid in enumerate(uids):
                 rows.append({"uid": uid, "kind": "metric", "metric": name, "value": float(v[b]), "better": direction,
                              "n_perturbed": float(n_pert[b]), "n_ood": float(n_ood[b]), "p_value": float(p[b])})
@@ -542,18 +504,11 @@ def compute_card_cell(cell: ReportCardCell, context: CellContext) -> CellResult:
                         n_examples=len(examples), target="the predicted class (the mechanism's target on deciding inputs)",
                         planted=spec.to_dict(), truth=truth.summary(), operator=cell.operator, removal=removal,
                         measure_options=options, cpu_seconds=round(time.process_time() - cpu_started, 1),
-                        judge_definitions={k: {"label": v[0], "better": v[1]} for k, v in JUDGES.items()},
+                        judge_definitions={k: {"label": v[0], "better": v[1]} for k, v in judges().items()},
                         notes="RACU on the fixed ranking (not re-explained per step); NAOPC and F-Fidelity only for "
                               "replacement operators (their bounds and draws replace tokens)")
     _ = MaSF  # the p-values' calibration is recorded by provenance(masf=...)
     return CellResult(tidy, record)
-
-
-def _family(metric: str) -> str:
-    base = metric.split("@")[0]
-    return {"aopc-comprehensiveness": "comprehensiveness", "aopc-sufficiency": "sufficiency",
-            "soft-comprehensiveness": "soft", "soft-sufficiency": "soft", "deletion-area": "deletion",
-            "insertion-area": "insertion", "top1-flip": "decision-flip"}.get(base, base)
 
 
 def compute_truth_cell(cell: TruthCell, context: CellContext) -> CellResult:
@@ -634,9 +589,9 @@ def card_cells(model: str, measures: Sequence[str] = DEFAULT_MEASURES, operators
         if wrong:
             raise InvalidInputError(f"{m} has no option {', '.join(wrong)}; its options: "
                                     f"{', '.join(MEASURES[m].defaults) or 'none'}")
-    bad = [m for m in metrics if m not in METRIC_FAMILIES]
+    bad = [m for m in metrics if m not in card_families()]
     if bad:
-        raise InvalidInputError(f"unknown metric(s) {', '.join(bad)}; use {', '.join(METRIC_FAMILIES)}")
+        raise InvalidInputError(f"unknown metric(s) {', '.join(bad)}; use {', '.join(card_families())}")
     classifier = _classifier(model)
     spec = planted_spec(classifier)
     kinds = self_explanation_kinds(classifier, self_explanations)
@@ -677,7 +632,7 @@ def run_report_card(models: Sequence[str] | str, run: str = "default", measures:
 
     Args:
         models: planted checkpoint id(s); each is checked (learned its mechanism, supports the operators) first.
-        run: the run folder; measures, operators, metrics: what to score (DEFAULT_*; METRIC_FAMILIES, OPERATORS).
+        run: the run folder; measures, operators, metrics: what to score (DEFAULT_*; the registry's card_families(), OPERATORS).
         limit: deciding inputs per cell; seed, ffid_draws, random_sets, naopc_beam: as ReportCardCell.
         truth_only: only each model's truth cell (its flip rates), nothing scored.
         min_deciding: the fewest deciding inputs a learned mechanism needs (default MIN_DECIDING, 20; lower it for a

@@ -10,23 +10,34 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from engine.groundtruth.card import CARD, JUDGES, TRUTH
+from engine.faithfulness.registry import judges
+from engine.groundtruth.card import CARD, TRUTH
 from engine.groundtruth.explanations import JUDGE_PAIRS, PREFIX
 from engine.groundtruth.selfexplain_card import RULES, SELF_CARD, SELF_KINDS
 from engine.stats import bootstrap_ci, wilson_ci
 
 #: the judge metric whose per-input comparison stands for RACU (same random baseline: ACU orders as RACU does)
 RACU_PER_INPUT = "acu"
-#: judge metrics in table order (RACU first)
-JUDGE_ORDER = ("acu", "comprehensiveness@0.1", "sufficiency@0.1", "aopc-comprehensiveness", "aopc-sufficiency",
-               "naopc-comprehensiveness", "ffid-plus", "ffid-minus", "soft-comprehensiveness", "soft-sufficiency",
-               "deletion-area", "insertion-area", "top1-flip", "randomisation-win-rate")
 BOOTSTRAP_RESAMPLES = 2000
 
 
+def judge_order() -> tuple[str, ...]:
+    """The judge metrics in table order (RACU first): the registry's judges (engine/faithfulness/registry.py), read
+    at each call, so a metric registered there gets its row in every judge table."""
+    return tuple(judges())
+
+
+def __getattr__(name: str):
+    # JUDGE_ORDER: the registry's judges at the time it is asked for (engine/reports imports it by that name)
+    if name == "JUDGE_ORDER":
+        return judge_order()
+    raise AttributeError(f"module 'engine.groundtruth.tables' has no attribute {name!r}")
+
+
 def judge_label(metric: str) -> str:
-    """A judge metric's name in tables ('acu' is shown as RACU: it orders explanations as RACU does)."""
-    return JUDGES["racu"][0] if metric == RACU_PER_INPUT else JUDGES.get(metric, (metric,))[0]
+    """A judge metric's name in tables, from the registry ('acu' is shown as RACU: it orders explanations as RACU
+    does)."""
+    return judges().get(metric, (metric,))[0]
 
 
 def in_order(order, column: pd.Series) -> list[str]:
@@ -183,7 +194,7 @@ def judge_table(df: pd.DataFrame, wrong_cis: bool = True) -> pd.DataFrame:
         # and copies of the other string columns, were most of the time)
         used = g[["metric", "measure", "uid", "value", "better", "n_perturbed", "n_ood", "p_value"]]
         by_metric = dict(tuple(used.groupby("metric", sort=False)))
-        for metric in in_order(JUDGE_ORDER, g["metric"]):
+        for metric in in_order(judge_order(), g["metric"]):
             m = by_metric[metric]
             values = _values_by_measure(m)
             direction = m["better"].iloc[0]
@@ -283,7 +294,7 @@ def spearman_table(df: pd.DataFrame, resamples: int = 1000, seed: int = 0) -> pd
         T = _oriented(rec.to_numpy(float), truth_dir)
         truth_full = T.mean(1)
         truth_boot = resampled_mean(T, draws, skip_nan=False)  # [measures, resamples]
-        metrics = in_order(JUDGE_ORDER, g["metric"])
+        metrics = in_order(judge_order(), g["metric"])
         # every metric's [measure, input] values in one pivot per group (a pivot per metric, each after a boolean
         # selection over string columns, was most of the report's ground-truth time)
         scored = g[g["kind"] == "metric"]
@@ -311,7 +322,7 @@ def spearman_table(df: pd.DataFrame, resamples: int = 1000, seed: int = 0) -> pd
             rb = rb[np.isfinite(rb)]
             low, high = (np.percentile(rb, [2.5, 97.5]) if rb.size else (np.nan, np.nan))
             rows.append({"model": model, "mechanism": mechanism, "operator": operator, "metric": metric,
-                         "label": judge_label(metric) if metric != RACU_PER_INPUT else JUDGES["racu"][0],
+                         "label": judge_label(metric),
                          "spearman": rho, "low": float(low), "high": float(high), "n_measures": int(ok.sum()),
                          "n_inputs": len(uids), "truth": truth_metric})
     return pd.DataFrame(rows)
@@ -332,7 +343,7 @@ def operator_table(df: pd.DataFrame) -> pd.DataFrame:
         # split once, keeping only the columns the verdicts are made of (the other string columns' copies cost)
         used = g[["operator", "metric", "measure", "uid", "value", "better"]]
         by_op_metric = dict(tuple(used.groupby(["operator", "metric"], sort=False)))
-        for metric in in_order(JUDGE_ORDER, g["metric"]):
+        for metric in in_order(judge_order(), g["metric"]):
             verdicts = {}
             for op in operators:
                 m = by_op_metric.get((op, metric))

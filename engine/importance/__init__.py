@@ -30,9 +30,11 @@ from engine.importance.registry import (
     describe,
     get_explainer,
     measure_availability,
+    measure_formula,
+    measure_label,
     register,
 )
 from engine.importance.types import Importance
 
 __all__ = ["applicable_measures", "builtin_measures", "measure_availability", "MEASURES", "Explainer", "ExplanationCancelled", "Importance", "NoMaskableTokenError",
-           "clear_memo", "describe", "get_explainer", "register"]
+           "clear_memo", "describe", "get_explainer", "measure_formula", "measure_label", "register"]

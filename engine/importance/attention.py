@@ -95,6 +95,7 @@ class AttentionClsLast(_TransformerAttention):
     """attention-cls-last: last-layer attention from [CLS] to each token, averaged over heads."""
 
     name = "attention-cls-last"
+    label = "attention of the last layer"
 
 
 @register
@@ -102,6 +103,7 @@ class AttentionMean(_TransformerAttention):
     """attention-mean: attention from [CLS] to each token, averaged over heads and over all layers."""
 
     name = "attention-mean"
+    label = "attention (mean over layers and heads)"
 
 
 @register
@@ -109,6 +111,7 @@ class AttentionRollout(_TransformerAttention):
     """attention-rollout: attention rollout (Abnar & Zuidema 2020), heads averaged, residual 0.5*I, [CLS] row."""
 
     name = "attention-rollout"
+    label = "attention rollout"
 
 
 @register
@@ -116,6 +119,7 @@ class AdditiveAttention(Explainer):
     """attention: the BiLSTM-attention model's own additive attention alpha_t (exact; R-ROAR App. C.1)."""
 
     name = "attention"
+    label = "BiLSTM attention"
 
     def supports(self) -> tuple[bool, str]:
         if not is_bilstm(self.classifier):

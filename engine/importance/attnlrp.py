@@ -42,6 +42,7 @@ class AttnLRP(Explainer):
     explained log-odds; over all prompt tokens it sums to about f_c, see extras and docs/llm.md#attnlrp)."""
 
     name = "attnlrp"
+    label = "AttnLRP (relevance propagation)"
     signed = True
 
     def supports(self) -> tuple[bool, str]:

@@ -16,6 +16,12 @@ from engine.models import Batch
 CUDA_FREE_FRACTION = 0.5
 #: The budget on a CPU (MiB), where throughput, not memory, sets the pass size.
 CPU_BUDGET_MB = 1024
+#: On a CPU a pass takes at least this many tokens (throughput rises up to a few thousand tokens a pass) ...
+CPU_PASS_TOKENS = 4096
+#: ... and a forward pass more, while one layer's transient activations stay within this many MiB: a small model
+#: peaks later (tiny at T = 64: at 128 rows, 8192 tokens, about 64 MiB; MiniLM at 2048-4096 tokens), and a pass
+#: of 4096 tokens there ran LOO and recursive masking 1.3-1.8x slower than its peak (bench/importance.py).
+CPU_FORWARD_ACTIVATION_MB = 64
 
 
 def memory_budget_bytes(device: torch.device, memory_mb: float | None = None) -> int:
@@ -55,9 +61,10 @@ class BatchedPasses:
     """Chunked passes for an explainer with `classifier`, `memory_mb`, `max_rows`, `bf16` and `autocast()`."""
 
     def rows_per_pass(self, T: int, backward: bool) -> int:
-        """How many rows of T tokens one forward (and backward) may take: within `memory_mb`, and on a CPU
-        at most 4096 tokens per pass, where throughput peaks (IG's 50 steps of a 64-token input in one
-        pass, as captum does: splitting them in two cost 1.4x, bench/importance.py)."""
+        """How many rows of T tokens one forward (and backward) may take: within `memory_mb`; on a CPU, where
+        throughput sets the size, CPU_PASS_TOKENS tokens a pass (IG's 50 steps of a 64-token input in one pass,
+        as captum does: splitting them in two cost 1.4x, bench/importance.py), and a forward pass more rows while
+        one layer's transient activations stay within CPU_FORWARD_ACTIVATION_MB (a small model's peak)."""
         cfg = getattr(self.classifier.model, "config", None)
         H = int(getattr(cfg, "hidden_size", 256) or 256)
         L = int(getattr(cfg, "num_hidden_layers", 1) or 1)
@@ -75,7 +82,9 @@ class BatchedPasses:
         elif cuda:
             cap = 1024
         else:  # CPU throughput peaks at a few thousand tokens per pass and falls beyond (cache), see bench
-            cap = max(1, 4096 // T)
+            cap = max(1, CPU_PASS_TOKENS // T)
+            if not backward:
+                cap = max(cap, CPU_FORWARD_ACTIVATION_MB * 2**20 // max(per_row, 1))
         return int(max(1, min(cap, budget // max(per_row, 1))))
 
     def _chunked_logits(self, call: Call, n: int, T: int, chunk_logits: Callable[[slice, torch.Tensor], torch.Tensor],
@@ -104,7 +113,7 @@ class BatchedPasses:
         row `rows[n]`; chunked to the memory budget and trimmed of trailing padding per chunk."""
         def chunk(sl: slice, b: Batch) -> torch.Tensor:
             r = rows[sl]
-            return explained(self.classifier, self.classifier.logits(*_rows_batch(input_ids[sl], b.attention_mask[r],
+            return explained(self.classifier, self.classifier.logits(*rows_batch(input_ids[sl], b.attention_mask[r],
                                                                                   b.token_type_ids[r])))
 
         return self._chunked_logits(call, input_ids.shape[0], input_ids.shape[1], chunk, input_ids.device)
@@ -115,7 +124,7 @@ class BatchedPasses:
         def chunk(sl: slice, b: Batch) -> torch.Tensor:
             r = rows[sl]
             L = int(b.attention_mask[r].sum(1).max())
-            mini, _ = _rows_batch(None, b.attention_mask[r][:, :L], b.token_type_ids[r][:, :L], trim=False)
+            mini, _ = rows_batch(None, b.attention_mask[r][:, :L], b.token_type_ids[r][:, :L], trim=False)
             return explained(self.classifier, self.classifier.logits_from_embeddings(embeds[sl, :L], mini))
 
         return self._chunked_logits(call, embeds.shape[0], embeds.shape[1], chunk, embeds.device)
@@ -144,7 +153,7 @@ class BatchedPasses:
                 e = make_embeds(sl)[:, :L].detach().requires_grad_(True)
                 with torch.enable_grad(), self.autocast():
                     logits = explained(self.classifier, self.classifier.logits_from_embeddings(
-                        e, _rows_batch(None, b.attention_mask[r][:, :L], b.token_type_ids[r][:, :L], trim=False)[0]))
+                        e, rows_batch(None, b.attention_mask[r][:, :L], b.token_type_ids[r][:, :L], trim=False)[0]))
                     logits = logits.float() if self.bf16 else logits
                     picked = logits.gather(1, target[sl, None]).squeeze(1)
                     if weight is not None:
@@ -161,7 +170,7 @@ class BatchedPasses:
         return out, torch.cat(logits_all)
 
 
-def _rows_batch(input_ids: torch.Tensor | None, attention_mask: torch.Tensor, token_type_ids: torch.Tensor,
+def rows_batch(input_ids: torch.Tensor | None, attention_mask: torch.Tensor, token_type_ids: torch.Tensor,
                 trim: bool = True) -> tuple[Batch, torch.Tensor | None]:
     """A minimal `Batch` for `Classifier.logits` (which reads ids, attention and type ids only), with the
     trailing columns that are padding in every row cut off (right padding: results are unchanged)."""

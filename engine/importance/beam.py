@@ -36,6 +36,7 @@ class BeamSearch(Explainer):
     uses_replacement = True  # replaces tokens by the mask (or chosen replacement) token
 
     name = "beam"
+    label = "beam search of the masking order"
     signed = True
     computed_once = True
     defaults = {"beam_size": 10}

@@ -447,6 +447,7 @@ class GreedyLeaveOneOut(_BudgetedSearch):
     Costs N(N+1)/2 + 1 passes; reports them in extras['forwards']; streams progress, cancellable."""
 
     name = "greedy-loo"
+    label = "greedy leave one out"
     defaults = dict(_BudgetedSearch.base_defaults)
 
     def _estimate(self, n: int) -> int:
@@ -466,6 +467,7 @@ class BudgetedBeam(_BudgetedSearch):
     completed by leave-one-out. Importance = position in the order (N = first). Passes in extras['forwards']."""
 
     name = "beam-budget"
+    label = "beam search within a budget"
     defaults = {**_BudgetedSearch.base_defaults, "width": 5}
 
     def _check_options(self) -> None:
@@ -505,6 +507,7 @@ class AnytimeAopc(_BudgetedSearch):
     start_objective (J of the start order), complete (stopped at a local optimum rather than by the budget)."""
 
     name = "anytime-aopc"
+    label = "anytime AOPC search"
     defaults = {**_BudgetedSearch.base_defaults, "start": "auto", "exact_tokens": 10, "max_width": 32}
     choices = {**_BudgetedSearch.choices, "start": STARTS}
     reports_start = True

@@ -15,13 +15,14 @@ captum is imported only when one of these measures runs.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 import torch
 
 from engine.errors import InvalidInputError
-from engine.importance.batching import explained
+from engine.importance.batching import explained, rows_batch
 from engine.importance.completeness import (
     ABSOLUTE_TOLERANCE,
     GRADIENT_SHAP_STANDARD_ERRORS,
@@ -39,12 +40,18 @@ def _seeded(seed: int, device: torch.device):
     """Seed torch's generators and NumPy's global one (captum's GradientShap draws its path points with
     `np.random`) for one captum call, and give the caller its random states back afterwards.
 
-    The seed is a 63-bit int; NumPy's legacy seeding takes 32-bit words, so it gets both halves."""
+    The seed is a 63-bit int; NumPy's legacy seeding takes 32-bit words, so it gets both halves. On a CPU only the
+    CPU generator is seeded (the only one a CPU call draws from): `torch.manual_seed` also queues the seeding of
+    every CUDA device, recording a stack trace each time when CUDA is not initialised, which cost DeepLift 10% of
+    its time on a 64-token input."""
     devices = [] if device.type == "cpu" else [device.index or 0]
     numpy_state = np.random.get_state()
     try:
         with torch.random.fork_rng(devices=devices, device_type=device.type if device.type != "cpu" else "cuda"):
-            torch.manual_seed(seed)
+            if device.type == "cpu":
+                torch.default_generator.manual_seed(seed)
+            else:
+                torch.manual_seed(seed)
             np.random.seed([seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF])
             yield
     finally:
@@ -153,6 +160,7 @@ class KernelShapImportance(_CaptumIds):
     Options: n_samples (coalitions per input, default 200), seed. Unit: logit; signed."""
 
     name = "kernel-shap"
+    label = "KernelSHAP"
     signed = True
     defaults = {"n_samples": 200, "seed": 0, "perturbations_per_eval": 64}
 
@@ -176,6 +184,7 @@ class LimeImportance(_CaptumIds):
     kernel_width (default 0.75), seed. Unit: logit; signed."""
 
     name = "lime"
+    label = "LIME"
     signed = True
     defaults = {"n_samples": 200, "alpha": 1.0, "kernel_width": 0.75, "seed": 0, "perturbations_per_eval": 64}
 
@@ -198,6 +207,7 @@ class ShapleySamplingImportance(_CaptumIds):
     Unit: logit; signed."""
 
     name = "shapley-sampling"
+    label = "Shapley value sampling"
     signed = True
     defaults = {"n_samples": 10, "seed": 0, "perturbations_per_eval": 64}
 
@@ -218,6 +228,7 @@ class OcclusionImportance(_CaptumIds):
     Only maskable tokens are replaced inside a window. Unit: logit; signed."""
 
     name = "occlusion"
+    label = "occlusion (3-token windows)"
     signed = True
     defaults = {"window": 3, "perturbations_per_eval": 64}
 
@@ -236,55 +247,85 @@ class OcclusionImportance(_CaptumIds):
 
 
 class _EmbeddingForward(torch.nn.Module):
-    """logits from word embeddings, as an nn.Module (captum's DeepLift hooks the model's modules)."""
+    """logits from word embeddings, as an nn.Module (captum's DeepLift hooks the model's modules).
+
+    While `on_call` is set, each call hands it (embeds, the explained logits): the passes captum makes already hold
+    f_c(x) and f_c(b) (DeepLift) or the path points whose gradients give GradientSHAP's per-sample gaps, so the
+    completeness check needs no pass of its own."""
 
     def __init__(self, classifier):
         super().__init__()
         self.inner = classifier.model
         self._classifier = (classifier,)
+        self.on_call: Callable[[torch.Tensor, torch.Tensor], None] | None = None
 
     def forward(self, embeds, attention_mask, token_type_ids):
-        return explained(self._classifier[0], self._classifier[0].forward(
-            inputs_embeds=embeds, attention_mask=attention_mask, token_type_ids=token_type_ids).logits)
+        # through logits_from_embeddings: a prompted LM serves its prompt's prefix from the key/value cache there
+        rows, _ = rows_batch(None, attention_mask, token_type_ids, trim=False)
+        out = explained(self._classifier[0], self._classifier[0].logits_from_embeddings(embeds, rows))
+        if self.on_call is not None:
+            self.on_call(embeds, out)
+        return out
 
 
 class _CaptumEmbeddings(Explainer):
     """Base of the gradient methods on word embeddings. Both have a completeness property (sum of the scores =
     f_c(x) - f_c(b): exactly for DeepLift's rescale rule, in expectation for GradientSHAP), checked per input by
-    `_allowed` (engine.importance.completeness) and reported in `extras`; the scores are never changed by it."""
+    `_allowed` (engine.importance.completeness) and reported in `extras`; the scores are never changed by it.
+
+    captum's own convergence delta is not asked for: it costs two more forward passes (DeepLift) or 2 x n_samples
+    forward rows (GradientSHAP), while the check needs only f_c(x), f_c(b) and, for GradientSHAP, the per-sample
+    gaps, which come from the passes captum makes anyway (`_attribute_row`)."""
     uses_replacement = True  # replaces tokens by the mask (or chosen replacement) token
     signed = True
+    draws = True  # captum draws random numbers for it: each row runs seeded (`_seeded`)
 
-    def _attribute_row(self, forward, e, base, target, att, types) -> tuple[torch.Tensor, torch.Tensor]:
-        """(attributions [1, L, H], captum's convergence deltas [n]: one per input, or per sample)."""
+    def _attribute_row(self, forward: _EmbeddingForward, e, base, target, att, types
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(attributions [1, L, H], (f_c(x), f_c(b)) [2], the completeness gaps [n] that captum's convergence
+        deltas would be: one per input, or one per sample) for one input's embeddings e [1, L, H]."""
         raise NotImplementedError
 
-    def _allowed(self, delta_f: float, deltas: torch.Tensor) -> float:
-        return float(allowed_gap(torch.tensor([delta_f]))[0])
+    @staticmethod
+    def _ends(forward: _EmbeddingForward, e, base, target, att, types) -> torch.Tensor:
+        """(f_c(x), f_c(b)) [2] float64, from one no-grad forward of the input and the baseline."""
+        with torch.no_grad():
+            return forward(torch.cat([e, base]), att.expand(2, -1), types.expand(2, -1))[:, target].to(torch.float64)
+
+    def _allowed(self, delta_f: torch.Tensor, deltas: list[torch.Tensor]) -> torch.Tensor:
+        """The largest |gap| [B] that counts as complete, for f_c(x) - f_c(b) = `delta_f` [B] float64 and each
+        input's per-input or per-sample gaps `deltas` (B tensors [n]). Exact completeness: a share of delta_f."""
+        return allowed_gap(delta_f)
 
     def _scores(self, call: Call):
         b = call.batch
         B, T = b.input_ids.shape
         out = torch.zeros(B, T, dtype=torch.float64, device=b.device)
-        gaps, f_x, f_b, allowed = (torch.zeros(B, dtype=torch.float64) for _ in range(4))
         mask_emb = self.classifier.word_embeddings(torch.tensor([[self.classifier.mask_token_id]], device=b.device))
-        forward = _EmbeddingForward(self.classifier)
+        forward = _EmbeddingForward(self.classifier)  # per call: its on_call slot must not be shared by threads
+        lengths = b.attention_mask.sum(dim=1).tolist()
+        targets = call.target.tolist()
+        ends_rows, delta_rows = [], []
+        # Per row: tensors only (no float() per value, each a synchronisation and a Python object); the gaps and
+        # the diagnostics are computed once for the batch after the loop.
         for i in range(B):
             call.check_stop()
-            L = int(b.attention_mask[i].sum())
+            L = int(lengths[i])
             ids = b.input_ids[i:i + 1, :L]
             e = self.classifier.word_embeddings(ids).detach()
             base = torch.where(b.maskable[i:i + 1, :L, None], mask_emb.detach(), e)
             att, types = b.attention_mask[i:i + 1, :L], b.token_type_ids[i:i + 1, :L]
-            with _seeded(row_seed(self.options.get("seed", 0), ids), b.device):
-                attr, deltas = self._attribute_row(forward, e, base, int(call.target[i]), att, types)
+            target = int(targets[i])
+            with _seeded(row_seed(self.options.get("seed", 0), ids), b.device) if self.draws else nullcontext():
+                attr, ends, deltas = self._attribute_row(forward, e, base, target, att, types)
             out[i, :L] = attr[0].detach().sum(-1).to(torch.float64)
-            with torch.no_grad():
-                ends = forward(torch.cat([e, base]), att.expand(2, -1), types.expand(2, -1))[:, int(call.target[i])]
-            f_x[i], f_b[i] = float(ends[0]), float(ends[1])
-            gaps[i] = float(out[i, :L][b.maskable[i, :L]].sum()) - (f_x[i] - f_b[i])
-            allowed[i] = self._allowed(float(f_x[i] - f_b[i]), deltas.detach().to(torch.float64).cpu())
-        extras = completeness_extras(gaps, f_x, f_b, allowed)
+            ends_rows.append(ends.detach())
+            delta_rows.append(deltas)
+        ends_all = torch.stack(ends_rows).to(torch.float64).cpu() if B else torch.zeros(0, 2, dtype=torch.float64)
+        f_x, f_b = ends_all[:, 0], ends_all[:, 1]
+        masked_sums = torch.where(b.maskable, out, torch.zeros((), dtype=torch.float64, device=out.device)).sum(1)
+        gaps = masked_sums.cpu() - (f_x - f_b)
+        extras = completeness_extras(gaps, f_x, f_b, self._allowed(f_x - f_b, delta_rows))
         return out, extras
 
 
@@ -299,22 +340,48 @@ class GradientShapImportance(_CaptumEmbeddings):
     and reported in extras. Unit: logit; signed."""
 
     name = "gradient-shap"
+    label = "GradientSHAP"
     defaults = {"n_samples": 20, "stdevs": 0.0, "seed": 0}
 
     def _attribute_row(self, forward, e, base, target, att, types):
         from captum.attr import GradientShap
 
-        with torch.enable_grad():
-            return GradientShap(forward).attribute(e, baselines=base, target=target, additional_forward_args=(att, types),
-                                                   n_samples=self.options["n_samples"], stdevs=self.options["stdevs"],
-                                                   return_convergence_delta=True)
+        args = dict(baselines=base, target=target, additional_forward_args=(att, types),
+                    n_samples=self.options["n_samples"], stdevs=self.options["stdevs"])
+        if self.options["stdevs"] > 0:
+            # Noisy inputs: a sample's gap needs f_c at its own noisy input, which no pass here computes: captum's
+            # convergence delta (2 x n_samples more forward rows) is the only source.
+            with torch.enable_grad():
+                attr, deltas = GradientShap(forward).attribute(e, return_convergence_delta=True, **args)
+            return attr, self._ends(forward, e, base, target, att, types), deltas
+        # Without noise, sample i's gap is (e - b) . g_i - (f_c(x) - f_c(b)), g_i the gradient at its path point:
+        # the gradients captum computes, caught on the path points' tensor as they are made.
+        grads: list[torch.Tensor] = []
 
-    def _allowed(self, delta_f: float, deltas: torch.Tensor) -> float:
+        def catch(embeds, _logits):
+            embeds.register_hook(lambda g: grads.append(g.detach()))
+
+        forward.on_call = catch
+        try:
+            with torch.enable_grad():
+                attr = GradientShap(forward).attribute(e, **args)
+        finally:
+            forward.on_call = None
+        g = torch.cat(grads)  # [n_samples, L, H]
+        ends = self._ends(forward, e, base, target, att, types)  # 2 forward rows against n_samples forward+backward
+        sums = ((e - base).detach().to(torch.float64) * g.to(torch.float64)).sum(dim=(1, 2))
+        return attr, ends, sums - (ends[0] - ends[1])
+
+    def _allowed(self, delta_f: torch.Tensor, deltas: list[torch.Tensor]) -> torch.Tensor:
         # Completeness holds in expectation: the gap is the mean of the n per-sample gaps (captum's deltas), so it
         # is allowed GRADIENT_SHAP_STANDARD_ERRORS standard errors of that mean, or the absolute floor.
-        n = len(deltas)
-        se = float(deltas.std(unbiased=True)) / n ** 0.5 if n > 1 else float("inf")
-        return max(GRADIENT_SHAP_STANDARD_ERRORS * se, ABSOLUTE_TOLERANCE)
+        out = []
+        for row in deltas:
+            row = row.detach().to(torch.float64).cpu()
+            n = len(row)
+            se = float(row.std(unbiased=True)) / n ** 0.5 if n > 1 else float("inf")
+            out.append(max(GRADIENT_SHAP_STANDARD_ERRORS * se, ABSOLUTE_TOLERANCE))
+        return torch.tensor(out, dtype=torch.float64)
 
 
 @register
@@ -328,14 +395,25 @@ class DeepLiftImportance(_CaptumEmbeddings):
     |f_c(x) - f_c(b)|, 0.01 logits at least) and reported in extras. Unit: logit; signed."""
 
     name = "deeplift"
+    label = "DeepLift"
     defaults = {}
+    draws = False  # deterministic: no seeding (saving and restoring the random states) per row
 
     def _attribute_row(self, forward, e, base, target, att, types):
         import warnings
 
         from captum.attr import DeepLift
 
-        with torch.enable_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return DeepLift(forward).attribute(e, baselines=base, target=target, additional_forward_args=(att, types),
-                                               return_convergence_delta=True)
+        # captum's DeepLift runs the input and the baseline as one batch of 2 rows: their logits are f_c(x), f_c(b)
+        # (its hooks change only the backward), and the gap is the only per-input delta there is.
+        seen: list[torch.Tensor] = []
+        forward.on_call = lambda _embeds, logits: seen.append(logits.detach())
+        try:
+            with torch.enable_grad(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                attr = DeepLift(forward).attribute(e, baselines=base, target=target, additional_forward_args=(att, types))
+        finally:
+            forward.on_call = None
+        (logits,) = seen  # [2, C]: the input, then the baseline
+        ends = logits[:, target].to(torch.float64)
+        return attr, ends, (attr.detach().to(torch.float64).sum() - (ends[0] - ends[1])).reshape(1)

@@ -49,6 +49,9 @@ class Explainer(BatchedPasses):
     """
 
     name: ClassVar[str] = ""
+    # the measure's name in words, for readers (pages, charts, exports); the id stays what commands take and the
+    # docstring's first line the formula (`engine.importance.registry.measure_label` / `measure_formula`)
+    label: ClassVar[str] = ""
     signed: ClassVar[bool] = False
     defaults: ClassVar[dict[str, Any]] = {}
     choices: ClassVar[dict[str, tuple]] = {}
@@ -141,8 +144,10 @@ class Explainer(BatchedPasses):
                 f"input {empty[0]} has no maskable token: only primary-text tokens (not special tokens, padding "
                 "or the auxiliary question) can be explained")
         given = None if target is None else self._as_target(target, len(batch))
+        memo = self.memo and self.deterministic
+        # the key (a digest of the batch) only when the memo is on: part of the fixed per-call cost otherwise
         key = (self.name, freeze(self.options), tensor_digest(batch.input_ids, batch.attention_mask,
-               batch.token_type_ids, batch.maskable), None if given is None else tuple(given.tolist()))
+               batch.token_type_ids, batch.maskable), None if given is None else tuple(given.tolist())) if memo else None
         call_progress = progress or self.progress
         call_stop = should_stop or self.should_stop
 
@@ -162,7 +167,7 @@ class Explainer(BatchedPasses):
                               options=dict(self.options), target_source="predicted" if given is None else "given",
                               signed=self.signed, model_id=self.classifier.id, extras=extras)
 
-        result = memoised(self.classifier.model, key, compute, enabled=self.memo and self.deterministic)
+        result = memoised(self.classifier.model, key, compute, enabled=memo)
         return result.copy()
 
     def __call__(self, batch: Batch, target=None, **kwargs) -> Importance:

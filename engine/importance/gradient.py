@@ -61,6 +61,7 @@ class GradL2(_GradientFamily):
     gradient is never formed. Unit: logit per unit of one-hot input; unsigned."""
 
     name = "grad-l2"
+    label = "gradient (L2 norm)"
     signed = False
 
     def _scores(self, call: Call):
@@ -84,6 +85,7 @@ class GradL1(_GradientFamily):
     never form, is all of grad-l1's extra time over grad-l2: ~3-4x Saliency on tiny, ~1.4x on minilm."""
 
     name = "grad-l1"
+    label = "gradient (L1 norm)"
     signed = False
     chunk_elements = 1 << 23  # tokens x vocabulary entries per chunk (32 MiB of float32)
 
@@ -112,6 +114,7 @@ class XGradSign(_GradientFamily):
     Taylor estimate of the logit change when e_t is zeroed)."""
 
     name = "x-grad-sign"
+    label = "input x gradient (signed)"
     signed = True
 
     def _scores(self, call: Call):
@@ -124,6 +127,7 @@ class XGradAbs(XGradSign):
     """x-grad-abs: |sum_h e_{t,h} g_{t,h}|, the absolute value of x-grad-sign. Unit: logit; unsigned."""
 
     name = "x-grad-abs"
+    label = "input x gradient (magnitude)"
     signed = False
 
     def _scores(self, call: Call):

@@ -27,7 +27,8 @@ Quadrature over alpha in [0, 1] (option `rule`):
                       captum's 'riemann_trapezoid' weights every step 1/k instead, so it sums to (k-1)/k).
   gausslegendre       Gauss-Legendre nodes and weights on [0, 1] (captum's default method).
 All k path points of all inputs go through one batched forward+backward, chunked only to the memory budget
-(and, on a CPU, to about 2048 tokens per pass, where throughput peaks: `Explainer.rows_per_pass`).
+(and, on a CPU, to 4096 tokens per pass, `batching.CPU_PASS_TOKENS`, where throughput peaks:
+`Explainer.rows_per_pass`): the 20 default steps of an input of up to 204 tokens are one pass.
 Not offered: the seed repositories' variant that multiplies by x instead of x - b.
 """
 from __future__ import annotations
@@ -174,6 +175,7 @@ class IntegratedGradientsSign(_IntegratedGradients):
     Unit: logit; completeness gap, steps used and whether it converged reported in extras."""
 
     name = "ig-sign"
+    label = "integrated gradients (signed)"
     signed = True
 
     def _scores(self, call: Call):
@@ -186,6 +188,7 @@ class IntegratedGradientsAbs(_IntegratedGradients):
     """ig-abs: |IG_t|, the absolute value of ig-sign (same options). Unit: logit; unsigned."""
 
     name = "ig-abs"
+    label = "integrated gradients (magnitude)"
     signed = False
 
     def _scores(self, call: Call):

@@ -5,8 +5,8 @@
 in logits of the target class c. A masked fine-tuned model reads [MASK] as "information removed", so
 the masked copy stays in distribution (FMM). Tokens that already are [MASK] score 0 (masking them again
 changes nothing). All masked copies of all inputs go through as few forward passes as the memory
-budget allows (on a CPU, passes of about 4096 tokens, where throughput peaks), each chunk trimmed of
-trailing padding.
+budget allows (on a CPU, passes of at least 4096 tokens, more for a small model, where throughput peaks:
+`Explainer.rows_per_pass`), each chunk trimmed of trailing padding.
 """
 from __future__ import annotations
 
@@ -54,6 +54,7 @@ class LeaveOneOutSign(_LeaveOneOut):
     Positive: the token supports class c. Already-[MASK]ed tokens score 0. Unit: logit."""
 
     name = "loo-sign"
+    label = "leave one out (signed)"
     signed = True
 
     def _scores(self, call: Call):
@@ -65,6 +66,7 @@ class LeaveOneOutAbs(_LeaveOneOut):
     """loo-abs: |f_c(x) - f_c(x with token t -> [MASK])|. Unit: logit; unsigned."""
 
     name = "loo-abs"
+    label = "leave one out (magnitude)"
     signed = False
 
     def _scores(self, call: Call):

@@ -27,6 +27,7 @@ class RandomImportance(Explainer):
     (partly masked) input changes (docs/methods.md#importance-measures: drawn anew at every recursive step). Unit: none."""
 
     name = "random"
+    label = "random (the baseline)"
     signed = False
     defaults = {"seed": 0}
     # whole-word masking ranks a word by its first piece's draw: one uniform per word, so long words are not

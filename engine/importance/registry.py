@@ -50,6 +50,22 @@ def describe(name: str) -> str:
     return doc.splitlines()[0] if doc else name
 
 
+def measure_label(name: str) -> str:
+    """A measure's name in words (`Explainer.label`, e.g. "Integrated gradients" for ig-sign); the id itself
+    for a measure with none (scores read from a file) or one not registered (a name in an old result)."""
+    cls = MEASURES.get(name)
+    return (getattr(cls, "label", "") or name) if cls is not None else name
+
+
+def measure_formula(name: str) -> str:
+    """What a measure computes, as its docstring's first line says it without the leading "id: " (the tooltip
+    beside `measure_label`); '' for a name not registered."""
+    if name not in MEASURES:
+        return ""
+    line = describe(name)
+    return line.split(": ", 1)[1] if line.startswith(name + ": ") else line
+
+
 def measure_availability(classifier: Classifier) -> dict[str, str]:
     """Every registered measure -> '' when it can explain `classifier`, else the reason it cannot (what pages
     show on hover and the CLI prints). Each measure declares this in `Explainer.supports()`.

@@ -22,6 +22,7 @@ class SmatLearned(Explainer):
     """smat: attention logits of all heads weighted by the head weights SMaT learned for this model (probability)."""
 
     name = "smat"
+    label = "SMaT head-weighted attention"
     bf16_ok = False
 
     def __init__(self, classifier, **kwargs):

@@ -3,6 +3,8 @@ few operations every measure and metric needs (logits from ids or from word embe
 from __future__ import annotations
 
 import inspect
+import numbers
+import re
 import threading
 from collections.abc import Sequence
 from contextlib import contextmanager
@@ -12,7 +14,7 @@ import numpy as np
 import torch
 
 from engine.data import Dataset, Example, score
-from engine.data.labels import align_to_classes
+from engine.data.labels import align_to_classes, label_key
 from engine.errors import InvalidInputError, LabelMismatchError, NotApplicableError  # noqa: F401 (re-exported)
 from engine.models.batch import Batch, collate_examples, tokenize
 from engine.models.loading import dtype_name
@@ -132,7 +134,9 @@ class Classifier:
     @property
     def replacement_token_id(self) -> int | None:
         """The token masking writes: metadata's `replacement_token_id`, else the tokenizer's mask token, else None."""
-        chosen = self.meta.replacement_token_id
+        # read from the dict, not through `meta`: every masking call asks, and typing the whole metadata each time
+        # was part of the fixed per-call cost of the gradient measures (bench/importance.py)
+        chosen = self.metadata.get("replacement_token_id")
         if chosen is not None:
             return int(chosen)
         return None if self.tokenizer.mask_token_id is None else int(self.tokenizer.mask_token_id)
@@ -215,10 +219,50 @@ class Classifier:
         LabelMismatchError, naming both class lists, when a label of the data is not one of the model's."""
         return align_to_classes(dataset, self.classes, model=repr(self.id))
 
-    def check_target(self, target: int) -> int:
-        if not 0 <= int(target) < self.num_classes:
+    def target_words(self) -> dict[str, int]:
+        """Words other than the class names that name a class as a target, each with its class index (keys as
+        `engine.data.labels.label_key` spells them): none for an encoder; a prompted LM's verbalizer words."""
+        return {}
+
+    def _classes_listed(self) -> str:
+        listed = ", ".join(f"{k} {name!r}" for k, name in enumerate(self.classes))
+        words = self.target_words()
+        return f"this model's classes are {listed}" + (
+            f" (its label words: {', '.join(sorted(words))})" if words else "")
+
+    def check_target(self, target: int | str) -> int:
+        """The class index that `target` names: an index (a whole number, or a string of digits), a class name
+        (as given; else up to case, surrounding space and transformers' `LABEL_k` spelling, as data labels are
+        matched: engine.data.labels), or a word of `target_words` (a prompted LM's label words). A string of
+        digits is a class index unless a class name reads as a number, as for data labels (classes '1'..'5' are
+        named, not indexed). Anything else raises InvalidInputError listing the classes."""
+        if isinstance(target, str):
+            text = target.strip()
+            if text in self.classes:
+                return list(self.classes).index(text)
+            loose = [k for k, name in enumerate(self.classes) if label_key(name) == label_key(text)]
+            if len(loose) == 1:
+                return loose[0]
+            if len(loose) > 1:
+                raise InvalidInputError(f"target {target!r} matches {len(loose)} classes up to case: "
+                                        f"{self._classes_listed()}; give the class name exactly or its index")
+            numbered = any(re.fullmatch(r"-?\d+", label_key(name)) for name in self.classes)
+            if re.fullmatch(r"\d+", text) and not numbered:
+                index = int(text)
+            elif label_key(text) in self.target_words():
+                return self.target_words()[label_key(text)]
+            else:
+                raise InvalidInputError(f"target {target!r} names no class: {self._classes_listed()}; give a class "
+                                        "name or its index")
+        elif isinstance(target, numbers.Integral) or (isinstance(target, float) and target.is_integer()):
+            index = int(target)
+        elif isinstance(target, torch.Tensor) and target.numel() == 1 and not target.is_floating_point():
+            index = int(target.item())
+        else:
+            raise InvalidInputError(f"target {target!r} is neither a class name nor a class index: {self._classes_listed()}")
+        if not 0 <= index < self.num_classes:
             raise InvalidInputError(f"target class {target} is out of range: this model has classes 0..{self.num_classes - 1} ({', '.join(self.classes)})")
-        return int(target)
+        return index
 
     def targets_for(self, batch: Batch, target=None) -> torch.Tensor:
         """The explained class of each input of `batch` [B] (long, on the model's device): the model's prediction
@@ -232,6 +276,8 @@ class Classifier:
         """The explained class of each of `n` inputs as a long tensor [n] on the model's device: `target` is one
         class for all inputs or one per input; every class is checked against the model's (the one place
         targets are resolved, so every caller gets the same error for the same mistake)."""
+        if isinstance(target, str) or (isinstance(target, (list, tuple)) and any(isinstance(v, str) for v in target)):
+            target = [self.check_target(v) for v in ([target] if isinstance(target, str) else target)]
         t = torch.as_tensor(target, dtype=torch.long).reshape(-1)
         if t.numel() == 1 and n != 1:
             t = t.expand(n)

@@ -15,9 +15,11 @@ template's prefix one cache entry for every input and every perturbation of it. 
 on where the split falls: the logits equal the uncached forward's to float rounding (tests/test_prefix_cache.py
 states the tolerance per family).
 
-Used only where it is exact and useful: token ids in (not embeddings: a gradient or IG path interpolates every
-position it is given), no attentions asked for (those measures read every query position), no gradient, and a
-shared prefix of at least `MIN_PREFIX` tokens.
+Used only where it is exact and useful: no attentions asked for (those measures read every query position), a
+shared prefix of at least `MIN_PREFIX` tokens, and either token ids in without a gradient (a training step's
+gradient flows into the prefix's weights) or a gradient measure's embeddings whose prefix positions are exactly
+the prefix tokens' embeddings (`PromptedClassifier.logits_from_embeddings`: the measures interpolate the slot only,
+so the prefix is a constant of their graph and forward and backward run over the suffix).
 """
 from __future__ import annotations
 
@@ -71,8 +73,9 @@ class PrefixKV:
         if hit is not None:
             self._store.move_to_end(key)
             return hit
-        out = self.base(inputs_embeds=embed(ids[None]), attention_mask=torch.ones_like(ids)[None], use_cache=True,
-                        output_hidden_states=True)
+        with torch.no_grad():  # a constant of every graph built on it (a gradient measure's backward stops here)
+            out = self.base(inputs_embeds=embed(ids[None]), attention_mask=torch.ones_like(ids)[None], use_cache=True,
+                            output_hidden_states=True)
         self.prefix_rows += 1
         entry = (out.past_key_values, tuple(h.detach() for h in out.hidden_states))
         self._store[key] = entry

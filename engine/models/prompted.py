@@ -33,6 +33,7 @@ from pathlib import Path
 
 import torch
 
+from engine.data.labels import label_key
 from engine.errors import CheckpointError, EmptyInputError, InvalidInputError, NotApplicableError
 from engine.models.batch import AUXILIARY, PRIMARY, SPECIAL, Batch
 from engine.models.classifier import Classifier, ForwardOutput, model_device
@@ -184,6 +185,15 @@ class PromptedClassifier(Classifier):
                         "a prefix): end the prompt (answer_prefix) with a space or newline, or change the word")
                 out.append((k, full[len(base):]))
         return out
+
+    def target_words(self) -> dict[str, int]:
+        """The verbalizer's label words (as `engine.data.labels.label_key` spells them: ' Positive' -> 'positive'),
+        each with its class: a target may be given as one. A word two classes share names neither."""
+        words: dict[str, set[int]] = {}
+        for k, name in enumerate(self.classes):
+            for word in self.spec.verbalizer[name]:
+                words.setdefault(label_key(word), set()).add(k)
+        return {word: next(iter(ks)) for word, ks in words.items() if len(ks) == 1 and word}
 
     @property
     def single_token_words(self) -> bool:
@@ -366,10 +376,14 @@ class PromptedClassifier(Classifier):
         label set that `forward` applies (what captum's LLMAttribution explains for a one-word target)."""
         return self._scores(input_ids, attention_mask, None, False, False)[0]
 
-    def _scores(self, input_ids, attention_mask, inputs_embeds, output_attentions: bool, output_hidden_states: bool):
-        """(s [B, C], attentions or None, hidden states or None): see `forward`."""
+    def _scores(self, input_ids, attention_mask, inputs_embeds, output_attentions: bool, output_hidden_states: bool,
+                prefix_ids: torch.Tensor | None = None):
+        """(s [B, C], attentions or None, hidden states or None): see `forward`. `prefix_ids` [P] (embeddings in
+        only, from `logits_from_embeddings`): the first P positions of every row of `inputs_embeds` are these
+        tokens' embeddings, checked there, so their keys and values come from the cache."""
         index = None
         P = 0
+        suffix_embeds = prefix = None
         if input_ids is not None:
             if attention_mask is None:
                 attention_mask = torch.ones_like(input_ids)
@@ -378,23 +392,25 @@ class PromptedClassifier(Classifier):
                 P = shared_prefix_length(input_ids, attention_mask, self._template_prefix_ids())
                 P = P if P >= MIN_PREFIX else 0
             embeds = None if P else self.model.get_input_embeddings()(input_ids)
+            if P:
+                prefix, suffix_embeds = input_ids[0, :P], self.model.get_input_embeddings()(input_ids[:, P:])
         else:
             embeds = inputs_embeds
             if attention_mask is None:
                 attention_mask = torch.ones(embeds.shape[:2], dtype=torch.long, device=embeds.device)
+            if prefix_ids is not None:
+                P, prefix, suffix_embeds = len(prefix_ids), prefix_ids, embeds[:, len(prefix_ids):]
         B = attention_mask.shape[0]
         rows = torch.arange(B, device=attention_mask.device)
         last = self.pooled_positions(attention_mask)
         atts = None
         if P:
-            embed = self.model.get_input_embeddings()
             kv = self._prefix_kv()
-            suffix, hidden = kv.run(input_ids[0, :P], embed(input_ids[:, P:]), attention_mask,
-                                    output_hidden_states=output_hidden_states)
+            suffix, hidden = kv.run(prefix, suffix_embeds, attention_mask, output_hidden_states=output_hidden_states)
             if self.single_token_words:
                 final = suffix[rows, last - P]
             else:
-                word_scores = self._multi_token_scores(embed(input_ids[:, P:]), attention_mask, last, prefix=(kv, input_ids[0, :P]))
+                word_scores = self._multi_token_scores(suffix_embeds, attention_mask, last, prefix=(kv, prefix))
         else:
             base = self.model.base_model
             kwargs = {"attention_mask": attention_mask, "inputs_embeds": embeds}
@@ -474,7 +490,38 @@ class PromptedClassifier(Classifier):
         return torch.stack(scores).reshape(B, W)
 
     def logits_from_embeddings(self, inputs_embeds: torch.Tensor, batch: Batch) -> torch.Tensor:
-        return self.forward(inputs_embeds=inputs_embeds, attention_mask=batch.attention_mask).logits
+        """[B, C] log-probabilities from word embeddings [B, T, H] of `batch`'s rows (a gradient measure's forward).
+
+        The prompt before the slot is the same in every row and, for the gradient measures, never interpolated
+        (IG, GradientSHAP and DeepLift keep the input's own embedding off the slot), so where the rows' first
+        positions are exactly those tokens' embeddings their keys and values come from the prefix cache and
+        forward and backward run over the suffix only. The prefix is then a constant of the graph: its
+        embeddings get a zero gradient, which no measure reads (scores live on the slot's positions, after the
+        prefix). Exact equality is checked, so an interpolated or perturbed prefix runs the whole prompt."""
+        prefix = self._gradient_prefix(inputs_embeds, batch)
+        if prefix is None:
+            return self.forward(inputs_embeds=inputs_embeds, attention_mask=batch.attention_mask).logits
+        s, _, _ = self._scores(None, batch.attention_mask, inputs_embeds, False, False, prefix_ids=prefix)
+        return torch.log_softmax(s, -1)
+
+    def _gradient_prefix(self, inputs_embeds: torch.Tensor, batch: Batch) -> torch.Tensor | None:
+        """The prompt's tokens before the slot [P] when every row of `inputs_embeds` [B, T, H] starts exactly with
+        their embeddings (real positions, each row keeping at least one position after them), else None (cache
+        off, too short a prefix, or rows that differ there). Reads the embeddings, not `batch.input_ids` (the
+        gradient passes hand a batch of attention and type ids only)."""
+        prefix = self._template_prefix_ids()
+        P = len(prefix)
+        mask = batch.attention_mask
+        if not self.prefix_cache or P < MIN_PREFIX or inputs_embeds.shape[1] <= P or mask.shape != inputs_embeds.shape[:2]:
+            return None
+        if not bool(mask[:, :P + 1].bool().all()):  # right padding: a row with a real position after the prefix
+            return None
+        prefix = prefix.to(inputs_embeds.device)
+        with torch.no_grad():
+            own = self.model.get_input_embeddings()(prefix).to(inputs_embeds.dtype)
+        if not torch.equal(inputs_embeds[:, :P].detach(), own[None].expand(inputs_embeds.shape[0], -1, -1)):
+            return None
+        return prefix
 
     @property
     def counted_module(self) -> torch.nn.Module:

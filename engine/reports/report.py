@@ -9,7 +9,6 @@ tables show their bAbI-2 row as another task's reference and compute no correlat
 """
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from engine.reports.groundtruth_tables import (
     wrong_markdown,
 )
 from engine.reports.ig_convergence_tables import ig_convergence_table
+from engine.reports.inputs import read_files, replayed_cache, unknown_code
 from engine.reports.llm_tables import llm_accuracy, llm_curves, llm_racu, prompt_selection, selfexplain_table
 from engine.reports.selfexplain_field_tables import field_tests_table
 
@@ -94,10 +94,11 @@ def _ci(mean: float, low: float, high: float) -> str:
     return f"{mean:.1f} ({low:.1f}-{high:.1f})"
 
 
-@functools.lru_cache(maxsize=32)
+@replayed_cache
 def _areas(root: Path, run: str, n_examples: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(ACU/RACU per measure with CIs, per seed) of one run's recursive-masking cells on n_examples inputs.
-    Cached: several tables read the same run (the callers never modify the frames)."""
+    Cached: several tables read the same run (the callers never modify the frames); a cached answer still counts
+    the run's files among the reads of the table that asks (engine.reports.inputs)."""
     from engine.faithfulness.summary import area_metrics_per_seed, area_metrics_table
     from engine.results.store import ResultsStore
 
@@ -158,7 +159,6 @@ RACU_RUNS = (
     ("tiny", "rt", "tiny-rt-3seeds", 854),
     ("minilm", "rt", "minilm-rt-3seeds", 854),
     ("tiny", "babi-1", "tiny-babi1-3seeds", 1000),
-    ("minilm", "babi-1", "minilm-babi1-3seeds", 40),
     ("minilm", "babi-1", "minilm-babi1-full", 1000),
 )
 
@@ -190,8 +190,7 @@ def fmm_ordering(root: Path) -> str:
 
 def beam_subsets(root: Path) -> str:
     """Beam search beside the measures it is compared with on the same examples (RACU %, mean of seeds, 95% BCa CI)."""
-    runs = (("tiny, rt", "tiny-rt-beam-subset", 100, "SST2"), ("MiniLM, rt", "minilm-rt-beam-subset", 20, "SST2"),
-            ("tiny, babi-1", "tiny-babi1-beam-subset", 10, "bAbI-2"))
+    runs = (("tiny, rt", "tiny-rt-beam-subset", 100, "SST2"), ("tiny, babi-1", "tiny-babi1-beam-subset", 10, "bAbI-2"))
     shown = ("beam", "loo-sign", "ig-sign", "x-grad-sign")
     lines = ["| model, data | examples x seeds | " + " | ".join(shown) + " | FMM beam / loo-sign RACU % (published) |",
              "|---" * (len(shown) + 3) + "|"]
@@ -296,7 +295,8 @@ def agreement_pairs(root: Path) -> str:
         part = data[data["method"] == AGREEMENT]
         wide = part.pivot_table(index=["strategy", "measure"], columns="metric", values="value")
         for strategy in ("masked", "plain"):
-            columns.append((f"{label} {strategy}", wide.loc[strategy]))
+            if strategy in wide.index.get_level_values("strategy"):  # a run may hold one strategy only
+                columns.append((f"{label} {strategy}", wide.loc[strategy]))
     metrics = ("feature_agreement", "sign_agreement", "rank_correlation", "pairwise_rank_agreement")
     header = [f"{columns[0][0]}: feature / sign / Spearman / pairwise", *(name for name, _ in columns[1:])]
     lines = ["| pair | " + " | ".join(header) + " |", "|---" * (len(columns) + 1) + "|"]
@@ -415,7 +415,8 @@ def budget_pareto_report(run: str) -> Callable[[Path], str]:
 
 
 def masf_false_alarms(run: str) -> Callable[[Path], str]:
-    """MaSF's false alarms on fresh masked fine-tunings before and after cross-fitting (engine.results.masf_calibration)."""
+    """MaSF's false alarms on fresh masked fine-tunings over training seeds, masking draws and calibration divisions,
+    with their interval and variance components (engine.results.masf_calibration)."""
     from engine.results.masf_calibration import report_table
 
     return report_table(run)
@@ -486,42 +487,27 @@ TABLES: tuple[Table, ...] = (
     Table("racu-tiny-rt", "docs/results.md", racu_table("tiny-rt-3seeds", 854, "rt")),
     Table("racu-tiny-babi1", "docs/results.md",
           racu_table("tiny-babi1-3seeds", 1000, "babi-1", ("tiny-babi1-3seeds", 200, "first 200 stories"))),
-    Table("racu-minilm-rt", "docs/results.md",
-          racu_table("minilm-rt-3seeds", 854, "rt", ("minilm-rt-3seeds", 100, "first 100 sentences"))),
-    Table("racu-minilm-babi1", "docs/results.md", racu_table("minilm-babi1-3seeds", 40, "babi-1")),
-    Table("racu-minilm-babi1-full", "docs/results.md",
-          racu_table("minilm-babi1-full", 1000, "babi-1", ("minilm-babi1-3seeds", 40, "first 40 stories"))),
+    Table("racu-minilm-rt", "docs/results.md", racu_table("minilm-rt-3seeds", 854, "rt")),
+    Table("racu-minilm-babi1-full", "docs/results.md", racu_table("minilm-babi1-full", 1000, "babi-1")),
     Table("beam-subsets", "docs/results.md", beam_subsets),
     Table("attention", "docs/results.md", attention_table),
-    Table("roar", "docs/results.md", roar_table),
     Table("evaluation-tiny-rt", "docs/evaluation.md", evaluation_tables("tiny-rt-erasure", "tiny-rt-3seeds")),
-    Table("evaluation-minilm-rt", "docs/evaluation.md", evaluation_tables("minilm-rt-erasure", "minilm-rt-3seeds")),
     Table("evaluation-tiny-babi1", "docs/evaluation.md", evaluation_tables("tiny-babi1-erasure", "tiny-babi1-3seeds")),
     Table("evaluation-tiny-babi1-full", "docs/evaluation.md",
           evaluation_tables("tiny-babi1-erasure-full", "tiny-babi1-3seeds")),
     Table("agreement-pairs", "docs/evaluation.md", agreement_pairs),
-    Table("sanity-verdicts", "docs/evaluation.md", sanity_verdicts),
-    Table("sanity-tiny-rt", "docs/evaluation.md", sanity_curves("tiny-rt-sanity")),
-    Table("sanity-minilm-rt", "docs/evaluation.md", sanity_curves("minilm-rt-sanity")),
-    Table("simulability-rt", "docs/simulability.md", simulation_accuracy("minilm-rt-masked-s0-rt")),
     Table("simulability-babi1", "docs/simulability.md", simulation_accuracy("tiny-babi-1-masked-s0-babi-1")),
     Table("plausibility-babi1", "docs/simulability.md", sentence_plausibility("tiny-babi-1-masked-s0-babi-1")),
-    Table("budget-pareto", "docs/budgeted-search.md", budget_pareto_report("tiny-rt-budget")),
     Table("llm-accuracy", "docs/llm.md", llm_accuracy((
         ("SmolLM2-135M-Instruct", "smollm2-rt-prompt", "smollm2-rt-zero-shot.json"),
         ("SmolLM2-135M-Instruct", "smollm2-rt-lora", "smollm2-rt-lora.json"),
         ("Gemma 3 270M (base)", "gemma3-270m, one-line zero-shot cue", "gemma3-rt-zero-shot-cue.json"),
-        ("Gemma 3 270M (base)", "gemma3-rt-prompt", "gemma3-rt-prompt.json"),
-        ("Gemma 3 270M (base)", "gemma3-rt-lora", "gemma3-rt-lora.json")))),
+        ("Gemma 3 270M (base)", "gemma3-rt-prompt", "gemma3-rt-prompt.json")))),
     Table("llm-gemma-prompts", "docs/llm.md", prompt_selection((
         ("zero-shot, one-line cue, no [REDACTED] notice", "gemma3-validation/gemma3-zero-shot-cue.json"),
         ("zero-shot with the notice", "gemma3-validation/gemma3-zero-shot-notice.json"),
         ("4-shot with the notice", "gemma3-validation/gemma3-4shot-notice.json")),
         chosen="gemma3-validation/gemma3-4shot-notice.json")),
-    Table("llm-racu", "docs/llm.md", llm_racu((("SmolLM2 zero-shot (`smollm2-rt-prompt`)", "smollm2-rt-zero-shot-masking"),
-                                               ("SmolLM2 masked LoRA (`smollm2-rt-lora`)", "smollm2-rt-lora-masking")), 10)),
-    Table("llm-curves", "docs/llm.md", llm_curves((("zero-shot", "smollm2-rt-zero-shot-masking"),
-                                                   ("masked LoRA", "smollm2-rt-lora-masking")), 10)),
     Table("llm-selfexplain", "docs/llm.md",
           selfexplain_table("smollm2-rt-selfexplain", (("zero-shot", "smollm2-rt-prompt"), ("masked LoRA", "smollm2-rt-lora")))),
     Table("llm-ig-gap-smollm2", "docs/llm.md",
@@ -534,10 +520,29 @@ TABLES: tuple[Table, ...] = (
           field_tests_table(("smollm2-rt-field-insertion-100", "smollm2-rt-field-biased-100", "smollm2-rt-field-ccshap-100",
                              "gemma3-rt-field-insertion-100", "gemma3-rt-field-biased-100", "gemma3-rt-field-ccshap-100"),
                             (("SmolLM2 zero-shot", "smollm2-rt-prompt"), ("Gemma 3 4-shot", "gemma3-rt-prompt")))),
-    Table("masf-false-alarms", "docs/masf.md", masf_false_alarms("tiny-rt-fresh-seeds")),
+    Table("masf-false-alarms", "docs/masf.md", masf_false_alarms("tiny-rt-seeds-21-up")),
+    *GROUND_TRUTH_TABLES,
+)
+
+# Tables dropped from the docs because every result they read, or the part that decides them, was of unknown code
+# (a "-dirty" code version, its checkpoint's included, or none) and recomputing it from committed code means
+# retraining checkpoints: hours of CPU. Each doc says so where the table was and gives the commands that recompute
+# its results; once they are rerun from a commit, the entry moves back into TABLES and its region into the doc.
+DROPPED_TABLES: tuple[Table, ...] = (
+    Table("racu-minilm-babi1", "docs/results.md", racu_table("minilm-babi1-3seeds", 40, "babi-1")),
+    Table("roar", "docs/results.md", roar_table),
+    Table("evaluation-minilm-rt", "docs/evaluation.md", evaluation_tables("minilm-rt-erasure", "minilm-rt-3seeds")),
+    Table("sanity-verdicts", "docs/evaluation.md", sanity_verdicts),
+    Table("sanity-tiny-rt", "docs/evaluation.md", sanity_curves("tiny-rt-sanity")),
+    Table("sanity-minilm-rt", "docs/evaluation.md", sanity_curves("minilm-rt-sanity")),
+    Table("simulability-rt", "docs/simulability.md", simulation_accuracy("minilm-rt-masked-s0-rt")),
+    Table("budget-pareto", "docs/budgeted-search.md", budget_pareto_report("tiny-rt-budget")),
+    Table("llm-racu", "docs/llm.md", llm_racu((("SmolLM2 zero-shot (`smollm2-rt-prompt`)", "smollm2-rt-zero-shot-masking"),
+                                               ("SmolLM2 masked LoRA (`smollm2-rt-lora`)", "smollm2-rt-lora-masking")), 10)),
+    Table("llm-curves", "docs/llm.md", llm_curves((("zero-shot", "smollm2-rt-zero-shot-masking"),
+                                                   ("masked LoRA", "smollm2-rt-lora-masking")), 10)),
     Table("faith-plausibility-babi1", "docs/faithfulness-plausibility.md",
           faith_plausibility_report("tiny-babi1-small-3seeds", "tiny-babi1-small-rationales")),
-    *GROUND_TRUTH_TABLES,
 )
 
 
@@ -554,6 +559,38 @@ def build(names: list[str] | None = None, results_dir: str | Path | None = None)
     root = results_root(results_dir)
     chosen = _chosen(names)
     return {t.name: t.build(root).strip("\n") for t in chosen}
+
+
+def build_with_inputs(names: list[str] | None = None, results_dir: str | Path | None = None
+                      ) -> tuple[dict[str, str], dict[str, list[Path]]]:
+    """({name: markdown}, {name: the provenance files it read, sorted}) of the chosen tables (default: all): one
+    build, each table's reads recorded while it is built (engine.reports.inputs)."""
+    root = results_root(results_dir)
+    tables, inputs = {}, {}
+    for table in _chosen(names):
+        text = []
+        inputs[table.name] = sorted(read_files(lambda r, t=table: text.append(t.build(r)) or "", root))
+        tables[table.name] = text[0].strip("\n")
+    return tables, inputs
+
+
+def unknown_code_per_table(inputs: dict[str, list[Path]], results_dir: str | Path | None = None
+                           ) -> dict[str, list[str]]:
+    """{table: one line per result it reads whose code is unknown ("<file>: <why>", the file relative to the results
+    root's parent)}, for every table of `inputs` (as `build_with_inputs` gives), empty lists included. Unknown: the
+    file records no code version, or a "-dirty" one (its own or its checkpoint's), labelled by an audit or not."""
+    root = results_root(results_dir).resolve()
+    verdicts: dict[Path, str | None] = {}
+    found = {}
+    for name, files in inputs.items():
+        lines = []
+        for path in files:
+            if path not in verdicts:
+                verdicts[path] = unknown_code(path)
+            if verdicts[path] is not None:
+                lines.append(f"{path.relative_to(root.parent)}: {verdicts[path]}")
+        found[name] = lines
+    return found
 
 
 def results_root(results_dir: str | Path | None = None) -> Path:

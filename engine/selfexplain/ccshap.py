@@ -136,7 +136,7 @@ def ccshap_test(classifier, examples, *, permutations: int = 4, seed: int = 0, g
         request = why_request(text, prediction)
         rec.answer = generator.generate(generator.chat_prompt(request), should_stop=should_stop)
         rec.cached = generator.last_cached
-        ok, why = check_free_text(rec.answer, text, labels, request=request)
+        ok, why = check_free_text(rec.answer, text, labels, request=request, mask=mask)
         if not ok:
             rec.reason = why
             out.append(rec)

@@ -174,7 +174,7 @@ def explain_one(classifier, generator: Generator, kind: str, text: str, *, label
     record.cached = generator.last_cached
     labels = label_words(judge)
     if kind == "counterfactual":
-        value, why = parse_counterfactual(record.answer, text, labels)
+        value, why = parse_counterfactual(record.answer, text, labels, mask)
         edited = value
     elif kind == "attribution":
         value, why = parse_attribution(record.answer, text)

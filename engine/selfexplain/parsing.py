@@ -2,9 +2,9 @@
 Chandar & Reddy 2024; the wording here is this project's own).
 
 Every parser returns `(value, reason)`: value None means "not parsable" and `reason` says why. Given the input
-text, each also applies the rules of engine.selfexplain.replies: a counterfactual or a redaction must be a rewrite
-of the input (not a label word, a statement about the label, gibberish or the input unchanged), an attribution
-must not name every word of it.
+text, each also applies the rule of engine.selfexplain.replies for its kind (check_rewrite, check_redaction,
+check_attribution: each rule's docstring states the object asked for), so a reply that is not that object is not
+parsable.
 
     counterfactual   the edited text: the answer with preambles ("Here is the edited text:"), HTML, markdown
                      and surrounding quotes stripped; a refusal or an empty answer is not parsable
@@ -22,7 +22,7 @@ import html
 import re
 from collections.abc import Iterable
 
-from engine.selfexplain.replies import check_attribution, check_redaction, check_rewrite
+from engine.selfexplain.replies import check_attribution, check_redaction, check_rewrite, is_refusal
 
 KINDS = ("counterfactual", "attribution", "redaction")
 MAX_WORDS = 5  # longest item of an attribution list that counts as a named word or phrase
@@ -54,8 +54,6 @@ def explanation_request(kind: str, text: str, *, target: str | None = None, mask
     raise ValueError(f"unknown self-explanation kind {kind!r}; kinds: {', '.join(KINDS)}")
 
 
-_REFUSAL = re.compile(r"^\W*(i'?m sorry|i am sorry|sorry\b|i cannot|i can'?t|i can not|i am unable|i'?m unable|"
-                      r"as an ai|i apologi[sz]e|unfortunately)", re.IGNORECASE)
 _PREAMBLE_LINE = re.compile(r"^\W*(here\s+is|here'?s|sure|certainly|of course|okay|ok)\b.*$|^[^\n]{0,80}:\s*$",
                             re.IGNORECASE)
 _LABEL_PREFIX = re.compile(r"^\W{0,3}(?:the\s+)?(?:rewritten|edited|redacted|new|modified|revised|counterfactual)?\s*"
@@ -79,10 +77,6 @@ def _strip_quotes(text: str) -> str:
     return text
 
 
-def is_refusal(answer: str) -> bool:
-    return bool(_REFUSAL.match(answer.strip()))
-
-
 def extract_paragraph(answer: str) -> tuple[str | None, str]:
     """The text of an answer that should be a rewritten text: (text, '') or (None, why not)."""
     text = _clean_markup(answer)
@@ -103,13 +97,15 @@ def extract_paragraph(answer: str) -> tuple[str | None, str]:
     return text, ""
 
 
-def parse_counterfactual(answer: str, text: str | None = None, labels: Iterable[str] = ()) -> tuple[str | None, str]:
+def parse_counterfactual(answer: str, text: str | None = None, labels: Iterable[str] = (),
+                         mask: str = "[REDACTED]") -> tuple[str | None, str]:
     """The edited text of a counterfactual answer. With the input `text`, the reply must also be a rewrite of it
-    (engine.selfexplain.replies.check_rewrite; `labels`: the label words, so "not negative" is refused)."""
+    (engine.selfexplain.replies.check_rewrite; `labels`: the label words, so "not negative" is refused; `mask`:
+    the redaction placeholder, which a rewrite does not hold)."""
     edited, why = extract_paragraph(answer)
     if edited is None or text is None:
         return edited, why
-    ok, why = check_rewrite(edited, text, labels)
+    ok, why = check_rewrite(edited, text, labels, mask)
     return (edited, "") if ok else (None, why)
 
 
@@ -186,7 +182,7 @@ def parse_attribution(answer: str, text: str | None = None) -> tuple[list[str] |
         found = [w for w in words if _word_pattern(w).search(text)]
         if not found:
             return None, "none of the named words occurs in the text"
-        ok, why = check_attribution(found, text)
+        ok, why = check_attribution(found, text, cleaned)
         if not ok:
             return None, why
         words = found

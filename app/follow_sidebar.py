@@ -1,0 +1,58 @@
+"""The pages that show stored results of some model (the Report card, the evaluation suite, Simulability, Attention)
+open on the sidebar's model where the store has results of it, and otherwise say in one line whose results they show
+and why. Nothing is loaded: the sidebar's entry is read from the catalogue (app.shared.usable_checkpoints)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import streamlit as st
+
+from app.shared import MODEL_KEY, usable_checkpoints
+from app.text import md
+
+
+def sidebar_model() -> dict | None:
+    """The sidebar's catalogue entry (id, base_model, dataset, strategy, ...), or None when none is chosen."""
+    model_id = st.session_state.get(MODEL_KEY)
+    if not model_id:
+        return None
+    return next((m for m in usable_checkpoints() if m["id"] == model_id), {"id": model_id})
+
+
+def sidebar_names() -> list[str]:
+    """What results of the sidebar's model are filed under, most specific first: its id, its base model and dataset
+    (a run named `tiny-rt-...`, `tiny-babi1-...`), then its base model (the family a run names, e.g. `tiny`)."""
+    meta = sidebar_model()
+    if meta is None:
+        return []
+    base, dataset = meta.get("base_model"), meta.get("dataset")
+    recipes = [f"{base}-{dataset}", f"{base}-{str(dataset).replace('-', '')}"] if base and dataset else []
+    return [str(n) for n in dict.fromkeys([meta.get("id"), *recipes, base]) if n]
+
+
+def preferred(options: Sequence[str], names: Sequence[str] | None = None) -> str | None:
+    """The first of `options` that is one of `names` (default: sidebar_names), else the first whose name starts
+    with one of them and a hyphen (a run named after its model, `tiny-rt-card`), else None."""
+    names = sidebar_names() if names is None else [n for n in names if n]
+    for name in names:
+        if name in options:
+            return name
+    for name in names:
+        hit = next((o for o in options if str(o).startswith(f"{name}-")), None)
+        if hit is not None:
+            return hit
+    return None
+
+
+def preferred_index(options: Sequence[str], names: Sequence[str] | None = None) -> int:
+    """`preferred`'s position in `options` (0 when none is the sidebar's): a selectbox's first choice."""
+    hit = preferred(options, names)
+    return list(options).index(hit) if hit is not None else 0
+
+
+def other_model_note(shown: str, why: str) -> None:
+    """One line under a page's selectors when what it shows is not the sidebar's model: whose it is and why."""
+    meta = sidebar_model()
+    if meta is None or shown in sidebar_names():
+        return
+    st.caption(f":material/info: Shown: {md(shown)}, not the sidebar's model ({md(meta['id'])}): {why}")
