@@ -211,3 +211,25 @@ def test_an_interpolated_prefix_runs_the_whole_prompt(bert_tokenizer):
     clf.clear_prefix_cache()
     cached = clf.logits_from_embeddings(e, b)
     assert clf._prefix_store is None and torch.equal(plain, cached)
+
+
+def test_the_gradient_prefix_stops_where_the_slot_merges_with_the_prompt(bert_tokenizer):
+    """The template's prefix is tokenised around a placeholder, so its last piece can merge with the slot's first
+    word in a real input (SmolLM2's ":" + newline did: the gradient measures then never used the cache). Here
+    'un' + 'believable' is one piece: the gradient forward still runs on the cache, over the prefix every row
+    really shares (the length the no-grad path finds), and its logits are the whole prompt's."""
+    clf = classifier("llama", bert_tokenizer, input_format="review : un{input}")
+    b = clf.batch(["believable and moving", "believable"])
+    template = clf._template_prefix_ids()
+    shared = shared_prefix_length(b.input_ids, b.attention_mask, template)
+    assert 4 <= shared < len(template), "the example no longer merges the slot with the prompt"
+    e = clf.word_embeddings(b.input_ids)
+    found = clf._gradient_prefix(e, b)
+    assert found is not None and len(found) == shared
+    clf.prefix_cache = False
+    plain = clf.logits_from_embeddings(e, b)
+    clf.prefix_cache = True
+    clf.clear_prefix_cache()
+    cached = clf.logits_from_embeddings(e, b)
+    assert clf._prefix_kv().prefix_rows == 1
+    assert (plain - cached).abs().max() < TOL

@@ -505,23 +505,24 @@ class PromptedClassifier(Classifier):
         return torch.log_softmax(s, -1)
 
     def _gradient_prefix(self, inputs_embeds: torch.Tensor, batch: Batch) -> torch.Tensor | None:
-        """The prompt's tokens before the slot [P] when every row of `inputs_embeds` [B, T, H] starts exactly with
-        their embeddings (real positions, each row keeping at least one position after them), else None (cache
-        off, too short a prefix, or rows that differ there). Reads the embeddings, not `batch.input_ids` (the
-        gradient passes hand a batch of attention and type ids only)."""
+        """The leading tokens of the prompt before the slot [L] that every row of `inputs_embeds` [B, T, H] starts
+        with exactly (their embeddings at real positions, each row keeping its read-out position after them), else
+        None (cache off, or fewer than MIN_PREFIX such positions). L can be shorter than the template's prefix: the
+        template is rendered around a placeholder, and the prompt's last token before the slot can merge with the
+        slot's first word (SmolLM2's ":" + newline), as `shared_prefix_length` allows in the no-grad path. Reads the
+        embeddings, not `batch.input_ids` (the gradient passes hand a batch of attention and type ids only)."""
         prefix = self._template_prefix_ids()
-        P = len(prefix)
         mask = batch.attention_mask
-        if not self.prefix_cache or P < MIN_PREFIX or inputs_embeds.shape[1] <= P or mask.shape != inputs_embeds.shape[:2]:
+        if not self.prefix_cache or len(prefix) < MIN_PREFIX or mask.shape != inputs_embeds.shape[:2]:
             return None
-        if not bool(mask[:, :P + 1].bool().all()):  # right padding: a row with a real position after the prefix
-            return None
-        prefix = prefix.to(inputs_embeds.device)
+        P = min(len(prefix), inputs_embeds.shape[1])
+        prefix = prefix[:P].to(inputs_embeds.device)
         with torch.no_grad():
             own = self.model.get_input_embeddings()(prefix).to(inputs_embeds.dtype)
-        if not torch.equal(inputs_embeds[:, :P].detach(), own[None].expand(inputs_embeds.shape[0], -1, -1)):
-            return None
-        return prefix
+            same = (inputs_embeds[:, :P].detach() == own[None]).all(-1).all(0) & mask[:, :P].bool().all(0)  # [P]
+        L = int(same.long().cumprod(0).sum())
+        L = min(L, int(self.pooled_positions(mask).min()))  # the read-out position stays in every row's suffix
+        return prefix[:L] if L >= MIN_PREFIX else None
 
     @property
     def counted_module(self) -> torch.nn.Module:
