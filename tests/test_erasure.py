@@ -15,6 +15,7 @@ from engine.faithfulness.erasure import (
     bin_count,
     erasure_metrics,
     perturbed_rows,
+    pi_keep_probability,
     pool_hidden_states,
     ranking_positions,
     soft_keep_probability,
@@ -393,3 +394,47 @@ def test_every_output_on_a_two_input_case_equals_the_values_pinned_before_the_sp
         assert now["p_sum"] == pytest.approx(then["p_sum"], abs=1e-9)
         assert now["probability"] == pytest.approx(then["probability"], abs=1e-9)
         assert now["p_value_input"] == pytest.approx(then["p_value_input"], abs=1e-9)
+
+
+def test_pi_keep_probabilities_keep_the_same_expected_share_whatever_the_explanations_shape():
+    """Soft-NC / NS keep token t with its min-max normalised score, so a sparse explanation keeps about a sixth of its
+    input in a sufficiency draw and a dense one most of it; pi-Soft's keep probabilities have the same mean
+    (keep_share) over every input's maskable tokens, keep the order of the scores, give keep_share to equal scores
+    and 1 off the maskable positions."""
+    scores = torch.tensor([[0, 5, 0, 0, 0, 0, 0, 0], [0, 5, 4, 4, 4, 3, 0, 0], [0, 2, 2, 2, 2, 2, 2, 0]],
+                          dtype=torch.float32)
+    maskable = torch.zeros(3, 8, dtype=torch.bool)
+    maskable[:, 1:7] = True
+    plain = soft_keep_probability(scores, maskable)
+    plain_means = plain[maskable].view(3, 6).mean(1)
+    assert plain_means[0] < 0.2 < 0.6 < plain_means[1]  # the confound the pi variants remove
+    for share in (0.5, 0.3):
+        s = pi_keep_probability(scores, maskable, share)
+        assert torch.allclose(s[maskable].view(3, 6).mean(1), torch.full((3,), share, dtype=s.dtype), atol=1e-9)
+        assert bool((s[~maskable] == 1).all())
+        for b in range(3):
+            order = torch.argsort(scores[b, 1:7], stable=True)
+            assert bool((s[b, 1:7][order].diff() >= -1e-12).all()), "the shift changed the explanation's order"
+        assert torch.allclose(s[2, 1:7], torch.full((6,), share, dtype=s.dtype), atol=1e-9)
+    with pytest.raises(InvalidInputError, match="keep_share"):
+        pi_keep_probability(scores, maskable, 1.0)
+
+
+def test_pi_soft_is_soft_where_the_shares_already_match_and_computed_only_when_asked(known_classifier):
+    """Scores whose normalised values already average 0.5 over the input ([5, 5, 1, 1] -> 1, 1, 0, 0) need no shift:
+    pi-Soft-NC / NS equal Soft-NC / NS exactly (the same seeded draws). A sparse explanation ([5, 1, 1, 1] -> 1, 0,
+    0, 0) is shifted (1, 1/3, 1/3, 1/3): its pi-Soft-NS differs from its Soft-NS. The default selection computes no
+    pi-soft row (default cells keep their rows); metrics=['pi-soft'] computes only its two rows and their draws."""
+    table = [2.0, 1.0, -1.5, 0.5, -1.0, 0.75]
+    rows = [[4, 5, 6, 7], [4, 5, 6, 7]]
+    classifier, batch, s = _soft_batch(known_classifier, table, rows, [[5, 5, 1, 1], [5, 1, 1, 1]])
+    both = erasure_metrics(classifier, batch, s, target=[1, 1], metrics=["soft", "pi-soft"], soft_draws=40, seed=5)
+    assert both.values["pi-soft-nc"][0] == both.values["soft-nc"][0]
+    assert both.values["pi-soft-ns"][0] == both.values["soft-ns"][0]
+    assert abs(both.values["pi-soft-ns"][1] - both.values["soft-ns"][1]) > 0.05
+    assert both.soft_rows == 2 * (2 * (2 * 40) + 2)
+    only = erasure_metrics(classifier, batch, s, target=[1, 1], metrics=["pi-soft"], soft_draws=40, seed=5)
+    assert set(only.values) == {"pi-soft-nc", "pi-soft-ns"} and only.options["keep_share"] == 0.5
+    np.testing.assert_array_equal(only.values["pi-soft-ns"], both.values["pi-soft-ns"])
+    default = erasure_metrics(classifier, batch, s, target=[1, 1], soft_draws=2)
+    assert not any(name.startswith("pi-soft") for name in default.values) and "keep_share" not in default.options

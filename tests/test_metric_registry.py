@@ -211,7 +211,10 @@ def test_the_erasure_kernel_and_the_public_table_read_the_registry():
 
     assert erasure.ERASER_BINS == registry.family_options("comprehensiveness")["bins"]
     assert erasure.CURVE_RATIOS == registry.family_options("deletion")["ratios"]
-    assert erasure._select_families(None) == tuple(registry.kernel_families())
+    # the default: every kernel family but those computed only when asked for (pi-soft adds rows no default cell has)
+    assert erasure._select_families(None) == tuple(f for f in registry.kernel_families()
+                                                   if f in registry.default_evaluate_families())
+    assert "pi-soft" in registry.kernel_families() and "pi-soft" not in erasure._select_families(None)
     assert erasure._select_families(["soft-nc", "aopc-sufficiency"]) == ("soft", "sufficiency")
     table = engine.ERASURE_METRICS
     assert table["deletion-area"] == ("lower", registry.METRICS["deletion-area"].definition)

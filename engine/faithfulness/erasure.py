@@ -51,6 +51,11 @@ Metrics (N = the input's maskable tokens; "top-j" = the j highest-ranked tokens)
         soft_comprehensiveness.py and EvalxNLP (dmah10/EvalxNLP, evaluators/softsufficiency.py); SoftFaith's
         released wrapper swaps the two and its run script normalises by a sigmoid for one of them, which we take
         for a slip. The paper's own text (ACL 2023, Eq. 3-5) was not reachable from this machine.
+    pi-soft-nc / pi-soft-ns (pi-Soft, arXiv 2601.03089): Soft-NC / Soft-NS computed with keep probabilities s'_t =
+        clip(s_t + delta, 0, 1), delta per input such that mean_t s'_t = keep_share (default 0.5) over the maskable
+        tokens (`pi_keep_probability`), so every explanation keeps the same expected share of its input and a
+        sparse explanation is not scored on a nearly empty input. Computed only when asked for (`--metrics
+        pi-soft`); same draws' seeds, same null input, both higher = more faithful.
 """
 from __future__ import annotations
 
@@ -61,7 +66,7 @@ import numpy as np
 import torch
 
 from engine.errors import InvalidInputError, MaskingCancelled
-from engine.faithfulness.registry import METRICS, better, family_options, kernel_families, metrics_of  # noqa: F401
+from engine.faithfulness.registry import FAMILIES, METRICS, better, family_options, kernel_families, metrics_of  # noqa: F401
 from engine.importance.batching import halve_after_oom
 from engine.models import Batch, Classifier
 
@@ -330,8 +335,8 @@ def rows_per_pass(T: int, device: torch.device, max_tokens: int = 4096, classifi
 def _select_families(metrics: Sequence[str] | None) -> tuple[str, ...]:
     """The kernel's families (engine/faithfulness/registry.py) that `metrics` (families or metric names) pick."""
     families = kernel_families()
-    if metrics is None:
-        return tuple(families)
+    if metrics is None:  # the default: every kernel family but those computed only when asked for (pi-soft)
+        return tuple(f for f in families if FAMILIES[f].default_evaluate)
     chosen = []
     for m in metrics:
         metric = METRICS.get(m)
@@ -550,6 +555,7 @@ def erasure_metrics(
     should_stop: Callable[[], bool] | None = None,
     word_ids: torch.Tensor | None = None,
     word_aggregation: str = "sum",
+    keep_share: float = 0.5,
 ) -> ErasureResult:
     """Erasure metrics of the ranking given by `scores` [B, T] (e.g. `Importance.scores`) on `batch`.
 
@@ -562,6 +568,7 @@ def erasure_metrics(
         removal: 'mask' (replace by [MASK], default) or 'delete' (drop the token). See the module docstring.
         bins: ERASER's k fractions in (0, 1]; ratios: the deletion/insertion curves' levels, 0 to 1 increasing.
         soft_draws: draws per input of the soft metrics; seed: seeds them (per input, from its token ids).
+        keep_share: pi-Soft's expected share of kept maskable tokens (`pi_keep_probability`).
         should_stop: polled between forward passes; True raises MaskingCancelled.
         word_ids: [B, T] whole-word units (engine.importance.levels.word_ids_of): k%, ratios and flips count words,
             a word's pieces are removed together and it ranks by `word_aggregation` of its pieces' scores. The soft
@@ -599,12 +606,18 @@ def erasure_metrics(
     soft_rows = 0
     if "soft" in families:
         soft_rows = _soft_metrics(classifier, batch, scores, target, masf, soft_draws, seed, p_x, out.record, should_stop)
+    if "pi-soft" in families:
+        soft_rows += _soft_metrics(classifier, batch, scores, target, masf, soft_draws, seed, p_x, out.record,
+                                   should_stop, keep=lambda sc, m: pi_keep_probability(sc, m, keep_share),
+                                   names=(None, None, "pi-soft-nc", "pi-soft-ns"))
     p_input = None if masf is None else np.array([fwd.pval[fwd.lookup(b, REMOVE, 0)] for b in range(B)])
+    options = {"bins": bins, "ratios": ratios, "soft_draws": int(soft_draws), "removal": removal,
+               "families": list(families)}
+    if "pi-soft" in families:
+        options["keep_share"] = float(keep_share)
     return ErasureResult(values=out.values, n_perturbed=out.n_perturbed, n_ood=out.n_ood, p_values=out.p_values,
                          probability=p_x, p_value_input=p_input, target=target.cpu().numpy(), removal=removal,
-                         forward_rows=len(unique), soft_rows=soft_rows, seed=int(seed),
-                         options={"bins": bins, "ratios": ratios, "soft_draws": int(soft_draws), "removal": removal,
-                                  "families": list(families)})
+                         forward_rows=len(unique), soft_rows=soft_rows, seed=int(seed), options=options)
 
 
 def soft_keep_probability(scores: torch.Tensor, maskable: torch.Tensor) -> torch.Tensor:
@@ -617,6 +630,34 @@ def soft_keep_probability(scores: torch.Tensor, maskable: torch.Tensor) -> torch
     span = high - low
     norm = torch.where(span > 0, (s - low) / torch.where(span > 0, span, torch.ones_like(span)), torch.full_like(s, 0.5))
     return torch.where(maskable, norm, torch.ones_like(norm))
+
+
+def pi_keep_probability(scores: torch.Tensor, maskable: torch.Tensor, keep_share: float = 0.5) -> torch.Tensor:
+    """s' [B, T]: the soft keep probabilities (`soft_keep_probability`) shifted per input so that their mean over the
+    input's maskable tokens is `keep_share`: s'_t = clip(s_t + delta_b, 0, 1), delta_b the unique shift that gives
+    that mean (found by bisection to 1e-12); 1 off the maskable positions.
+
+    Why: Soft-NC / Soft-NS keep token t with probability 1 - s_t / s_t, so the number of tokens kept follows the
+    explanation's shape (one high score and the rest near 0 keeps almost nothing in a sufficiency draw), and two
+    explanations are compared at different amounts of retained text. The pi variants (arXiv 2601.03089) match the
+    expected retaining probability across explanations first; here every explanation keeps, in expectation,
+    `keep_share` of the maskable tokens in both the sufficiency draws (s') and the comprehensiveness draws (1 - s'
+    at keep_share 0.5). A shift keeps the explanation's order and its differences of score; a scaling could not
+    reach the share when all but one normalised score is 0. Equal scores (s = 0.5) give s' = keep_share. The paper's
+    own matching rule was not available offline: this is the tool's rule, stated here and in docs/evaluation.md."""
+    if not 0.0 < keep_share < 1.0:
+        raise InvalidInputError(f"keep_share must be in (0, 1), got {keep_share}")
+    s = soft_keep_probability(scores, maskable)
+    n = maskable.sum(1, keepdim=True).clamp(min=1).double()
+    lo = torch.full_like(n, -1.0)
+    hi = torch.full_like(n, 1.0)
+    for _ in range(60):  # the mean of clip(s + d) is non-decreasing in d: 60 halvings of [-1, 1] reach 2e-18
+        mid = (lo + hi) / 2
+        mean = torch.where(maskable, (s + mid).clamp(0.0, 1.0), torch.zeros_like(s)).sum(1, keepdim=True) / n
+        below = mean < keep_share
+        lo, hi = torch.where(below, mid, lo), torch.where(below, hi, mid)
+    shifted = (s + (lo + hi) / 2).clamp(0.0, 1.0)
+    return torch.where(maskable, shifted, torch.ones_like(shifted))
 
 
 def soft_normalised(p_x: np.ndarray, p_draws: np.ndarray, p_null: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -640,8 +681,15 @@ def soft_normalised(p_x: np.ndarray, p_draws: np.ndarray, p_null: np.ndarray) ->
 SOFT_PASS_TOKENS = 1024
 
 
-def _soft_metrics(classifier, batch, scores, target, masf, draws, seed, p_x, record, should_stop) -> int:
+SOFT_NAMES = ("soft-comprehensiveness", "soft-sufficiency", "soft-nc", "soft-ns")
+
+
+def _soft_metrics(classifier, batch, scores, target, masf, draws, seed, p_x, record, should_stop,
+                  keep=soft_keep_probability, names=SOFT_NAMES) -> int:
     """Soft comprehensiveness and sufficiency (Zhao & Aletras 2023); returns the rows forwarded.
+
+    keep(scores, maskable) -> [B, T] gives the keep probabilities (pi_keep_probability for pi-Soft); names: the rows
+    recorded for (comprehensiveness, sufficiency, NC, NS), None for a row not recorded.
 
     Rows, for each input b: D comprehensiveness draws, D sufficiency draws and one null input (every token id replaced
     by the pad id, SoftFaith's S(x, y, 0)), all from embeddings. All rows are sorted by the length of their input
@@ -651,7 +699,7 @@ def _soft_metrics(classifier, batch, scores, target, masf, draws, seed, p_x, rec
 
     B, T = batch.input_ids.shape
     device = classifier.device
-    s = soft_keep_probability(scores, batch.maskable)
+    s = keep(scores, batch.maskable)
     # Keep thresholds [B, 2, T] float32: a dimension is kept where its U(0, 1) draw is below. Comprehensiveness keeps
     # with 1 - s on the maskable tokens and always elsewhere (2 > any draw); sufficiency with s (1 off the maskable).
     thresholds = torch.stack([torch.where(batch.maskable, (1 - s).float(), torch.full_like(s, 2.0, dtype=torch.float32)),
@@ -701,9 +749,9 @@ def _soft_metrics(classifier, batch, scores, target, masf, draws, seed, p_x, rec
     comp = p_x - prob[:, 0].mean(1)
     suff = p_x - prob[:, 1].mean(1)
     nc, ns = soft_normalised(p_x, prob, p_null)
-    for name, value, which in (("soft-comprehensiveness", comp, 0), ("soft-sufficiency", suff, 1),
-                               ("soft-nc", nc, 0), ("soft-ns", ns, 1)):
-        record(name, value, list(pval[:, which]))
+    for name, value, which in zip(names, (comp, suff, nc, ns), (0, 1, 0, 1)):
+        if name is not None:
+            record(name, value, list(pval[:, which]))
     return R
 
 

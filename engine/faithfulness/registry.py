@@ -290,6 +290,10 @@ for _f in (
     Family("properties", "the explanation's shape: sparseness and complexity (properties, not faithfulness)",
            needs=(), forward_rows="0", function="engine.faithfulness.properties:explanation_properties",
            default_evaluate=False, default_card=False),
+    Family("pi-soft", "pi-Soft-NC / pi-Soft-NS: Soft-NC / Soft-NS with every explanation's expected share of kept "
+           "tokens matched (arXiv 2601.03089)", needs=("samples",), kernel=True,
+           options=(("soft_draws", 5), ("keep_share", 0.5)), forward_rows="2 soft_draws + 1 (from embeddings)",
+           default_evaluate=False, default_card=False, operators=("mask",)),
 ):
     register_family(_f)
 
@@ -377,6 +381,14 @@ for _m in (
     Metric("complexity", "properties", LOWER, "complexity", "entropy of |phi| / sum |phi| over the maskable tokens: 0 "
            "for one non-zero score, log n for equal scores (lower: simpler)", kind=PROPERTY, aggregate=True,
            reference="Bhatt, Weller & Moura 2020"),
+    # appended: a metric's place orders the card's families and judges, which stored cells' keys use
+    Metric("pi-soft-nc", "pi-soft", HIGHER, "pi-Soft-NC",
+           "Soft-NC with keep probabilities shifted so that every explanation keeps, in expectation, the same share "
+           "of its input's maskable tokens (keep_share)", judge="pi-soft-nc", aggregate=True,
+           reference="arXiv 2601.03089 (2026); Zhao & Aletras 2023"),
+    Metric("pi-soft-ns", "pi-soft", HIGHER, "pi-Soft-NS",
+           "Soft-NS with the same matched keep probabilities", judge="pi-soft-ns", aggregate=True,
+           reference="arXiv 2601.03089 (2026); Zhao & Aletras 2023"),
 ):
     register(_m)
 del _f, _m, _BINS, _RATIOS
