@@ -8,7 +8,9 @@ from app.shared import MODEL_KEY, PENDING_MODEL_KEY, usable_checkpoints
 from app.text import md
 from engine import CheckpointMeta
 from engine.runtime import configure
+from engine.settings import offline
 
+offline()  # the dashboard is an entry point: no hub at run time (engine/settings.py)
 configure()
 st.set_page_config(page_title="Faithfulness dashboard", page_icon=":material/search:", layout="wide")
 

@@ -77,4 +77,7 @@ def _aopc(scorer, batch, imp) -> float:
 
 
 if __name__ == "__main__":
+    from engine.settings import offline
+
+    offline()  # an entry point: no hub at run time (engine/settings.py)
     main()

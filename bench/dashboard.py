@@ -259,4 +259,7 @@ def _select_model(driver, model_id: str) -> None:
 
 
 if __name__ == "__main__":
+    from engine.settings import offline
+
+    offline()  # an entry point: no hub at run time (engine/settings.py)
     raise SystemExit(main())

@@ -402,5 +402,8 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    from engine.settings import offline
+
+    offline()  # an entry point: no hub at run time (engine/settings.py)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     raise SystemExit(main())

@@ -89,4 +89,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    from engine.settings import offline
+
+    offline()  # an entry point: no hub at run time (engine/settings.py)
     sys.exit(main())

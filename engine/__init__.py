@@ -17,13 +17,9 @@ and so on); the names here are the ones kept stable.
 from __future__ import annotations
 
 import importlib
-import os
 
-# Offline by default: nothing may reach a hub at run time (users with a network may set these themselves).
-# huggingface_hub reads them once, when it is imported, and engine.models imports transformers (and with it
-# huggingface_hub) before engine.runtime: set here, they hold whichever engine module is imported first.
-for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY"):
-    os.environ.setdefault(_name, "1")
+# `import engine` changes nothing in the caller's process (no environment variable): the offline policy is set by
+# the entry points through `engine.offline()` (engine/settings.py), which a notebook can call too.
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (about 15 ms), as type checkers accept
 
@@ -32,6 +28,7 @@ from engine.version import __version__  # noqa: E402 (set in engine/version.py, 
 #: public name -> the module it is read from (the one callers imported it from before)
 _EXPORTS = {
     # models
+    "offline": "engine.settings",
     "load_classifier": "engine.models",
     "list_checkpoints": "engine.models",
     "save_classifier": "engine.models",

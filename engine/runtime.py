@@ -18,12 +18,9 @@ from engine.errors import InvalidInputError
 from engine.settings import PROJECT_ROOT  # noqa: F401 (re-exported)
 from engine.version import __version__
 
-# The hub variables (offline, no telemetry) are set in engine/__init__.py, before any engine module imports
-# huggingface_hub, which reads them at its import.
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# cuBLAS reads this once, when it starts: it must be set before the first CUDA matmul, so it is set at import
-# (harmless on a CPU). With it and deterministic algorithms on, a CUDA rerun gives the same bits.
-os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+# Importing this module sets no environment variable (tests/test_offline_default.py): the hub's offline policy is
+# `settings.offline()`, called by the entry points; TOKENIZERS_PARALLELISM is set by `configure`; cuBLAS's workspace
+# by `set_determinism`, which `pick_device` calls before the first CUDA kernel.
 
 _configured = False
 
@@ -34,6 +31,8 @@ def configure() -> None:
     global _configured
     if _configured:
         return
+    # the tokenizers' own thread pool beside torch's and the sweeps' forked workers: it warns and can deadlock there
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import transformers
 
     transformers.utils.logging.set_verbosity_error()
@@ -67,7 +66,9 @@ def pick_device(requested: str | None = None) -> torch.device:
 
 
 def set_determinism(on: bool) -> None:
-    """Deterministic algorithms (and cuDNN's deterministic kernels, without autotuning) on or off.
+    """Deterministic algorithms (and cuDNN's deterministic kernels, without autotuning) on or off. Sets
+    CUBLAS_WORKSPACE_CONFIG first: cuBLAS reads it once, when it starts (before the first CUDA matmul), and with it
+    and deterministic algorithms on a CUDA rerun gives the same bits.
 
     warn_only: an op with no deterministic kernel warns instead of stopping the run; the flag is recorded
     with every result (`determinism()`), so a number from such a run can be told apart. On a CPU the

@@ -8,6 +8,7 @@ No other module reads `ENGINE_*` variables.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from engine.errors import InvalidInputError
@@ -151,3 +152,28 @@ def set_threads_for_workers(workers: int) -> None:
     `ENGINE_THREADS`), unless the user fixed the threads already."""
     if "ENGINE_THREADS" not in os.environ:
         os.environ["ENGINE_THREADS"] = str(max(1, (os.cpu_count() or 1) // max(1, workers)))
+
+
+#: The Hugging Face variables of the tool's offline policy: no hub request, no telemetry.
+HUB_VARIABLES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY")
+
+
+def _is_true(value: str | None) -> bool:
+    return (value or "").strip().upper() in ("1", "ON", "YES", "TRUE")
+
+
+def offline() -> None:
+    """Nothing reaches the Hugging Face hub from this process: the tool's policy, set by its entry points (`python
+    -m engine`, the dashboard, the scripts and benches, the tests), never by `import engine`, so a notebook that
+    imports the engine keeps its own Hugging Face code online. Call it yourself to get the entry points' behaviour.
+
+    Each of HUB_VARIABLES is set to 1 unless the user set it (a user with a network who sets HF_HUB_OFFLINE=0 keeps
+    that). huggingface_hub reads them once, when it is imported, so where it is imported already its constants are
+    set here the same way (transformers asks them at each call through `is_offline_mode`). Idempotent."""
+    for name in HUB_VARIABLES:
+        os.environ.setdefault(name, "1")
+    constants = sys.modules.get("huggingface_hub.constants")
+    if constants is not None:
+        constants.HF_HUB_OFFLINE = _is_true(os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE"))
+        constants.HF_HUB_DISABLE_TELEMETRY = constants.HF_HUB_DISABLE_TELEMETRY or _is_true(
+            os.environ.get("HF_HUB_DISABLE_TELEMETRY"))

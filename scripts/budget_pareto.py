@@ -246,4 +246,7 @@ def _write_provenance(path, config, command, clf, weights_sha256, version, start
 
 
 if __name__ == "__main__":
+    from engine.settings import offline
+
+    offline()  # an entry point: no hub at run time (engine/settings.py)
     main()

@@ -163,4 +163,7 @@ def summary_table(*paths: str) -> str:
 
 
 if __name__ == "__main__":
+    from engine.settings import offline
+
+    offline()  # an entry point: no hub at run time (engine/settings.py)
     sys.exit(main())

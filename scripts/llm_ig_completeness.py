@@ -186,4 +186,7 @@ def convergence_table(path: str) -> str:
 
 
 if __name__ == "__main__":
+    from engine.settings import offline
+
+    offline()  # an entry point: no hub at run time (engine/settings.py)
     sys.exit(main())

@@ -194,4 +194,7 @@ def _smoke_store() -> str:
 
 
 if __name__ == "__main__":
+    from engine.settings import offline
+
+    offline()  # an entry point: no hub at run time (engine/settings.py)
     sys.exit(main())

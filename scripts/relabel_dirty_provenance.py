@@ -164,4 +164,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    from engine.settings import offline
+
+    offline()  # an entry point: no hub at run time (engine/settings.py)
     raise SystemExit(main())

@@ -27,7 +27,9 @@ from pathlib import Path
 import pytest
 import skip_policy  # this folder is on sys.path while pytest loads its conftest
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+from engine.settings import offline  # noqa: E402 (the tests, an entry point, are offline as the CLI and app are)
+
+offline()
 # Generations a test makes (self-explanations) are cached outside the checkout, one file per test session.
 os.environ.setdefault("ENGINE_GENERATIONS_DB", os.path.join(tempfile.mkdtemp(prefix="engine-test-"), "generations.sqlite3"))
 # The one setting that picks the tests' device: ENGINE_TEST_DEVICE (cpu by default, so a machine with a GPU

@@ -67,6 +67,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from engine.errors import Cancelled, EngineError
+    from engine.settings import offline
+
+    offline()  # the tool's policy for its entry points (never set by `import engine`)
 
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)

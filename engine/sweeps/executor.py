@@ -395,6 +395,8 @@ def ray_runtime_env(num_cpus: float = 1) -> dict:
     import engine.settings as settings
 
     env = {name: os.environ[name] for name in settings.SETTINGS if name in os.environ and name != "ENGINE_DEVICE"}
+    # the offline policy of the driver's entry point (settings.offline): a worker imports the engine, which sets none
+    env.update({name: os.environ[name] for name in settings.HUB_VARIABLES if name in os.environ})
     env.setdefault("ENGINE_THREADS", str(max(1, int(num_cpus))))
     paths = [str(settings.PROJECT_ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
