@@ -6,7 +6,7 @@ import sys
 import textwrap
 
 from engine.cli.arguments import add_sweep_arguments, sweep_backend
-from engine.faithfulness.registry import default_evaluate_families, describe_families, evaluate_families
+from engine.faithfulness.registry import INFILL_OPERATORS, default_evaluate_families, describe_families, evaluate_families
 
 HELP = ("faithfulness metrics from the metric registry (erasure, soft, F-Fidelity, faithfulness correlation, "
         "infidelity, sensitivity, properties), each with its MaSF share")
@@ -19,7 +19,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         distribution (p < 0.05), with the direction that is more faithful. Metrics, by family (--metrics takes
         families; engine/faithfulness/registry.py):
         {families}
-        Removal replaces a token by [MASK] (default) or deletes it (--operator delete, ERASER's way; labelled).
+        Removal replaces a token by [MASK] (default) or deletes it (--operator delete, ERASER's way; labelled), or
+        fills it in with another real token (--operator retrieval or mlm, ICE's infill operators).
         --removal is the old name of --operator, kept as an alias for this release.
         One cell per (model, measure, seed) in <results>/evaluation/<run>/, with provenance, wall time per
         explanation and the rows used; cells already there are skipped, so an interrupted run resumes.""").format(
@@ -58,9 +59,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "Default: 0")
     parser.add_argument("--split", default="test", help="dataset split. Default: test")
     parser.add_argument("--limit", type=int, default=None, help="only the first N examples of the split")
-    parser.add_argument("--operator", "--removal", dest="operator", default="mask", choices=["mask", "delete"],
-                        help="the removal operator: replace removed tokens by [MASK] (default) or delete them. "
-                             "--removal: its old name, an alias kept for this release")
+    parser.add_argument("--operator", "--removal", dest="operator", default="mask",
+                        choices=["mask", "delete", *INFILL_OPERATORS],
+                        help="the removal operator: replace removed tokens by [MASK] (default), delete them, or fill "
+                             "them in with another real token: 'retrieval' (drawn from the tokens of the model's "
+                             "training data) or 'mlm' (the packaged tiny encoder's masked-LM guess; models with its "
+                             "vocabulary), so the text keeps its length; the MaSF share of the rows then says whether "
+                             "infill stays in distribution (engine/faithfulness/infill.py). --removal: its old name, "
+                             "an alias kept for this release")
     parser.add_argument("--whole-words", action="store_true",
                         help="whole-word units: k%%, curve ratios and flips count words, a word's pieces are removed "
                              "together (it ranks by the sum of its pieces' scores; random by one draw per word); the "

@@ -216,10 +216,14 @@ def removed_positions(rank: torch.Tensor, maskable: torch.Tensor, kinds: torch.T
 
 
 def perturbed_rows(batch: Batch, rows: torch.Tensor, removed: torch.Tensor, mask_token_id: int, pad_token_id: int,
-                   removal: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   removal: str, infill=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(input_ids, attention_mask, token_type_ids) [R, T] of the perturbed inputs: batch row rows[r] with the
-    positions removed[r] replaced by [MASK] ('mask') or deleted, the rest closing up to the left ('delete')."""
+    positions removed[r] replaced by [MASK] ('mask') or deleted, the rest closing up to the left ('delete').
+    `infill` (engine/faithfulness/infill.py; a classifier twin's `infill`): with 'mask', the removed positions get
+    its tokens instead of [MASK] (retrieval or MLM infill)."""
     ids, attention, types = batch.input_ids[rows], batch.attention_mask[rows], batch.token_type_ids[rows]
+    if removal == "mask" and infill is not None:
+        return infill.fill(ids, removed, attention), attention, types
     if removal == "mask":
         return torch.where(removed, torch.full_like(ids, mask_token_id), ids), attention, types
     T = ids.shape[1]
@@ -458,7 +462,8 @@ def _forward_perturbed(classifier: Classifier, batch: Batch, rank: torch.Tensor,
         r = rows_t[sl]
         try:
             removed = removed_positions(rank[r], batch.maskable[r], kinds_t[sl], js_t[sl])
-            ids, attention, types = perturbed_rows(batch, r, removed, classifier.mask_token_id, pad_id, removal)
+            ids, attention, types = perturbed_rows(batch, r, removed, classifier.mask_token_id, pad_id, removal,
+                                                   getattr(classifier, "infill", None))
             logits, feats = _hidden_forward(classifier, attention, types, ids=ids, features=masf is not None,
                                             start=None if pool_from is None else pool_from[r])
         except torch.cuda.OutOfMemoryError as error:  # nothing of this pass was kept yet: retry it with half the rows

@@ -23,7 +23,7 @@ import pandas as pd
 
 import engine.settings as settings
 from engine.faithfulness.cost import CostMeter, RowCounter, counting_rows
-from engine.faithfulness.registry import aggregates, default_evaluate_families
+from engine.faithfulness.registry import INFILL_OPERATORS, aggregates, default_evaluate_families
 from engine.importance.levels import word_ids_of
 from engine.results.store import WHOLE_WORDS
 from engine.sweeps import Backend, CellContext, CellResult, SweepReport, provenance, run_cells
@@ -161,6 +161,13 @@ def compute_evaluation_cell(cell: EvaluationCell, context: CellContext, batch_si
         raise InvalidInputError(f"{', '.join(f.id for f in own)} score(s) tokens, not whole words: drop --whole-words")
     with shared_lock(f"masf-{cell.model}-{cell.dataset}"):  # cells of one checkpoint at once fit it once
         masf = load_or_fit_masf(classifier, cell.dataset)
+    # The metrics' classifier: the model itself, or a twin whose removals are filled in (retrieval / MLM infill,
+    # engine/faithfulness/infill.py); the measure explains the model itself either way.
+    removal, scored = cell.removal, classifier
+    if cell.removal in INFILL_OPERATORS:
+        from engine.faithfulness.infill import infill_operator
+
+        removal, scored = "mask", infill_operator(classifier, cell.removal, seed=cell.seed)
     options = dict(cell.options)
     explainer = get_explainer(cell.measure, classifier, memo=False,
                               **({"seed": cell.seed} if cell.measure == "random" else {}), **options)
@@ -179,8 +186,8 @@ def compute_evaluation_cell(cell: EvaluationCell, context: CellContext, batch_si
         importance = explain(batch, batch.target, should_stop=should_stop)
         with counting_rows(classifier.counted_module) as rows:
             t = time.perf_counter()
-            parts.append(erasure_metrics(classifier, batch, importance.scores, target=batch.target,
-                                         metrics=erasure_families, masf=masf, removal=cell.removal,
+            parts.append(erasure_metrics(scored, batch, importance.scores, target=batch.target,
+                                         metrics=erasure_families, masf=masf, removal=removal,
                                          soft_draws=cell.soft_draws, seed=cell.seed, should_stop=should_stop,
                                          word_ids=word_ids, word_aggregation=getattr(explainer, "word_aggregation", "sum")))
             if cell.naopc:
@@ -195,8 +202,8 @@ def compute_evaluation_cell(cell: EvaluationCell, context: CellContext, batch_si
             for family in own:
                 rerun = {"explain": lambda b, t: explainer.attribute(b, t, should_stop=should_stop).scores} \
                     if "measure" in family.needs else {}
-                family.load()(classifier, batch, importance.scores, target=batch.target, masf=masf,
-                              removal=cell.removal, seed=cell.seed, should_stop=should_stop,
+                family.load()(scored, batch, importance.scores, target=batch.target, masf=masf,
+                              removal=removal, seed=cell.seed, should_stop=should_stop,
                               **rerun).add_to(parts[-1])
             metrics_s += time.perf_counter() - t
         metric_rows.forward += rows.forward

@@ -91,7 +91,8 @@ def randomisation_test(classifier, batch, scores: torch.Tensor, k: torch.Tensor 
             sets.append(m)
         removed = torch.stack([torch.zeros(T, dtype=torch.bool, device=device), *sets])
         rows = torch.full((len(removed),), b, device=device)
-        ids, attention, types = perturbed_rows(batch, rows, removed, classifier.mask_token_id, pad_id, removal)
+        ids, attention, types = perturbed_rows(batch, rows, removed, classifier.mask_token_id, pad_id, removal,
+                                               getattr(classifier, "infill", None))
         with torch.no_grad():
             logits = classifier.forward(input_ids=ids, attention_mask=attention, token_type_ids=types).logits
         p = torch.softmax(logits.double(), -1)[:, int(target[b])].cpu().numpy()

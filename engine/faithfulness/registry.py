@@ -36,6 +36,9 @@ FAITHFULNESS, PROPERTY, BASELINE = "faithfulness", "property", "baseline"
 #: a model fine-tuned with random removal (F-Fidelity), the measure itself (re-run on perturbed inputs: its function
 #: is then called with explain=, and only where a measure is evaluated, not a constructed explanation)
 NEEDS = ("operator", "gradients", "samples", "masked-fine-tuning", "measure")
+#: removal operators that fill a removed token in with another real one (engine/faithfulness/infill.py): every
+#: family whose operators are '*' takes them, through a classifier twin whose removal is 'mask'
+INFILL_OPERATORS = ("retrieval", "mlm")
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,8 @@ def forward_removed(classifier: Classifier, batch: Batch, rows: torch.Tensor, re
             raise MaskingCancelled("the metric was cancelled")
         sl = slice(start, min(start + step, R))
         r = rows[sl]
-        ids, attention, types = perturbed_rows(batch, r, removed[sl], classifier.mask_token_id, pad_id, removal)
+        ids, attention, types = perturbed_rows(batch, r, removed[sl], classifier.mask_token_id, pad_id, removal,
+                                               getattr(classifier, "infill", None))
         logits, feats = _hidden_forward(classifier, attention, types, ids=ids, features=masf is not None,
                                         start=None if start_of is None else start_of[r])
         f[sl] = class_output(logits, target[r], output)

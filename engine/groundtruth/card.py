@@ -52,6 +52,7 @@ from engine.errors import InvalidInputError, NotApplicableError
 from engine.faithfulness.randomisation import randomisation_test
 from engine.faithfulness.registry import (
     FAMILIES,
+    INFILL_OPERATORS,
     better,
     card_families,
     default_card_families,
@@ -73,7 +74,7 @@ from engine.sweeps import Backend, CellContext, CellResult, SweepReport, provena
 
 CARD = "report-card"
 TRUTH = "truth by intervention"
-OPERATORS = ("mask", "delete", "unk", "pad", "redacted")
+OPERATORS = ("mask", "delete", "unk", "pad", "redacted", *INFILL_OPERATORS)
 #: the measures scored by default: cheap to moderately costly, every family the project has
 DEFAULT_MEASURES = ("random", "attention-mean", "grad-l2", "x-grad-sign", "x-grad-abs", "ig-sign", "deeplift",
                     "loo-sign", "loo-abs", "occlusion", "shapley-sampling")
@@ -187,7 +188,8 @@ def operator_classifier(classifier, operator: str):
     """(classifier whose replacement token is the operator's, removal 'mask' or 'delete') for `operator`.
 
     mask: the model's own replacement ([MASK]); unk / pad: the tokenizer's unk / pad token; delete: the token is
-    dropped (ERASER's removal); redacted: a prompted LM's '[REDACTED]' replacement, offered when its prompt spec
+    dropped (ERASER's removal); retrieval / mlm: filled in by a token of the model's data or by the packaged tiny
+    MLM's guess (ICE's infill operators; the MLM needs the model's vocabulary); redacted: a prompted LM's '[REDACTED]' replacement, offered when its prompt spec
     replaces by redaction (then it is the model's own replacement, the same as mask: the classifier itself).
     The copy shares the model's weights.
 
@@ -200,6 +202,10 @@ def operator_classifier(classifier, operator: str):
         return classifier, "mask"
     if operator == "delete":
         return classifier, "delete"
+    if operator in INFILL_OPERATORS:  # retrieval / MLM infill (engine/faithfulness/infill.py): a twin, the length kept
+        from engine.faithfulness.infill import infill_operator
+
+        return infill_operator(classifier, operator), "mask"
     if operator == "redacted":
         if _redacts(classifier):  # the model's own replacement is [REDACTED]: the same as its "mask"
             return classifier, "mask"
@@ -218,6 +224,12 @@ def supported_operators(classifier) -> list[str]:
     """The operators `operator_classifier` accepts for this model."""
     out = ["mask", "delete"]
     out += [op for op in ("unk", "pad") if getattr(classifier.tokenizer, f"{op}_token_id", None) is not None]
+    if (getattr(classifier, "metadata", None) or {}).get("dataset"):
+        out.append("retrieval")
+    from engine.faithfulness.infill import mlm_compatible
+
+    if mlm_compatible(classifier):
+        out.append("mlm")
     if _redacts(classifier):
         out.append("redacted")
     return out
