@@ -18,21 +18,6 @@ from engine.models import Batch, Classifier
 # page's default and the CLI's `--measure live`.
 LIVE_MEASURES = ("grad-l2", "x-grad-sign", "ig-sign", "loo-sign")
 
-# What one explanation costs, as a tier (lower is cheaper), for streaming the cheapest first. The measures
-# declare no cost, so this is a fixed order by the model passes each needs on an input of N tokens:
-# 0 one forward (attention weights); 1 one forward+backward (gradients); 2 tens of forward+backward passes
-# (IG's steps, GradientSHAP's samples); 3 one forward per token (LOO, occlusion); 4 hundreds of sampled
-# forwards (KernelSHAP, LIME, Shapley sampling); 5 a search or generation (beam, budgeted search, SMAT,
-# self-attribution). A measure not named here is placed with the sampling ones.
-COST_TIERS = {
-    "attention": 0, "attention-mean": 0, "attention-cls-last": 0, "attention-rollout": 0, "random": 0,
-    "grad-l2": 1, "grad-l1": 1, "x-grad-sign": 1, "x-grad-abs": 1, "deeplift": 1, "attnlrp": 1,
-    "ig-sign": 2, "ig-abs": 2, "gradient-shap": 2,
-    "loo-sign": 3, "loo-abs": 3, "occlusion": 3,
-    "kernel-shap": 4, "lime": 4, "shapley-sampling": 4,
-    "beam": 5, "greedy-loo": 5, "beam-budget": 5, "anytime-aopc": 5, "smat": 5, "self-attribution": 5,
-}
-UNKNOWN_COST_TIER = 4
 
 # A prompted language model's default: IG leaves it. Its 50 steps (and, on a causal LM whose f_c changes fastest at
 # the path's ends, the escalation to 180 until the gap closes) are forward+backward passes of the whole prompt:
@@ -50,8 +35,11 @@ def default_measures(classifier: Classifier) -> tuple[str, ...]:
 
 
 def by_cost(measures: Sequence[str]) -> list[str]:
-    """`measures` cheapest first (COST_TIERS); measures of one tier keep their given order."""
-    return sorted(measures, key=lambda m: COST_TIERS.get(m, UNKNOWN_COST_TIER))
+    """`measures` cheapest first (each measure's declared `cost_tier`, engine/importance/explainer.py); measures of
+    one tier keep their given order."""
+    from engine.importance import cost_tier
+
+    return sorted(measures, key=cost_tier)
 
 
 @dataclass

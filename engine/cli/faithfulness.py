@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.data import get_dataset
     from engine.errors import InvalidInputError
     from engine.faithfulness.recursive import dataset_masking_curve
-    from engine.importance import get_explainer
+    from engine.importance import get_explainer, seed_options
     from engine.models import load_classifier
     from engine.ood import load_or_fit_masf
 
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         from engine.faithfulness.metrics import acu, racu
         from engine.faithfulness.single import mask_single_input
 
-        options = {"seed": args.seed} if args.measure == "random" else {}
+        options = seed_options(args.measure, args.seed)
         shown = mask_single_input(classifier, args.text, args.measure, args.aux, ratios=None if counts else args.ratios,
                                   counts=counts, random_seeds=range(args.random_seeds), masf=masf, target=target,
                                   options=options)
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"area between the random and the measure's p(target) curves: ACU {area:+.3f}, RACU {relative:+.1%} "
               f"(positive: the measure's tokens lower p(target) faster than random ones{'; x = k / k_max' if counts else ''})")
         return 0
-    explainer = get_explainer(args.measure, classifier, **({"seed": args.seed} if args.measure == "random" else {}))
+    explainer = get_explainer(args.measure, classifier, **seed_options(args.measure, args.seed))
     meta = classifier.meta
     if (args.dataset or meta.dataset) is None:
         raise InvalidInputError(f"model {classifier.id!r} was fine-tuned elsewhere: name the dataset with --dataset")

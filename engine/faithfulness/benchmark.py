@@ -73,7 +73,7 @@ def compute_cell(cell: Cell, context: CellContext) -> CellResult:
     from engine.data import get_dataset
     from engine.faithfulness.cost import CostMeter
     from engine.faithfulness.recursive import dataset_masking_curve
-    from engine.importance import get_explainer
+    from engine.importance import get_explainer, seed_options
     from engine.importance.completeness import CompletenessMeter
     from engine.models import load_classifier
     from engine.ood import load_or_fit_masf
@@ -94,7 +94,7 @@ def compute_cell(cell: Cell, context: CellContext) -> CellResult:
             masf = load_or_fit_masf(classifier, cell.dataset)
     dataset = get_dataset(cell.dataset, meta.split_seed)
     options = dict(cell.options)
-    explainer = get_explainer(cell.measure, classifier, **({"seed": cell.seed} if cell.measure == "random" else {}), **options)
+    explainer = get_explainer(cell.measure, classifier, **seed_options(cell.measure, cell.seed), **options)
     # Cost (docs/methods.md#sanity-checks-and-cost): wall time and model rows of every explanation the curve needed.
     meter = CostMeter(classifier.counted_module)
     explainer.attribute = meter.wrap(explainer.attribute)

@@ -130,7 +130,7 @@ def compute_evaluation_cell(cell: EvaluationCell, context: CellContext, batch_si
     progress, should_stop = context.progress, context.should_stop
     from engine.faithfulness.erasure import erasure_metrics
     from engine.faithfulness.registry import FAMILIES, better, function_families, kernel_families
-    from engine.importance import get_explainer
+    from engine.importance import get_explainer, seed_options
     from engine.ood import MaSF, load_or_fit_masf
 
     if cell.naopc and (cell.whole_words or cell.removal != "mask" or "comprehensiveness" not in cell.metrics):
@@ -170,7 +170,7 @@ def compute_evaluation_cell(cell: EvaluationCell, context: CellContext, batch_si
         removal, scored = "mask", infill_operator(classifier, cell.removal, seed=cell.seed)
     options = dict(cell.options)
     explainer = get_explainer(cell.measure, classifier, memo=False,
-                              **({"seed": cell.seed} if cell.measure == "random" else {}), **options)
+                              **seed_options(cell.measure, cell.seed), **options)
     order = np.argsort([len(e.primary) + len(e.auxiliary or "") for e in examples], kind="stable")
     parts = []
     metrics_s = 0.0
@@ -481,11 +481,11 @@ def compute_agreement_cell(cell: AgreementCell, context: CellContext, batch_size
     command = context.command or "engine.faithfulness.evaluation.run_agreement_cell"
     progress, should_stop = context.progress, context.should_stop
     from engine.faithfulness.measure_agreement import agreement_matrix
-    from engine.importance import get_explainer
+    from engine.importance import get_explainer, seed_options
 
     started = time.time()
     classifier, examples = _cell_inputs(cell)
-    explainers = {m: get_explainer(m, classifier, **({"seed": cell.seed} if m == "random" else {}))
+    explainers = {m: get_explainer(m, classifier, **seed_options(m, cell.seed))
                   for m in cell.measures}
     scores: dict[str, list[np.ndarray]] = {m: [] for m in cell.measures}
     for start in range(0, len(examples), batch_size):

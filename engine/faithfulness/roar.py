@@ -28,9 +28,9 @@ DEFAULT_COUNTS = tuple(range(1, 11))
 
 def _default_factory(measure: str, seed: int, options: dict):
     def make(classifier: Classifier):
-        from engine.importance import get_explainer
+        from engine.importance import get_explainer, seed_options
 
-        extra = {"seed": seed} if measure == "random" else {}
+        extra = seed_options(measure, seed)
         return get_explainer(measure, classifier, **extra, **options)
 
     return make

@@ -350,7 +350,7 @@ def recovery(scores: torch.Tensor, maskable: torch.Tensor, decisive: torch.Tenso
 def _explanation_scores(cell: ReportCardCell, classifier, batch, target, decisive, inert, spec,
                         should_stop) -> tuple[torch.Tensor, dict]:
     """The cell's scores [B, T] and the measure's options (constructed explanations: their reference)."""
-    from engine.importance import get_explainer
+    from engine.importance import get_explainer, seed_options
 
     if cell.explanation.startswith(PREFIX):
         kind = cell.explanation[len(PREFIX):]
@@ -361,7 +361,7 @@ def _explanation_scores(cell: ReportCardCell, classifier, batch, target, decisiv
         reference = _cached(key, lambda: get_explainer("loo-sign", classifier, memo=False).attribute(
             batch, target, should_stop=should_stop).scores.detach().cpu())
         return constructed_scores(kind, reference, batch.maskable, decisive, inert), {"reference": "loo-sign"}
-    options = {**dict(cell.measure_options), **({"seed": cell.seed} if cell.explanation == "random" else {})}
+    options = {**dict(cell.measure_options), **seed_options(cell.explanation, cell.seed)}
 
     def attribute():
         explainer = get_explainer(cell.explanation, classifier, memo=False, **options)

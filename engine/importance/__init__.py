@@ -27,14 +27,17 @@ from engine.importance.registry import (
     MEASURES,
     applicable_measures,
     builtin_measures,
+    cost_tier,
     describe,
     get_explainer,
     measure_availability,
     measure_formula,
     measure_label,
     register,
+    seed_options,
 )
 from engine.importance.types import Importance
 
 __all__ = ["applicable_measures", "builtin_measures", "measure_availability", "MEASURES", "Explainer", "ExplanationCancelled", "Importance", "NoMaskableTokenError",
-           "clear_memo", "describe", "get_explainer", "measure_formula", "measure_label", "register"]
+           "clear_memo", "cost_tier", "describe", "get_explainer", "measure_formula", "measure_label", "register",
+           "seed_options"]

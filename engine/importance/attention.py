@@ -95,6 +95,8 @@ class AttentionClsLast(_TransformerAttention):
     """attention-cls-last: last-layer attention from [CLS] to each token, averaged over heads."""
 
     name = "attention-cls-last"
+
+    cost_tier = 0
     label = "attention of the last layer"
 
 
@@ -103,6 +105,8 @@ class AttentionMean(_TransformerAttention):
     """attention-mean: attention from [CLS] to each token, averaged over heads and over all layers."""
 
     name = "attention-mean"
+
+    cost_tier = 0
     label = "attention (mean over layers and heads)"
 
 
@@ -111,6 +115,8 @@ class AttentionRollout(_TransformerAttention):
     """attention-rollout: attention rollout (Abnar & Zuidema 2020), heads averaged, residual 0.5*I, [CLS] row."""
 
     name = "attention-rollout"
+
+    cost_tier = 0
     label = "attention rollout"
 
 
@@ -119,6 +125,8 @@ class AdditiveAttention(Explainer):
     """attention: the BiLSTM-attention model's own additive attention alpha_t (exact; R-ROAR App. C.1)."""
 
     name = "attention"
+
+    cost_tier = 0
     label = "BiLSTM attention"
 
     def supports(self) -> tuple[bool, str]:

@@ -42,6 +42,8 @@ class AttnLRP(Explainer):
     explained log-odds; over all prompt tokens it sums to about f_c, see extras and docs/llm.md#attnlrp)."""
 
     name = "attnlrp"
+
+    cost_tier = 1
     label = "AttnLRP (relevance propagation)"
     signed = True
 

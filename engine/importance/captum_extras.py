@@ -160,6 +160,10 @@ class KernelShapImportance(_CaptumIds):
     Options: n_samples (coalitions per input, default 200), seed. Unit: logit; signed."""
 
     name = "kernel-shap"
+
+    cost_tier = 4
+
+    seeding = "option"
     label = "KernelSHAP"
     signed = True
     defaults = {"n_samples": 200, "seed": 0, "perturbations_per_eval": 64}
@@ -184,6 +188,10 @@ class LimeImportance(_CaptumIds):
     kernel_width (default 0.75), seed. Unit: logit; signed."""
 
     name = "lime"
+
+    cost_tier = 4
+
+    seeding = "option"
     label = "LIME"
     signed = True
     defaults = {"n_samples": 200, "alpha": 1.0, "kernel_width": 0.75, "seed": 0, "perturbations_per_eval": 64}
@@ -207,6 +215,10 @@ class ShapleySamplingImportance(_CaptumIds):
     Unit: logit; signed."""
 
     name = "shapley-sampling"
+
+    cost_tier = 4
+
+    seeding = "option"
     label = "Shapley value sampling"
     signed = True
     defaults = {"n_samples": 10, "seed": 0, "perturbations_per_eval": 64}
@@ -228,6 +240,8 @@ class OcclusionImportance(_CaptumIds):
     Only maskable tokens are replaced inside a window. Unit: logit; signed."""
 
     name = "occlusion"
+
+    cost_tier = 3
     label = "occlusion (3-token windows)"
     signed = True
     defaults = {"window": 3, "perturbations_per_eval": 64}
@@ -340,6 +354,10 @@ class GradientShapImportance(_CaptumEmbeddings):
     and reported in extras. Unit: logit; signed."""
 
     name = "gradient-shap"
+
+    cost_tier = 2
+
+    seeding = "option"
     label = "GradientSHAP"
     defaults = {"n_samples": 20, "stdevs": 0.0, "seed": 0}
 
@@ -395,6 +413,8 @@ class DeepLiftImportance(_CaptumEmbeddings):
     |f_c(x) - f_c(b)|, 0.01 logits at least) and reported in extras. Unit: logit; signed."""
 
     name = "deeplift"
+
+    cost_tier = 1
     label = "DeepLift"
     defaults = {}
     draws = False  # deterministic: no seeding (saving and restoring the random states) per row

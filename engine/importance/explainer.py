@@ -59,6 +59,16 @@ class Explainer(BatchedPasses):
     computed_once: ClassVar[bool] = False  # inherently recursive (beam): recursive masking calls it once
     deterministic: ClassVar[bool] = True  # same input -> same scores (memoisable)
     uses_replacement: ClassVar[bool] = False  # writes the mask/replacement token: the model must have one
+    #: how the measure is seeded: "none" (deterministic), "option" (draws seeded by its `seed` option, default 0,
+    #: which runs leave at its default so stored cells keep their numbers), "cell" (the run's seed is the measure's
+    #: draw: `random`, a new baseline per seed). `seed_options` reads it.
+    seeding: ClassVar[str] = "none"
+    #: what one explanation costs, lower is cheaper (engine.explain.by_cost streams the cheapest first): 0 one
+    #: forward (attention weights, random); 1 one forward+backward (gradients); 2 tens of forward+backward passes
+    #: (IG's steps, GradientSHAP's samples); 3 one forward per token (LOO, occlusion); 4 hundreds of sampled
+    #: forwards (KernelSHAP, LIME, Shapley sampling); 5 a search or generation (beam, budgeted search, SMAT,
+    #: self-attribution). A measure that declares none sits with the sampling ones.
+    cost_tier: ClassVar[int] = 4
 
     def __init__(self, classifier: Classifier, *, memo: bool = True, bf16: bool = False, memory_mb: float | None = None,
                  max_rows: int | None = None, progress: Progress | None = None,

@@ -61,6 +61,8 @@ class GradL2(_GradientFamily):
     gradient is never formed. Unit: logit per unit of one-hot input; unsigned."""
 
     name = "grad-l2"
+
+    cost_tier = 1
     label = "gradient (L2 norm)"
     signed = False
 
@@ -85,6 +87,8 @@ class GradL1(_GradientFamily):
     never form, is all of grad-l1's extra time over grad-l2: ~3-4x Saliency on tiny, ~1.4x on minilm."""
 
     name = "grad-l1"
+
+    cost_tier = 1
     label = "gradient (L1 norm)"
     signed = False
     chunk_elements = 1 << 23  # tokens x vocabulary entries per chunk (32 MiB of float32)
@@ -114,6 +118,8 @@ class XGradSign(_GradientFamily):
     Taylor estimate of the logit change when e_t is zeroed)."""
 
     name = "x-grad-sign"
+
+    cost_tier = 1
     label = "input x gradient (signed)"
     signed = True
 
@@ -127,6 +133,8 @@ class XGradAbs(XGradSign):
     """x-grad-abs: |sum_h e_{t,h} g_{t,h}|, the absolute value of x-grad-sign. Unit: logit; unsigned."""
 
     name = "x-grad-abs"
+
+    cost_tier = 1
     label = "input x gradient (magnitude)"
     signed = False
 

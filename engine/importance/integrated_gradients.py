@@ -175,6 +175,8 @@ class IntegratedGradientsSign(_IntegratedGradients):
     Unit: logit; completeness gap, steps used and whether it converged reported in extras."""
 
     name = "ig-sign"
+
+    cost_tier = 2
     label = "integrated gradients (signed)"
     signed = True
 
@@ -188,6 +190,8 @@ class IntegratedGradientsAbs(_IntegratedGradients):
     """ig-abs: |IG_t|, the absolute value of ig-sign (same options). Unit: logit; unsigned."""
 
     name = "ig-abs"
+
+    cost_tier = 2
     label = "integrated gradients (magnitude)"
     signed = False
 

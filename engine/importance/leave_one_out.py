@@ -54,6 +54,8 @@ class LeaveOneOutSign(_LeaveOneOut):
     Positive: the token supports class c. Already-[MASK]ed tokens score 0. Unit: logit."""
 
     name = "loo-sign"
+
+    cost_tier = 3
     label = "leave one out (signed)"
     signed = True
 
@@ -66,6 +68,8 @@ class LeaveOneOutAbs(_LeaveOneOut):
     """loo-abs: |f_c(x) - f_c(x with token t -> [MASK])|. Unit: logit; unsigned."""
 
     name = "loo-abs"
+
+    cost_tier = 3
     label = "leave one out (magnitude)"
     signed = False
 

@@ -27,6 +27,10 @@ class RandomImportance(Explainer):
     (partly masked) input changes (docs/methods.md#importance-measures: drawn anew at every recursive step). Unit: none."""
 
     name = "random"
+
+    cost_tier = 0
+
+    seeding = "cell"
     label = "random (the baseline)"
     signed = False
     defaults = {"seed": 0}

@@ -94,3 +94,21 @@ def builtin_measures() -> list[str]:
 def applicable_measures(classifier: Classifier) -> list[str]:
     """The measures that can explain `classifier`, in registry order."""
     return [name for name, why in measure_availability(classifier).items() if not why]
+
+
+#: the tier of a measure that declares none (Explainer.cost_tier's default): with the sampling measures
+UNKNOWN_COST_TIER = 4
+
+
+def seed_options(name: str, seed: int) -> dict[str, int]:
+    """The options that give measure `name` a run's `seed`: {'seed': seed} for a measure seeded by the cell
+    (`Explainer.seeding == 'cell'`: random), {} otherwise (deterministic ones, and those whose `seed` option stays
+    at its default so stored results keep their numbers). Unknown names give {} (get_explainer refuses them)."""
+    cls = MEASURES.get(name)
+    return {"seed": int(seed)} if cls is not None and cls.seeding == "cell" else {}
+
+
+def cost_tier(name: str) -> int:
+    """Measure `name`'s cost tier (`Explainer.cost_tier`); an unknown name sits with the sampling measures (4)."""
+    cls = MEASURES.get(name)
+    return cls.cost_tier if cls is not None else UNKNOWN_COST_TIER

@@ -24,6 +24,8 @@ class SelfAttribution(Explainer):
     """self-attribution: the words the LM itself names as important (prompted language models only)."""
 
     name = "self-attribution"
+
+    cost_tier = 5
     label = "the model's own attribution"
     signed = False
     defaults = {"max_new_tokens": 128}

@@ -63,7 +63,7 @@ def compute_rationale_cell(cell: RationaleCell, command: str = "engine.plausibil
     import torch
 
     from engine.data import get_dataset
-    from engine.importance import get_explainer
+    from engine.importance import get_explainer, seed_options
     from engine.models import load_classifier
     from engine.plausibility.rationales import average_precision, rationale_token_indices, token_prf, top_k
     from engine.runtime import configure, seed_everything
@@ -81,7 +81,7 @@ def compute_rationale_cell(cell: RationaleCell, command: str = "engine.plausibil
         raise InvalidInputError(f"no example of {cell.dataset!r} ({cell.split}) carries supporting facts: rationale "
                                 f"runs need a dataset with rationale spans (babi-1, babi-2, babi-3)")
     explainer = get_explainer(cell.measure, classifier, memo=False,
-                              **({"seed": cell.seed} if cell.measure == "random" else {}))
+                              **seed_options(cell.measure, cell.seed))
     per_input = []  # (index, uid, scores over maskable tokens, gold token indices)
     for start in range(0, len(indexed), batch_size):
         chunk = indexed[start:start + batch_size]
