@@ -42,6 +42,80 @@ def by_cost(measures: Sequence[str]) -> list[str]:
     return sorted(measures, key=cost_tier)
 
 
+@dataclass(frozen=True)
+class CostEstimate:
+    """What one measure will cost on one input, before it runs: `seconds` from its planned passes
+    (`Explainer.passes`) at this machine's measured speed for this input, `up_to_seconds` where it can spend more
+    (IG's escalation), the rows behind them; None where the cost depends on a search or a generation."""
+
+    measure: str
+    seconds: float | None
+    up_to_seconds: float | None
+    forward_rows: int | None
+    backward_rows: int | None
+
+    def words(self) -> str:
+        """'about 4 s (up to 30 s)', 'under a second', or 'unknown: depends on its search'."""
+        if self.seconds is None:
+            return "unknown: depends on its search or generation"
+
+        def fmt(t: float) -> str:
+            return "under a second" if t < 1 else f"about {t:.0f} s" if t < 120 else f"about {t / 60:.0f} min"
+
+        more = "" if self.up_to_seconds is None or self.up_to_seconds < max(1.0, 1.5 * self.seconds) else \
+            f" (up to {fmt(self.up_to_seconds).removeprefix('about ')} if it escalates)"
+        return fmt(self.seconds) + more
+
+
+def pass_seconds(classifier: Classifier, batch: Batch, rows: int = 8) -> tuple[float, float]:
+    """(seconds of one forward row, seconds of one backward row) of `batch`'s first input on this machine, timed
+    now over `rows` copies of it after a warm-up pass (a measure's rows run batched like these; the prefix cache of a
+    prompted LM applies as in the measures)."""
+    import time
+
+    def rep(t: torch.Tensor) -> torch.Tensor:
+        return t[:1].repeat(rows, *[1] * (t.dim() - 1))
+
+    many = Batch(input_ids=rep(batch.input_ids), attention_mask=rep(batch.attention_mask),
+                 token_type_ids=rep(batch.token_type_ids), segments=rep(batch.segments), maskable=rep(batch.maskable),
+                 target=None, truncated=rep(batch.truncated), offsets=[batch.offsets[0]] * rows)
+    with torch.no_grad():
+        classifier.logits(many)
+        t = time.perf_counter()
+        classifier.logits(many)
+        forward = (time.perf_counter() - t) / rows
+    with torch.enable_grad():
+        embeds = classifier.word_embeddings(many.input_ids).detach().requires_grad_(True)
+        t = time.perf_counter()
+        classifier.logits_from_embeddings(embeds, many)[:, 0].sum().backward()
+        both = (time.perf_counter() - t) / rows
+    return forward, max(both - forward, 0.0)
+
+
+def estimate_seconds(classifier: Classifier, measures: Sequence[str], text: str, auxiliary: str | None = None,
+                     options: dict[str, dict] | None = None) -> dict[str, CostEstimate]:
+    """Per measure, what explaining `text` will cost here (`CostEstimate`), from its planned passes and one timed
+    forward and backward pass of this input (`pass_seconds`). Rough by design: a measure's own work beside the
+    model's passes (captum's bookkeeping, a surrogate fit) is not counted; its use is to say before a slow run
+    (a prompted LM's IG) how slow it will be."""
+    from engine.importance import get_explainer
+
+    batch = classifier.batch([text], [auxiliary] if auxiliary is not None else None)
+    n = int(batch.maskable[0].sum())
+    forward, backward = pass_seconds(classifier, batch)
+    out = {}
+    for m in measures:
+        plan = get_explainer(m, classifier, memo=False, **(options or {}).get(m, {})).passes(n)
+        if plan is None:
+            out[m] = CostEstimate(m, None, None, None, None)
+            continue
+        seconds = plan.forward * forward + plan.backward * backward
+        up_to = None if plan.up_to_forward is None else \
+            plan.up_to_forward * forward + (plan.up_to_backward or 0) * backward
+        out[m] = CostEstimate(m, seconds, up_to, plan.forward, plan.backward)
+    return out
+
+
 @dataclass
 class Explanation:
     batch: Batch  # one input

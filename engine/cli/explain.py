@@ -93,6 +93,10 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="table (the terminal view) or an export (default: table)")
     p.add_argument("--output", default=None, metavar="FILE", help="write the export here instead of stdout")
     p.add_argument("--device", default=None, help="cpu or cuda (default: auto)")
+    p.add_argument("--estimate", action="store_true",
+                   help="say what each measure would cost on this input here (its planned forward / backward passes at "
+                        "this machine's speed, timed on the input now) and stop without explaining; e.g. before IG "
+                        "on a prompted LM")
 
 
 def _parse_options(pairs, measures) -> dict[str, dict]:
@@ -185,6 +189,13 @@ def run(args: argparse.Namespace) -> int:
     measures = _chosen_measures(args.measure, classifier)
     options = _parse_options(args.option, measures)
     target = None if args.target is None else classifier.check_target(args.target)
+    if args.estimate:
+        from engine.explain import estimate_seconds
+
+        for m, est in estimate_seconds(classifier, measures, args.text, args.aux, options=options).items():
+            rows = "" if est.forward_rows is None else f" ({est.forward_rows} forward, {est.backward_rows} backward rows)"
+            print(f"{m:<18} {est.words()}{rows}")
+        return 0
     shown.loaded(classifier.id, len(measures))
     result = explain_text(classifier, args.text, args.aux, measures, target, options=options,
                           progress=shown.measure if shown.shown else None,

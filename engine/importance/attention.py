@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from engine.errors import InvalidInputError
-from engine.importance.explainer import Explainer
+from engine.importance.explainer import Explainer, PassEstimate
 from engine.importance.registry import register
 from engine.importance.types import Call
 
@@ -72,6 +72,9 @@ def attention_summaries(attentions, query: torch.Tensor | None = None) -> dict[s
 class _TransformerAttention(Explainer):
     bf16_ok = True  # rankings within tolerance under bf16 autocast (bench/importance.py --bf16-agreement)
 
+    def passes(self, n_tokens: int) -> PassEstimate:
+        return PassEstimate(forward=1)
+
     def supports(self) -> tuple[bool, str]:
         if is_bilstm(self.classifier):
             return False, "a BiLSTM has no [CLS] attention layers: use the measure 'attention' (its additive attention)"
@@ -95,7 +98,6 @@ class AttentionClsLast(_TransformerAttention):
     """attention-cls-last: last-layer attention from [CLS] to each token, averaged over heads."""
 
     name = "attention-cls-last"
-
     cost_tier = 0
     label = "attention of the last layer"
 
@@ -105,7 +107,6 @@ class AttentionMean(_TransformerAttention):
     """attention-mean: attention from [CLS] to each token, averaged over heads and over all layers."""
 
     name = "attention-mean"
-
     cost_tier = 0
     label = "attention (mean over layers and heads)"
 
@@ -115,7 +116,6 @@ class AttentionRollout(_TransformerAttention):
     """attention-rollout: attention rollout (Abnar & Zuidema 2020), heads averaged, residual 0.5*I, [CLS] row."""
 
     name = "attention-rollout"
-
     cost_tier = 0
     label = "attention rollout"
 
@@ -125,9 +125,11 @@ class AdditiveAttention(Explainer):
     """attention: the BiLSTM-attention model's own additive attention alpha_t (exact; R-ROAR App. C.1)."""
 
     name = "attention"
-
     cost_tier = 0
     label = "BiLSTM attention"
+
+    def passes(self, n_tokens: int) -> PassEstimate:
+        return PassEstimate(forward=1)
 
     def supports(self) -> tuple[bool, str]:
         if not is_bilstm(self.classifier):

@@ -27,7 +27,7 @@ from __future__ import annotations
 import torch
 
 from engine.importance.batching import explained, halve_after_oom
-from engine.importance.explainer import Explainer
+from engine.importance.explainer import Explainer, PassEstimate
 from engine.importance.lrp_rules import SUPPORTED, check_supported, lrp_rules
 from engine.importance.registry import register
 from engine.importance.types import Call
@@ -42,10 +42,12 @@ class AttnLRP(Explainer):
     explained log-odds; over all prompt tokens it sums to about f_c, see extras and docs/llm.md#attnlrp)."""
 
     name = "attnlrp"
-
     cost_tier = 1
     label = "AttnLRP (relevance propagation)"
     signed = True
+
+    def passes(self, n_tokens: int) -> PassEstimate:
+        return PassEstimate(forward=1, backward=1)
 
     def supports(self) -> tuple[bool, str]:
         from engine.models.prompted import PromptedClassifier

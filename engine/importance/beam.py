@@ -36,7 +36,6 @@ class BeamSearch(Explainer):
     uses_replacement = True  # replaces tokens by the mask (or chosen replacement) token
 
     name = "beam"
-
     cost_tier = 5
     label = "beam search of the masking order"
     signed = True

@@ -447,7 +447,6 @@ class GreedyLeaveOneOut(_BudgetedSearch):
     Costs N(N+1)/2 + 1 passes; reports them in extras['forwards']; streams progress, cancellable."""
 
     name = "greedy-loo"
-
     cost_tier = 5
     label = "greedy leave one out"
     defaults = dict(_BudgetedSearch.base_defaults)
@@ -469,7 +468,6 @@ class BudgetedBeam(_BudgetedSearch):
     completed by leave-one-out. Importance = position in the order (N = first). Passes in extras['forwards']."""
 
     name = "beam-budget"
-
     cost_tier = 5
     label = "beam search within a budget"
     defaults = {**_BudgetedSearch.base_defaults, "width": 5}
@@ -511,7 +509,6 @@ class AnytimeAopc(_BudgetedSearch):
     start_objective (J of the start order), complete (stopped at a local optimum rather than by the budget)."""
 
     name = "anytime-aopc"
-
     cost_tier = 5
     label = "anytime AOPC search"
     defaults = {**_BudgetedSearch.base_defaults, "start": "auto", "exact_tokens": 10, "max_width": 32}

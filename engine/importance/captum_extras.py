@@ -29,7 +29,7 @@ from engine.importance.completeness import (
     allowed_gap,
     completeness_extras,
 )
-from engine.importance.explainer import Explainer
+from engine.importance.explainer import Explainer, PassEstimate
 from engine.importance.random_baseline import row_seed
 from engine.importance.registry import register
 from engine.importance.types import Call
@@ -160,13 +160,14 @@ class KernelShapImportance(_CaptumIds):
     Options: n_samples (coalitions per input, default 200), seed. Unit: logit; signed."""
 
     name = "kernel-shap"
-
     cost_tier = 4
-
     seeding = "option"
     label = "KernelSHAP"
     signed = True
     defaults = {"n_samples": 200, "seed": 0, "perturbations_per_eval": 64}
+
+    def passes(self, n_tokens: int) -> PassEstimate:
+        return PassEstimate(forward=int(self.options["n_samples"]) + 1)
 
     def _method(self, forward):
         from captum.attr import KernelShap
@@ -188,13 +189,14 @@ class LimeImportance(_CaptumIds):
     kernel_width (default 0.75), seed. Unit: logit; signed."""
 
     name = "lime"
-
     cost_tier = 4
-
     seeding = "option"
     label = "LIME"
     signed = True
     defaults = {"n_samples": 200, "alpha": 1.0, "kernel_width": 0.75, "seed": 0, "perturbations_per_eval": 64}
+
+    def passes(self, n_tokens: int) -> PassEstimate:
+        return PassEstimate(forward=int(self.options["n_samples"]) + 1)
 
     def _method(self, forward):
         from captum.attr import Lime
@@ -215,13 +217,15 @@ class ShapleySamplingImportance(_CaptumIds):
     Unit: logit; signed."""
 
     name = "shapley-sampling"
-
     cost_tier = 4
-
     seeding = "option"
     label = "Shapley value sampling"
     signed = True
     defaults = {"n_samples": 10, "seed": 0, "perturbations_per_eval": 64}
+
+    def passes(self, n_tokens: int) -> PassEstimate:
+        """n_samples permutations, each adding the tokens one at a time."""
+        return PassEstimate(forward=int(self.options["n_samples"]) * n_tokens + 1)
 
     def _method(self, forward):
         from captum.attr import ShapleyValueSampling
@@ -240,11 +244,14 @@ class OcclusionImportance(_CaptumIds):
     Only maskable tokens are replaced inside a window. Unit: logit; signed."""
 
     name = "occlusion"
-
     cost_tier = 3
     label = "occlusion (3-token windows)"
     signed = True
     defaults = {"window": 3, "perturbations_per_eval": 64}
+
+    def passes(self, n_tokens: int) -> PassEstimate:
+        """One row per window position (stride 1)."""
+        return PassEstimate(forward=max(1, n_tokens - int(self.options["window"]) + 1) + 1)
 
     def _check_options(self):
         if self.options["window"] < 1:
@@ -354,12 +361,14 @@ class GradientShapImportance(_CaptumEmbeddings):
     and reported in extras. Unit: logit; signed."""
 
     name = "gradient-shap"
-
     cost_tier = 2
-
     seeding = "option"
     label = "GradientSHAP"
     defaults = {"n_samples": 20, "stdevs": 0.0, "seed": 0}
+
+    def passes(self, n_tokens: int) -> PassEstimate:
+        n = int(self.options["n_samples"])
+        return PassEstimate(forward=n, backward=n)
 
     def _attribute_row(self, forward, e, base, target, att, types):
         from captum.attr import GradientShap
@@ -413,11 +422,14 @@ class DeepLiftImportance(_CaptumEmbeddings):
     |f_c(x) - f_c(b)|, 0.01 logits at least) and reported in extras. Unit: logit; signed."""
 
     name = "deeplift"
-
     cost_tier = 1
     label = "DeepLift"
     defaults = {}
     draws = False  # deterministic: no seeding (saving and restoring the random states) per row
+
+    def passes(self, n_tokens: int) -> PassEstimate:
+        """The input and its baseline, forward and backward together."""
+        return PassEstimate(forward=2, backward=2)
 
     def _attribute_row(self, forward, e, base, target, att, types):
         import warnings

@@ -5,6 +5,7 @@ memoises results per input and shares intermediate quantities between measures t
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -26,6 +27,17 @@ def _measure_classes() -> list[type]:
         if getattr(cls, "name", ""):
             found.append(cls)
     return found
+
+
+@dataclass(frozen=True)
+class PassEstimate:
+    """Model rows one explanation of one input costs: forward rows, backward rows (each after its forward), and
+    `up_to_forward` / `up_to_backward` where the measure can spend more (IG's escalation to its step budget)."""
+
+    forward: int
+    backward: int = 0
+    up_to_forward: int | None = None
+    up_to_backward: int | None = None
 
 
 class Explainer(BatchedPasses):
@@ -69,6 +81,12 @@ class Explainer(BatchedPasses):
     #: forwards (KernelSHAP, LIME, Shapley sampling); 5 a search or generation (beam, budgeted search, SMAT,
     #: self-attribution). A measure that declares none sits with the sampling ones.
     cost_tier: ClassVar[int] = 4
+
+    def passes(self, n_tokens: int) -> PassEstimate | None:
+        """The model passes one input of `n_tokens` maskable tokens costs this measure (`PassEstimate`), or None where
+        it depends on a search or a generation (beam, budgeted search, SMAT, self-attribution). A plan for a cost
+        estimate (engine.explain.estimate_seconds), not a measurement."""
+        return None
 
     def __init__(self, classifier: Classifier, *, memo: bool = True, bf16: bool = False, memory_mb: float | None = None,
                  max_rows: int | None = None, progress: Progress | None = None,

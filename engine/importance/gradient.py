@@ -14,7 +14,7 @@ import weakref
 
 import torch
 
-from engine.importance.explainer import Explainer
+from engine.importance.explainer import Explainer, PassEstimate
 from engine.importance.registry import register
 from engine.importance.types import Call
 
@@ -42,6 +42,9 @@ def embedding_gram(classifier) -> torch.Tensor:
 class _GradientFamily(Explainer):
     bf16_ok = True  # rankings within tolerance under bf16 autocast (bench/importance.py --bf16-agreement)
 
+    def passes(self, n_tokens: int) -> PassEstimate:
+        return PassEstimate(forward=1, backward=1)
+
     def _gradient(self, call: Call) -> tuple[torch.Tensor, torch.Tensor]:
         """(e [B, T, H], g [B, T, H]) for the call's batch and target (only g is memoised)."""
         e = self.classifier.word_embeddings(call.batch.input_ids).detach()
@@ -61,7 +64,6 @@ class GradL2(_GradientFamily):
     gradient is never formed. Unit: logit per unit of one-hot input; unsigned."""
 
     name = "grad-l2"
-
     cost_tier = 1
     label = "gradient (L2 norm)"
     signed = False
@@ -87,7 +89,6 @@ class GradL1(_GradientFamily):
     never form, is all of grad-l1's extra time over grad-l2: ~3-4x Saliency on tiny, ~1.4x on minilm."""
 
     name = "grad-l1"
-
     cost_tier = 1
     label = "gradient (L1 norm)"
     signed = False
@@ -118,7 +119,6 @@ class XGradSign(_GradientFamily):
     Taylor estimate of the logit change when e_t is zeroed)."""
 
     name = "x-grad-sign"
-
     cost_tier = 1
     label = "input x gradient (signed)"
     signed = True
@@ -133,7 +133,6 @@ class XGradAbs(XGradSign):
     """x-grad-abs: |sum_h e_{t,h} g_{t,h}|, the absolute value of x-grad-sign. Unit: logit; unsigned."""
 
     name = "x-grad-abs"
-
     cost_tier = 1
     label = "input x gradient (magnitude)"
     signed = False

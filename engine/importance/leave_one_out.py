@@ -13,13 +13,16 @@ from __future__ import annotations
 import torch
 
 from engine.importance.batching import explained
-from engine.importance.explainer import Explainer
+from engine.importance.explainer import Explainer, PassEstimate
 from engine.importance.registry import register
 from engine.importance.types import Call
 
 
 class _LeaveOneOut(Explainer):
     uses_replacement = True  # replaces tokens by the mask (or chosen replacement) token
+    def passes(self, n_tokens: int) -> PassEstimate:
+        return PassEstimate(forward=n_tokens + 1)
+
     def _drops(self, call: Call) -> torch.Tensor:
         def compute():
             b = call.batch
@@ -54,7 +57,6 @@ class LeaveOneOutSign(_LeaveOneOut):
     Positive: the token supports class c. Already-[MASK]ed tokens score 0. Unit: logit."""
 
     name = "loo-sign"
-
     cost_tier = 3
     label = "leave one out (signed)"
     signed = True
@@ -68,7 +70,6 @@ class LeaveOneOutAbs(_LeaveOneOut):
     """loo-abs: |f_c(x) - f_c(x with token t -> [MASK])|. Unit: logit; unsigned."""
 
     name = "loo-abs"
-
     cost_tier = 3
     label = "leave one out (magnitude)"
     signed = False

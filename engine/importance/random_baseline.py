@@ -5,7 +5,7 @@ import hashlib
 
 import torch
 
-from engine.importance.explainer import Explainer
+from engine.importance.explainer import Explainer, PassEstimate
 from engine.importance.registry import register
 from engine.importance.types import Call
 
@@ -27,9 +27,7 @@ class RandomImportance(Explainer):
     (partly masked) input changes (docs/methods.md#importance-measures: drawn anew at every recursive step). Unit: none."""
 
     name = "random"
-
     cost_tier = 0
-
     seeding = "cell"
     label = "random (the baseline)"
     signed = False
@@ -37,6 +35,9 @@ class RandomImportance(Explainer):
     # whole-word masking ranks a word by its first piece's draw: one uniform per word, so long words are not
     # favoured (a sum of draws would rank them first)
     word_aggregation = "first"
+
+    def passes(self, n_tokens: int) -> PassEstimate:
+        return PassEstimate(forward=0)
 
     def _scores(self, call: Call):
         b = call.batch

@@ -24,7 +24,6 @@ class SelfAttribution(Explainer):
     """self-attribution: the words the LM itself names as important (prompted language models only)."""
 
     name = "self-attribution"
-
     cost_tier = 5
     label = "the model's own attribution"
     signed = False

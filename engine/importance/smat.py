@@ -22,7 +22,6 @@ class SmatLearned(Explainer):
     """smat: attention logits of all heads weighted by the head weights SMaT learned for this model (probability)."""
 
     name = "smat"
-
     cost_tier = 5
     label = "SMaT head-weighted attention"
     bf16_ok = False
