@@ -528,6 +528,10 @@ def compute_truth_cell(cell: TruthCell, context: CellContext) -> CellResult:
                  "k": len(truth.deciding), "n": len(truth.inputs)})
     rows.append({"metric": "learned", "value": float(truth.learned), "ci_low": np.nan, "ci_high": np.nan,
                  "k": int(truth.learned), "n": 1})
+    check = truth.options.get("order_check")
+    if check:  # graded-set: the learned order against the recipe's (1 = rates in order with adjacent CIs apart)
+        rows.append({"metric": "order-check", "value": float(check["apart"] and check["in_order"]), "ci_low": np.nan,
+                     "ci_high": np.nan, "k": int(check["in_order"]), "n": 1})
     spec = truth.spec
     tidy = pd.DataFrame(rows).assign(
         model=cell.model, seed=cell.seed, dataset=classifier.metadata.get("dataset"), measure="", strategy=meta.strategy,
