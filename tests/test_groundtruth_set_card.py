@@ -135,3 +135,22 @@ def test_separation_table_states_each_statistics_best_value_and_the_summary_its_
     summary = separation_summary(df).iloc[0]
     assert (summary["best_measure"], summary["worst_measure"]) == ("ig-sign", "grad-l2")  # random left out
     assert summary["span"] == pytest.approx(0.7, abs=0.05) and summary["apart"] and summary["best_value"] == 1.0
+
+
+def test_on_the_graded_set_the_metrics_are_ranked_against_the_order_statistic_not_the_reciprocal_rank():
+    """The measures' truth ranking on a graded set is their order-spearman: a metric that ranks them by it gets
+    rho 1 even when the reciprocal rank of the strongest word (the same for all, as on a card where one word
+    dominates) would leave the truth ranking undefined."""
+    from engine.groundtruth.tables import spearman_table
+
+    rows = []
+    for m, (rho, metric) in {"a": (0.9, 0.9), "b": (0.5, 0.5), "c": (0.2, 0.3), "d": (-0.1, 0.1)}.items():
+        for i in range(30):
+            base = {"method": CARD, "model": "m", "mechanism": "graded-set", "operator": "mask", "measure": m,
+                    "uid": f"u{i}", "n_perturbed": 1.0, "n_ood": 0.0, "p_value": np.nan}
+            rows.append({**base, "kind": "recovery", "metric": "order-spearman", "value": rho, "better": "higher"})
+            rows.append({**base, "kind": "recovery", "metric": "reciprocal-rank", "value": 1.0, "better": "higher"})
+            rows.append({**base, "kind": "metric", "metric": "aopc-comprehensiveness", "value": metric,
+                         "better": "higher"})
+    table = spearman_table(pd.DataFrame(rows), resamples=50).set_index("metric")
+    assert table.loc["aopc-comprehensiveness", "spearman"] == pytest.approx(1.0)

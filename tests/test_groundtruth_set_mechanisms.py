@@ -257,3 +257,31 @@ def test_cancellation_truth_each_word_sets_its_class_alone_and_both_offset():
     lopsided = _truth(spec, lambda p: 6.0 * p[0] - 6.0 * p[1] + 6.0 * (p[0] and p[1]), low=-2.0, high=2.0)
     assert lopsided.rates["both_change"]["rate"] > 0.3  # both together act as the target's word: no offset
     assert len(lopsided.deciding) < len(lopsided.inputs) / 2
+
+
+@pytest.mark.parametrize("option", ["--k", "--strengths", "--m", "--quiet"])
+def test_every_new_plant_option_is_taught_by_help_with_an_example_the_parser_accepts(option):
+    """Each new option has its own help text and at least one epilog example that uses it; that example parses
+    and gives the option the value written (--help must teach a command that runs, not one the parser refuses)."""
+    import shlex
+
+    from engine.cli import build_parser
+
+    parser = build_parser(["plant"])
+    sub = parser._subparsers._group_actions[0].choices["plant"]
+    action = next(a for a in sub._actions if option in a.option_strings)
+    assert action.help and len(action.help) > 20
+    examples = [line.strip().split("#")[0] for line in sub.epilog.splitlines()
+                if line.strip().startswith("python -m engine") and option in shlex.split(line.split("#")[0])]
+    assert examples, f"no --help example uses {option}"
+    for example in examples:
+        argv = shlex.split(example)[3:]
+        args = parser.parse_args(argv)
+        given = argv[argv.index(option) + 1] if option != "--quiet" else None
+        value = getattr(args, action.dest)
+        if option == "--strengths":
+            assert value[0] == float(given)
+        elif option == "--quiet":
+            assert value is True
+        else:
+            assert value == int(given)

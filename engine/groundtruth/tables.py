@@ -227,7 +227,12 @@ def judge_table(df: pd.DataFrame, wrong_cis: bool = True) -> pd.DataFrame:
 
 def _truth_score(mechanism: str) -> tuple[str, str]:
     """(recovery metric, direction) that ranks the measures by the truth: the reciprocal rank of the decisive
-    word(s); for the control `none`, the inert word's mass share (lower = better)."""
+    word(s); for the control `none`, the inert word's mass share (lower = better); for a set mechanism its main
+    separation statistic (SEPARATION_MAIN: graded-set order-spearman, redundant / threshold set-top-share,
+    cancellation signs-both; higher better), which a measure can score well on only by giving every planted word
+    its due, where the reciprocal rank of one dominant word cannot tell the measures apart."""
+    if mechanism in SEPARATION_MAIN:
+        return SEPARATION_MAIN[mechanism], "higher"
     return ("inert-mass-share", "lower") if mechanism == "none" else ("reciprocal-rank", "higher")
 
 
@@ -278,7 +283,7 @@ def spearman_table(df: pd.DataFrame, resamples: int = 1000, seed: int = 0) -> pd
     """(b) Per (model, operator, metric): Spearman's rho between the metric's ranking of the measures (mean over
     the deciding inputs, oriented so larger = judged more faithful; RACU as mean ACU / mean random area) and the
     ground-truth ranking (mean reciprocal rank of the planted word(s); control: the inert word's mass share,
-    lower better), with a percentile bootstrap CI over inputs (the same resampled inputs for both). Higher = the
+    lower better; a set mechanism: its main separation statistic, `_truth_score`), with a percentile bootstrap CI over inputs (the same resampled inputs for both). Higher = the
     metric ranks the measures as the truth does."""
     part = _card(df, explanations=False)
     rows = []
