@@ -210,6 +210,8 @@ def test_graded_set_truth_confirms_the_recipes_order_by_each_words_insertion_fli
     assert rates == pytest.approx([0.875, 0.625, 0.375, 0.0], abs=0.08)
     check = truth.options["order_check"]
     assert check["in_order"] and check["apart"] and check["broken"] is None
+    rise = check["mean_p_rise"]  # the probability's rise, reported beside the rates, falls in the same order
+    assert all(a > b for a, b in zip(rise, rise[1:])) and rise[-1] == pytest.approx(0.0, abs=1e-9)
     assert truth.learned, truth.reason
     assert len(truth.deciding) > 350  # all four together: 7.5 > 4, every input flips
 

@@ -266,25 +266,38 @@ def establish_truth(classifier, spec: PlantSpec | None = None, split: str = "tes
     options = {"split": split, "limit": limit, "seed": seed, "learned_lower_bound": LEARNED_LOWER_BOUND,
                "min_deciding": int(min_deciding), "cpu_seconds": round(time.process_time() - cpu_started, 1)}
     if spec.mechanism == "graded-set":
-        options["order_check"] = order_check(spec, rates)
+        options["order_check"] = order_check(spec, rates, table, target)
     return Truth(model=classifier.id, spec=spec, target=target, inputs=table, rates=rates, learned=learned,
                  reason=reason, control=control, options=options)
 
 
-def order_check(spec: PlantSpec, rates: dict[str, dict]) -> dict:
+def order_check(spec: PlantSpec, rates: dict[str, dict], table: pd.DataFrame | None = None,
+                target: int | None = None) -> dict:
     """graded-set: whether the words' own insertion flip rates follow the recipe's order (strongest first).
+
+    Args:
+        table, target: the truth's per-input table and the target class; with the table's p_target_with_<i>
+            columns the check also reports each word's
+            mean rise of P(target) on the inputs not already of the target class (information only: a flip rate
+            saturates at 100% where two strong words both always flip, the rise of the probability less so).
 
     Returns:
         {"words", "strengths", "rates", "low", "high" (per word, recipe order), "in_order" (rates strictly
         decreasing), "apart" (every adjacent pair's Wilson CIs apart: low_i > high_{i+1}), "broken" (the first
-        adjacent pair, as [word_i, word_i+1], whose CIs are not apart; None when apart)}."""
+        adjacent pair, as [word_i, word_i+1], whose CIs are not apart; None when apart), and with `table`
+        "mean_p_rise" (per word)}."""
     per = [rates[f"word_insertion_flip_{i + 1}"] for i in range(spec.k)]
     in_order = all(a["rate"] > b["rate"] for a, b in zip(per, per[1:]))
     broken = next(([spec.words[i], spec.words[i + 1]] for i, (a, b) in enumerate(zip(per, per[1:]))
                    if not a["low"] > b["high"]), None)
-    return {"words": list(spec.words), "strengths": list(spec.strengths), "rates": [r["rate"] for r in per],
-            "low": [r["low"] for r in per], "high": [r["high"] for r in per], "in_order": bool(in_order),
-            "apart": broken is None, "broken": broken}
+    out = {"words": list(spec.words), "strengths": list(spec.strengths), "rates": [r["rate"] for r in per],
+           "low": [r["low"] for r in per], "high": [r["high"] for r in per], "in_order": bool(in_order),
+           "apart": broken is None, "broken": broken}
+    if table is not None and target is not None and f"p_target_with_{spec.k}" in table:
+        rows = table[table["pred_clean"] != target]
+        out["mean_p_rise"] = [float((rows[f"p_target_with_{i + 1}"] - rows["p_target_clean"]).mean())
+                              for i in range(spec.k)]
+    return out
 
 
 def _set_truth(classifier, spec: PlantSpec, table: pd.DataFrame, texts: list[str], planted: list[str], target: int,
@@ -297,9 +310,12 @@ def _set_truth(classifier, spec: PlantSpec, table: pd.DataFrame, texts: list[str
     mech = spec.mechanism
     if mech not in ("graded-set", "redundant", "threshold", "cancellation"):
         return None
+    probs: dict[str, np.ndarray] = {}
+
     def inserted(carrier: str, stream: int) -> np.ndarray:
         rng = np.random.default_rng([seed, 37, stream])
-        pred, _ = predict_texts(classifier, [_insert(spec, t, rng, carrier) for t in texts], target, batch_size)
+        pred, prob = predict_texts(classifier, [_insert(spec, t, rng, carrier) for t in texts], target, batch_size)
+        probs[carrier] = prob
         return pred
 
     def removal_flips(prefix: str) -> None:
@@ -313,9 +329,10 @@ def _set_truth(classifier, spec: PlantSpec, table: pd.DataFrame, texts: list[str
         for i in range(spec.k):
             pred = inserted(f"word:{i}", 10 + i)
             table[f"pred_with_{i + 1}"] = pred
+            table[f"p_target_with_{i + 1}"] = probs[f"word:{i}"]
             rates[f"word_insertion_flip_{i + 1}"] = _rate(int((candidates & (pred == target)).sum()),
                                                            int(candidates.sum()))
-        check = order_check(spec, rates)
+        check = order_check(spec, rates, table, target)
         shown = ", ".join(f"{w} {r:.0%}" for w, r in zip(check["words"], check["rates"]))
         if check["apart"]:
             return True, f"the words' own insertion flips follow the recipe's order with CIs apart ({shown})"
