@@ -95,10 +95,15 @@ class Truth:
         return self.inputs if self.control else self.inputs[self.inputs["decides"]]
 
     def summary(self) -> dict:
-        """One flat dict: model, mechanism, words, q, rates (rate, low, high, k, n), n_deciding, learned, reason."""
+        """One flat dict: model, mechanism, words, q (graded-set: strengths; threshold: m), rates (rate, low, high, k, n),
+        n_deciding, learned, reason."""
         out = {"model": self.model, "mechanism": self.spec.mechanism, "words": " ".join(self.spec.words),
                "rate": self.spec.rate, "q": self.spec.q, "n_inputs": len(self.inputs),
                "n_deciding": int(len(self.deciding)), "learned": self.learned, "reason": self.reason}
+        if self.spec.strengths:
+            out["strengths"] = " ".join(f"{q:g}" for q in self.spec.strengths)
+        if self.spec.m:
+            out["m"] = self.spec.m
         for name, r in self.rates.items():
             out.update({f"{name}": r["rate"], f"{name}_low": r["low"], f"{name}_high": r["high"],
                         f"{name}_k": r["k"], f"{name}_n": r["n"]})
