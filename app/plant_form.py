@@ -24,6 +24,11 @@ MECHANISM_HELP = {
     "gated": "the word counts only inside its gate: in the first half, or not right after a word (not-after:W)",
     "decoy": "the first word is a trigger; the second is inserted as often but uninformative",
     "none": "the control: the word is inserted, labels untouched",
+    "graded-set": "k words planted independently, each with its own strength (strongest first): a share q_i of its "
+                  "carriers gets the target, the rest the other class (q = 0.5 is inert); the truth is their order",
+    "redundant": "the target when at least one of k >= 3 words is present: removing one of several changes nothing",
+    "threshold": "the target when at least m of the k words are present (e.g. 2 of 4)",
+    "cancellation": "two words, the target's then the other class's: each sets its class alone, both together offset",
 }
 
 
@@ -33,14 +38,26 @@ def parse_words(text: str) -> tuple[str, ...]:
 
 
 def plant_spec(dataset: str, mechanism: str, words: str, rate: float, q: float, seed: int, gate: str = "first-half",
-               target: str | None = None):
-    """The `PlantSpec` of the form's values (empty words: the mechanism's defaults). Raises InvalidInputError
-    (an EngineError) with the valid alternatives for a wrong word count, rate, q or gate."""
-    from engine.groundtruth import DEFAULT_WORDS, PlantSpec
+               target: str | None = None, strengths: str = "", m: int = 0):
+    """The `PlantSpec` of the form's values (empty words: the mechanism's defaults; empty strengths: graded-set's
+    defaults for its k; m 0: threshold's default). Raises InvalidInputError (an EngineError) with the valid
+    alternatives for a wrong word count, rate, q, gate, strengths or m."""
+    from engine.errors import InvalidInputError
+    from engine.groundtruth import PlantSpec
+    from engine.groundtruth.mechanisms import DEFAULT_M, default_strengths, default_words
 
-    return PlantSpec(base_dataset=dataset, mechanism=mechanism, words=parse_words(words) or DEFAULT_WORDS[mechanism],
+    chosen = parse_words(words) or default_words(mechanism)
+    qs: tuple[float, ...] = ()
+    if mechanism == "graded-set":
+        try:
+            qs = tuple(float(v) for v in parse_words(strengths)) or default_strengths(len(chosen))
+        except ValueError:
+            raise InvalidInputError(f"strengths are numbers in (0, 1], strongest first (e.g. 0.95 0.8 0.65 0.5), "
+                                    f"not {strengths!r}") from None
+    return PlantSpec(base_dataset=dataset, mechanism=mechanism, words=chosen,
                      rate=float(rate), q=float(q) if mechanism == "graded" else 1.0, target=target or None,
-                     gate=gate if mechanism == "gated" else "first-half", seed=int(seed))
+                     gate=gate if mechanism == "gated" else "first-half", seed=int(seed), strengths=qs,
+                     m=(int(m) or DEFAULT_M) if mechanism == "threshold" else 0)
 
 
 def plant_command(spec, model: str, strategy: str, epochs: int, train_limit: int, model_id: str, lr: float = 0.0) -> str:
@@ -51,6 +68,10 @@ def plant_command(spec, model: str, strategy: str, epochs: int, train_limit: int
         args += ["--q", f"{spec.q:g}"]
     if spec.mechanism == "gated":
         args += ["--gate", spec.gate]
+    if spec.strengths:
+        args += ["--strengths", *(f"{v:g}" for v in spec.strengths)]
+    if spec.m:
+        args += ["--m", str(spec.m)]
     if spec.target:
         args += ["--target", spec.target]
     args += ["--strategy", strategy, "--seed", str(spec.seed), "--epochs", str(int(epochs))]
@@ -107,12 +128,20 @@ def plant_form() -> None:
         dataset = c3.selectbox("Base dataset", names, index=names.index("rt") if "rt" in names else 0, key=KEY + "dataset")
         d1, d2, d3, d4 = st.columns(4)
         words = d1.text_input("Word(s)", key=KEY + "words", placeholder="default: " + " ".join(_defaults(mechanism)),
-                              help="space separated; two for and, or, decoy (the trigger, then the decoy)")
+                              help="space separated; two for and, or, decoy (the trigger, then the decoy), "
+                                   "cancellation (the target's, then the other class's); k for a set")
         rate = d2.number_input("Rate (share of examples)", 0.01, 1.0, 0.3, step=0.05, key=KEY + "rate")
         q = d3.number_input("q (graded: share relabelled)", 0.05, 1.0, 1.0 if mechanism != "graded" else 0.8, step=0.05,
                             key=KEY + "q", disabled=mechanism != "graded")
         gate = d4.text_input("Gate (gated)", "first-half", key=KEY + "gate", disabled=mechanism != "gated",
                              help="first-half, or not-after:WORD")
+        f1, f2 = st.columns(2)
+        strengths = f1.text_input("Strengths (graded-set)", key=KEY + "strengths", disabled=mechanism != "graded-set",
+                                  placeholder="default: 0.95 0.8 0.65 0.5",
+                                  help="one per word, in (0, 1], strongest first: the share of a word's carriers "
+                                       "that get the target")
+        m = f2.number_input("m (threshold: at least m of the k words)", 0, 8, 0, key=KEY + "m",
+                            disabled=mechanism != "threshold", help="0: the default, 2")
         e1, e2, e3, e4, e5, e6 = st.columns(6)
         strategy = e1.selectbox("Strategy", ["masked", "plain"], key=KEY + "strategy",
                                 help="masked fine-tuning keeps masked inputs in distribution; plain is the control")
@@ -127,7 +156,7 @@ def plant_form() -> None:
         return
     try:
         ensure_admin("planting a mechanism (it trains and saves a model)")
-        spec = plant_spec(dataset, mechanism, words, rate, q, seed, gate=gate)
+        spec = plant_spec(dataset, mechanism, words, rate, q, seed, gate=gate, strengths=strengths, m=int(m))
     except (EngineError, AdminRequired) as err:
         st.error(md(err))
         return
@@ -158,8 +187,9 @@ def plant_form() -> None:
         test = classifier.metadata.get("test", {})
         recipe = classifier.metadata["planted"]["recipe"]["train"]
         status.update(label=f"Saved {md(classifier.id)}: test {md(classifier.metadata.get('metric', 'metric'))} "
-                            f"{test.get('unmasked', float('nan')):.3f} · {recipe['with_decisive_words']} of "
-                            f"{recipe['n']} training examples carry the decisive word(s)", state="complete")
+                            f"{test.get('unmasked', float('nan')):.3f} · "
+                            f"{recipe.get('with_any_word', recipe['with_decisive_words'])} of "
+                            f"{recipe['n']} training examples carry the planted word(s)", state="complete")
     st.success(f"Planted model {md(classifier.id)}: open the **Report card** page to check that it learned its "
                "mechanism (flip rates: *Only the truth*) and to score the measures and metrics against it.")
     st.session_state[PENDING_MODEL_KEY] = classifier.id

@@ -38,7 +38,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         inserted / removed, with Wilson CIs; a model that did not learn its mechanism is refused. Then, on the
         deciding inputs (those whose prediction the mechanism decides), as a resumable sweep:
           measures   the planted word's rank: top-1 hit rate, mean reciprocal rank, share of the absolute
-                     attribution mass (and/or: both words; decoy / none: the decoy's / inert word's, lower better)
+                     attribution mass (and/or: both words; decoy / none: the decoy's / inert word's, lower better);
+                     on the set mechanisms (graded-set, redundant, threshold, cancellation) also Spearman / Kendall
+                     with the truth's order, the set's share of the top |set| and of the mass, and the signs of
+                     cancelling words, each beside its best possible value
           metrics    as judges: (a) how often each prefers the true explanation (planted words first) over hard
                      wrong ones (decoy first; strongest other token first; planted word second), (b) Spearman of
                      its ranking of the measures with the ground-truth ranking, both with bootstrap CIs; the MaSF
@@ -118,7 +121,14 @@ def run(args: argparse.Namespace) -> int:
     from engine.errors import InvalidInputError
     from engine.groundtruth.card import card_cells, card_store, run_report_card
     from engine.groundtruth.selfexplain_card import SelfExplanationCell
-    from engine.groundtruth.tables import judge_table, recovery_table, self_explanation_table, truth_table
+    from engine.groundtruth.tables import (
+        judge_table,
+        recovery_table,
+        self_explanation_table,
+        separation_summary,
+        separation_table,
+        truth_table,
+    )
 
     backend = sweep_backend(args)
     kinds = self_explanation_kinds(args.self_explanations)
@@ -159,12 +169,25 @@ def run(args: argparse.Namespace) -> int:
     for r in truth_table(data).itertuples():
         ins = getattr(r, "insertion_flip", float("nan"))
         print(f"{r.model}: {r.mechanism} ({r.words}), insertion flip {ins:.0%}, {r.n_deciding} deciding inputs")
+        if isinstance(getattr(r, "order_check", None), bool):
+            print(f"  order check (each word's insertion flip in the recipe's order, CIs apart): "
+                  f"{'passed' if r.order_check else 'failed: the learned order differs (reported, not used)'}")
     rec = recovery_table(data)
     if not rec.empty and "top_hit" in rec:
         print("measures (top-hit: planted word(s) ranked first; higher better):")
         for r in rec.itertuples():
             print(f"  {r.model} {r.measure:<18} top-hit {r.top_hit:.0%} ({r.top_hit_low:.0%}-{r.top_hit_high:.0%}), "
                   f"MRR {r.mrr:.2f}")
+    sep = separation_table(data)
+    if not sep.empty:
+        print("separation (several planted words per input; each statistic beside its best possible value):")
+        for r in sep.itertuples():
+            print(f"  {r.model} {r.measure:<18} {r.statistic:<16} {r.value:.2f} ({r.low:.2f} to {r.high:.2f}), "
+                  f"best {r.best:.2f}")
+        for r in separation_summary(data).itertuples():
+            print(f"  {r.model}: {r.statistic} spans {r.span:.2f} from {r.worst_measure} {r.worst:.2f} to "
+                  f"{r.best_measure} {r.best:.2f} (best possible {r.best_value:.2f}); CIs "
+                  f"{'apart' if r.apart else 'overlap'}")
     judges = judge_table(data)
     if not judges.empty:
         print("judges (share of inputs preferring the true explanation, all wrong ones pooled; 50% = chance):")

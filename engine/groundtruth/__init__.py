@@ -33,6 +33,7 @@ _LAZY = {
     "SelfExplanationCell": "engine.groundtruth.selfexplain_card", "SELF_KINDS": "engine.groundtruth.selfexplain_card",
     "truth_table": "engine.groundtruth.tables", "recovery_table": "engine.groundtruth.tables",
     "judge_table": "engine.groundtruth.tables", "spearman_table": "engine.groundtruth.tables",
+    "separation_table": "engine.groundtruth.tables", "separation_summary": "engine.groundtruth.tables",
     "operator_table": "engine.groundtruth.tables", "verdicts": "engine.groundtruth.tables",
 }
 

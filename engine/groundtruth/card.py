@@ -32,6 +32,11 @@ Recovery (measures only; operator-independent, repeated in each operator's cell)
     top |P|), reciprocal-rank (1 / planted-rank), mass-share (their share of the absolute attribution mass),
     rank-first / rank-second (and, or), decoy-rank / decoy-top1 / decoy-mass-share (decoy: lower better),
     inert-rank / inert-top1 / inert-mass-share (none: lower better).
+Separation (the set mechanisms, `set_recovery`, at the word level; best possible value 1, SEPARATION_BEST):
+    order-spearman / order-kendall (graded-set: the planted words' scores against the truth's order),
+    set-top-share / set-mass-share (graded-set, redundant, threshold: the set's share of the top |set| words and of
+    the absolute mass), sign-target-word / sign-other-word / signs-both (cancellation: each word scored toward its
+    own class).
 """
 from __future__ import annotations
 
@@ -62,7 +67,7 @@ from engine.faithfulness.registry import (
     kernel_families,
 )
 from engine.groundtruth.explanations import PREFIX, constructed_scores, explanations_for
-from engine.groundtruth.mechanisms import word_token_id
+from engine.groundtruth.mechanisms import other_index, word_token_id
 from engine.groundtruth.selfexplain_card import (
     DEFAULT_MAX_NEW_TOKENS,
     SelfExplanationCell,
@@ -83,7 +88,10 @@ DEFAULT_OPERATORS = ("mask", "delete", "unk")
 DEFAULT_METRIC_FAMILIES = tuple(default_card_families())
 RECOVERY_BETTER = {"planted-rank": "lower", "top-hit": "higher", "reciprocal-rank": "higher", "mass-share": "higher",
                    "rank-first": "lower", "rank-second": "lower", "decoy-rank": "higher", "decoy-top1": "lower",
-                   "decoy-mass-share": "lower", "inert-rank": "higher", "inert-top1": "lower", "inert-mass-share": "lower"}
+                   "decoy-mass-share": "lower", "inert-rank": "higher", "inert-top1": "lower", "inert-mass-share": "lower",
+                   "order-spearman": "higher", "order-kendall": "higher", "set-top-share": "higher",
+                   "set-mass-share": "higher", "sign-target-word": "higher", "sign-other-word": "higher",
+                   "signs-both": "higher"}
 
 
 def card_store(results_dir: str | os.PathLike | None = None):
@@ -266,32 +274,124 @@ def planted_positions(classifier, batch, spec) -> tuple[torch.Tensor, torch.Tens
     found as its one running-text token (its leading space included) anywhere, and, where a byte-level BPE spells it
     otherwise at the start of the text (SmolLM2: "vessel" is two pieces there, " vessel" one), as that spelling at
     the input's first maskable position: a planted word inserted first in the text was not found before."""
-    ids, maskable = batch.input_ids.cpu(), batch.maskable.cpu()
-
-    def found(word: str) -> torch.Tensor:
-        one = word_token_id(classifier.tokenizer, word)
-        out = (ids == one) & maskable
-        bare = [int(t) for t in classifier.tokenizer(word, add_special_tokens=False)["input_ids"]]
-        if bare == [one]:
-            return out
-        n, T = len(bare), ids.shape[1]
-        for b in torch.nonzero(maskable.any(1)).flatten().tolist():
-            s = int(maskable[b].int().argmax())
-            if s + n > T or ids[b, s:s + n].tolist() != bare or not bool(maskable[b, s:s + n].all()):
-                continue
-            # the word must end there ("vessels" starts with the same pieces): the next token starts a new word
-            after = classifier.tokenizer.decode(ids[b, s:s + n + 1].tolist()) if s + n < T else word
-            if after.startswith(word) and not after[len(word):len(word) + 1].isalnum():
-                out[b, s:s + n] = True
-        return out
-
+    maskable = batch.maskable.cpu()
     decisive = torch.zeros_like(maskable)
     inert = torch.zeros_like(maskable)
     for w in spec.decisive_words:
-        decisive |= found(w)
+        decisive |= word_mask(classifier, batch, w)
     for w in spec.inert_words:
-        inert |= found(w)
+        inert |= word_mask(classifier, batch, w)
     return decisive, inert
+
+
+def word_positions(classifier, batch, spec) -> list[torch.Tensor]:
+    """One [B, T] bool mask per planted word, in the spec's order (graded-set: strongest first; cancellation: the
+    target's word, then the other class's), each as `planted_positions` finds it (all its pieces)."""
+    return [word_mask(classifier, batch, w) for w in spec.words]
+
+
+def word_mask(classifier, batch, word: str) -> torch.Tensor:
+    """[B, T] bool: the maskable positions of `word` (planted_positions' rule)."""
+    ids, maskable = batch.input_ids.cpu(), batch.maskable.cpu()
+    return _found(classifier, ids, maskable, word)
+
+
+def _found(classifier, ids: torch.Tensor, maskable: torch.Tensor, word: str) -> torch.Tensor:
+    one = word_token_id(classifier.tokenizer, word)
+    out = (ids == one) & maskable
+    bare = [int(t) for t in classifier.tokenizer(word, add_special_tokens=False)["input_ids"]]
+    if bare == [one]:
+        return out
+    n, T = len(bare), ids.shape[1]
+    for b in torch.nonzero(maskable.any(1)).flatten().tolist():
+        s = int(maskable[b].int().argmax())
+        if s + n > T or ids[b, s:s + n].tolist() != bare or not bool(maskable[b, s:s + n].all()):
+            continue
+        # the word must end there ("vessels" starts with the same pieces): the next token starts a new word
+        after = classifier.tokenizer.decode(ids[b, s:s + n + 1].tolist()) if s + n < T else word
+        if after.startswith(word) and not after[len(word):len(word) + 1].isalnum():
+            out[b, s:s + n] = True
+    return out
+
+
+#: the mechanisms of several words, whose card has the separation statistics (`set_recovery`)
+SET_LIKE = ("graded-set", "redundant", "threshold", "cancellation")
+#: each separation statistic's best possible value (the tables state it beside the value)
+SEPARATION_BEST = {"order-spearman": 1.0, "order-kendall": 1.0, "set-top-share": 1.0, "set-mass-share": 1.0,
+                   "sign-target-word": 1.0, "sign-other-word": 1.0, "signs-both": 1.0}
+
+
+def set_recovery(scores: torch.Tensor, maskable: torch.Tensor, ordered: list[torch.Tensor], spec,
+                 explained: torch.Tensor | None = None, target: int | None = None, other: int | None = None,
+                 word_ids: torch.Tensor | None = None) -> dict[str, np.ndarray]:
+    """Per input [B]: the separation statistics of a measure's scores on an input carrying several planted words,
+    at the word level (a word of several pieces is one word: its pieces' scores summed; word_ids [B, T], -1 off
+    the words, groups the other tokens into their words; None: each other token is a word of its own).
+
+        order-spearman / order-kendall  (graded-set) Spearman's rho / Kendall's tau between the planted words'
+                         scores and the truth's order (strongest first); 0 where the scores of the planted words
+                         are all equal (no order given); best 1
+        set-top-share    the share of the planted words among the top |set| words by signed score; best 1
+        set-mass-share   the planted words' share of the absolute mass over words; best 1
+        sign-target-word / sign-other-word / signs-both  (cancellation, `explained` [B] the explained class, the
+                         words' classes `target` and `other`) whether each word is scored toward its own class
+                         (positive where it is the explained class, negative where it opposes it; 0 is no sign);
+                         both; best 1
+
+    An input on which a planted word is not found gets NaN (its batch's other inputs keep their values)."""
+    from scipy import stats
+
+    scores = torch.nan_to_num(scores.detach().double().cpu(), nan=0.0)
+    maskable = maskable.cpu()
+    B, k = scores.shape[0], len(ordered)
+    out: dict[str, list] = {}
+
+    def add(name, value):
+        out.setdefault(name, []).append(float(value))
+
+    names = (["order-spearman", "order-kendall"] if spec.mechanism == "graded-set" else []) + \
+            (["sign-target-word", "sign-other-word", "signs-both"] if spec.mechanism == "cancellation" else
+             ["set-top-share", "set-mass-share"])
+    for b in range(B):
+        masks = [m[b].cpu() & maskable[b] for m in ordered]
+        if not all(bool(m.any()) for m in masks):
+            for name in names:
+                add(name, float("nan"))
+            continue
+        planted = torch.zeros_like(maskable[b])
+        for m in masks:
+            planted |= m
+        word_scores = [float(scores[b][m].sum()) for m in masks]
+        # the other words: grouped by word_ids where known, else one token each
+        rest = (maskable[b] & ~planted).nonzero().flatten().tolist()
+        groups: dict = {}
+        for t in rest:
+            key = int(word_ids[b, t]) if word_ids is not None and int(word_ids[b, t]) >= 0 else ("t", t)
+            groups.setdefault(key, []).append(t)
+        other_scores = [float(scores[b, ts].sum()) for ts in groups.values()]
+        if spec.mechanism == "graded-set":
+            truth = np.arange(k, 0, -1, dtype=float)  # strongest first
+            if np.ptp(word_scores) == 0:
+                add("order-spearman", 0.0)
+                add("order-kendall", 0.0)
+            else:
+                add("order-spearman", float(stats.spearmanr(word_scores, truth).statistic))
+                add("order-kendall", float(stats.kendalltau(word_scores, truth).statistic))
+        if spec.mechanism == "cancellation":
+            c = int(explained[b])
+            right = [(word_scores[0] > 0) if c == target else (word_scores[0] < 0),
+                     (word_scores[1] > 0) if c == other else (word_scores[1] < 0)]
+            add("sign-target-word", float(right[0]))
+            add("sign-other-word", float(right[1]))
+            add("signs-both", float(right[0] and right[1]))
+            continue
+        # ties with another word count against the planted word (as a position tie-break would, at random)
+        units = [(v, 1) for v in word_scores] + [(v, 0) for v in other_scores]
+        units.sort(key=lambda u: (-u[0], u[1]))
+        add("set-top-share", sum(flag for _, flag in units[:k]) / k)
+        mass = sum(abs(v) for v in word_scores) + sum(abs(v) for v in other_scores)
+        add("set-mass-share", sum(abs(v) for v in word_scores) / mass if mass > 0 else 0.0)
+    return {name: np.asarray(v) for name, v in out.items() if len(v) == B}
 
 
 def recovery(scores: torch.Tensor, maskable: torch.Tensor, decisive: torch.Tensor, inert: torch.Tensor,
@@ -348,7 +448,7 @@ def recovery(scores: torch.Tensor, maskable: torch.Tensor, decisive: torch.Tenso
 
 
 def _explanation_scores(cell: ReportCardCell, classifier, batch, target, decisive, inert, spec,
-                        should_stop) -> tuple[torch.Tensor, dict]:
+                        should_stop, ordered=None, supports=None) -> tuple[torch.Tensor, dict]:
     """The cell's scores [B, T] and the measure's options (constructed explanations: their reference)."""
     from engine.importance import get_explainer, seed_options
 
@@ -360,7 +460,8 @@ def _explanation_scores(cell: ReportCardCell, classifier, batch, target, decisiv
         key = ("reference", cell.model, tuple(int(x) for x in batch.input_ids.flatten()[:64]), batch.input_ids.shape)
         reference = _cached(key, lambda: get_explainer("loo-sign", classifier, memo=False).attribute(
             batch, target, should_stop=should_stop).scores.detach().cpu())
-        return constructed_scores(kind, reference, batch.maskable, decisive, inert), {"reference": "loo-sign"}
+        return (constructed_scores(kind, reference, batch.maskable, decisive, inert, ordered=ordered, supports=supports),
+                {"reference": "loo-sign"})
     options = {**dict(cell.measure_options), **seed_options(cell.explanation, cell.seed)}
 
     def attribute():
@@ -373,6 +474,27 @@ def _explanation_scores(cell: ReportCardCell, classifier, batch, target, decisiv
                             + str(tuple(batch.input_ids.shape)).encode()).hexdigest()
     key = ("scores", cell.model, cell.explanation, cell.seed, cell.measure_options, digest)
     return _cached(key, attribute)
+
+
+def _supports(spec, explained, target: int, n_classes: int) -> torch.Tensor | None:
+    """cancellation: [B, 2] +1 / -1, whether the target's word and the other class's word push toward the explained
+    class of each input; None for the other mechanisms (their planted words all push toward the target)."""
+    if spec.mechanism != "cancellation":
+        return None
+    other = other_index(spec, tuple(range(n_classes)))
+    c = torch.as_tensor(explained).cpu().long().reshape(-1)
+    return torch.stack([torch.where(c == target, 1, -1), torch.where(c == other, 1, -1)], 1)
+
+
+def _word_ids(batch, chunk) -> torch.Tensor | None:
+    """[B, T] the word of each maskable token (engine.importance.levels.word_ids_of), None where the offsets do not
+    give words (then each token is a word of its own)."""
+    from engine.importance.levels import word_ids_of
+
+    try:
+        return word_ids_of(batch, [e.primary for e in chunk])
+    except Exception:  # a model whose offsets do not point into the primary text: token level
+        return None
 
 
 def _random_curves(model: str, operator: str, op_classifier, batch, target, removal: str, seed: int,
@@ -453,7 +575,10 @@ def compute_card_cell(cell: ReportCardCell, context: CellContext) -> CellResult:
         batch = classifier.batch_of(chunk)
         target = batch.target
         decisive, inert = planted_positions(classifier, batch, spec)
-        scores, options = _explanation_scores(cell, classifier, batch, target, decisive, inert, spec, context.should_stop)
+        ordered = word_positions(classifier, batch, spec) if spec.mechanism in SET_LIKE else None
+        supports = _supports(spec, target, truth.target, len(classifier.classes)) if ordered is not None else None
+        scores, options = _explanation_scores(cell, classifier, batch, target, decisive, inert, spec, context.should_stop,
+                                              ordered=ordered, supports=supports)
         per: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}  # name -> value, n_pert, n_ood, p
         nan = np.full(len(chunk), np.nan)
         if families:
@@ -499,7 +624,12 @@ def compute_card_cell(cell: ReportCardCell, context: CellContext) -> CellResult:
                 rows.append({"uid": uid, "kind": "metric", "metric": name, "value": float(v[b]), "better": direction,
                              "n_perturbed": float(n_pert[b]), "n_ood": float(n_ood[b]), "p_value": float(p[b])})
         if is_measure:
-            for name, v in recovery(scores, batch.maskable, decisive, inert, spec).items():
+            found = recovery(scores, batch.maskable, decisive, inert, spec)
+            if ordered is not None:
+                other = other_index(spec, tuple(classifier.classes)) if spec.mechanism == "cancellation" else None
+                found.update(set_recovery(scores, batch.maskable, ordered, spec, explained=torch.as_tensor(target),
+                                          target=truth.target, other=other, word_ids=_word_ids(batch, chunk)))
+            for name, v in found.items():
                 for b, uid in enumerate(uids):
                     rows.append({"uid": uid, "kind": "recovery", "metric": name, "value": float(v[b]),
                                  "better": RECOVERY_BETTER[name], "n_perturbed": np.nan, "n_ood": np.nan,
@@ -540,6 +670,10 @@ def compute_truth_cell(cell: TruthCell, context: CellContext) -> CellResult:
                  "k": len(truth.deciding), "n": len(truth.inputs)})
     rows.append({"metric": "learned", "value": float(truth.learned), "ci_low": np.nan, "ci_high": np.nan,
                  "k": int(truth.learned), "n": 1})
+    check = truth.options.get("order_check")
+    if check:  # graded-set: the learned order against the recipe's (1 = rates in order with adjacent CIs apart)
+        rows.append({"metric": "order-check", "value": float(check["apart"] and check["in_order"]), "ci_low": np.nan,
+                     "ci_high": np.nan, "k": int(check["in_order"]), "n": 1})
     spec = truth.spec
     tidy = pd.DataFrame(rows).assign(
         model=cell.model, seed=cell.seed, dataset=classifier.metadata.get("dataset"), measure="", strategy=meta.strategy,

@@ -59,7 +59,8 @@ def register_variant(spec: PlantSpec, overwrite: bool = True, command: str | Non
 
 
 def recipe_counts(spec: PlantSpec) -> dict:
-    """Per split: examples, and how many carry every decisive word and every inert word (a check of the recipe)."""
+    """Per split: examples, and how many carry every decisive word and every inert word (a check of the recipe);
+    with several words also how many carry any of them (`with_any_word`) and each (`with_word`)."""
     variant = planted_dataset(spec, get_dataset(spec.base_dataset, spec.split_seed))
     out = {}
     for split in ("train", "validation", "test"):
@@ -69,6 +70,9 @@ def recipe_counts(spec: PlantSpec) -> dict:
                                                  for e in ex),
                       "with_inert_words": sum(bool(spec.inert_words) and contains_words(e.primary, spec.inert_words)
                                               for e in ex)}
+        if spec.k > 1:  # several words: how many examples hold at least one, and how many hold each
+            out[split]["with_any_word"] = sum(any(contains_words(e.primary, [w]) for w in spec.words) for e in ex)
+            out[split]["with_word"] = {w: sum(contains_words(e.primary, [w]) for e in ex) for w in spec.words}
     return out
 
 

@@ -11,7 +11,7 @@ import pandas as pd
 from scipy import stats
 
 from engine.faithfulness.registry import judges
-from engine.groundtruth.card import CARD, TRUTH
+from engine.groundtruth.card import CARD, SEPARATION_BEST, TRUTH
 from engine.groundtruth.explanations import JUDGE_PAIRS, PREFIX
 from engine.groundtruth.selfexplain_card import RULES, SELF_CARD, SELF_KINDS
 from engine.stats import bootstrap_ci, wilson_ci
@@ -64,6 +64,8 @@ def truth_table(df: pd.DataFrame) -> pd.DataFrame:
                 row["n_inputs"] = int(r.n)
             elif r.metric == "learned":
                 row["learned"] = bool(r.value)
+            elif r.metric == "order-check":  # graded-set: the words' flip rates in the recipe's order, CIs apart
+                row["order_check"] = bool(r.value)
             else:
                 row.update({r.metric: r.value, f"{r.metric}_low": r.ci_low, f"{r.metric}_high": r.ci_high,
                             f"{r.metric}_n": int(r.n)})
@@ -225,7 +227,12 @@ def judge_table(df: pd.DataFrame, wrong_cis: bool = True) -> pd.DataFrame:
 
 def _truth_score(mechanism: str) -> tuple[str, str]:
     """(recovery metric, direction) that ranks the measures by the truth: the reciprocal rank of the decisive
-    word(s); for the control `none`, the inert word's mass share (lower = better)."""
+    word(s); for the control `none`, the inert word's mass share (lower = better); for a set mechanism its main
+    separation statistic (SEPARATION_MAIN: graded-set order-spearman, redundant / threshold set-top-share,
+    cancellation signs-both; higher better), which a measure can score well on only by giving every planted word
+    its due, where the reciprocal rank of one dominant word cannot tell the measures apart."""
+    if mechanism in SEPARATION_MAIN:
+        return SEPARATION_MAIN[mechanism], "higher"
     return ("inert-mass-share", "lower") if mechanism == "none" else ("reciprocal-rank", "higher")
 
 
@@ -276,7 +283,7 @@ def spearman_table(df: pd.DataFrame, resamples: int = 1000, seed: int = 0) -> pd
     """(b) Per (model, operator, metric): Spearman's rho between the metric's ranking of the measures (mean over
     the deciding inputs, oriented so larger = judged more faithful; RACU as mean ACU / mean random area) and the
     ground-truth ranking (mean reciprocal rank of the planted word(s); control: the inert word's mass share,
-    lower better), with a percentile bootstrap CI over inputs (the same resampled inputs for both). Higher = the
+    lower better; a set mechanism: its main separation statistic, `_truth_score`), with a percentile bootstrap CI over inputs (the same resampled inputs for both). Higher = the
     metric ranks the measures as the truth does."""
     part = _card(df, explanations=False)
     rows = []
@@ -432,4 +439,65 @@ def self_explanation_table(df: pd.DataFrame) -> pd.DataFrame:
     models = list(dict.fromkeys(part["model"]))
     rows.sort(key=lambda r: (models.index(r["model"]), SELF_KINDS.index(r["self_explanation"])
                              if r["self_explanation"] in SELF_KINDS else len(SELF_KINDS)))
+    return pd.DataFrame(rows)
+
+
+#: the separation statistic each set mechanism's summary ranks the measures by
+SEPARATION_MAIN = {"graded-set": "order-spearman", "redundant": "set-top-share", "threshold": "set-top-share",
+                   "cancellation": "signs-both"}
+
+
+def separation_table(df: pd.DataFrame, cis: bool = True) -> pd.DataFrame:
+    """Per (model, measure, statistic) of the set mechanisms (engine.groundtruth.card.set_recovery): the mean over
+    the deciding inputs (each carrying every planted word) with its bootstrap 95% CI, n, and the statistic's best
+    possible value (`best`: 1 for each, so a value reads against its ceiling, not against another statistic's).
+
+    Columns: model, mechanism, measure, statistic, n, value, low, high, best. Rows in the order of SEPARATION_BEST,
+    measures best first by the mechanism's main statistic (SEPARATION_MAIN)."""
+    part = _card(df, kind="recovery")
+    part = part[part["metric"].isin(list(SEPARATION_BEST))] if not part.empty else part
+    if part.empty:
+        return pd.DataFrame(columns=["model", "mechanism", "measure", "statistic", "n", "value", "low", "high", "best"])
+    rows = []
+    for (model, measure), g in part.groupby(["model", "measure"], sort=False):
+        g = g[g["operator"] == g["operator"].iloc[0]]  # recovery does not depend on the operator
+        for statistic in in_order(tuple(SEPARATION_BEST), g["metric"]):
+            v = g.loc[g["metric"] == statistic, "value"].dropna().to_numpy(float)
+            if not len(v):
+                continue
+            mean, low, high = bootstrap_ci(v, n_resamples=BOOTSTRAP_RESAMPLES, interval=cis)
+            rows.append({"model": model, "mechanism": g["mechanism"].iloc[0], "measure": measure,
+                         "statistic": statistic, "n": len(v), "value": mean, "low": low, "high": high,
+                         "best": SEPARATION_BEST[statistic]})
+    table = pd.DataFrame(rows)
+    main = table[table["statistic"] == table["mechanism"].map(SEPARATION_MAIN)]
+    order = main.groupby("measure")["value"].mean().sort_values(ascending=False).index.tolist()
+    order += [m for m in table["measure"].unique() if m not in order]
+    table["_m"] = table["measure"].map({m: i for i, m in enumerate(order)})
+    table["_s"] = table["statistic"].map({s: i for i, s in enumerate(SEPARATION_BEST)})
+    return table.sort_values(["model", "_m", "_s"], kind="stable").drop(columns=["_m", "_s"]).reset_index(drop=True)
+
+
+def separation_summary(df: pd.DataFrame, exclude: tuple[str, ...] = ("random",)) -> pd.DataFrame:
+    """Per model of a set mechanism: whether its card separates the measures on the mechanism's main statistic
+    (SEPARATION_MAIN): the best and the worst measure (the `exclude`d ones, the random baseline, left out), their
+    values and CIs, the span between them and whether their CIs are apart (best's low above worst's high).
+
+    Columns: model, mechanism, statistic, best_value (the statistic's ceiling), best_measure, best, best_low,
+    best_high, worst_measure, worst, worst_low, worst_high, span, apart, n_measures."""
+    table = separation_table(df)
+    rows = []
+    for model, g in table.groupby("model", sort=False):
+        mechanism = g["mechanism"].iloc[0]
+        statistic = SEPARATION_MAIN[mechanism]
+        m = g[(g["statistic"] == statistic) & ~g["measure"].isin(exclude)]
+        if m.empty:
+            continue
+        hi, lo = m.loc[m["value"].idxmax()], m.loc[m["value"].idxmin()]
+        rows.append({"model": model, "mechanism": mechanism, "statistic": statistic,
+                     "best_value": SEPARATION_BEST[statistic], "best_measure": hi["measure"], "best": hi["value"],
+                     "best_low": hi["low"], "best_high": hi["high"], "worst_measure": lo["measure"],
+                     "worst": lo["value"], "worst_low": lo["low"], "worst_high": lo["high"],
+                     "span": float(hi["value"] - lo["value"]), "apart": bool(hi["low"] > lo["high"]),
+                     "n_measures": len(m)})
     return pd.DataFrame(rows)

@@ -15,6 +15,19 @@ x+ gives x back, so one pair (x, x+) measures both interventions:
     per mechanism    or / and: the flip when one of the two words is removed from x+ (or: a small residual;
                      and: the flip); gated: the insertion flip outside the gate (low when the gate was learned);
                      decoy: the flip when the decoy is removed from x+ (about 0 when it is ignored)
+    set mechanisms   (x+ carries all k words)
+                     graded-set: each word's own insertion flip (word_insertion_flip_<i>, i = 1..k in the recipe's
+                     order); the order check (options["order_check"]): the rates decrease in the recipe's order with
+                     adjacent Wilson CIs apart; a model whose learned order differs is reported, not used (learned
+                     is False, the reason says where the order breaks)
+                     redundant: each word alone (single_insertion_flip_<i>: each must set the target) and each word
+                     removed from x+ (single_removal_flip_<i>: a small residual)
+                     threshold: m - 1 words inserted (below_threshold_insertion_flip: low) against m words
+                     (at_threshold_insertion_flip: high; learned needs the two CIs apart), and single removals
+                     cancellation: the target's word alone (insertion_flip), the other class's word alone
+                     (other_insertion_flip, among inputs not already of that class) and both (both_change: the
+                     share whose prediction changes; low when they offset); a deciding input is one on which each
+                     word alone sets its own class and both together leave the prediction as it was
 
 Every rate comes with a Wilson 95% interval (engine.stats.wilson_ci). A model learned its mechanism when the
 insertion flip rate's lower bound reaches `LEARNED_LOWER_BOUND` and at least `min_deciding` inputs (default
@@ -32,6 +45,7 @@ from engine.errors import InvalidInputError, NotApplicableError
 from engine.groundtruth.mechanisms import (
     PlantSpec,
     contains_words,
+    other_index,
     plant_text,
     planted_dataset,
     remove_words,
@@ -81,10 +95,15 @@ class Truth:
         return self.inputs if self.control else self.inputs[self.inputs["decides"]]
 
     def summary(self) -> dict:
-        """One flat dict: model, mechanism, words, q, rates (rate, low, high, k, n), n_deciding, learned, reason."""
+        """One flat dict: model, mechanism, words, q (graded-set: strengths; threshold: m), rates (rate, low, high, k, n),
+        n_deciding, learned, reason."""
         out = {"model": self.model, "mechanism": self.spec.mechanism, "words": " ".join(self.spec.words),
                "rate": self.spec.rate, "q": self.spec.q, "n_inputs": len(self.inputs),
                "n_deciding": int(len(self.deciding)), "learned": self.learned, "reason": self.reason}
+        if self.spec.strengths:
+            out["strengths"] = " ".join(f"{q:g}" for q in self.spec.strengths)
+        if self.spec.m:
+            out["m"] = self.spec.m
         for name, r in self.rates.items():
             out.update({f"{name}": r["rate"], f"{name}_low": r["low"], f"{name}_high": r["high"],
                         f"{name}_k": r["k"], f"{name}_n": r["n"]})
@@ -211,11 +230,19 @@ def establish_truth(classifier, spec: PlantSpec | None = None, split: str = "tes
         decoyed = [plant_text(spec, t, rng_d, "inert") for t in texts]
         pred_d, _ = predict_texts(classifier, decoyed, target, batch_size)
         rates["inert_insertion_flip"] = _rate(int((pred_d != pred_c).sum()), len(texts))
+    set_learned = _set_truth(classifier, spec, table, texts, planted, target, candidates, rates, seed, batch_size,
+                             len(base.classes))
     # The planted test split as the recipe wrote it: carriers' removal flip and accuracy on carriers vs clean.
     variant = planted_dataset(spec, base).split(split)[:limit]
     words = spec.decisive_words or spec.words
-    carriers = [e for e in variant if contains_words(e.primary, words)]
-    others = [e for e in variant if not contains_words(e.primary, words)]
+    if spec.mechanism in ("graded-set", "redundant", "threshold", "cancellation"):  # a carrier holds any of them
+        def carries(text: str) -> bool:
+            return any(contains_words(text, [w]) for w in words)
+    else:
+        def carries(text: str) -> bool:
+            return contains_words(text, words)
+    carriers = [e for e in variant if carries(e.primary)]
+    others = [e for e in variant if not carries(e.primary)]
     if carriers:
         pred_car, _ = predict_texts(classifier, [e.primary for e in carriers], target, batch_size)
         pred_rem, _ = predict_texts(classifier, [remove_words(e.primary, words) for e in carriers], target, batch_size)
@@ -230,14 +257,134 @@ def establish_truth(classifier, spec: PlantSpec | None = None, split: str = "tes
     else:
         ins = rates["insertion_flip"]
         learned = ins["low"] >= LEARNED_LOWER_BOUND and n_deciding >= min_deciding
-        reason = (f"inserting {' and '.join(words)} flips {ins['k']} of {ins['n']} inputs to "
+        shown = spec.words[:1] if spec.mechanism == "cancellation" else words
+        reason = (f"inserting {' and '.join(shown)} flips {ins['k']} of {ins['n']} inputs to "
                   f"{base.classes[target]!r} ({ins['rate']:.0%}, 95% CI {ins['low']:.0%}-{ins['high']:.0%}); "
                   f"{n_deciding} inputs are decided by it")
         if not learned:
             reason += (f"; learned needs the CI's lower end >= {LEARNED_LOWER_BOUND:.0%} and >= {min_deciding} "
                        f"deciding inputs (min_deciding)")
+        if set_learned is not None:
+            ok, why = set_learned
+            reason += f"; {why}"
+            learned = learned and ok
+    options = {"split": split, "limit": limit, "seed": seed, "learned_lower_bound": LEARNED_LOWER_BOUND,
+               "min_deciding": int(min_deciding), "cpu_seconds": round(time.process_time() - cpu_started, 1)}
+    if spec.mechanism == "graded-set":
+        options["order_check"] = order_check(spec, rates, table, target)
     return Truth(model=classifier.id, spec=spec, target=target, inputs=table, rates=rates, learned=learned,
-                 reason=reason, control=control,
-                 options={"split": split, "limit": limit, "seed": seed, "learned_lower_bound": LEARNED_LOWER_BOUND,
-                          "min_deciding": int(min_deciding),
-                          "cpu_seconds": round(time.process_time() - cpu_started, 1)})
+                 reason=reason, control=control, options=options)
+
+
+def order_check(spec: PlantSpec, rates: dict[str, dict], table: pd.DataFrame | None = None,
+                target: int | None = None) -> dict:
+    """graded-set: whether the words' own insertion flip rates follow the recipe's order (strongest first).
+
+    Args:
+        table, target: the truth's per-input table and the target class; with the table's p_target_with_<i>
+            columns the check also reports each word's
+            mean rise of P(target) on the inputs not already of the target class (information only: a flip rate
+            saturates at 100% where two strong words both always flip, the rise of the probability less so).
+
+    Returns:
+        {"words", "strengths", "rates", "low", "high" (per word, recipe order), "in_order" (rates strictly
+        decreasing), "apart" (every adjacent pair's Wilson CIs apart: low_i > high_{i+1}), "broken" (the first
+        adjacent pair, as [word_i, word_i+1], whose CIs are not apart; None when apart), and with `table`
+        "mean_p_rise" (per word)}."""
+    per = [rates[f"word_insertion_flip_{i + 1}"] for i in range(spec.k)]
+    in_order = all(a["rate"] > b["rate"] for a, b in zip(per, per[1:]))
+    broken = next(([spec.words[i], spec.words[i + 1]] for i, (a, b) in enumerate(zip(per, per[1:]))
+                   if not a["low"] > b["high"]), None)
+    out = {"words": list(spec.words), "strengths": list(spec.strengths), "rates": [r["rate"] for r in per],
+           "low": [r["low"] for r in per], "high": [r["high"] for r in per], "in_order": bool(in_order),
+           "apart": broken is None, "broken": broken}
+    if table is not None and target is not None and f"p_target_with_{spec.k}" in table:
+        rows = table[table["pred_clean"] != target]
+        out["mean_p_rise"] = [float((rows[f"p_target_with_{i + 1}"] - rows["p_target_clean"]).mean())
+                              for i in range(spec.k)]
+    return out
+
+
+def _set_truth(classifier, spec: PlantSpec, table: pd.DataFrame, texts: list[str], planted: list[str], target: int,
+               candidates: pd.Series, rates: dict, seed: int, batch_size: int, n_classes: int):
+    """The set mechanisms' rates and per-input columns (module docstring), added to `rates` and `table` in place.
+
+    Returns:
+        None for the other mechanisms, else (ok, why): whether the mechanism-specific conditions of "learned" hold,
+        in words."""
+    mech = spec.mechanism
+    if mech not in ("graded-set", "redundant", "threshold", "cancellation"):
+        return None
+    probs: dict[str, np.ndarray] = {}
+
+    def inserted(carrier: str, stream: int) -> np.ndarray:
+        rng = np.random.default_rng([seed, 37, stream])
+        pred, prob = predict_texts(classifier, [_insert(spec, t, rng, carrier) for t in texts], target, batch_size)
+        probs[carrier] = prob
+        return pred
+
+    def removal_flips(prefix: str) -> None:
+        on = table["decides"]
+        for i, word in enumerate(spec.words):
+            pred, _ = predict_texts(classifier, [remove_words(t, [word]) for t in planted], target, batch_size)
+            table[f"pred_without_{i + 1}"] = pred
+            rates[f"{prefix}_{i + 1}"] = _rate(int((on & (pred != table["pred_planted"])).sum()), int(on.sum()))
+
+    if mech == "graded-set":
+        for i in range(spec.k):
+            pred = inserted(f"word:{i}", 10 + i)
+            table[f"pred_with_{i + 1}"] = pred
+            table[f"p_target_with_{i + 1}"] = probs[f"word:{i}"]
+            rates[f"word_insertion_flip_{i + 1}"] = _rate(int((candidates & (pred == target)).sum()),
+                                                           int(candidates.sum()))
+        check = order_check(spec, rates, table, target)
+        shown = ", ".join(f"{w} {r:.0%}" for w, r in zip(check["words"], check["rates"]))
+        if check["apart"]:
+            return True, f"the words' own insertion flips follow the recipe's order with CIs apart ({shown})"
+        return False, (f"the learned order differs from the recipe's: the words' own insertion flips are {shown}, and "
+                       f"{check['broken'][0]}'s CI is not above {check['broken'][1]}'s (reported, not used)")
+    if mech == "redundant":
+        weak = []
+        for i, word in enumerate(spec.words):
+            pred = inserted(f"word:{i}", 10 + i)
+            table[f"pred_with_{i + 1}"] = pred
+            r = rates[f"single_insertion_flip_{i + 1}"] = _rate(int((candidates & (pred == target)).sum()),
+                                                                 int(candidates.sum()))
+            if not r["low"] >= LEARNED_LOWER_BOUND:
+                weak.append(f"{word} {r['rate']:.0%}")
+        removal_flips("single_removal_flip")
+        if weak:
+            return False, (f"not every word alone sets the target (CI's lower end below {LEARNED_LOWER_BOUND:.0%}: "
+                           f"{', '.join(weak)})")
+        return True, "each word alone sets the target"
+    if mech == "threshold":
+        below = inserted("words:" + ",".join(map(str, range(spec.m - 1))), 20)
+        at = inserted("words:" + ",".join(map(str, range(spec.m))), 21)
+        table["pred_below_threshold"], table["pred_at_threshold"] = below, at
+        rb = rates["below_threshold_insertion_flip"] = _rate(int((candidates & (below == target)).sum()),
+                                                              int(candidates.sum()))
+        ra = rates["at_threshold_insertion_flip"] = _rate(int((candidates & (at == target)).sum()), int(candidates.sum()))
+        removal_flips("single_removal_flip")
+        words = f"{spec.m - 1} word(s) flip {rb['rate']:.0%}, {spec.m} words {ra['rate']:.0%}"
+        if ra["low"] > rb["high"] and ra["low"] >= LEARNED_LOWER_BOUND:
+            return True, f"the threshold is learned ({words}, CIs apart)"
+        return False, f"the threshold of {spec.m} is not learned ({words}: needs the CIs apart)"
+    # cancellation: table["decides"] is replaced by its own definition
+    other = other_index(spec, tuple(range(n_classes)))
+    with_t, with_o = inserted("word:0", 30), inserted("word:1", 31)
+    table["pred_with_target_word"], table["pred_with_other_word"] = with_t, with_o
+    not_other = table["pred_clean"] != other
+    ro = rates["other_insertion_flip"] = _rate(int((not_other & (with_o == other)).sum()), int(not_other.sum()))
+    rates["both_change"] = _rate(int(table["flips"].sum()), len(table))
+    table["decides"] = (with_t == target) & (with_o == other) & ~table["flips"]
+    # its insertion flip is the target's word alone (x+ holds both, which offset)
+    ri = rates["insertion_flip"] = _rate(int((candidates & (with_t == target)).sum()), int(candidates.sum()))
+    if ro["low"] >= LEARNED_LOWER_BOUND:
+        return True, (f"the other class's word alone flips {ro['rate']:.0%}; both together change "
+                      f"{rates['both_change']['rate']:.0%} of predictions")
+    return False, (f"the other class's word {spec.words[1]} alone flips only {ro['rate']:.0%} (CI's lower end below "
+                   f"{LEARNED_LOWER_BOUND:.0%}; the target's word {ri['rate']:.0%})")
+
+
+def _insert(spec: PlantSpec, text: str, rng: np.random.Generator, carrier: str) -> str:
+    return plant_text(spec, text, rng, carrier)
