@@ -228,6 +228,21 @@ def test_a_model_whose_learned_order_differs_is_reported_and_not_used():
         truth.require_learned()
 
 
+def test_saturated_flips_are_ordered_by_the_rise_of_the_targets_probability():
+    """Two strong words that both always flip (c in [-4, 0) plus 9 or 6: every input) tie at 100%, so the flip rates
+    cannot order them; the rise of P(target) each causes, paired per input, still follows the recipe's order with
+    every adjacent difference's CI above 0: the model is learned, and the reason says the flips saturate (on tiny
+    the planted graded set failed the order check for this reason alone). With the rises reversed it is refused."""
+    strengths = (9.0, 6.0, 1.5, 0.0)
+    truth = _truth(GRADED, lambda p: sum(s for s, on in zip(strengths, p) if on))
+    check = truth.options["order_check"]
+    assert check["rates"][:2] == [1.0, 1.0] and not check["apart"]
+    assert check["rise_apart"] and check["rise_broken"] is None and all(g > 0 for g in check["rise_gap_low"])
+    assert truth.learned and "saturate" in truth.reason, truth.reason
+    reversed_ = _truth(GRADED, lambda p: sum(s for s, on in zip((6.0, 9.0, 1.5, 0.0), p) if on))
+    assert not reversed_.learned and reversed_.options["order_check"]["rise_broken"] == ["vessel", "orbit"]
+
+
 def test_redundant_truth_each_word_alone_decides_and_removing_one_changes_nothing():
     spec = PlantSpec(base_dataset="rt", mechanism="redundant", words=SET[:3])
     truth = _truth(spec, lambda p: 6.0 * min(1, sum(p)))

@@ -278,13 +278,15 @@ def establish_truth(classifier, spec: PlantSpec | None = None, split: str = "tes
 
 def order_check(spec: PlantSpec, rates: dict[str, dict], table: pd.DataFrame | None = None,
                 target: int | None = None) -> dict:
-    """graded-set: whether the words' own insertion flip rates follow the recipe's order (strongest first).
+    """graded-set: whether the words' own insertion flip rates follow the recipe's order (strongest first), and
+    where they saturate, whether the rise of P(target) each word causes does (paired per input).
 
     Args:
         table, target: the truth's per-input table and the target class; with the table's p_target_with_<i>
             columns the check also reports each word's
-            mean rise of P(target) on the inputs not already of the target class (information only: a flip rate
-            saturates at 100% where two strong words both always flip, the rise of the probability less so).
+            mean rise of P(target) on the inputs not already of the target class, and whether adjacent words'
+            rises are apart (the 95% BCa CI of their paired per-input difference above 0): a flip rate saturates at
+            100% where two strong words both always flip, the rise of the probability less so.
 
     Returns:
         {"words", "strengths", "rates", "low", "high" (per word, recipe order), "in_order" (rates strictly
@@ -299,9 +301,18 @@ def order_check(spec: PlantSpec, rates: dict[str, dict], table: pd.DataFrame | N
            "low": [r["low"] for r in per], "high": [r["high"] for r in per], "in_order": bool(in_order),
            "apart": broken is None, "broken": broken}
     if table is not None and target is not None and f"p_target_with_{spec.k}" in table:
+        from engine.stats import bootstrap_ci
+
         rows = table[table["pred_clean"] != target]
-        out["mean_p_rise"] = [float((rows[f"p_target_with_{i + 1}"] - rows["p_target_clean"]).mean())
-                              for i in range(spec.k)]
+        rise = [(rows[f"p_target_with_{i + 1}"] - rows["p_target_clean"]).to_numpy() for i in range(spec.k)]
+        out["mean_p_rise"] = [float(r.mean()) for r in rise]
+        # The rises are paired (the same inputs, each word inserted at the same place): adjacent words are apart when
+        # the 95% BCa CI of the mean of their per-input difference lies above 0.
+        gaps = [bootstrap_ci(a - b, seed=i) for i, (a, b) in enumerate(zip(rise, rise[1:]))]
+        out["rise_gap_low"] = [float(g[1]) for g in gaps]
+        out["rise_broken"] = next(([spec.words[i], spec.words[i + 1]] for i, g in enumerate(gaps) if not g[1] > 0),
+                                  None)
+        out["rise_apart"] = out["rise_broken"] is None and len(rows) > 1
     return out
 
 
@@ -341,8 +352,18 @@ def _set_truth(classifier, spec: PlantSpec, table: pd.DataFrame, texts: list[str
         shown = ", ".join(f"{w} {r:.0%}" for w, r in zip(check["words"], check["rates"]))
         if check["apart"]:
             return True, f"the words' own insertion flips follow the recipe's order with CIs apart ({shown})"
+        rises = ", ".join(f"{w} {r:+.2f}" for w, r in zip(check["words"], check.get("mean_p_rise", [])))
+        if check.get("rise_apart"):
+            # Strong words saturate the flip rate (two words that both always flip tie at 100%): the rise of the
+            # target's probability they cause still orders them, paired per input with its CI above 0.
+            return True, (f"the words' own insertion flips saturate ({shown}), and the rise of P(target) each causes "
+                          f"follows the recipe's order with every adjacent paired difference's CI above 0 ({rises})")
+        why = (f"{check['broken'][0]}'s CI is not above {check['broken'][1]}'s" if check["broken"] else
+               "the flips are apart")
+        rise_why = (f"; the rises of P(target) are {rises}, {check['rise_broken'][0]}'s not above "
+                    f"{check['rise_broken'][1]}'s" if check.get("rise_broken") else "")
         return False, (f"the learned order differs from the recipe's: the words' own insertion flips are {shown}, and "
-                       f"{check['broken'][0]}'s CI is not above {check['broken'][1]}'s (reported, not used)")
+                       f"{why}{rise_why} (reported, not used)")
     if mech == "redundant":
         weak = []
         for i, word in enumerate(spec.words):
