@@ -14,7 +14,7 @@ from engine.faithfulness.registry import judges
 from engine.groundtruth.card import CARD, SEPARATION_BEST, TRUTH
 from engine.groundtruth.explanations import JUDGE_PAIRS, PREFIX
 from engine.groundtruth.selfexplain_card import RULES, SELF_CARD, SELF_KINDS
-from engine.stats import bootstrap_ci, wilson_ci
+from engine.stats import benjamini_hochberg, bootstrap_ci, paired_effect_size, preference_p_value, wilson_ci
 
 #: the judge metric whose per-input comparison stands for RACU (same random baseline: ACU orders as RACU does)
 RACU_PER_INPUT = "acu"
@@ -155,6 +155,17 @@ def _values_by_measure(rows: pd.DataFrame) -> dict[str, pd.Series]:
             for name, at in rows.groupby("measure", sort=False).indices.items()}
 
 
+def _oriented_pairs(values: dict[str, pd.Series], direction: str, true: str, wrong: str) -> tuple[np.ndarray, np.ndarray]:
+    """(true, wrong) values [n] on the inputs both have, oriented so that higher is better (for d_z)."""
+    t, w = values.get(PREFIX + true), values.get(PREFIX + wrong)
+    if t is None or w is None:
+        return np.empty(0), np.empty(0)
+    common = t.index.intersection(w.index)
+    t = t[~t.index.duplicated()]
+    w = w[~w.index.duplicated()]
+    return (_oriented(t.loc[common].to_numpy(float), direction), _oriented(w.loc[common].to_numpy(float), direction))
+
+
 def _preferences(values: dict[str, pd.Series], direction: str, true: str, wrong: str) -> pd.Series:
     """Per input: 1 when the metric prefers the true explanation over `wrong`, 0 when it prefers `wrong`, 0.5 on a
     tie; NaN when either value is undefined. `values`: measure -> the metric's value per uid."""
@@ -182,7 +193,11 @@ def _preferences(values: dict[str, pd.Series], direction: str, true: str, wrong:
 def judge_table(df: pd.DataFrame, wrong_cis: bool = True) -> pd.DataFrame:
     """(a) Per (model, operator, metric, wrong explanation, and 'all' pooled): the share of deciding inputs on which
     the metric prefers the true explanation (ties half), with a bootstrap CI over inputs (higher = the metric
-    recognises the truth; 0.5 = chance); the MaSF share (p < 0.05) of the perturbed inputs behind the metric's
+    recognises the truth; 0.5 = chance); its effect size `d_z` (Cohen's paired d of the metric's value of the true
+    explanation over the wrong one's, oriented so that positive favours the truth); `p_sign`, the sign test of the
+    win rate against chance, and `q_bh`, its Benjamini-Hochberg adjustment over every row of the table (the card's
+    many comparisons: a win rate is called different from chance at a 5% false discovery rate when q_bh < 0.05);
+    the MaSF share (p < 0.05) of the perturbed inputs behind the metric's
     value of the true explanation; for the randomisation test also the share of inputs whose true explanation
     passes it (p < 0.05). wrong_cis=False: the rows of one wrong explanation without their CI (NaN low / high; the
     pooled 'all' rows keep theirs), for a reader that shows only the pooled CIs (`report`)."""
@@ -205,24 +220,34 @@ def judge_table(df: pd.DataFrame, wrong_cis: bool = True) -> pd.DataFrame:
             n_pert = mt["n_perturbed"].sum()
             masf = float(mt["n_ood"].sum() / n_pert) if n_pert and mt["n_ood"].notna().any() else float("nan")
             passed = (float((mt["p_value"] < 0.05).mean()) if metric == "randomisation-win-rate" else float("nan"))
+            pairs_t, pairs_w = [], []
             for wrong in [w for w in wrongs if PREFIX + w in measures]:
                 pref = _preferences(values, direction, true, wrong).dropna()
                 if pref.empty:
                     continue
                 pooled.append(pref.to_numpy())
+                a, b = _oriented_pairs(values, direction, true, wrong)
+                pairs_t.append(a)
+                pairs_w.append(b)
                 mean, low, high = bootstrap_ci(pref.to_numpy(), n_resamples=BOOTSTRAP_RESAMPLES, interval=wrong_cis)
                 rows.append({"model": model, "mechanism": mechanism, "operator": operator, "metric": metric,
                              "label": judge_label(metric), "true": true, "wrong": wrong, "n": len(pref),
-                             "prefers_true": mean, "low": low, "high": high, "masf_share": masf,
+                             "prefers_true": mean, "low": low, "high": high, "d_z": paired_effect_size(a, b),
+                             "p_sign": preference_p_value(pref.to_numpy()), "masf_share": masf,
                              "true_passes_randomisation": passed})
             if pooled:
                 allv = np.concatenate(pooled)
                 mean, low, high = bootstrap_ci(allv, n_resamples=BOOTSTRAP_RESAMPLES)
                 rows.append({"model": model, "mechanism": mechanism, "operator": operator, "metric": metric,
                              "label": judge_label(metric), "true": true, "wrong": "all", "n": len(allv),
-                             "prefers_true": mean, "low": low, "high": high, "masf_share": masf,
+                             "prefers_true": mean, "low": low, "high": high,
+                             "d_z": paired_effect_size(np.concatenate(pairs_t), np.concatenate(pairs_w)),
+                             "p_sign": preference_p_value(allv), "masf_share": masf,
                              "true_passes_randomisation": passed})
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    if not out.empty:
+        out["q_bh"] = benjamini_hochberg(out["p_sign"].to_numpy(float))
+    return out
 
 
 def _truth_score(mechanism: str) -> tuple[str, str]:

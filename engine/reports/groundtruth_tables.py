@@ -182,13 +182,18 @@ def judge_markdown(run: str, operator: str = "mask") -> Callable[[Path], str]:
             return f"(no {operator} cells in results/groundtruth/{run} yet)"
         return part, "model", (
             f"Operator {OPERATOR_LABELS.get(operator, operator)}: share of inputs (x wrong explanations) on which the "
-            f"metric prefers the true explanation (higher better; 50% = chance), 95% bootstrap CI, "
-            f"[MaSF share p<0.05 of its perturbed inputs].\n")
+            f"metric prefers the true explanation (higher better; 50% = chance), 95% bootstrap CI, its effect size "
+            f"d_z (Cohen's paired d of the true explanation's value over the wrong ones', positive favours the "
+            f"truth; * where the win rate differs from chance at a 5% false discovery rate, Benjamini-Hochberg over "
+            f"every row of the judge table), [MaSF share p<0.05 of its perturbed inputs].\n")
 
     def cell(rows: pd.DataFrame) -> str:
         r = rows.iloc[0]
         share = f" [{r['masf_share']:.0%}]" if np.isfinite(r["masf_share"]) else ""
-        return f"{r['prefers_true']:.0%} ({r['low']:.0%}-{r['high']:.0%}){share}"
+        dz = r.get("d_z", float("nan"))
+        effect = "" if np.isnan(dz) else f", d_z {'∞' if dz > 0 else '-∞'}" if np.isinf(dz) else f", d_z {dz:.1f}"
+        star = "*" if r.get("q_bh", 1.0) < 0.05 else ""
+        return f"{r['prefers_true']:.0%} ({r['low']:.0%}-{r['high']:.0%}){effect}{star}{share}"
 
     return _metric_rows(run, select, cell)
 

@@ -280,6 +280,41 @@ def evaluation_tables(run: str, racu_run: str) -> Callable[[Path], str]:
     return build
 
 
+OPERATOR_METRICS = ("aopc-comprehensiveness", "aopc-sufficiency", "faithfulness-correlation", "infidelity")
+
+
+def operator_comparison(run: str) -> Callable[[Path], str]:
+    """The metrics of each measure under each removal operator of `run` ([MASK], retrieval infill, MLM infill), each
+    value with the share of its perturbed inputs MaSF calls out of distribution (p < 0.05): whether infill keeps
+    the perturbed inputs closer to the data than [MASK] does, which ICE assumes (one seed, means over the inputs)."""
+
+    def build(root: Path) -> str:
+        from engine.faithfulness.evaluation import ERASURE, evaluation_store, evaluation_table
+        from engine.faithfulness.registry import better
+
+        data = evaluation_store(root / "evaluation").load(run)
+        table = evaluation_table(data[data["method"] == ERASURE], level_cis=False)
+        table = table[table["level"].isna()].set_index(["measure", "removal", "metric"])
+        operators = [op for op in ("mask", "retrieval", "mlm") if op in table.index.get_level_values("removal")]
+        measures = sorted(table.index.get_level_values("measure").unique(), key=lambda m: (m != "random", m))
+        head = " | ".join(f"{m} ({better(m)} better)" for m in OPERATOR_METRICS)
+        lines = [f"| measure | operator | {head} |", "|---|---|" + "---|" * len(OPERATOR_METRICS)]
+        for measure in measures:
+            for op in operators:
+                cells = []
+                for metric in OPERATOR_METRICS:
+                    key = (measure, op, metric)
+                    if key not in table.index:
+                        cells.append("—")
+                        continue
+                    row = table.loc[key]
+                    cells.append(f"{row['value']:.3f} ({row['p_below_005']:.1%})")
+                lines.append(f"| {measure} | {op} | " + " | ".join(cells) + " |")
+        return "\n".join(lines)
+
+    return build
+
+
 AGREEMENT_PAIRS = ("grad-l1 ~ grad-l2", "ig-sign ~ loo-sign", "loo-sign ~ x-grad-sign", "grad-l2 ~ loo-sign",
                    "loo-abs ~ loo-sign", "random ~ x-grad-sign")
 
@@ -496,6 +531,7 @@ TABLES: tuple[Table, ...] = (
     Table("evaluation-tiny-babi1-full", "docs/evaluation.md",
           evaluation_tables("tiny-babi1-erasure-full", "tiny-babi1-3seeds")),
     Table("agreement-pairs", "docs/evaluation.md", agreement_pairs),
+    Table("operators-tiny-rt", "docs/evaluation.md", operator_comparison("tiny-rt-infill")),
     Table("simulability-babi1", "docs/simulability.md", simulation_accuracy("tiny-babi-1-masked-s0-babi-1")),
     Table("plausibility-babi1", "docs/simulability.md", sentence_plausibility("tiny-babi-1-masked-s0-babi-1")),
     Table("llm-accuracy", "docs/llm.md", llm_accuracy((
