@@ -435,6 +435,35 @@ def _recovery_section(recovery: pd.DataFrame, truth: pd.DataFrame) -> None:
               .format({c: "{:.0%}" for c in shares} | {"MRR (higher better)": "{:.2f}", "MRR CI low": "{:.2f}",
                       "MRR CI high": "{:.2f}", "mean rank (lower better)": "{:.1f}"}, na_rep="–"))
     st.dataframe(styled, hide_index=True)
+    measure_links(recovery)
+
+
+def measure_links(recovery: pd.DataFrame) -> None:
+    """Each measure of the recovery table one link from Explain on an example with that measure alone, in the table's
+    order (best MRR first): with the card's planted model where the models cache has it (the view's first model),
+    else the sidebar's, on the first test input of that model's dataset."""
+    from app.benchmark_summary import EXPLAIN, first_example
+    from app.shared import usable_checkpoints
+    from app.trust import measure_words
+
+    catalogue = {m["id"]: m for m in usable_checkpoints()}
+    planted = [m for m in dict.fromkeys(recovery["model"]) if m in catalogue]
+    model = planted[0] if planted else st.session_state.get(MODEL_KEY)
+    meta = catalogue.get(model)
+    example = first_example(meta["dataset"], "test", meta.get("split_seed", 0)) if meta and meta.get("dataset") else None
+    if example is None:
+        return
+    order = (recovery.groupby("measure")["mrr"].mean().sort_values(ascending=False).index
+             if "mrr" in recovery.columns else recovery["measure"].unique())
+    measures = [m for m in order if m != "random"]
+    st.caption(f"Open a measure in Explain on an example (the first test input of {md(meta['dataset'])}) with "
+               f"{md(model)}:")
+    text, aux = example
+    for row in range(0, len(measures), 4):
+        for col, (i, measure) in zip(st.columns(4), list(enumerate(measures))[row:row + 4]):
+            query = {"model": model, "text": text, "measures": measure, **({"aux": aux} if aux else {})}
+            col.page_link(EXPLAIN, label=f"{i + 1}. {measure_words(measure)}", icon=":material/search:",
+                          query_params=query)
 
 
 def _agreement_sections(spearman, operators: pd.DataFrame, operator: str) -> None:
