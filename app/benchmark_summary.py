@@ -333,6 +333,7 @@ def render_summary(view: View | None, model_id: str | None) -> None:
     """The ranking of the view's measures with the published numbers beside them, the links into Explain, the paired
     comparison, and the published tables (drawn with nothing else computed)."""
     from app.figure_export import csv_button
+    from app.figure_export import table as table_view
 
     if view is not None:
         st.subheader(f"Ranking: {md(METHOD_TITLE.get(view.method, view.method))} of {md(view.model)} on "
@@ -368,9 +369,9 @@ def render_summary(view: View | None, model_id: str | None) -> None:
                     overrides = {PUBLISHED: (published, "Madsen et al. 2024, Table 1; blank: not published"),
                                  "published_racu_low": ("published 95% CI low", None),
                                  "published_racu_high": ("published 95% CI high", None)}
-                st.dataframe(table, hide_index=True, column_config=column_config(table, overrides),
-                             column_order=column_order(table), key="bench_ranking")
-                csv_button(table, f"ranking-{view.run}-{view.dataset}-{view.model}", key="bench_ranking_csv")
+                table_view(table, f"ranking-{view.run}-{view.dataset}-{view.model}", key="bench_ranking",
+                           hide_index=True, column_config=column_config(table, overrides),
+                           column_order=column_order(table))
                 explain_links(view, ranked, model_id)
                 paired_comparison(view.data, ranked)
         csv_button(view.data, f"{view.run}-{view.dataset}-{view.model}", key="bench_rows_csv",
@@ -380,7 +381,9 @@ def render_summary(view: View | None, model_id: str | None) -> None:
 
         published, citation = load_published("fmm_table1")
         st.caption(f"Published, not measured here: {citation}")
-        st.dataframe(published, hide_index=True, column_config=column_config(published))
+        table_view(published, "fmm-table1-published", key="bench_fmm", hide_index=True,
+                   column_config=column_config(published))
         roar, roar_citation = load_published("recursive_roar_table2")
         st.caption("Recursive ROAR (published): " + roar_citation)
-        st.dataframe(roar, hide_index=True, column_config=column_config(roar))
+        table_view(roar, "recursive-roar-table2-published", key="bench_rroar", hide_index=True,
+                   column_config=column_config(roar))

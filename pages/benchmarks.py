@@ -13,6 +13,7 @@ import streamlit as st
 from app import palette
 from app.benchmark_summary import METHOD_TITLE, PART_KEY, PARTS, URL_APPLIED, View, render_summary, select_view
 from app.compute_cells import compute_cells_form
+from app.figure_export import chart
 from app.shared import MODEL_KEY, get_classifier, note_if_not_masked_fine_tuned
 from engine.importance import measure_label
 from engine.results import ResultsStore
@@ -55,7 +56,7 @@ def curves_part(view: View) -> None:
                       xaxis_title=view.x_title + (", then retrained" if view.retrained else ""),
                       yaxis_title=f"{view.split} {metric} (lower sooner: more faithful)", height=480,
                       xaxis_tickformat=view.x_format)
-    st.plotly_chart(fig, width="stretch")
+    chart(fig, f"curves-{view.run}-{view.dataset}-{view.model}", key="bench_curves")
 
 
 def masf_part(view: View) -> None:
@@ -80,7 +81,7 @@ def masf_part(view: View) -> None:
     pfig.update_layout(title="Masked inputs MaSF finds out of distribution", xaxis_title=view.x_title,
                        yaxis_title="share of inputs with p < 0.05 (lower: more in distribution)",
                        xaxis_tickformat=view.x_format, yaxis_tickformat=".0%", height=380)
-    st.plotly_chart(pfig, width="stretch")
+    chart(pfig, f"masf-{view.run}-{view.dataset}-{view.model}", key="bench_masf")
 
 
 def roar_part(store: ResultsStore, view: View) -> None:
@@ -127,7 +128,7 @@ def roar_part(store: ResultsStore, view: View) -> None:
                       yaxis_title="test metric (lower sooner: more faithful)", xaxis_tickformat=".0%",
                       height=420 + 60 * groups, legend={"orientation": "h", "yanchor": "top", "y": -0.18,
                                                           "xanchor": "left", "x": 0})
-    st.plotly_chart(fig, width="stretch")
+    chart(fig, f"methods-{view.dataset}-{measure}", key="bench_methods")
 
 
 st.title("Benchmarks")

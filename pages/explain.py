@@ -9,6 +9,9 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
+from app import palette
+from app.figure_export import chart
+from app.figure_export import table as table_view
 from app.follow_sidebar import sidebar_model
 from app.heatmap import LEGEND_ABSOLUTE, LEGEND_SIGNED, token_heatmap_html
 from app.input_check import check_batch, check_input
@@ -242,8 +245,10 @@ if result is not None:
         if len(names) > 1:
             st.subheader("Agreement between measures (Spearman rank correlation)")
             agreement = result.agreement()
-            st.plotly_chart(px.imshow(agreement, zmin=-1, zmax=1, color_continuous_scale="PuOr", text_auto=".2f"),
-                            width="stretch")
+            # the heatmaps' signed scale (app/palette.py): orange +1 (agree), purple -1
+            chart(px.imshow(agreement, zmin=-1, zmax=1, color_continuous_scale=palette.SIGNED_SCALE, text_auto=".2f",
+                            title="Spearman rank correlation between the measures' scores (1: same order)"),
+                  f"agreement-{classifier.id}", key="explain_agreement_chart")
             with st.expander("The disagreement problem (Krishna et al. 2022): agreement at the top tokens"):
                 top = st.slider("Top share of the tokens", 0.05, 1.0, 0.2, 0.05, key="explain_agreement_top",
                                 help="k = this share of the input's tokens (at least one). Feature agreement: the "
@@ -251,8 +256,8 @@ if result is not None:
                                      "ranks; sign: same tokens with the same sign; signed rank: both. 1 = full "
                                      "agreement.")
                 pairs = agreement_matrix({m: [result.scores[m]] for m in names}, top_fraction=float(top))
-                st.dataframe(pairs.pivot_table(index=["measure_a", "measure_b"], columns="metric", values="mean"),
-                             key="explain_agreement_table")
+                table_view(pairs.pivot_table(index=["measure_a", "measure_b"], columns="metric", values="mean"),
+                           f"agreement-top-{classifier.id}", key="explain_agreement_table")
 
 # A prompted language model can also be asked to explain itself (counterfactual, attribution, redaction).
 from app.self_explain_view import self_explanation_section  # noqa: E402

@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app import palette
+from app.figure_export import chart
 from app.heatmap import LEGEND_ABSOLUTE, LEGEND_SIGNED, token_heatmap_html
 from app.input_check import check_input
 from app.limits import admitted, capped
@@ -241,7 +242,7 @@ if result is not None:
     fig.add_vline(x=x[index], line_dash="dot")
     fig.update_layout(title=f"p({target}) as tokens are masked" + (" (lower sooner: more faithful)" if compared else ""),
                       xaxis_title=x_title, yaxis_title=f"p({target})", xaxis_tickformat=x_format, height=380)
-    st.plotly_chart(fig, width="stretch")
+    chart(fig, f"masking-{classifier.id}-{result.measure.measure}", key="masking_curve_chart")
     if compared:
         # the finding in a sentence: the mean probability over the levels (the area under the curve, up to the x
         # scale) is lowest for the measure whose top tokens the prediction rests on most
@@ -263,7 +264,7 @@ if result is not None:
         pfig.update_layout(xaxis_title=x_title, yaxis_title=MASF_AXIS_TITLE,
                            yaxis_type="log", yaxis_tickvals=ticks, yaxis_ticktext=[f"{t:g}" for t in ticks],
                            yaxis_range=[-3.2, 0.05], height=300, xaxis_tickformat=x_format)
-        st.plotly_chart(pfig, width="stretch")
+        chart(pfig, f"masking-masf-{classifier.id}-{result.measure.measure}", key="masking_masf_chart")
 
     st.subheader("Every step at a glance")
     st.caption(f"Each row is one step: struck-through, outlined {level}s are [MASK]; colour = the {result.measure.measure} "
