@@ -5,6 +5,7 @@ computed."""
 from __future__ import annotations
 
 import html
+from types import SimpleNamespace
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -14,7 +15,9 @@ from app import palette
 from app.benchmark_summary import METHOD_TITLE, PART_KEY, PARTS, URL_APPLIED, View, render_summary, select_view
 from app.compute_cells import compute_cells_form
 from app.figure_export import chart
+from app.follow_sidebar import sidebar_model
 from app.shared import MODEL_KEY, get_classifier, note_if_not_masked_fine_tuned
+from engine import CheckpointMeta
 from engine.importance import measure_label
 from engine.results import ResultsStore
 from engine.results.store import is_count_schedule
@@ -133,10 +136,13 @@ def roar_part(store: ResultsStore, view: View) -> None:
 
 st.title("Benchmarks")
 _model_id = st.session_state.get(MODEL_KEY)
-_classifier = get_classifier(_model_id) if _model_id else None
-if _classifier is not None:
-    note_if_not_masked_fine_tuned(_classifier)
-compute_cells_form(_model_id, _classifier)  # before the store is read
+# the model is loaded only where a part needs it (the compute form, your own explanations): its catalogue entry says
+# whether it was masked-fine-tuned, and loading it (a second or more) would double the page's opening time
+_meta = sidebar_model()
+if _meta is not None and "base_model" in _meta:
+    note_if_not_masked_fine_tuned(SimpleNamespace(id=_model_id,
+                                                  masked_fine_tuned=CheckpointMeta.from_dict(_meta).masked_fine_tuned))
+compute_cells_form(_model_id, lambda: get_classifier(_model_id))  # before the store is read
 store = ResultsStore()
 view = select_view(store, _model_id)
 render_summary(view, _model_id)
@@ -162,7 +168,7 @@ elif part == "roar":
 elif part == "plausibility":
     from app.benchmark_views import render_faith_plausibility
 
-    render_faith_plausibility(view.data if view is not None else pd.DataFrame(), _model_id, _classifier)
+    render_faith_plausibility(view.data if view is not None else pd.DataFrame(), _model_id)
 elif part == "budget":
     from app.benchmark_views import render_pareto
 
@@ -170,7 +176,7 @@ elif part == "budget":
 elif part == "own":
     from app.benchmark_views import render_upload
 
-    render_upload(_classifier)
+    render_upload(get_classifier(_model_id) if _model_id else None)
 elif part == "evaluation":
     from app.evaluation_tab import render_evaluation_tab
 
