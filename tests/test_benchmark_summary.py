@@ -150,3 +150,23 @@ def test_a_linked_view_opens_on_its_run_and_part(shipped_model):
     _run(at)
     assert at.selectbox(key="bench_run").value == "tiny-rt-3seeds"
     assert at.dataframe[0].value.set_index("measure").loc["loo-sign", "published_racu_pct"] == 171.3
+
+
+def test_opening_the_page_does_not_load_the_sidebars_model(shipped_model, monkeypatch):
+    """The model (a second or more to load) is loaded by the part that needs it, not to open the page: the summary and
+    the curves are drawn from the store; the "own explanations" part loads it; the masked-fine-tuning note still comes
+    from the catalogue's entry."""
+    import app.shared
+
+    loads: list[str] = []
+    real = app.shared.load_classifier
+    monkeypatch.setattr(app.shared, "load_classifier", lambda model_id: loads.append(model_id) or real(model_id))
+    app.shared.get_classifier.clear()
+    at = _run(AppTest.from_file(MAIN, default_timeout=300))
+    at.switch_page(BENCHMARKS)
+    _run(at)
+    assert at.sidebar.selectbox[0].value == SHIPPED and loads == [], loads
+    assert any("Compute cells" in e.label for e in at.expander), "the form is offered (it loads the model when opened)"
+    at.segmented_control(key="bench_part").set_value("own")
+    _run(at)
+    assert loads == [SHIPPED]
