@@ -9,6 +9,8 @@ import pandas as pd
 import streamlit as st
 
 from app.column_labels import column_config
+from app.figure_export import chart
+from app.figure_export import table as table_view
 from app.text import md
 from engine.csv_safe import frame_to_csv
 from engine.results.store import RECURSIVE_MASKING
@@ -61,14 +63,14 @@ def render_pareto() -> None:
                "anytime search is run at several budgets, in multiples of G = N(N+1)/2 + 1 passes (greedy LOO's "
                "cost), and drawn as one line. Dotted: beam's curve; dark steps: the Pareto front (no point is both "
                "cheaper and more faithful).")
-    st.plotly_chart(pareto_figure(summary, metric), width="stretch")
+    chart(pareto_figure(summary, metric), f"pareto-{run}-{metric}", key="pareto_chart")
     versus = anytime_against_beam(summary, metric)
     if not versus.empty:
         above = int(versus["above"].sum())
         st.caption(f"Anytime at or above beam's curve (the best of LOO, greedy and the beams a budget affords) at "
                    f"{above} of {len(versus)} budgets up to beam-20's cost.")
     shown = summary_for_display(summary)
-    st.dataframe(shown, hide_index=True, column_config=column_config(shown))
+    table_view(shown, f"pareto-{run}-summary", key="pareto_table", hide_index=True, column_config=column_config(shown))
     config = provenance.get("config", {})
     st.caption(f"Model {md(provenance.get('checkpoint', '?'))} (weights sha256 "
                f"{md(str(provenance.get('checkpoint_sha256', '?'))[:12])}), {int(table['input'].nunique())} "
@@ -128,7 +130,7 @@ def render_upload(classifier) -> None:
     bar.empty()
     st.success(f"{len(result.measures)} imported measure(s) ({md(', '.join(result.measures))}) on {result.n_inputs} "
                f"inputs of the {md(split)} split, beside {md(', '.join(builtin) or 'no built-in measure')}.")
-    st.dataframe(aggregate_rows(result.table), hide_index=True)
+    table_view(aggregate_rows(result.table), "own-explanations-summary", key="upload_summary", hide_index=True)
     with st.expander("Every metric and level"):
         st.dataframe(result.table, hide_index=True)
     st.download_button("Download (CSV)", frame_to_csv(result.table).encode(), file_name="own-explanations.csv",
@@ -208,7 +210,8 @@ def render_faith_plausibility(view: pd.DataFrame, model_id: str | None, classifi
         st.info(f"No measure has both numbers: faithfulness for {md(', '.join(faith['measure']) or 'none')}, "
                 f"{md(PLAUSIBILITY[plaus_kind])} for {md(', '.join(plaus['measure']) or 'none')}.")
         return
-    st.plotly_chart(figure(both, FAITHFULNESS[faith_kind], PLAUSIBILITY[plaus_kind]), width="stretch")
+    chart(figure(both, FAITHFULNESS[faith_kind], PLAUSIBILITY[plaus_kind]), f"faithfulness-{faith_kind}-{plaus_kind}",
+          key="fp_chart")
     rho = spearman(both)
     st.caption("Error bars: 95% intervals (RACU and NAOPC over seeds; AUPRC over inputs; the rating mu +- 1.96 "
                "sigma). " + (f"Spearman over the {len(both)} measures: {rho:.2f}." if rho == rho else
@@ -216,7 +219,8 @@ def render_faith_plausibility(view: pd.DataFrame, model_id: str | None, classifi
     # short headers (a long one widens its column past the table's edge), the full names as their help
     faith_short = {"racu": "RACU %", "naopc": "NAOPC"}[faith_kind]
     plaus_short = {"rating": "rating (mu)", "auprc-human": "AUPRC", "auprc-gold": "AUPRC"}[plaus_kind]
-    st.dataframe(both, hide_index=True, column_config=column_config(both, {
+    table_view(both, f"faithfulness-{faith_kind}-{plaus_kind}", key="fp_table", hide_index=True,
+          column_config=column_config(both, {
         "faith": (faith_short, f"{FAITHFULNESS[faith_kind]}, mean over seeds; higher: more faithful"),
         "faith_low": (f"{faith_short} 95% low", None), "faith_high": (f"{faith_short} 95% high", None),
         "plaus": (plaus_short, f"{PLAUSIBILITY[plaus_kind]}; higher: more plausible"),

@@ -21,12 +21,20 @@ def run_name(model_id: str) -> str:
     return "page-" + re.sub(r"[^A-Za-z0-9._-]", "-", model_id)[:100]
 
 
-def compute_cells_form(model_id: str | None, classifier) -> None:
+def compute_cells_form(model_id: str | None, load_classifier) -> None:
     """An expander with the form; on submit, computes `random` plus the chosen measures on the first N test
-    examples (one seed) and opens the page on the run that holds them."""
-    if classifier is None or not may("compute-cells"):  # it writes to the results store (app/availability.py)
+    examples (one seed) and opens the page on the run that holds them.
+
+    load_classifier(): the model (app.shared.get_classifier), called only once the expander is opened: the form
+    lists the measures the model supports, and loading it (a second or more) must not slow the page's opening."""
+    if model_id is None or not may("compute-cells"):  # it writes to the results store (app/availability.py)
         return
-    with st.expander(f"Compute cells for {md(model_id)} (your model, your data)"):
+    box = st.expander(f"Compute cells for {md(model_id)} (your model, your data)", key="bench_compute_open",
+                      on_change="rerun")
+    if not box.open:
+        return
+    with box:
+        classifier = load_classifier()
         names = dataset_names()
         own = classifier.meta.dataset
         available = [m for m, why in measure_availability(classifier).items() if not why and m != "random"]

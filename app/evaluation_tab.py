@@ -12,6 +12,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.column_labels import column_config, metric_help, metric_label
+from app.figure_export import chart
+from app.figure_export import table as table_view
 from app.follow_sidebar import other_model_note, preferred_index, sidebar_model
 from app.results_cache import area_table_of, evaluation_table_of, state_of, store_rows
 from app.text import md
@@ -65,7 +67,8 @@ def _erasure_section(table: pd.DataFrame) -> None:
             ci = "" if np.isnan(r["ci_low"]) else f" [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
             cells.setdefault(r["measure"], {})[f"{strategy}: {metric} ({r['better']} better)"] = f"{r['value']:.3f}{ci}"
             cells[r["measure"]][f"{strategy}: MaSF p<0.05"] = f"{r['p_below_005']:.0%}"
-    st.dataframe(pd.DataFrame.from_dict(cells, orient="index").rename_axis("measure").reset_index(), hide_index=True)
+    table_view(pd.DataFrame.from_dict(cells, orient="index").rename_axis("measure").reset_index(),
+          f"evaluation-{dataset}-{model}-{metric}", key="eval_metric_table", hide_index=True)
     per_level = table[(table["metric"] == metric.removeprefix("aopc-")) & table["level"].notna()]
     if not per_level.empty:
         fig = go.Figure()
@@ -76,7 +79,7 @@ def _erasure_section(table: pd.DataFrame) -> None:
                                      customdata=g["p_below_005"], hovertemplate="%{y:.3f}, MaSF share %{customdata:.0%}"))
         fig.update_layout(xaxis_title="k or r (fraction of tokens)", yaxis_title=metric.removeprefix("aopc-"), height=380,
                           xaxis_tickformat=".0%")
-        st.plotly_chart(fig, width="stretch")
+        chart(fig, f"evaluation-{dataset}-{model}-{metric}", key="eval_metric_chart")
     st.download_button("Download the evaluation table (CSV)", frame_to_csv(table).encode(),
                        file_name=f"evaluation-{dataset}-{model}.csv", mime="text/csv")
 
@@ -95,11 +98,12 @@ def _sanity_section(data: pd.DataFrame) -> None:
             fig.add_trace(go.Scatter(x=g["stage"], y=g["value"], mode="lines+markers", name=f"{measure} ({model} {strategy})",
                                      line_dash="solid" if strategy == "masked" else "dot"))
         fig.update_layout(title=method, yaxis_title="Spearman with the trained model", height=360)
-        st.plotly_chart(fig, width="stretch")
+        chart(fig, f"sanity-{method}", key=f"eval_sanity_{method}")
         final = part[part["passes"].notna()] if "passes" in part else part.iloc[0:0]
         if not final.empty:
             shown = final[["base_model", "strategy", "measure", "seed", "value", "ci_low", "ci_high", "passes"]]
-            st.dataframe(shown, hide_index=True, column_config=column_config(shown, {
+            table_view(shown, f"sanity-{method}", key=f"eval_sanity_table_{method}", hide_index=True,
+                  column_config=column_config(shown, {
                 "value": ("Spearman after full randomisation", "with the trained model's scores (lower: passes)")}))
 
 
@@ -114,7 +118,8 @@ def _agreement_section(data: pd.DataFrame) -> None:
     for strategy, g in part.groupby("strategy"):
         wide = g.pivot_table(index=["measure_a", "measure_b"], columns="metric", values="value").reset_index()
         st.markdown(f"**{md(strategy)}** ({md(g['base_model'].iloc[0])}, {int(g['n_examples'].iloc[0])} inputs per seed)")
-        st.dataframe(wide.round(3), hide_index=True, column_config=column_config(wide))
+        table_view(wide.round(3), f"agreement-{strategy}", key=f"eval_agreement_{strategy}", hide_index=True,
+              column_config=column_config(wide))
 
 
 def _cost_section() -> None:
@@ -143,7 +148,7 @@ def _cost_section() -> None:
     front = pareto_front(x, y)
     fig.add_trace(go.Scatter(x=x[front], y=y[front], mode="lines", name="Pareto front", line_dash="dash"))
     fig.update_layout(xaxis_type="log", xaxis_title="seconds per explanation (log)", yaxis_title="RACU (%)", height=420)
-    st.plotly_chart(fig, width="stretch")
+    chart(fig, f"cost-{run}", key="eval_cost_chart")
 
 
 def render_evaluation_tab() -> None:

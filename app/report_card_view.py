@@ -15,6 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from app.admin import AdminRequired, ensure_admin, is_admin
+from app.figure_export import table as table_view
 from app.follow_sidebar import other_model_note, preferred
 from app.progress import ThrottledProgress
 from app.results_cache import state_of
@@ -354,7 +355,7 @@ def _truth_section(truth: pd.DataFrame) -> None:
             if rate in r and pd.notna(r[rate]):
                 row[words] = f"{percent_range(r[rate], r[f'{rate}_low'], r[f'{rate}_high'])} of {int(r[f'{rate}_n'])}"
         rows.append(row)
-    st.dataframe(pd.DataFrame(rows), hide_index=True)
+    table_view(pd.DataFrame(rows), "report-card-truth", key="card_truth_table", hide_index=True)
 
 
 def _verdict_section(judges: pd.DataFrame, operator: str, truth: pd.DataFrame) -> None:
@@ -396,7 +397,7 @@ def _judge_table(judges: pd.DataFrame, operator: str) -> None:
     if show["model"].nunique() == 1:
         styled = styled.hide(["model"], axis="columns")
     with st.expander("Judge table: every metric against every wrong explanation"):
-        st.dataframe(styled, hide_index=True)
+        table_view(styled, f"report-card-judges-{operator}", key="card_judge_table", hide_index=True)
 
 
 def _recovery_section(recovery: pd.DataFrame, truth: pd.DataFrame) -> None:
@@ -414,7 +415,8 @@ def _recovery_section(recovery: pd.DataFrame, truth: pd.DataFrame) -> None:
         pivot = recovery.pivot_table(index="measure", columns="model", values="top_hit")
         pivot.columns = [f"{m} · {captions.get(m, '')}" for m in pivot.columns]
         st.markdown("Top-1 hit rate per model (higher better):")
-        st.dataframe(pivot.style.map(lambda v: shade(v, "higher")).format("{:.0%}", na_rep="–"))
+        table_view(pivot.style.map(lambda v: shade(v, "higher")).format("{:.0%}", na_rep="–"), "report-card-top-hits",
+              key="card_top_hits")
     columns = {"measure": "measure", "model": "model", "n": "inputs", "top_hit": "top-1 hit (higher better)",
                "top_hit_low": "hit CI low", "top_hit_high": "hit CI high", "mrr": "MRR (higher better)",
                "mrr_low": "MRR CI low", "mrr_high": "MRR CI high", "mass_share": "mass share (higher better)",
@@ -434,7 +436,36 @@ def _recovery_section(recovery: pd.DataFrame, truth: pd.DataFrame) -> None:
               .map(lambda v: shade(v, "lower"), subset=lower)
               .format({c: "{:.0%}" for c in shares} | {"MRR (higher better)": "{:.2f}", "MRR CI low": "{:.2f}",
                       "MRR CI high": "{:.2f}", "mean rank (lower better)": "{:.1f}"}, na_rep="–"))
-    st.dataframe(styled, hide_index=True)
+    table_view(styled, "report-card-measures", key="card_measures_table", hide_index=True)
+    measure_links(recovery)
+
+
+def measure_links(recovery: pd.DataFrame) -> None:
+    """Each measure of the recovery table one link from Explain on an example with that measure alone, in the table's
+    order (best MRR first): with the card's planted model where the models cache has it (the view's first model),
+    else the sidebar's, on the first test input of that model's dataset."""
+    from app.benchmark_summary import EXPLAIN, first_example
+    from app.shared import usable_checkpoints
+    from app.trust import measure_words
+
+    catalogue = {m["id"]: m for m in usable_checkpoints()}
+    planted = [m for m in dict.fromkeys(recovery["model"]) if m in catalogue]
+    model = planted[0] if planted else st.session_state.get(MODEL_KEY)
+    meta = catalogue.get(model)
+    example = first_example(meta["dataset"], "test", meta.get("split_seed", 0)) if meta and meta.get("dataset") else None
+    if example is None:
+        return
+    order = (recovery.groupby("measure")["mrr"].mean().sort_values(ascending=False).index
+             if "mrr" in recovery.columns else recovery["measure"].unique())
+    measures = [m for m in order if m != "random"]
+    st.caption(f"Open a measure in Explain on an example (the first test input of {md(meta['dataset'])}) with "
+               f"{md(model)}:")
+    text, aux = example
+    for row in range(0, len(measures), 4):
+        for col, (i, measure) in zip(st.columns(4), list(enumerate(measures))[row:row + 4]):
+            query = {"model": model, "text": text, "measures": measure, **({"aux": aux} if aux else {})}
+            col.page_link(EXPLAIN, label=f"{i + 1}. {measure_words(measure)}", icon=":material/search:",
+                          query_params=query)
 
 
 def _agreement_sections(spearman, operators: pd.DataFrame, operator: str) -> None:
@@ -452,9 +483,9 @@ def _agreement_sections(spearman, operators: pd.DataFrame, operator: str) -> Non
             show = part[["model", "label", "spearman", "low", "high", "n_measures", "n_inputs"]].rename(columns={
                 "label": "metric", "spearman": "Spearman (higher better)", "low": "CI low", "high": "CI high",
                 "n_measures": "measures", "n_inputs": "inputs"})
-            st.dataframe(show.style.map(lambda v: shade(v, "higher", -1.0, 1.0), subset=["Spearman (higher better)"])
-                         .format({"Spearman (higher better)": "{:.2f}", "CI low": "{:.2f}", "CI high": "{:.2f}"},
-                                 na_rep="–"), hide_index=True)
+            table_view(show.style.map(lambda v: shade(v, "higher", -1.0, 1.0), subset=["Spearman (higher better)"])
+                  .format({"Spearman (higher better)": "{:.2f}", "CI low": "{:.2f}", "CI high": "{:.2f}"},
+                          na_rep="–"), f"report-card-spearman-{operator}", key="card_spearman_table", hide_index=True)
     if not operators.empty:
         with st.expander("Does the masking operator change the verdict? (lower better)"):
             st.caption("Share of (input, wrong explanation) pairs whose verdict (true preferred, wrong preferred, tie) "
@@ -463,9 +494,9 @@ def _agreement_sections(spearman, operators: pd.DataFrame, operator: str) -> Non
             show = operators[["model", "label", "operators", "n_pairs", "changed", "low", "high"]].rename(columns={
                 "label": "metric", "n_pairs": "pairs", "changed": "verdict changes (lower better)", "low": "CI low",
                 "high": "CI high"})
-            st.dataframe(show.style.map(lambda v: shade(v, "lower"), subset=["verdict changes (lower better)"])
-                         .format({"verdict changes (lower better)": "{:.0%}", "CI low": "{:.0%}", "CI high": "{:.0%}"}),
-                         hide_index=True)
+            table_view(show.style.map(lambda v: shade(v, "lower"), subset=["verdict changes (lower better)"])
+                  .format({"verdict changes (lower better)": "{:.0%}", "CI low": "{:.0%}", "CI high": "{:.0%}"}),
+                  "report-card-operators", key="card_operators_table", hide_index=True)
 
 
 def render_report_card() -> None:

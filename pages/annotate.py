@@ -10,6 +10,8 @@ import streamlit as st
 
 from app.admin import require_admin
 from app.annotation_widgets import rank_pickers, rationale_picker, show_explanations, show_input
+from app.figure_export import chart
+from app.figure_export import table as table_view
 from app.plausibility_words import BRADLEY_TERRY_COLUMNS, TRUESKILL_COLUMNS, ranking_in_words
 from app.progress import ThrottledProgress
 from app.shared import selected_classifier
@@ -143,7 +145,9 @@ with rationale_tab:
 def table(rows: list[dict], columns: list[str] | dict[str, str]) -> None:
     """The rows' `columns`; a dict names them in words (engine column -> header)."""
     frame = pd.DataFrame(rows)[list(columns)]
-    st.dataframe(frame.rename(columns=columns) if isinstance(columns, dict) else frame, hide_index=True)
+    shown = frame.rename(columns=columns) if isinstance(columns, dict) else frame
+    table_view(shown, f"annotate-{'-'.join(map(str, list(columns)[:2]))}", key=f"annotate_table_{'_'.join(map(str, columns))}",
+               hide_index=True)
 
 
 def fmt(value: float) -> str:
@@ -171,8 +175,9 @@ with results_tab:
                                name="mu ± 3 sigma"))
         fig.add_trace(go.Scatter(x=ts["measure"], y=ts["conservative"], mode="markers", name="mu - 3 sigma",
                                  marker={"symbol": "diamond", "size": 10}))
-        fig.update_layout(yaxis_title="TrueSkill rating", height=360)
-        st.plotly_chart(fig, width="stretch")
+        fig.update_layout(title="Plausibility ranking of the measures", yaxis_title="TrueSkill rating (higher: more plausible)",
+                          height=360)
+        chart(fig, "annotate-trueskill", key="annotate_trueskill_chart")
         table(data["trueskill"], TRUESKILL_COLUMNS)
         st.caption("Each ranking is a free-for-all match between the measures shown (ties are draws); measures are "
                    "ordered by the conservative estimate mu - 3 sigma.")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
+from app.figure_export import chart
+from app.figure_export import table as table_view
 from app.follow_sidebar import other_model_note
 from app.heatmap import LEGEND_ABSOLUTE, token_heatmap_html
 from app.shared import get_classifier, usable_checkpoints
@@ -30,10 +32,13 @@ st.subheader("W&P Tables 2-4: this project vs published")
 ours = wp_table(summary)
 c1, c2 = st.columns(2)
 c1.caption(f"Measured here: {md(summary['base_model'])} on {md(dataset)} ({summary['provenance']['code_version']})")
-c1.dataframe(ours, hide_index=True)
+with c1:
+    table_view(ours, f"wp-tables-{dataset}", key="attention_ours", hide_index=True)
 published, citation = load_published("wiegreffe_pinter")
 c2.caption(f"Published (SST, IMDb; not measured here): {citation}")
-c2.dataframe(published[published["dataset"].isin(["SST", "IMDb"])], hide_index=True)
+with c2:
+    table_view(published[published["dataset"].isin(["SST", "IMDb"])], "wp-tables-published", key="attention_published",
+          hide_index=True)
 
 st.subheader("Seed variance")
 st.caption("JSD between the attention of models trained with other seeds and the base model's, per test input, "
@@ -44,7 +49,7 @@ for cls, part in variance.groupby("predicted"):
     fig.add_trace(go.Violin(x=part["max attention (binned)"], y=part["jsd"], name=f"predicted {cls}", box_visible=True,
                             points=False, scalegroup=str(cls)))
 fig.update_layout(violinmode="group", xaxis_title="base model's max attention", yaxis_title="JSD to base attention", height=400)
-st.plotly_chart(fig, width="stretch")
+chart(fig, f"attention-seed-variance-{dataset}", key="attention_variance_chart")
 
 st.subheader("Adversary: prediction change (TVD) vs attention change (JSD)")
 tfig = go.Figure()
@@ -54,8 +59,8 @@ seed_points = variance.groupby("seed")[["jsd", "tvd"]].mean()
 tfig.add_trace(go.Scatter(x=seed_points["jsd"], y=seed_points["tvd"], mode="markers", name="other random seeds",
                           marker={"symbol": "x", "size": 10}))
 tfig.update_layout(xaxis_title="mean JSD of attention to the base model", yaxis_title="mean TVD of predictions", height=420)
-st.plotly_chart(tfig, width="stretch")
-st.dataframe(adversaries, hide_index=True)
+chart(tfig, f"attention-adversary-{dataset}", key="attention_adversary_chart")
+table_view(adversaries, f"attention-adversaries-{dataset}", key="attention_adversaries", hide_index=True)
 
 st.subheader("One input: base vs adversarial attention")
 text = st.text_input("Text", value="a gorgeous, witty, seductive movie", key="attention_text", max_chars=5000)

@@ -9,10 +9,15 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
+from app import palette
+from app.figure_export import chart
+from app.figure_export import table as table_view
+from app.follow_sidebar import sidebar_model
 from app.heatmap import LEGEND_ABSOLUTE, LEGEND_SIGNED, token_heatmap_html
 from app.input_check import check_batch, check_input
 from app.limits import PublicLimitError, admitted, capped
 from app.lora_suggestion import suggest_masked_lora
+from app.measure_standing import evidence_for, render_standing
 from app.share import arrived_from_url, publish, split_list
 from app.shared import selected_classifier
 from app.text import md
@@ -202,11 +207,14 @@ if result is not None:
     if stopped:
         st.info(f"Stopped after {stopped[0]} of {stopped[1]} measures; press Explain to compute them all.")
     names = list(result.scores)
+    # how each shown measure fared on this model (its benchmark run's RACU rank, its own report card): app/trust.py
+    evidence = evidence_for(sidebar_model()) if names else ()
     for row in range(0, len(names), 2):
         cols = st.columns(2)
         for col, measure in zip(cols, names[row : row + 2]):
             with col:
                 _heatmap(col, result, measure, units, level_scores)
+                render_standing(col, measure, evidence)
     if names:
         st.subheader("Take it away")
         record = explanation_record(result, classifier, level=level, aggregation=aggregation,
@@ -221,10 +229,13 @@ if result is not None:
                    "\\colorbox lines for a paper figure (needs \\usepackage{xcolor}).")
         h1, h2 = st.columns([1, 2])
         handoff = h1.selectbox("Measure to mask by", names, key="explain_handoff_measure")
-        if h2.button("Mask this text step by step", key="explain_to_masking", icon=":material/layers_clear:"):
+        # the other shown measures go along: Masking draws their curves on the same input, against the random band
+        compare = ",".join(m for m in names if m != handoff)
+        if h2.button("Mask this text step by step", key="explain_to_masking", icon=":material/layers_clear:",
+                     help="Masks the text by the chosen measure, and compares the other measures shown here on it."):
             st.switch_page(MASKING_PAGE, query_params={k: v for k, v in {
                 "model": classifier.id, "text": result.text, "aux": aux if paired else None, "measure": handoff,
-                "target": target_choice, "level": level}.items() if v})
+                "compare": compare, "target": target_choice, "level": level}.items() if v})
         st.subheader("Scores" + (f" per {level}" if level != "token" else ""))
         if level == "token":
             table = result.table()
@@ -234,8 +245,10 @@ if result is not None:
         if len(names) > 1:
             st.subheader("Agreement between measures (Spearman rank correlation)")
             agreement = result.agreement()
-            st.plotly_chart(px.imshow(agreement, zmin=-1, zmax=1, color_continuous_scale="PuOr", text_auto=".2f"),
-                            width="stretch")
+            # the heatmaps' signed scale (app/palette.py): orange +1 (agree), purple -1
+            chart(px.imshow(agreement, zmin=-1, zmax=1, color_continuous_scale=palette.SIGNED_SCALE, text_auto=".2f",
+                            title="Spearman rank correlation between the measures' scores (1: same order)"),
+                  f"agreement-{classifier.id}", key="explain_agreement_chart")
             with st.expander("The disagreement problem (Krishna et al. 2022): agreement at the top tokens"):
                 top = st.slider("Top share of the tokens", 0.05, 1.0, 0.2, 0.05, key="explain_agreement_top",
                                 help="k = this share of the input's tokens (at least one). Feature agreement: the "
@@ -243,8 +256,8 @@ if result is not None:
                                      "ranks; sign: same tokens with the same sign; signed rank: both. 1 = full "
                                      "agreement.")
                 pairs = agreement_matrix({m: [result.scores[m]] for m in names}, top_fraction=float(top))
-                st.dataframe(pairs.pivot_table(index=["measure_a", "measure_b"], columns="metric", values="mean"),
-                             key="explain_agreement_table")
+                table_view(pairs.pivot_table(index=["measure_a", "measure_b"], columns="metric", values="mean"),
+                           f"agreement-top-{classifier.id}", key="explain_agreement_table")
 
 # A prompted language model can also be asked to explain itself (counterfactual, attribution, redaction).
 from app.self_explain_view import self_explanation_section  # noqa: E402

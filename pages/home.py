@@ -11,6 +11,7 @@ from app import trust
 from app.availability import may, require
 from app.column_labels import column_config
 from app.compute_cells import run_name
+from app.figure_export import table as table_view
 from app.progress import ThrottledProgress
 from app.shared import MODEL_KEY, get_classifier, usable_checkpoints
 from app.text import md
@@ -72,7 +73,7 @@ else:
         table = pd.DataFrame([{"rank": i + 1, "measure": trust.measure_words(s.measure), "id": s.measure,
                                "value": s.value, "low": s.low, "high": s.high}
                               for i, s in enumerate(item.standings)])
-        st.dataframe(table, hide_index=True, key=f"home_ranking_{k}", column_config=column_config(
+        table_view(table, f"ranking-{meta['id']}-{k}", key=f"home_ranking_{k}", hide_index=True, column_config=column_config(
             table, {"value": (f"{item.metric} ({item.better})", None), "low": ("95% CI low", None),
                     "high": ("95% CI high", None), "id": ("measure id", None)}))
         if example is not None:

@@ -7,12 +7,14 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
+from app import palette
+from app.figure_export import chart
 from app.heatmap import LEGEND_ABSOLUTE, LEGEND_SIGNED, token_heatmap_html
 from app.input_check import check_input
 from app.limits import admitted, capped
 from app.progress import ThrottledProgress
 from app.results_cache import state_of
-from app.share import arrived_from_url, publish
+from app.share import arrived_from_url, publish, split_list
 from app.shared import note_if_not_masked_fine_tuned, selected_classifier
 from app.text import md
 from engine import PACKAGED_DATASETS, EngineError, dataset_names, load_or_fit_masf, mask_single_input, measure_availability
@@ -66,6 +68,8 @@ from_url = arrived_from_url("masking", {
     "level": ("masking_level", lambda v: v if v in LEVELS else None),
     "step": ("masking_step", lambda v: v if v in SCHEDULES else None),
     "words": ("masking_whole_words", lambda v: v == "1"),
+    # the other measures Explain showed (or a shared view's): drawn on the same input against the random band
+    "compare": ("masking_compare", lambda v: [m for m in split_list(v) if m in offered]),
 })
 if st.session_state.get("masking_measure") not in offered:  # first visit, or a model without the measure held
     st.session_state["masking_measure"] = _opening_measure(classifier, offered)
@@ -81,6 +85,12 @@ step_choice = c2.selectbox("Mask per step", list(SCHEDULES), key="masking_step")
 mode, size = SCHEDULES[step_choice]
 n_seeds = c3.number_input("Random baseline seeds", 2, 20, 5, key="masking_seeds")
 target_choice = c4.selectbox("Explain class", target_options, key="masking_target")
+compare_options = [m for m in offered if m != measure]
+# a kept choice (another model's measures, or the measure now masked by) is filtered before the widget is drawn
+st.session_state["masking_compare"] = [m for m in st.session_state.get("masking_compare", []) if m in compare_options]
+compare = st.multiselect("Compare with", compare_options, key="masking_compare",
+                         help="Other measures, each masking the same input by its own ranking, drawn beside the "
+                              "chosen one against the random band (their steps are not shown one by one).")
 st.session_state.setdefault("masking_level", "token")
 w1, w2 = st.columns([3, 2])
 whole_words = w2.checkbox("Mask whole words", key="masking_whole_words",
@@ -119,7 +129,7 @@ def masf_for(model_id: str, calibration: str | None):
 
 def _view() -> dict:
     return {"model": classifier.id, "text": text, "aux": aux if paired else None, "measure": measure,
-            "target": target_choice, "level": level, "step": step_choice, "words": "1" if whole_words else None}
+            "compare": ",".join(compare), "target": target_choice, "level": level, "step": step_choice, "words": "1" if whole_words else None}
 
 
 run = st.button("Mask step by step", type="primary", key="masking_run")
@@ -145,9 +155,17 @@ if run or from_url:
         with admitted("Step-by-step masking"):
             masf = masf_for(classifier.id, calibration)
             with capped(classifier, "Step-by-step masking"):
-                st.session_state["masking_result"] = mask_single_input(
+                st.session_state["masking_result"] = main = mask_single_input(
                     classifier, text, measure, aux if paired else None, random_seeds=range(int(n_seeds)),
                     masf=masf, progress=report, target=target, whole_words=whole_words, **levels)
+                # each compared measure on the same input and class, on the same levels; no random seeds of its own
+                # (the band above is shared) and no p-values (only the chosen measure's steps are shown)
+                explained = int(main.measure.target[0])
+                st.session_state["masking_compared"] = {
+                    other: mask_single_input(classifier, text, other, aux if paired else None, random_seeds=(),
+                                             progress=report, target=explained, whole_words=whole_words,
+                                             **levels).curves()["measure"]
+                    for other in compare}
         # What calibrated these p-values, kept with the result (the selection may change before it is shown again),
         # and what the reader should know of the input (truncated, mostly unknown tokens).
         st.session_state["masking_masf_calibration"] = masf.provenance["calibration"]
@@ -156,6 +174,7 @@ if run or from_url:
         publish("masking", _view())
     except EngineError as err:  # an empty input, or a MaSF that cannot be calibrated (too few inputs): a message
         st.session_state.pop("masking_result", None)
+        st.session_state.pop("masking_compared", None)
         st.warning(md(err))
     finally:
         cancel.empty()  # nothing left to cancel
@@ -205,14 +224,33 @@ if result is not None:
     curves = result.curves()
     x = list(result.levels)
     x_title, x_format = ("tokens masked (k)", None) if counted else ("fraction masked", ".0%")
+    # compared measures (Explain's other shown ones, or "Compare with") of this result: same input, class and levels
+    compared = {m: c for m, c in (st.session_state.get("masking_compared") or {}).items() if len(c) == len(x)}
+    drawn = {result.measure.measure: curves["measure"], **compared}
+    colours = palette.measure_colours([palette.RANDOM, *drawn])
     fig = go.Figure()
+    # the random baseline is a baseline, grey (app/palette.py): its spread over the seeds a band, its mean dotted
     fig.add_trace(go.Scatter(x=x + x[::-1], y=list(curves["random"].max(0)) + list(curves["random"].min(0))[::-1],
-                             fill="toself", line={"width": 0}, fillcolor="rgba(128,128,128,0.25)", name="random (min-max)"))
-    fig.add_trace(go.Scatter(x=x, y=curves["random"].mean(0), name="random (mean)", line={"color": "gray", "dash": "dash"}))
-    fig.add_trace(go.Scatter(x=x, y=curves["measure"], name=result.measure.measure, line={"color": "#e66101", "width": 3}))
+                             fill="toself", line={"width": 0}, fillcolor=palette.band(palette.BASELINE, 0.25),
+                             name=f"random (min-max of {len(result.random)} seeds)", hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=x, y=curves["random"].mean(0), name="random (mean)",
+                             line=palette.line_style(palette.RANDOM, palette.BASELINE, width=2)))
+    for name, curve in drawn.items():
+        main_line = name == result.measure.measure
+        fig.add_trace(go.Scatter(x=x, y=curve, name=name, mode="lines+markers" if main_line else "lines",
+                                 line=palette.line_style(name, colours[name], width=3 if main_line else 2)))
     fig.add_vline(x=x[index], line_dash="dot")
-    fig.update_layout(xaxis_title=x_title, yaxis_title=f"p({target})", xaxis_tickformat=x_format, height=380)
-    st.plotly_chart(fig, width="stretch")
+    fig.update_layout(title=f"p({target}) as tokens are masked" + (" (lower sooner: more faithful)" if compared else ""),
+                      xaxis_title=x_title, yaxis_title=f"p({target})", xaxis_tickformat=x_format, height=380)
+    chart(fig, f"masking-{classifier.id}-{result.measure.measure}", key="masking_curve_chart")
+    if compared:
+        # the finding in a sentence: the mean probability over the levels (the area under the curve, up to the x
+        # scale) is lowest for the measure whose top tokens the prediction rests on most
+        area = {name: float(np.mean(curve)) for name, curve in drawn.items()}
+        best = min(area, key=area.get)
+        st.caption(f"{len(drawn)} measures on this input, each masking by its own ranking. Lowest mean p({md(target)}) "
+                   f"over the levels: **{md(best)}** ({area[best]:.3f}; random {float(curves['random'].mean()):.3f}); "
+                   "below the grey band: its top tokens matter more than random ones.")
     if steps[0].p_value is not None:
         pfig = go.Figure()
         pfig.add_trace(go.Scatter(x=x, y=[float(s.p_value[0]) for s in steps], name=result.measure.measure, mode="lines+markers"))
@@ -226,7 +264,7 @@ if result is not None:
         pfig.update_layout(xaxis_title=x_title, yaxis_title=MASF_AXIS_TITLE,
                            yaxis_type="log", yaxis_tickvals=ticks, yaxis_ticktext=[f"{t:g}" for t in ticks],
                            yaxis_range=[-3.2, 0.05], height=300, xaxis_tickformat=x_format)
-        st.plotly_chart(pfig, width="stretch")
+        chart(pfig, f"masking-masf-{classifier.id}-{result.measure.measure}", key="masking_masf_chart")
 
     st.subheader("Every step at a glance")
     st.caption(f"Each row is one step: struck-through, outlined {level}s are [MASK]; colour = the {result.measure.measure} "
@@ -241,9 +279,9 @@ if result is not None:
                                              f"p({target}) {float(step.probability[0]):.3f}{p}"))
     st.html('<div class="masking-steps">' + "".join(rows) + "</div>")
     # the curve rows with what they came from, so a downloaded file still says which model and code made it
-    curve_csv = frame_to_csv(result.curve_table().assign(model_id=classifier.id, code_version=code_version(),
-                                                         masf_calibration=st.session_state.get("masking_masf_calibration")
-                                                         )).encode("utf-8")
+    curve_csv = frame_to_csv(result.curve_table().assign(
+        **{f"p_target_{name}": curve for name, curve in compared.items()}, model_id=classifier.id,
+        code_version=code_version(), masf_calibration=st.session_state.get("masking_masf_calibration"))).encode("utf-8")
     st.download_button("Download the curve data (CSV)", curve_csv,
                         file_name=f"masking-{classifier.id}-{result.measure.measure}.csv", mime="text/csv",
                         key="masking_download", on_click="ignore")

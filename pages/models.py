@@ -6,6 +6,8 @@ import plotly.express as px
 import streamlit as st
 
 from app.admin import require_admin
+from app.figure_export import chart
+from app.figure_export import table as table_view
 from app.progress import ThrottledProgress
 from app.shared import PENDING_MODEL_KEY, usable_checkpoints
 from app.text import md
@@ -37,14 +39,15 @@ if rows:
          "problem": m.get("error", "")}
         for m in rows
     ])
-    st.dataframe(table, hide_index=True)
+    table_view(table, "models", key="models_table", hide_index=True)
     chosen = st.selectbox("Details of", [m["id"] for m in rows if "error" not in m])
     meta = next(m for m in rows if m["id"] == chosen)
     history = pd.DataFrame(meta.get("history", []))
     if not history.empty:
         long = history.melt(id_vars="epoch", value_vars=["val_unmasked", "val_masked", "train_loss"], var_name="series")
-        st.plotly_chart(px.line(long, x="epoch", y="value", color="series", markers=True,
-                                title=f"Training curve of {chosen}").update_xaxes(dtick=1), width="stretch")
+        chart(px.line(long, x="epoch", y="value", color="series", markers=True,
+                      title=f"Training curve of {chosen}").update_xaxes(dtick=1), f"training-{chosen}",
+              key="models_training_chart")
     with st.expander("metadata.json"):
         st.json(meta)
 elif checkpoints:

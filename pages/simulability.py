@@ -6,6 +6,8 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
+from app.figure_export import chart
+from app.figure_export import table as table_view
 from app.follow_sidebar import other_model_note, preferred_index
 from engine.simulability.results import (
     head_auc_vs_weight,
@@ -47,15 +49,17 @@ for i, (name, part) in enumerate(summary.groupby("explainer", observed=True)):
     fig.add_trace(go.Scatter(x=x, y=part["median"], mode="lines+markers", name=str(name), line={"color": color}))
 fig.update_layout(xaxis_title="student training examples", yaxis_title="simulation accuracy (%)", xaxis_type="log",
                   height=420)
-st.plotly_chart(fig, width="stretch")
+chart(fig, f"simulability-{run}", key="simulability_chart")
 st.caption("Median over student seeds; band: 25th-75th percentile.")
 
 c1, c2 = st.columns(2)
 c1.markdown("**Measured here** (median [IQR] over seeds, n = seeds)")
-c1.dataframe(simulation_table(data))
+with c1:
+    table_view(simulation_table(data), f"simulability-{run}", key="simulability_table")
 published, citation = published_table()
 c2.markdown("**Published: SMaT Table 1** (another model and dataset: ELECTRA-small on IMDB, 500/1,000/2,000 examples)")
-c2.dataframe(published)
+with c2:
+    table_view(published, "smat-table1-published", key="simulability_published")
 c2.caption(citation)
 
 st.subheader("Learned head weights")
@@ -75,7 +79,7 @@ else:
                                 y=[f"L{layer}" for layer in range(weights.shape[0])], colorscale="Viridis", zmin=0,
                                 zmax=max(1e-6, float(grid.max())), colorbar={"title": "λ"}))
     heat.update_layout(xaxis_title="head", yaxis_title="layer", height=120 + 40 * weights.shape[0])
-    st.plotly_chart(heat, width="stretch")
+    chart(heat, f"smat-weights-{run}-{budget}-{seed}-{steps[index]}", key="simulability_heat")
     st.caption(f"Step {steps[index]}: {int((weights > 0).sum())} of {weights.size} heads kept (sparsemax gives exact "
                "zeros). Step 0 is the uniform start (= attention, all layers); snapshots after every epoch.")
 
@@ -85,7 +89,7 @@ if not plausible.empty:
     st.caption("Sentence-level AUC per story (a sentence's score: the sum of the explanation's probabilities on its "
                "tokens), mean over test stories; 0.5 is chance. The best single head is chosen with the gold labels: "
                "an upper bound, not an explainer.")
-    st.dataframe(plausible, hide_index=True)
+    table_view(plausible, f"simulability-plausibility-{run}", key="simulability_plausible", hide_index=True)
     scatter = head_auc_vs_weight(data)
     if not scatter.empty and scatter["weight"].notna().any():
         sfig = go.Figure(go.Scatter(x=scatter["weight"], y=scatter["sentence AUC"], mode="markers",
@@ -93,7 +97,7 @@ if not plausible.empty:
                                     marker={"size": 9}))
         sfig.update_layout(xaxis_title="learned weight λ (mean over SMaT cells)", yaxis_title="head's own sentence AUC",
                            height=400)
-        st.plotly_chart(sfig, width="stretch")
+        chart(sfig, f"simulability-heads-{run}", key="simulability_heads")
         kept = scatter[scatter["weight"] > 0]
         if len(kept):
             st.caption(f"Heads kept: mean AUC {kept['sentence AUC'].mean():.3f}; all heads: "

@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from app.admin import ensure_admin, require_admin
+from app.figure_export import table as table_view
 from app.progress import ThrottledProgress
 from app.shared import MODEL_KEY, get_classifier, usable_checkpoints
 from app.text import md
@@ -255,15 +256,16 @@ if ratings["trueskill"]:
     level = f"{ratings['level']:.0%}"
     st.caption(f"From {ratings['annotators']} annotators; {level} intervals by bootstrap over annotators "
                f"({ratings['n_boot']} draws; none with fewer than two annotators).")
-    st.dataframe(pd.DataFrame([{
+    table_view(pd.DataFrame([{
         "rank": r["rank"], "measure": r["measure"], "TrueSkill mu": r["mu"], "sigma": r["sigma"],
         f"mu {level} CI": f"{fmt(r['mu_low'])} to {fmt(r['mu_high'])}", "conservative": r["conservative"],
-        "matches": r["matches"]} for r in ratings["trueskill"]]), hide_index=True)
-    st.dataframe(pd.DataFrame([{
+        "matches": r["matches"]} for r in ratings["trueskill"]]), f"study-{study_id}-trueskill", key="study_trueskill",
+        hide_index=True)
+    table_view(pd.DataFrame([{
         "rank": r["rank"], "measure": r["measure"], "Bradley-Terry strength": r["strength"],
         f"strength {level} CI": f"{fmt(r['strength_low'])} to {fmt(r['strength_high'])}",
         "P(beats average)": r["p_beats_average"], "comparisons": r["comparisons"]} for r in ratings["bradley_terry"]]),
-        hide_index=True)
+        f"study-{study_id}-bradley-terry", key="study_bradley_terry", hide_index=True)
 else:
     st.info("No rankings yet.")
 agreement = results["agreement"]

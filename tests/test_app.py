@@ -284,7 +284,12 @@ def test_benchmarks_page_switches_method_and_compares_roar_with_recursive_maskin
     _run(at)
     rroar_racu = at.dataframe[0].value.set_index("measure").loc["loo-sign", "racu_pct"]
     assert rroar_racu > roar_racu > 0, "each method's table is computed from its own curves"
+    at.segmented_control(key="bench_part").set_value("masf")
+    _run(at)
     assert not any("MaSF" in h.value for h in at.subheader), "retrained curves have no MaSF p-values to show"
+    assert any("no MaSF p-values" in i.value for i in at.info), "the MaSF part says why it shows nothing"
+    at.segmented_control(key="bench_part").set_value("roar")
+    _run(at)
     assert any("ROAR vs Recursive ROAR" in h.value for h in at.subheader)
     assert at.selectbox(key="bench_compare_measure").value == "loo-sign"
 

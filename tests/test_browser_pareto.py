@@ -26,7 +26,7 @@ def test_pareto_view_draws_every_method_and_the_front(tmp_path):
     with serve_app(tmp_path / "cache", results) as url:
         driver = _driver(tmp_path)
         try:
-            driver.get(f"{url}/benchmarks")
+            driver.get(f"{url}/benchmarks?part=budget")  # the page's budget part, linked
             heading = _wait(driver, "[data-testid='stMain']", text="Faithfulness against forward passes")
             assert heading
             deadline = time.time() + 60

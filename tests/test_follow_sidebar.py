@@ -40,8 +40,11 @@ def two_families(tmp_path, monkeypatch, models_cache, toy_classifier):
 
 
 def test_the_report_card_opens_on_the_run_and_family_of_the_sidebars_model(two_families):
-    at = AppTest.from_file(REPORT_CARD, default_timeout=180)
+    # through the app's frame: the card's measures link to Explain, a page of its navigation
+    at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=180)
     at.session_state["model_id"] = "toy-app"
+    _run(at)
+    at.switch_page(REPORT_CARD)
     _run(at)
     assert (at.selectbox(key="card_run").value, at.selectbox(key="card_family").value) == ("tiny-rt-card", "tiny")
     assert not any(NOTE in c.value for c in at.caption)
