@@ -170,7 +170,8 @@ def run(args: argparse.Namespace) -> int:
         ins = getattr(r, "insertion_flip", float("nan"))
         print(f"{r.model}: {r.mechanism} ({r.words}), insertion flip {ins:.0%}, {r.n_deciding} deciding inputs")
         if isinstance(getattr(r, "order_check", None), bool):
-            print(f"  order check (each word's insertion flip in the recipe's order, CIs apart): "
+            print(f"  order check (each word's insertion flip in the recipe's order, CIs apart; where the flips "
+                  f"saturate, the rise of P(target) each word causes): "
                   f"{'passed' if r.order_check else 'failed: the learned order differs (reported, not used)'}")
     rec = recovery_table(data)
     if not rec.empty and "top_hit" in rec:

@@ -671,8 +671,10 @@ def compute_truth_cell(cell: TruthCell, context: CellContext) -> CellResult:
     rows.append({"metric": "learned", "value": float(truth.learned), "ci_low": np.nan, "ci_high": np.nan,
                  "k": int(truth.learned), "n": 1})
     check = truth.options.get("order_check")
-    if check:  # graded-set: the learned order against the recipe's (1 = rates in order with adjacent CIs apart)
-        rows.append({"metric": "order-check", "value": float(check["apart"] and check["in_order"]), "ci_low": np.nan,
+    if check:  # graded-set: the learned order against the recipe's (1 = flip rates in order with adjacent CIs apart,
+        # or, where the flips saturate, the rises of P(target) in order with adjacent paired CIs above 0)
+        ordered = (check["apart"] and check["in_order"]) or bool(check.get("rise_apart"))
+        rows.append({"metric": "order-check", "value": float(ordered), "ci_low": np.nan,
                      "ci_high": np.nan, "k": int(check["in_order"]), "n": 1})
     spec = truth.spec
     tidy = pd.DataFrame(rows).assign(

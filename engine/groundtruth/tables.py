@@ -64,7 +64,7 @@ def truth_table(df: pd.DataFrame) -> pd.DataFrame:
                 row["n_inputs"] = int(r.n)
             elif r.metric == "learned":
                 row["learned"] = bool(r.value)
-            elif r.metric == "order-check":  # graded-set: the words' flip rates in the recipe's order, CIs apart
+            elif r.metric == "order-check":  # graded-set: the learned order is the recipe's (flips, or P rises)
                 row["order_check"] = bool(r.value)
             else:
                 row.update({r.metric: r.value, f"{r.metric}_low": r.ci_low, f"{r.metric}_high": r.ci_high,
