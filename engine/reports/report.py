@@ -315,6 +315,29 @@ def operator_comparison(run: str) -> Callable[[Path], str]:
     return build
 
 
+def metric_columns(run: str, metrics: tuple[str, ...], operator: str = "mask") -> Callable[[Path], str]:
+    """Measures x `metrics` of one evaluation run under one operator: each value (mean over the inputs and seeds)
+    with the MaSF share (p < 0.05) of its perturbed inputs, each metric's direction in its header."""
+
+    def build(root: Path) -> str:
+        from engine.faithfulness.evaluation import ERASURE, evaluation_store, evaluation_table
+        from engine.faithfulness.registry import better
+
+        data = evaluation_store(root / "evaluation").load(run)
+        table = evaluation_table(data[data["method"] == ERASURE], level_cis=False)
+        table = table[table["level"].isna() & (table["removal"] == operator)].set_index(["measure", "metric"])
+        measures = sorted(table.index.get_level_values("measure").unique(), key=lambda m: (m != "random", m))
+        lines = ["| measure | " + " | ".join(f"{m} ({better(m)} better)" for m in metrics) + " |",
+                 "|---|" + "---|" * len(metrics)]
+        for measure in measures:
+            cells = [f"{table.loc[(measure, m), 'value']:.3f} ({table.loc[(measure, m), 'p_below_005']:.1%})"
+                     if (measure, m) in table.index else "—" for m in metrics]
+            lines.append(f"| {measure} | " + " | ".join(cells) + " |")
+        return "\n".join(lines)
+
+    return build
+
+
 AGREEMENT_PAIRS = ("grad-l1 ~ grad-l2", "ig-sign ~ loo-sign", "loo-sign ~ x-grad-sign", "grad-l2 ~ loo-sign",
                    "loo-abs ~ loo-sign", "random ~ x-grad-sign")
 
@@ -532,6 +555,8 @@ TABLES: tuple[Table, ...] = (
           evaluation_tables("tiny-babi1-erasure-full", "tiny-babi1-3seeds")),
     Table("agreement-pairs", "docs/evaluation.md", agreement_pairs),
     Table("operators-tiny-rt", "docs/evaluation.md", operator_comparison("tiny-rt-infill")),
+    Table("pi-soft-tiny-rt", "docs/evaluation.md",
+          metric_columns("tiny-rt-infill", ("soft-nc", "pi-soft-nc", "soft-ns", "pi-soft-ns"))),
     Table("simulability-babi1", "docs/simulability.md", simulation_accuracy("tiny-babi-1-masked-s0-babi-1")),
     Table("plausibility-babi1", "docs/simulability.md", sentence_plausibility("tiny-babi-1-masked-s0-babi-1")),
     Table("llm-accuracy", "docs/llm.md", llm_accuracy((
