@@ -133,3 +133,11 @@ def test_the_card_and_evaluate_offer_the_infill_operators(tiny_tokenizer_classif
                                                   "--measures", "random",
                                                   "--metrics", "comprehensiveness", "--operator", "retrieval"])
     assert args.operator == "retrieval"
+
+
+def test_report_card_offers_every_operator_the_card_knows():
+    """The command's choices are the card's operators (the infill ones were refused before this test)."""
+    from engine.cli.report_card import OPERATOR_CHOICES
+    from engine.groundtruth.card import OPERATORS
+
+    assert set(OPERATOR_CHOICES) == set(OPERATORS)

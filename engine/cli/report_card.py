@@ -6,13 +6,19 @@ import sys
 import textwrap
 
 from engine.cli.arguments import add_sweep_arguments, sweep_backend
-from engine.faithfulness.registry import card_families, default_card_families, describe_families, family_options
+from engine.faithfulness.registry import (
+    INFILL_OPERATORS,
+    card_families,
+    default_card_families,
+    describe_families,
+    family_options,
+)
 
 HELP = "report card of measures, metrics and masking operators against a planted model's known mechanism"
 
 DEFAULT_MEASURES = ("random", "attention-mean", "grad-l2", "x-grad-sign", "x-grad-abs", "ig-sign", "deeplift",
                     "loo-sign", "loo-abs", "occlusion", "shapley-sampling")  # engine.groundtruth.card.DEFAULT_MEASURES
-OPERATOR_CHOICES = ("mask", "delete", "unk", "pad", "redacted")
+OPERATOR_CHOICES = ("mask", "delete", "unk", "pad", "redacted", *INFILL_OPERATORS)  # engine.groundtruth.card.OPERATORS
 MIN_DECIDING = 20  # engine.groundtruth.truth.MIN_DECIDING (not imported: --help stays fast)
 SELF_EXPLANATION_CHOICES = ("counterfactual", "attribution", "redaction")  # engine.groundtruth.selfexplain_card
 
@@ -82,7 +88,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="metric families judged (listed above). Default: all")
     parser.add_argument("--operator", "--replacements", dest="operator", nargs="+", default=["mask", "delete", "unk"],
                         choices=OPERATOR_CHOICES, metavar="OPERATOR",
-                        help="removal (masking) operators: mask, delete, unk, pad, redacted (prompted LMs). "
+                        help="removal (masking) operators: mask, delete, unk, pad, redacted (prompted LMs), "
+                             "retrieval and mlm (ICE's infill: a token of the model's data, the tiny MLM's guess). "
                              "--replacements: its old name, an alias kept for this release. Default: mask delete unk")
     parser.add_argument("--limit", type=int, default=200, help="deciding inputs scored per cell. Default: 200")
     parser.add_argument("--seed", type=int, default=0, help="seed of insertions, random, draws. Default: 0")
