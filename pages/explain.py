@@ -22,11 +22,11 @@ from app.share import arrived_from_url, publish, split_list
 from app.shared import selected_classifier
 from app.text import md
 from engine.data import dataset_names, get_dataset
-from engine.errors import DataFileError
+from engine.errors import DataFileError, EngineError
 from engine.explain import LIVE_MEASURES, by_cost, explain_text
 from engine.export import FORMATS, MIME, SUFFIX, explanation_record, write
 from engine.faithfulness.measure_agreement import agreement_matrix
-from engine.importance import describe, measure_availability
+from engine.importance import describe, measure_availability, measure_label
 from engine.importance.attnlrp import conservation_note
 from engine.importance.completeness import completeness_warning
 from engine.importance.levels import AGGREGATIONS, LEVELS
@@ -140,7 +140,22 @@ def _heatmap(col, result, measure: str, units, level_scores) -> None:
         col.warning(warning)
 
 
-if st.button("Explain", type="primary") or from_url:
+b1, b2 = st.columns([1, 5])
+explain_clicked = b1.button("Explain", type="primary")
+if b2.button("Estimate the time", key="explain_estimate",
+             help="What each chosen measure will cost on this text here, before running it: its planned forward and "
+                  "backward passes at this machine's speed, timed on the text now (one pass each). Useful before IG or "
+                  "the sampling measures on a prompted LM.") and measures:
+    try:
+        check_input(classifier, text, aux if paired else None)
+        from engine.explain import estimate_seconds
+
+        estimates = estimate_seconds(classifier, by_cost(measures), text, aux if paired else None)
+        st.caption("Estimated time on this machine: " + "; ".join(
+            f"{md(measure_label(m))}: {md(e.words())}" for m, e in estimates.items()))
+    except EngineError as err:
+        st.error(md(str(err)))
+if explain_clicked or from_url:
     target = None if target_choice == "predicted" else classifier.classes.index(target_choice)
     order = by_cost(measures)  # cheapest first, so the first heatmap shows as soon as possible
     st.session_state.pop("explanation", None)

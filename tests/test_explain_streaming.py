@@ -147,3 +147,27 @@ def test_models_cli_lists_the_built_in_prompted_lm_without_loading_it(models_cac
     assert "smollm2-rt-prompt" in builtin and builtin["smollm2-rt-prompt"]["masked_fine_tuned"] is False
     lora = [m for m in listing["builtin"] if m["masked_fine_tuned"]]  # the shipped masked-LoRA ids, listed first
     assert [m["id"] for m in listing["builtin"][:len(lora)]] == [m["id"] for m in lora]
+
+
+def test_explain_page_estimates_the_time_of_each_measure_before_running_it(models_cache, toy_classifier):
+    """'Estimate the time' says each chosen measure's cost in words (from its planned passes, cheapest first) and runs
+    no measure: no heatmap is drawn. An empty text is refused in words, as Explain refuses it."""
+    from engine.importance import measure_label
+
+    save_classifier(toy_classifier, "toy-app")
+    at = _run(AppTest.from_file(MAIN, default_timeout=120))
+    at = _run(at.switch_page(str(Path(MAIN).parent.parent / "pages" / "explain.py")))
+    at.multiselect(key="explain_measures").set_value(GIVEN)
+    at.button(key="explain_estimate").click()
+    _run(at)
+    assert at.error and not at.get("html"), "an empty text is refused before any pass"
+    at.text_area(key="explain_text").input(TEXT)
+    at.button(key="explain_estimate").click()
+    _run(at)
+    said = [c.value for c in at.caption if c.value.startswith("Estimated time on this machine")]
+    assert said and not at.get("html"), "estimated, nothing explained"
+    from app.text import md
+
+    positions = [said[0].index(md(measure_label(m))) for m in ["x-grad-sign", "grad-l2", "ig-sign", "loo-sign"]]
+    assert positions == sorted(positions), said[0]  # cheapest first
+    assert "second" in said[0] or " s" in said[0]
