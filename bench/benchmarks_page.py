@@ -1,4 +1,4 @@
-"""Benchmarks-page speed in a real browser, against its budgets (issue 51): the page opens in <= 2 s and switches a run
+"""Benchmarks-page speed in a real browser, against its budgets: the page opens in <= 2 s and switches a run
 in <= 1 s. Reported as ratios to the budget (1.0 = on budget; lower is better), so machines compare.
 
 Starts `streamlit run app/main.py` on a loopback port over the results store (the shipped one by default), opens the

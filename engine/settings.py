@@ -169,7 +169,10 @@ def offline() -> None:
 
     Each of HUB_VARIABLES is set to 1 unless the user set it (a user with a network who sets HF_HUB_OFFLINE=0 keeps
     that). huggingface_hub reads them once, when it is imported, so where it is imported already its constants are
-    set here the same way (transformers asks them at each call through `is_offline_mode`). Idempotent."""
+    set here the same way (transformers asks them at each call through `is_offline_mode`). Idempotent.
+
+    Returns:
+        None; the process's environment and huggingface_hub's constants are set as above."""
     for name in HUB_VARIABLES:
         os.environ.setdefault(name, "1")
     constants = sys.modules.get("huggingface_hub.constants")

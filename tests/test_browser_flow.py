@@ -1,4 +1,4 @@
-"""One flow between the pages in a real headless Chromium (issue 51, item 2): a measure ranked on Benchmarks opens
+"""One flow between the pages in a real headless Chromium: a measure ranked on Benchmarks opens
 Explain on an example with that measure, which says how that measure fared on this model; Explain with three measures
 hands them to Masking, which draws the three curves on the one input against the random band."""
 from __future__ import annotations

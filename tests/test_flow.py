@@ -1,4 +1,4 @@
-"""One flow between the pages (issue 51, item 2), driven by Streamlit's AppTest: Explain says beside each heatmap how
+"""One flow between the pages, driven by Streamlit's AppTest: Explain says beside each heatmap how
 that measure fared on this model (app/measure_standing.py: its RACU rank with the interval from the shipped run, or
 "no evidence yet") and links to its curve on Benchmarks; Explain hands its shown measures to Masking, which draws
 each of their curves on the one input against the random band; the Report card's measures link to Explain."""

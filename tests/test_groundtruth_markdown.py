@@ -54,10 +54,15 @@ def card(monkeypatch):
 def test_judges_one_column_per_model_and_a_dash_where_a_model_lacks_the_metric(card):
     assert judge_markdown("r", "mask")(None).splitlines() == [
         "Operator [MASK]: share of inputs (x wrong explanations) on which the metric prefers the true explanation "
-        "(higher better; 50% = chance), 95% bootstrap CI, [MaSF share p<0.05 of its perturbed inputs].", "",
+        "(higher better; 50% = chance), 95% bootstrap CI, its effect size d_z (Cohen's paired d of the true "
+        "explanation's value over the wrong ones', positive favours the truth; * where the win rate differs from "
+        "chance at a 5% false discovery rate, Benjamini-Hochberg over every row of the judge table), [MaSF share "
+        "p<0.05 of its perturbed inputs].", "",
         "| metric | a | b |", "|---|---|---|",
-        "| AOPC comprehensiveness | 100% (100%-100%) [20%] | 50% (50%-50%) [20%] |",
-        "| top-1 flip | 0% (0%-0%) [20%] | — |"]
+        # the same value on every input: a constant difference has an infinite d_z (0 for a tie); with 5 inputs a
+        # sign test cannot reach q < 0.05 (p = 2/32), so no star
+        "| AOPC comprehensiveness | 100% (100%-100%), d_z ∞ [20%] | 50% (50%-50%), d_z 0.0 [20%] |",
+        "| top-1 flip | 0% (0%-0%), d_z -∞ [20%] | — |"]
     assert judge_markdown("r", "unk")(None) == "(no unk cells in results/groundtruth/r yet)"
 
 

@@ -1,4 +1,4 @@
-"""Infill removal operators (REFERENCE.md section 19, after ICE, ice-faithfulness 1.0.1): a removed token is replaced
+"""Infill removal operators (after ICE, ice-faithfulness 1.0.1, EMNLP 2026 Findings): a removed token is replaced
 by another real token instead of [MASK], so the text keeps its length and reads closer to a natural input.
 
     retrieval   each removed position gets a token drawn from the tokens of other examples of the same data (the
