@@ -66,8 +66,10 @@ def test_report_card_evidence_pools_the_models_that_learned_and_leaves_out_the_c
     """The family card of the shipped tiny models on rt: the share of deciding inputs whose top token is a planted
     word, pooled over the six planted models that learned their mechanism (the control, which learned none, is left
     out), with Wilson intervals; a planted model's own card holds its cells only."""
-    assert trust.card_runs_for(CARDS, "tiny-rt-masked-s0", "tiny", "rt") == [("tiny-rt-card", "its family")]
-    assert trust.card_runs_for(CARDS, "gt-tiny-rt-decoy", "tiny", "rt") == [("tiny-rt-card", "this model")]
+    # both shipped tiny (rt) cards are the family's evidence (the trigger family's and the graded set's)
+    assert trust.card_runs_for(CARDS, "tiny-rt-masked-s0", "tiny", "rt") == [("tiny-rt-card", "its family"),
+                                                                            ("tiny-rt-graded-card", "its family")]
+    assert trust.card_runs_for(CARDS, "gt-tiny-rt-decoy", "tiny", "rt")[0] == ("tiny-rt-card", "this model")
     rows = CARDS.load("tiny-rt-card")
     family = trust.card_evidence(rows, "tiny-rt-card", "its family")
     assert family is not None and "gt-tiny-rt-none" not in family.source and "gt-tiny-rt-decoy" in family.source
@@ -259,6 +261,9 @@ def test_the_report_card_switch_adds_the_familys_card_ranking_with_its_source(tw
     at.toggle(key="home_cards").set_value(True)
     _run(at)
     tables = [d.value for d in at.dataframe if "rank" in d.value.columns]
-    family = trust.card_evidence(CARDS.load("tiny-rt-card"), "tiny-rt-card", "its family")
-    assert len(tables) == 2 and list(tables[1]["id"]) == family.order
-    assert any("results/groundtruth/tiny-rt-card" in c.value for c in at.caption)
+    # one ranking per shipped card of the family (tiny-rt-card, tiny-rt-graded-card), each in card_evidence's order
+    cards = [run for run, _ in trust.card_runs_for(CARDS, "tiny-rt-masked-s0", "tiny", "rt")]
+    assert len(tables) == 1 + len(cards)
+    for table, run in zip(tables[1:], cards):
+        assert list(table["id"]) == trust.card_evidence(CARDS.load(run), run, "its family").order
+        assert any(f"results/groundtruth/{run}" in c.value for c in at.caption)

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-OPERATOR_LABELS = {"mask": "[MASK]", "delete": "delete", "unk": "[UNK]", "pad": "[PAD]", "redacted": "[REDACTED]"}
+OPERATOR_LABELS = {"mask": "[MASK]", "delete": "delete", "unk": "[UNK]", "pad": "[PAD]", "redacted": "[REDACTED]",
+                   "retrieval": "retrieval infill", "mlm": "MLM infill"}
 
 
 def _load(root: Path, run: str) -> pd.DataFrame:
@@ -334,5 +335,70 @@ def selfexplain_markdown(run: str) -> Callable[[Path], str]:
             "truth, faithful iff the explanation removes the decisive planted word(s) (and: either word; or: both); "
             "higher better, — where nothing is planted that decides (the control).")
         return "\n".join(lines)
+
+    return build
+
+
+def set_truth_markdown(run: str) -> Callable[[Path], str]:
+    """Per planted model of a set mechanism: each planted word's own insertion flip (Wilson 95% CI; graded-set) or
+    the mechanism's own flips (redundant: one word alone / removed; threshold; cancellation), the deciding inputs and
+    the order check, as the truth established them."""
+
+    def build(root: Path) -> str:
+        from engine.groundtruth.tables import truth_table
+
+        table = truth_table(_load(root, run))
+        if table.empty:
+            return f"(no truth cells in results/groundtruth/{run} yet)"
+        lines = ["| model | mechanism (words) | each word's own insertion flip, strongest first (95% CI) | "
+                 "all words inserted | deciding inputs | order check | learned |", "|---|---|---|---|---|---|---|"]
+        for _, r in table.iterrows():
+            r = r.to_dict()
+            words = str(r.get("words") or "").split()
+            per = [f"{w} {_rate(r, f'word_insertion_flip_{i + 1}')}" for i, w in enumerate(words)
+                   if np.isfinite(r.get(f"word_insertion_flip_{i + 1}", np.nan))]
+            order = "—" if "order_check" not in r or r["order_check"] is None or (
+                isinstance(r["order_check"], float) and np.isnan(r["order_check"])) else (
+                "passed" if r["order_check"] else "failed")
+            lines.append(f"| {_short(r['model'])} | {r['mechanism']} ({' '.join(words)}) | {'; '.join(per) or '—'} | "
+                         f"{_rate(r, 'insertion_flip')} | {r.get('n_deciding', 0)} of {r.get('n_inputs', 0)} | "
+                         f"{order} | {'yes' if r.get('learned') else 'no'} |")
+        return "\n".join(lines)
+
+    return build
+
+
+def separation_markdown(run: str) -> Callable[[Path], str]:
+    """Measures x separation statistics of each set-mechanism model (mean over inputs, bootstrap 95% CI, each beside
+    its best possible value), best first by the mechanism's main statistic, then the summary: the main statistic's
+    span between the best and the worst non-random measure and whether their CIs are apart."""
+
+    def build(root: Path) -> str:
+        from engine.groundtruth.tables import separation_summary, separation_table
+
+        data = _load(root, run)
+        table = separation_table(data) if not data.empty else pd.DataFrame()
+        if table.empty:
+            return f"(no set-mechanism cells in results/groundtruth/{run} yet)"
+        out = []
+        for model, g in table.groupby("model", sort=False):
+            stats = list(dict.fromkeys(g["statistic"]))
+            best = {s: g.loc[g["statistic"] == s, "best"].iloc[0] for s in stats}
+            out += [f"{_short(model)} ({g['mechanism'].iloc[0]}), higher better:", "",
+                    "| measure | " + " | ".join(f"{s} (best {best[s]:.2f})" for s in stats) + " |",
+                    "|---|" + "---|" * len(stats)]
+            for measure, m in g.groupby("measure", sort=False):
+                cells = []
+                for s in stats:
+                    row = m[m["statistic"] == s]
+                    cells.append("—" if row.empty else
+                                 f"{row['value'].iloc[0]:.2f} ({row['low'].iloc[0]:.2f} to {row['high'].iloc[0]:.2f})")
+                out.append(f"| {measure} | " + " | ".join(cells) + " |")
+            out.append("")
+        for _, s in separation_summary(data).iterrows():
+            out.append(f"{_short(s['model'])}: {s['statistic']} spans {s['span']:.2f} from {s['worst_measure']} "
+                       f"{s['worst']:.2f} to {s['best_measure']} {s['best']:.2f} (best possible {s['best_value']:.2f}; "
+                       f"{s['n_measures']} measures, random left out); CIs {'apart' if s['apart'] else 'overlap'}.")
+        return "\n".join(out).rstrip()
 
     return build

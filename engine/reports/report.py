@@ -27,6 +27,8 @@ from engine.reports.groundtruth_tables import (
     operator_markdown,
     recovery_markdown,
     selfexplain_markdown,
+    separation_markdown,
+    set_truth_markdown,
     spearman_markdown,
     truth_markdown,
     wrong_markdown,
@@ -54,6 +56,7 @@ GROUND_TRUTH_DOC = "docs/ground-truth.md"
 GROUND_TRUTH_RUN = "tiny-rt-card"
 GROUND_TRUTH_MINILM_RUN = "minilm-rt-card"
 GROUND_TRUTH_SMOLLM2_RUN = "smollm2-rt-card"
+GROUND_TRUTH_SET_RUN = "tiny-rt-graded-card"
 GROUND_TRUTH_TABLES = (
     Table("ground-truth-truth-tiny-rt", GROUND_TRUTH_DOC, truth_markdown(GROUND_TRUTH_RUN)),
     Table("ground-truth-recovery-tiny-rt", GROUND_TRUTH_DOC, recovery_markdown(GROUND_TRUTH_RUN)),
@@ -81,6 +84,13 @@ GROUND_TRUTH_TABLES = (
     Table("ground-truth-spearman-smollm2-rt", GROUND_TRUTH_DOC, spearman_markdown(GROUND_TRUTH_SMOLLM2_RUN, "redacted")),
     Table("ground-truth-selfexplain-smollm2-rt", GROUND_TRUTH_DOC, selfexplain_markdown(GROUND_TRUTH_SMOLLM2_RUN)),
     Table("ground-truth-cost-smollm2-rt", GROUND_TRUTH_DOC, cost_markdown(GROUND_TRUTH_SMOLLM2_RUN)),
+    # the graded set (several planted words of known order): the card that separates the measures
+    Table("ground-truth-set-truth-tiny-rt", GROUND_TRUTH_DOC, set_truth_markdown(GROUND_TRUTH_SET_RUN)),
+    Table("ground-truth-separation-tiny-rt", GROUND_TRUTH_DOC, separation_markdown(GROUND_TRUTH_SET_RUN)),
+    Table("ground-truth-set-judges-tiny-rt-mask", GROUND_TRUTH_DOC, judge_markdown(GROUND_TRUTH_SET_RUN, "mask")),
+    Table("ground-truth-set-judges-tiny-rt-retrieval", GROUND_TRUTH_DOC,
+          judge_markdown(GROUND_TRUTH_SET_RUN, "retrieval")),
+    Table("ground-truth-set-wrong-tiny-rt", GROUND_TRUTH_DOC, wrong_markdown(GROUND_TRUTH_SET_RUN, "mask")),
 )
 
 
