@@ -318,10 +318,9 @@ def prompt_editor() -> None:
     state = packaged_state(source) if source in PACKAGED_LLMS else "ready"
     if state == "convert" and st.button(f"Convert {source} for the preview (once, {PACKAGED_LLMS[source].cost})",
                                         key=KEY + "convert"):
-        from engine.models.llm_package import packaged_llm_folder
+        from app.shared import convert_with_progress
 
-        with st.spinner(f"Converting {source} from its GGUF file into the models cache ..."):
-            packaged_llm_folder(source)
+        convert_with_progress(source)
         state = "ready"
     try:
         spec = spec_from_fields(values)

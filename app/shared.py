@@ -40,6 +40,33 @@ def usable_checkpoints() -> list[dict]:
     return [m for m in list_checkpoints() if "error" not in m] + own + builtin
 
 
+def convert_with_progress(llm_key: str) -> None:
+    """Convert the packaged LLM `llm_key` into the models cache (once) behind a real progress bar: the chunks
+    joined, each tensor dequantised, the folder written, in words (engine.models.llm_package.packaged_llm_folder's
+    `progress`). Nothing is drawn when it is converted already."""
+    from app.progress import ThrottledProgress
+    from engine.models.llm_package import PACKAGED_LLMS, converted_dir, packaged_llm_folder
+
+    folder = converted_dir(llm_key)
+    if (folder / "model.safetensors").is_file() and (folder / "config.json").is_file():
+        return
+    cost = PACKAGED_LLMS[llm_key].cost if llm_key in PACKAGED_LLMS else "a few minutes"
+    bar = ThrottledProgress(0.0, text=f"Converting {llm_key} from its GGUF file into the models cache, once ({cost}) ...")
+    packaged_llm_folder(llm_key, show_progress_bar=False,
+                        progress=lambda what, share: bar.update(share, text=f"Converting {llm_key} (once): {what}"))
+    bar.empty()
+
+
+def _convert_builtin_first(model_id: str) -> None:
+    """A built-in prompted LM whose packaged LLM is not converted yet is converted here, with its progress bar,
+    before the cached load (whose spinner says nothing of a minute-long conversion)."""
+    from engine.models.builtin_llms import BUILTINS
+
+    builtin = BUILTINS.get(model_id)
+    if builtin is not None:
+        convert_with_progress(builtin.llm)
+
+
 def selected_classifier():
     """The classifier chosen in the sidebar, or None (with a message in the page) when there is none."""
     model_id = st.session_state.get(MODEL_KEY)
@@ -47,6 +74,7 @@ def selected_classifier():
         st.info("No model yet: build one on the **Models** page (about 2 minutes for the default).")
         return None
     try:
+        _convert_builtin_first(model_id)
         return get_classifier(model_id)
     except CheckpointError as err:
         st.error(f"Model {md(repr(model_id))} cannot be loaded: {md(err)}")

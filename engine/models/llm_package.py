@@ -26,6 +26,7 @@ import importlib.util
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,9 +118,20 @@ def gguf_source(key: str) -> Path:
     return converted_dir(key).parent / SOURCES_DIR / packaged(key).gguf_name
 
 
-def joined_gguf(key: str, show_progress_bar: bool = True) -> Path:
+#: a conversion's progress: (what it is doing, in words; the share done, 0 to 1)
+ConversionProgress = Callable[[str, float], None]
+# The shares of a conversion's stages (measured on SmolLM2 and Gemma 3: dequantising the tensors is most of it)
+_JOIN, _READ, _TENSORS, _WRITE = (0.0, 0.15), (0.15, 0.2), (0.2, 0.85), (0.85, 1.0)
+
+
+def _stage(progress: ConversionProgress | None, what: str, span: tuple[float, float], done: float) -> None:
+    if progress is not None:
+        progress(what, span[0] + (span[1] - span[0]) * min(max(done, 0.0), 1.0))
+
+
+def joined_gguf(key: str, show_progress_bar: bool = True, progress: ConversionProgress | None = None) -> Path:
     """The GGUF file of a packaged LLM, joining its chunks (once) into the models cache with a progress bar,
-    written atomically and checked against the package's SHA-256."""
+    written atomically and checked against the package's SHA-256. `progress`: told the share of bytes joined."""
     llm = packaged(key)
     chunks = package_files(key)
     if not llm.chunked:
@@ -140,6 +152,7 @@ def joined_gguf(key: str, show_progress_bar: bool = True) -> Path:
                     out.write(block)
                     digest.update(block)
                     bar.update(len(block))
+                    _stage(progress, f"joining the {key} package's chunks", _JOIN, bar.n / max(total, 1))
         out.flush()
         if digest.hexdigest() != llm.sha256:
             raise UnknownModelError(f"the joined chunks of {key!r} have SHA-256 {digest.hexdigest()}, not the package's "
@@ -188,13 +201,39 @@ def _gguf_parsed_once():
         gguf.GGUFReader = original
 
 
+@contextlib.contextmanager
+def _tensor_progress(progress: ConversionProgress | None):
+    """Within the block, transformers' loop over a GGUF file's tensors (its tqdm bar) also tells `progress` the
+    share of tensors dequantised, so a page can draw a real bar instead of a spinner."""
+    if progress is None:
+        yield
+        return
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
+
+    original = gguf_utils.tqdm
+
+    def counted(iterable, *args, **kwargs):
+        items = list(iterable)
+        for i, item in enumerate(original(items, *args, **kwargs)):
+            _stage(progress, f"dequantising tensor {i + 1} of {len(items)}", _TENSORS, i / max(len(items), 1))
+            yield item
+        _stage(progress, "dequantised every tensor", _TENSORS, 1.0)
+
+    gguf_utils.tqdm = counted
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = original
+
+
 def convert_gguf(gguf_file: str | os.PathLike, destination: str | os.PathLike, dtype: str = "bfloat16",
-                 extra_provenance: dict | None = None) -> Path:
+                 extra_provenance: dict | None = None, progress: ConversionProgress | None = None) -> Path:
     """Write a GGUF causal LM as a plain Hugging Face folder (config, tokenizer, safetensors), atomically.
 
     transformers refuses `save_pretrained` on a model loaded from GGUF (it carries a quantization config),
     so the dequantised weights are moved into a model built from the same config without it. dtype: the
-    stored precision (bfloat16 halves the folder; loading on a CPU upcasts to float32)."""
+    stored precision (bfloat16 halves the folder; loading on a CPU upcasts to float32). `progress(what, share)`:
+    told each stage (the tokenizer read, each tensor dequantised, the folder written)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -203,7 +242,8 @@ def convert_gguf(gguf_file: str | os.PathLike, destination: str | os.PathLike, d
     destination = Path(destination)
     folder, name = str(gguf_file.parent), gguf_file.name
     try:
-        with _gguf_parsed_once():
+        with _gguf_parsed_once(), _tensor_progress(progress):
+            _stage(progress, "reading the tokenizer and config", _READ, 0.0)
             tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
             loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
     except ImportError as err:
@@ -219,6 +259,7 @@ def convert_gguf(gguf_file: str | os.PathLike, destination: str | os.PathLike, d
         raise UnknownModelError(f"converting {gguf_file} lost weights (missing {missing[:4]}, unexpected {result.unexpected_keys[:4]})")
     plain = plain.to(getattr(torch, dtype))
     destination.parent.mkdir(parents=True, exist_ok=True)
+    _stage(progress, "writing the safetensors folder", _WRITE, 0.0)
     with replacing_folder(destination) as tmp:  # a killed conversion leaves the old folder or none, never half
         plain.save_pretrained(str(tmp), safe_serialization=True)
         tokenizer.save_pretrained(str(tmp))
@@ -228,22 +269,25 @@ def convert_gguf(gguf_file: str | os.PathLike, destination: str | os.PathLike, d
             "seconds": round(time.time() - started, 1), "cpu_seconds": round(time.process_time() - cpu_started, 1),
             **(extra_provenance or {})},
             indent=2), encoding="utf-8")
+    _stage(progress, "converted", _WRITE, 1.0)
     return destination
 
 
-def packaged_llm_folder(key: str, show_progress_bar: bool = True) -> Path:
+def packaged_llm_folder(key: str, show_progress_bar: bool = True, progress: ConversionProgress | None = None) -> Path:
     """The safetensors folder of a packaged LLM, converted from its GGUF file the first time (cost: the
-    package's `cost`; SmolLM2 about a minute, Gemma 3 270M a few minutes; transformers shows a bar per tensor)."""
+    package's `cost`; SmolLM2 about a minute, Gemma 3 270M a few minutes; transformers shows a bar per tensor).
+    `progress(what, share)`: told each stage of a conversion (the chunks joined, each tensor dequantised, the folder
+    written); not called when the folder exists."""
     folder = converted_dir(key)
     if (folder / "model.safetensors").is_file() and (folder / "config.json").is_file():
         return folder
     llm = packaged(key)
     print(f"converting the packaged LLM {key} once into {folder} ({llm.cost})", flush=True)
     started = time.time()
-    source = joined_gguf(key, show_progress_bar) if llm.chunked else gguf_source(key)
+    source = joined_gguf(key, show_progress_bar, progress) if llm.chunked else gguf_source(key)
     out = convert_gguf(source, folder, extra_provenance={
         "package": list(llm.distributions), "licence": llm.licence, "source_sha256": llm.sha256,
-        "join_seconds": round(time.time() - started, 1)})
+        "join_seconds": round(time.time() - started, 1)}, progress=progress)
     if llm.chunked:
         source.unlink(missing_ok=True)  # 253 MB that the converted folder replaces
     return out
