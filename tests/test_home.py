@@ -66,9 +66,9 @@ def test_report_card_evidence_pools_the_models_that_learned_and_leaves_out_the_c
     """The family card of the shipped tiny models on rt: the share of deciding inputs whose top token is a planted
     word, pooled over the six planted models that learned their mechanism (the control, which learned none, is left
     out), with Wilson intervals; a planted model's own card holds its cells only."""
-    # both shipped tiny (rt) cards are the family's evidence (the trigger family's and the graded set's)
-    assert trust.card_runs_for(CARDS, "tiny-rt-masked-s0", "tiny", "rt") == [("tiny-rt-card", "its family"),
-                                                                            ("tiny-rt-graded-card", "its family")]
+    # every shipped tiny (rt) card is the family's evidence (the trigger family's, the graded set's, the other sets')
+    assert trust.card_runs_for(CARDS, "tiny-rt-masked-s0", "tiny", "rt") == [
+        ("tiny-rt-card", "its family"), ("tiny-rt-graded-card", "its family"), ("tiny-rt-set-card", "its family")]
     assert trust.card_runs_for(CARDS, "gt-tiny-rt-decoy", "tiny", "rt")[0] == ("tiny-rt-card", "this model")
     rows = CARDS.load("tiny-rt-card")
     family = trust.card_evidence(rows, "tiny-rt-card", "its family")

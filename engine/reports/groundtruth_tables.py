@@ -350,13 +350,21 @@ def set_truth_markdown(run: str) -> Callable[[Path], str]:
         table = truth_table(_load(root, run))
         if table.empty:
             return f"(no truth cells in results/groundtruth/{run} yet)"
-        lines = ["| model | mechanism (words) | each word's own insertion flip, strongest first (95% CI) | "
+        lines = ["| model | mechanism (words) | the flips that establish it (95% CI) | "
                  "all words inserted | deciding inputs | order check | learned |", "|---|---|---|---|---|---|---|"]
         for _, r in table.iterrows():
             r = r.to_dict()
             words = str(r.get("words") or "").split()
-            per = [f"{w} {_rate(r, f'word_insertion_flip_{i + 1}')}" for i, w in enumerate(words)
-                   if np.isfinite(r.get(f"word_insertion_flip_{i + 1}", np.nan))]
+            per = []
+            for name, label in (("word_insertion_flip", "alone"), ("single_insertion_flip", "alone"),
+                                ("single_removal_flip", "removed from all")):
+                per += [f"{w} {label} {_rate(r, f'{name}_{i + 1}')}" for i, w in enumerate(words)
+                        if np.isfinite(r.get(f"{name}_{i + 1}", np.nan))]
+            for name, label in (("below_threshold_insertion_flip", "below m"), ("at_threshold_insertion_flip", "at m"),
+                                ("other_insertion_flip", "the other class's word alone, to its class"),
+                                ("both_change", "both together change the prediction")):
+                if np.isfinite(r.get(name, np.nan)):
+                    per.append(f"{label} {_rate(r, name)}")
             order = "—" if "order_check" not in r or r["order_check"] is None or (
                 isinstance(r["order_check"], float) and np.isnan(r["order_check"])) else (
                 "passed" if r["order_check"] else "failed")

@@ -91,6 +91,11 @@ GROUND_TRUTH_TABLES = (
     Table("ground-truth-set-judges-tiny-rt-retrieval", GROUND_TRUTH_DOC,
           judge_markdown(GROUND_TRUTH_SET_RUN, "retrieval")),
     Table("ground-truth-set-wrong-tiny-rt", GROUND_TRUTH_DOC, wrong_markdown(GROUND_TRUTH_SET_RUN, "mask")),
+    # redundant k = 3 and cancellation
+    Table("ground-truth-set2-truth-tiny-rt", GROUND_TRUTH_DOC, set_truth_markdown("tiny-rt-set-card")),
+    Table("ground-truth-set2-separation-tiny-rt", GROUND_TRUTH_DOC, separation_markdown("tiny-rt-set-card")),
+    Table("ground-truth-set2-judges-tiny-rt-mask", GROUND_TRUTH_DOC, judge_markdown("tiny-rt-set-card", "mask")),
+    Table("ground-truth-set2-wrong-tiny-rt", GROUND_TRUTH_DOC, wrong_markdown("tiny-rt-set-card", "mask")),
 )
 
 
