@@ -70,8 +70,13 @@ def test_the_app_opens_on_home_ranks_the_sidebars_model_and_follows_a_switch(hom
     browser.get(home_app)
     _wait(browser, "h1", text=TITLE)
     _wait_text(browser, f"The model: {SHIPPED}")
-    links = _wait_for_links(browser)
-    measures = [urllib.parse.parse_qs(urllib.parse.urlparse(h).query)["measures"][0] for _, h in links]
+    deadline = time.time() + 60  # read until every link is drawn (the page streams; a wrong order still fails)
+    while True:
+        links = _wait_for_links(browser)
+        measures = [urllib.parse.parse_qs(urllib.parse.urlparse(h).query)["measures"][0] for _, h in links]
+        if measures == order or time.time() > deadline:
+            break
+        time.sleep(0.5)
     assert measures == order
     text = _page_text(browser)
     assert "results/tiny-rt-3seeds" in text and "RACU %" in text and "higher: more faithful" in text
