@@ -29,7 +29,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from engine.data import get_dataset  # noqa: E402
-from engine.faithfulness.erasure import erasure_metrics, rows_per_pass  # noqa: E402
+from engine.faithfulness.erasure import erasure_metrics  # noqa: E402
+from engine.faithfulness.perturb import rows_per_pass  # noqa: E402
 from engine.faithfulness.registry import FAMILIES, function_families, kernel_families  # noqa: E402
 from engine.models import Classifier, load_classifier, resolve_encoder  # noqa: E402
 from engine.ood import MaSF, calibration_features  # noqa: E402

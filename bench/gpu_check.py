@@ -194,7 +194,8 @@ def section_recursive(cpu, gpu, report: dict) -> None:
 def section_erasure(cpu, gpu, report: dict) -> None:
     import numpy as np
 
-    from engine.faithfulness.erasure import REMOVALS, erasure_metrics
+    from engine.faithfulness.erasure import erasure_metrics
+    from engine.faithfulness.perturb import REMOVALS
     from engine.importance import get_explainer
 
     b_cpu, b_gpu = cpu.batch(TEXTS), gpu.batch(TEXTS)

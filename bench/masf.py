@@ -25,7 +25,7 @@ from _smoke import SMOKE_HELP, smoke_checkpoint, use_scratch_folders
 from scipy.stats import kstest  # noqa: E402
 
 from engine.data import get_dataset  # noqa: E402
-from engine.faithfulness.recursive import _observe  # noqa: E402
+from engine.faithfulness.recursive import observe_step  # noqa: E402
 from engine.models import load_classifier, mask_random_fraction, training_transform  # noqa: E402
 from engine.ood import (  # noqa: E402
     MaSF,
@@ -234,7 +234,7 @@ def observation_rows(model_id: str, repeats: int = 5) -> list[str]:
         with torch.no_grad():
             forward = _best(lambda: classifier.logits(batch), repeats)
             two = _best(lambda: (classifier.logits(batch), masf_pvalues(classifier, masf, batch)), repeats)
-        one = _best(lambda: _observe(classifier, batch, target, masf), repeats)
+        one = _best(lambda: observe_step(classifier, batch, target, masf), repeats)
         rows.append(f"| {model_id} | {n} x {batch.input_ids.shape[1]} tokens | {forward * 1e3:.1f} ms | {one * 1e3:.1f} ms "
                     f"(+{(one - forward) * 1e3:.1f} ms) | {two * 1e3:.1f} ms (+{(two - forward) * 1e3:.1f} ms) | "
                     f"{two / one:.2f}x |")

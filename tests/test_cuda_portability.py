@@ -59,7 +59,8 @@ def test_whole_word_recursive_masking_uses_no_bool_scatter(toy_classifier, cuda_
 def test_erasure_ranking_by_whole_words_uses_no_bool_scatter(toy_classifier, cuda_like_bool_scatters):
     """The erasure metrics by whole words run without a bool reducing scatter; pieces of a word share a rank and
     the unit count is the number of words."""
-    from engine.faithfulness.erasure import erasure_metrics, word_ranking_positions
+    from engine.faithfulness.erasure import erasure_metrics
+    from engine.faithfulness.perturb import word_ranking_positions
     from engine.importance import get_explainer
     from engine.importance.levels import word_ids_of
 
@@ -120,7 +121,8 @@ def test_rankings_follow_the_batch_device_whatever_device_the_scores_are_on():
     """An `Importance` keeps its scores on the CPU (engine/importance/types.py); the ranking helpers the metrics
     share take them with a batch's mask on the model's device and compute there (on CUDA: masked_fill refused a
     CPU tensor with a CUDA mask, the first GPU run of an imported measure)."""
-    from engine.faithfulness.erasure import ranking_positions, soft_keep_probability
+    from engine.faithfulness.erasure import soft_keep_probability
+    from engine.faithfulness.perturb import ranking_positions
     from engine.faithfulness.recursive import masking_order_keys
 
     scores = torch.tensor([[0.0, 0.2, 0.9, 0.5, 0.0]])

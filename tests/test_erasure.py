@@ -14,14 +14,13 @@ from engine.faithfulness.erasure import (
     better,
     bin_count,
     erasure_metrics,
-    perturbed_rows,
     pi_keep_probability,
-    pool_hidden_states,
-    ranking_positions,
     soft_keep_probability,
     soft_normalised,
 )
+from engine.faithfulness.perturb import perturbed_rows, ranking_positions
 from engine.faithfulness.registry import METRICS
+from engine.ood.features import pool_hidden_states
 
 
 def sigmoid(z: float) -> float:
@@ -283,15 +282,15 @@ def test_pooling_by_runs_of_equal_length_equals_max_over_real_tokens_bit_for_bit
 def test_pvalues_looked_up_over_several_passes_land_on_their_rows(monkeypatch):
     """Features collected over forward passes of uneven sizes and looked up a few rows at a time (flushing mid-pass
     and at the end) give each row the p-value of a single look-up of all rows."""
-    from engine.faithfulness import erasure
+    from engine.faithfulness import perturb
     from engine.ood import MaSF
 
     rng = np.random.default_rng(0)
     masf = MaSF().fit(rng.normal(size=(60, 2, 4)))
     feats = torch.as_tensor(rng.normal(size=(23, 2, 4)), dtype=torch.float32)
-    monkeypatch.setattr(erasure, "PVALUE_ROWS", 5)
+    monkeypatch.setattr(perturb, "PVALUE_ROWS", 5)
     pval = np.full(23, np.nan)
-    pending = erasure._PendingPvalues(masf, pval)
+    pending = perturb.PendingPvalues(masf, pval)
     for start, stop in ((0, 3), (3, 4), (4, 11), (11, 20), (20, 23)):
         pending.add(start, feats[start:stop])
     pending.flush()

@@ -149,7 +149,7 @@ def test_bf16_autocast_counts_two_bytes_an_activation(monkeypatch):
 def test_erasure_passes_on_cuda_are_sized_by_free_memory(monkeypatch, toy_classifier):
     """Erasure's rows per pass on CUDA come from the free memory and the model's size, not a fixed 65,536 tokens;
     the CPU keeps 4096 tokens a pass."""
-    from engine.faithfulness.erasure import rows_per_pass
+    from engine.faithfulness.perturb import rows_per_pass
 
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (2 * 2**30, 80 * 2**30))
     few = rows_per_pass(64, torch.device("cuda"), classifier=toy_classifier)
@@ -366,6 +366,7 @@ def test_erasure_halves_its_pass_after_out_of_memory_and_gives_the_same_metrics(
     import numpy as np
 
     import engine.faithfulness.erasure as erasure
+    import engine.faithfulness.perturb as perturb
     from engine.data import get_dataset
     from engine.importance import get_explainer
     from engine.ood import fit_masf
@@ -374,23 +375,23 @@ def test_erasure_halves_its_pass_after_out_of_memory_and_gives_the_same_metrics(
     scores = get_explainer("loo-sign", toy_classifier, memo=False).attribute(batch).scores
     masf = fit_masf(toy_classifier, save=False)
     families = ["comprehensiveness", "sufficiency", "deletion"]
-    real_forward = erasure._hidden_forward
+    real_forward = perturb.hidden_forward
 
     def forward(classifier, attention, *args, limit=5, **kwargs):
         if attention.shape[0] > limit:
             raise torch.cuda.OutOfMemoryError("simulated: CUDA out of memory")
         return real_forward(classifier, attention, *args, **kwargs)
 
-    monkeypatch.setattr(erasure, "rows_per_pass", lambda *a, **k: 5)
+    monkeypatch.setattr(perturb, "rows_per_pass", lambda *a, **k: 5)
     direct = erasure.erasure_metrics(toy_classifier, batch, scores, metrics=families, masf=masf)
-    monkeypatch.setattr(erasure, "rows_per_pass", lambda *a, **k: 20)
-    monkeypatch.setattr(erasure, "_hidden_forward", forward)
+    monkeypatch.setattr(perturb, "rows_per_pass", lambda *a, **k: 20)
+    monkeypatch.setattr(perturb, "hidden_forward", forward)
     retried = erasure.erasure_metrics(toy_classifier, batch, scores, metrics=families, masf=masf)
     assert direct.values.keys() == retried.values.keys()
     for name in direct.values:
         assert np.array_equal(direct.values[name], retried.values[name], equal_nan=True), name
         assert np.array_equal(direct.p_values[name], retried.p_values[name], equal_nan=True), name
-    monkeypatch.setattr(erasure, "_hidden_forward", lambda *a, **k: forward(*a, limit=0, **k))
+    monkeypatch.setattr(perturb, "hidden_forward", lambda *a, **k: forward(*a, limit=0, **k))
     with pytest.raises(torch.cuda.OutOfMemoryError):
         erasure.erasure_metrics(toy_classifier, batch, scores, metrics=families, masf=masf)
 

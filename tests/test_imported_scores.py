@@ -208,7 +208,7 @@ def test_a_word_scored_as_one_unit_gives_each_of_its_pieces_its_score():
 def test_recursive_masking_takes_an_imported_measure_and_ranks_once_by_the_file(toy_classifier, loo_rows, tmp_path):
     """Recursive masking explains an imported measure once, on the unmasked input (the file scores no other input):
     every step masks the top floor(r N) tokens of the file's ranking."""
-    from engine.faithfulness.erasure import ranking_positions
+    from engine.faithfulness.perturb import ranking_positions
     from engine.faithfulness.recursive import recursive_masking
     from engine.importance import get_explainer
     from engine.importance.imported import import_scores

@@ -152,7 +152,7 @@ def test_one_forward_gives_the_logits_and_pvalues_of_two(toy_classifier):
     """Recursive masking takes a step's logits and MaSF features from one forward: they equal, bit for bit, the
     logits of Classifier.logits and the p-values of a separate MaSF pass (so curves written before the change
     reproduce), on a padded batch with masked tokens."""
-    from engine.faithfulness.recursive import _observe
+    from engine.faithfulness.recursive import observe_step
     from engine.ood import logits_and_features
 
     masf = fit_masf(toy_classifier, save=False)
@@ -171,7 +171,7 @@ def test_one_forward_gives_the_logits_and_pvalues_of_two(toy_classifier):
     assert torch.equal(fused, separate)
     assert torch.equal(features, own)
     target = torch.tensor([1, 0], device=batch.device)
-    prob, logit, predicted, p_value = _observe(toy_classifier, batch, target, masf)
+    prob, logit, predicted, p_value = observe_step(toy_classifier, batch, target, masf)
     assert np.array_equal(p_value, masf.pvalues(own))
     assert np.array_equal(logit, separate.float()[[0, 1], target].cpu().numpy())
     assert np.array_equal(prob, torch.softmax(separate.float(), -1)[[0, 1], target].cpu().numpy())

@@ -62,7 +62,7 @@ def test_random_word_order_is_uniform_over_words_not_biased_to_long_ones():
 def test_erasure_word_ranking_gives_every_piece_its_words_rank():
     """Whole-word erasure units: the pieces of a word share one rank, words rank by the sum of their pieces'
     scores (by the first piece's for 'first'), ties in text order, and the unit count is the number of words."""
-    from engine.faithfulness.erasure import word_ranking_positions
+    from engine.faithfulness.perturb import word_ranking_positions
 
     maskable = torch.tensor([[False, True, True, True, True, False]])
     words = torch.tensor([[-1, 0, 0, 1, 2, -1]])

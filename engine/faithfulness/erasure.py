@@ -66,18 +66,25 @@ import numpy as np
 import torch
 
 from engine.errors import InvalidInputError, MaskingCancelled
-from engine.faithfulness.registry import FAMILIES, METRICS, better, family_options, kernel_families, metrics_of  # noqa: F401
-from engine.importance.batching import halve_after_oom
+from engine.faithfulness.perturb import (
+    KEEP,
+    OOD_LEVEL,
+    REMOVALS,
+    REMOVE,
+    checked_inputs,
+    hidden_forward,
+    pad_id_of,
+    perturbed_passes,
+    removed_positions,
+    rows_per_pass,
+    unit_ranking,
+)
+from engine.faithfulness.registry import FAMILIES, METRICS, better, family_options, kernel_families, metrics_of
 from engine.models import Batch, Classifier
 
-# better is re-exported (callers of erasure.better); the defaults are the registry's
+# The defaults are the registry's.
 ERASER_BINS = family_options("comprehensiveness")["bins"]  # (0.01, 0.05, 0.10, 0.20, 0.50)
 CURVE_RATIOS = family_options("deletion")["ratios"]  # 0, 0.1, ..., 1
-REMOVALS = ("mask", "delete")
-OOD_LEVEL = 0.05
-
-# Kinds of perturbed input: REMOVE = the top-j tokens removed; KEEP = only the top-j kept (the rest removed).
-REMOVE, KEEP = 0, 1
 
 
 @dataclass
@@ -121,73 +128,6 @@ class ErasureResult:
         return rows
 
 
-def checked_inputs(classifier: Classifier, batch: Batch, scores) -> tuple[Batch, torch.Tensor, list[int]]:
-    """The batch and scores [B, T] on the classifier's device, and each input's count of maskable tokens; refuses
-    scores of another shape and an input with nothing to remove (what every erasure family needs first)."""
-    batch = batch.to(classifier.device)
-    B, T = batch.input_ids.shape
-    scores = torch.as_tensor(scores).to(classifier.device)
-    if scores.shape != (B, T):
-        raise InvalidInputError(f"scores of shape {tuple(scores.shape)} do not match the batch ({B}, {T})")
-    n_tokens = batch.maskable.sum(1).tolist()
-    if min(n_tokens) == 0:
-        raise InvalidInputError("an input has no maskable token")
-    return batch, scores, n_tokens
-
-
-def ranking_positions(scores: torch.Tensor, maskable: torch.Tensor) -> torch.Tensor:
-    """rank [B, T] long: 0 for the highest-scoring maskable token, 1 for the next ...; T + position for the
-    tokens that are not maskable (never removed). Ties are broken by position (stable), NaN counts as 0.
-    The rank is on maskable's (the batch's) device: scores from elsewhere (an `Importance` is on the CPU) follow it."""
-    B, T = scores.shape
-    scores = scores.to(maskable.device)
-    keys = torch.nan_to_num(scores.double(), nan=0.0).masked_fill(~maskable, float("-inf"))
-    order = torch.sort(keys, dim=1, descending=True, stable=True).indices
-    rank = torch.empty_like(order)
-    rank.scatter_(1, order, torch.arange(T, device=scores.device).expand_as(order))
-    return torch.where(maskable, rank, rank + T)
-
-
-def any_per_word(flags: torch.Tensor, index: torch.Tensor, n_words: int) -> torch.Tensor:
-    """[B, W] bool: whether any position of each word is flagged (flags [B, T] bool, index [B, T] the word of each
-    position). Reduced in uint8: CUDA has no reducing scatter kernel (amax, add) for bool tensors, the CPU has."""
-    B = flags.shape[0]
-    return torch.zeros((B, n_words), dtype=torch.uint8, device=flags.device).scatter_reduce(
-        1, index, flags.to(torch.uint8), "amax").bool()
-
-
-def word_ranking_positions(scores: torch.Tensor, maskable: torch.Tensor, word_ids: torch.Tensor,
-                           aggregation: str = "sum") -> tuple[torch.Tensor, list[int]]:
-    """Whole-word units: (rank [B, T], words per row). Every piece of a word gets its word's rank (0 for the
-    highest word), so removing the top j units removes j whole words; a word's key is the sum of its pieces'
-    scores ('sum') or its first piece's ('first': the random baseline's one draw per word). Pieces of a word are
-    consecutive; ties are broken by text order; positions that are not maskable get T + position. Scores and
-    word_ids follow maskable's (the batch's) device."""
-    if aggregation not in ("sum", "first"):
-        raise InvalidInputError(f"unknown word aggregation {aggregation!r}: sum or first")
-    B, T = scores.shape
-    scores, word_ids = scores.to(maskable.device), word_ids.to(maskable.device)
-    valid = word_ids >= 0
-    if bool((valid != maskable).any()):
-        raise InvalidInputError("word_ids must name a word (>= 0) exactly on the maskable tokens")
-    W = int(word_ids.max()) + 1 if bool(valid.any()) else 1
-    index = torch.where(valid, word_ids, torch.zeros_like(word_ids))
-    s = torch.nan_to_num(scores.double(), nan=0.0).masked_fill(~valid, 0.0)
-    if aggregation == "first":
-        starts = torch.ones_like(valid)
-        starts[:, 1:] = word_ids[:, 1:] != word_ids[:, :-1]
-        s = s * (valid & starts)
-    keys = torch.zeros(B, W, dtype=torch.float64, device=scores.device).scatter_add(1, index, s)
-    exists = any_per_word(valid, index, W)
-    keys = keys.masked_fill(~exists, float("-inf"))
-    order = torch.sort(keys, dim=1, descending=True, stable=True).indices
-    word_rank = torch.empty_like(order)
-    word_rank.scatter_(1, order, torch.arange(W, device=scores.device).expand_as(order))
-    positions = torch.arange(T, device=scores.device).expand(B, T)
-    rank = torch.where(valid, word_rank.gather(1, index), positions + T)
-    return rank, exists.sum(1).tolist()
-
-
 def bin_count(k: float, n: int) -> int:
     """Tokens in ERASER's k bin of an n-token input: round(k n), at least 1 and at most n."""
     return int(min(n, max(1, np.floor(k * n + 0.5))))
@@ -206,134 +146,6 @@ def _canonical(kind: int, j: int, n: int) -> tuple[int, int]:
         if j <= 0:
             return REMOVE, n
     return kind, j
-
-
-def removed_positions(rank: torch.Tensor, maskable: torch.Tensor, kinds: torch.Tensor, js: torch.Tensor) -> torch.Tensor:
-    """[R, T] bool: the positions removed in each of R perturbed inputs (rank, maskable: [R, T] rows of the
-    batch; kinds, js: [R])."""
-    top = rank < js[:, None]
-    return torch.where(kinds[:, None] == REMOVE, top, maskable & ~top)
-
-
-def perturbed_rows(batch: Batch, rows: torch.Tensor, removed: torch.Tensor, mask_token_id: int, pad_token_id: int,
-                   removal: str, infill=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(input_ids, attention_mask, token_type_ids) [R, T] of the perturbed inputs: batch row rows[r] with the
-    positions removed[r] replaced by [MASK] ('mask') or deleted, the rest closing up to the left ('delete').
-    `infill` (engine/faithfulness/infill.py; a classifier twin's `infill`): with 'mask', the removed positions get
-    its tokens instead of [MASK] (retrieval or MLM infill)."""
-    ids, attention, types = batch.input_ids[rows], batch.attention_mask[rows], batch.token_type_ids[rows]
-    if removal == "mask" and infill is not None:
-        return infill.fill(ids, removed, attention), attention, types
-    if removal == "mask":
-        return torch.where(removed, torch.full_like(ids, mask_token_id), ids), attention, types
-    T = ids.shape[1]
-    gone = removed | (attention == 0)
-    order = torch.sort(gone.long() * T + torch.arange(T, device=ids.device), dim=1).indices  # kept tokens first
-    kept = ~gone.gather(1, order)
-    ids = torch.where(kept, ids.gather(1, order), torch.full_like(ids, pad_token_id))
-    return ids, kept.long(), torch.where(kept, types.gather(1, order), torch.zeros_like(types))
-
-
-def _hidden_forward(classifier: Classifier, attention: torch.Tensor, types: torch.Tensor,
-                    ids: torch.Tensor | None = None, embeds: torch.Tensor | None = None, features: bool = True,
-                    start: torch.Tensor | None = None):
-    """Logits [R, C] and (when `features`) the MaSF features [R, L+1, H] of one forward pass (on the cpu, in the
-    model's dtype: MaSF.pvalues widens them to float64 exactly), from ids or from word embeddings; trailing
-    all-padding columns are cut first (right padding: results are unchanged). start [R]: the first position pooled
-    per row (engine.ood.features.pool_start: a prompted LM's slot), None: every real token."""
-    L = max(1, int(attention.sum(1).max()))
-    kwargs = {"attention_mask": attention[:, :L], "token_type_ids": types[:, :L]}
-    if embeds is not None:
-        kwargs["inputs_embeds"] = embeds[:, :L]
-    else:
-        kwargs["input_ids"] = ids[:, :L]
-    if getattr(classifier, "spec", None) is not None:  # a prompted LM: class scores come from its verbalizer
-        kwargs.pop("token_type_ids")
-        out = classifier.forward(**kwargs, output_hidden_states=features)
-    else:
-        out = classifier.model(**kwargs, output_hidden_states=features)
-    if not features:
-        return out.logits, None
-    pooled = attention[:, :L]
-    if start is not None:  # a prompted LM: the constant instruction before the slot is left out, as in calibration
-        from engine.ood.features import from_start
-
-        pooled = pooled * from_start(start.to(pooled.device), L)
-    return out.logits, pool_hidden_states(out.hidden_states, pooled).cpu()
-
-
-def pool_hidden_states(states: Sequence[torch.Tensor], attention: torch.Tensor) -> torch.Tensor:
-    """The MaSF features [R, L+1, H] (engine.ood.features): each hidden state [R, T, H] max-pooled over the real
-    tokens of attention [R, T], layer by layer (no [R, L+1, T, H] stack).
-
-    With right padding (each row's real tokens first), rows of one length n are pooled over their first n positions
-    by slicing, a run of equal lengths at a time: no [R, T, H] filled copy per layer, and the same maxima bit for bit
-    (a max does not round). Callers sort their rows by length, so a pass has few runs; otherwise (or with padding
-    elsewhere) the padding is filled with -inf first."""
-    R, T = attention.shape
-    real = attention.bool()
-    lengths = real.sum(1)
-    runs, counts = torch.unique_consecutive(lengths, return_counts=True)
-    right_padded = bool(torch.equal(real, torch.arange(T, device=attention.device) < lengths[:, None]))
-    if not right_padded or len(runs) > 32:
-        pad = ~real[:, :, None]
-        return torch.stack([h.masked_fill(pad, float("-inf")).amax(dim=1) for h in states], dim=1)
-    pooled = torch.empty(R, len(states), states[0].shape[-1], dtype=states[0].dtype, device=states[0].device)
-    start = 0
-    for n, c in zip(runs.tolist(), counts.tolist()):
-        for k, h in enumerate(states):
-            torch.amax(h[start:start + c, :n], dim=1, out=pooled[start:start + c, k])
-        start += c
-    return pooled
-
-
-#: Rows per MaSF p-value call: a call costs about 0.5 ms beyond its rows (tiny, one CPU thread; 9 us a row), so the
-#: features of several forward passes are looked up together, up to this many rows (memory: rows x (L+1) x H floats).
-PVALUE_ROWS = 1024
-
-
-class _PendingPvalues:
-    """MaSF features of consecutive perturbed rows, collected over forward passes and looked up PVALUE_ROWS at a time
-    into `pval` (p-values are per row: grouping rows does not change them)."""
-
-    def __init__(self, masf, pval: np.ndarray):
-        self.masf, self.pval = masf, pval
-        self.start, self.feats = 0, []
-
-    def add(self, start: int, feats: torch.Tensor) -> None:
-        if not self.feats:
-            self.start = start
-        self.feats.append(feats)
-        if sum(len(f) for f in self.feats) >= PVALUE_ROWS:
-            self.flush()
-
-    def flush(self) -> None:
-        if self.feats:
-            feats = torch.cat(self.feats)
-            self.pval[self.start:self.start + len(feats)] = self.masf.pvalues(feats)
-            self.feats = []
-
-
-def rows_per_pass(T: int, device: torch.device, max_tokens: int = 4096, classifier: Classifier | None = None,
-                  memory_mb: float | None = None) -> int:
-    """Rows of T tokens per forward pass: about `max_tokens` tokens on a CPU (where throughput peaks, see
-    bench/importance.py); on a GPU as many as half its free memory holds (every layer's hidden state [T, H]
-    is kept for the MaSF features, plus one layer's transient activations, in the model's dtype), or 16 x
-    max_tokens without a classifier to size them by."""
-    if device.type == "cpu":
-        return max(1, max_tokens // max(T, 1))
-    if classifier is None:
-        return max(1, 16 * max_tokens // max(T, 1))
-    from engine.importance.batching import activation_bytes, memory_budget_bytes
-
-    cfg = getattr(classifier.model, "config", None)
-    H = int(getattr(cfg, "hidden_size", 256) or 256)
-    layers = int(getattr(cfg, "num_hidden_layers", 1) or 1)
-    heads = int(getattr(cfg, "num_attention_heads", 1) or 1)
-    inter = int(getattr(cfg, "intermediate_size", 4 * H) or 4 * H)
-    elem = activation_bytes(classifier.embedding_matrix.dtype, bf16=False)
-    per_row = T * ((layers + 1) * H + 6 * H + 2 * inter + 2 * heads * T) * elem
-    return int(max(1, memory_budget_bytes(device, memory_mb) // max(per_row, 1)))
 
 
 def _select_families(metrics: Sequence[str] | None) -> tuple[str, ...]:
@@ -368,18 +180,6 @@ def _checked_options(metrics: Sequence[str] | None, removal: str, bins: Sequence
     if "soft" in families and soft_draws < 1:
         raise InvalidInputError(f"soft_draws must be >= 1, got {soft_draws}")
     return families, bins, ratios
-
-
-def _ranking(batch: Batch, scores: torch.Tensor, n_tokens: list[int], word_ids: torch.Tensor | None,
-             word_aggregation: str, device: torch.device) -> tuple[torch.Tensor, list[int]]:
-    """(rank [B, T], units per input): by token, or by whole word when `word_ids` are given."""
-    if word_ids is None:
-        return ranking_positions(scores, batch.maskable), n_tokens
-    B, T = batch.input_ids.shape
-    word_ids = torch.as_tensor(word_ids, dtype=torch.long).to(device)
-    if word_ids.shape != (B, T):
-        raise InvalidInputError(f"word_ids of shape {tuple(word_ids.shape)} do not match the batch ({B}, {T})")
-    return word_ranking_positions(scores, batch.maskable, word_ids, word_aggregation)
 
 
 def perturbations_needed(families: Sequence[str], n_tokens: Sequence[int], bins: Sequence[float],
@@ -437,10 +237,9 @@ class _Forwarded:
 def _forward_perturbed(classifier: Classifier, batch: Batch, rank: torch.Tensor, unique: list[tuple[int, int, int]],
                        n_tokens: list[int], target: torch.Tensor, masf, removal: str,
                        should_stop: Callable[[], bool] | None) -> _Forwarded:
-    """One forward pass per perturbed input (batched, halving the rows after a CUDA out-of-memory error), with the
-    MaSF features from the same pass."""
+    """One forward pass per perturbed input (the kernel's `perturbed_passes`: batched, halving the rows after a CUDA
+    out-of-memory error), with the MaSF features from the same pass."""
     device = classifier.device
-    T = batch.input_ids.shape[1]
     R = len(unique)
     rows_t = torch.tensor([u[0] for u in unique], device=device)
     kinds_t = torch.tensor([u[1] for u in unique], device=device)
@@ -448,34 +247,17 @@ def _forward_perturbed(classifier: Classifier, batch: Batch, rank: torch.Tensor,
     prob = np.empty(R)
     pred = np.empty(R, dtype=np.int64)
     pval = np.full(R, np.nan)
-    step = rows_per_pass(T, device, classifier=classifier)
-    pad_id = classifier.tokenizer.pad_token_id if classifier.tokenizer.pad_token_id is not None else 0
-    pending = _PendingPvalues(masf, pval)
-    from engine.ood.features import pool_start
 
-    pool_from = None if masf is None else pool_start(classifier, batch.maskable)  # each row keeps its source's slot start
-    start = 0
-    while start < R:
-        if should_stop is not None and should_stop():
-            raise MaskingCancelled("the erasure metrics were cancelled")
-        sl = slice(start, min(start + step, R))
+    def removed_of(sl: slice) -> torch.Tensor:
         r = rows_t[sl]
-        try:
-            removed = removed_positions(rank[r], batch.maskable[r], kinds_t[sl], js_t[sl])
-            ids, attention, types = perturbed_rows(batch, r, removed, classifier.mask_token_id, pad_id, removal,
-                                                   getattr(classifier, "infill", None))
-            logits, feats = _hidden_forward(classifier, attention, types, ids=ids, features=masf is not None,
-                                            start=None if pool_from is None else pool_from[r])
-        except torch.cuda.OutOfMemoryError as error:  # nothing of this pass was kept yet: retry it with half the rows
-            step = halve_after_oom(step, error, device)
-            continue
+        return removed_positions(rank[r], batch.maskable[r], kinds_t[sl], js_t[sl])
+
+    for sl, r, logits in perturbed_passes(classifier, batch, rows_t, removed_of, pval, masf, removal,
+                                          getattr(classifier, "infill", None), should_stop=should_stop,
+                                          cancelled="the erasure metrics were cancelled"):
         probs = torch.softmax(logits.double(), -1)
         prob[sl] = probs[torch.arange(len(r), device=device), target[r]].cpu().numpy()
         pred[sl] = logits.argmax(-1).cpu().numpy()
-        if feats is not None:
-            pending.add(start, feats)
-        start = sl.stop
-    pending.flush()
     return _Forwarded({key: i for i, key in enumerate(unique)}, list(n_tokens), prob, pred, pval)
 
 
@@ -590,7 +372,7 @@ def erasure_metrics(
     families, bins, ratios = _checked_options(metrics, removal, bins, ratios, soft_draws)
     batch, scores, n_tokens = checked_inputs(classifier, batch, scores)
     B = batch.input_ids.shape[0]
-    rank, n_tokens = _ranking(batch, scores, n_tokens, word_ids, word_aggregation, classifier.device)
+    rank, n_tokens = unit_ranking(batch, scores, n_tokens, word_ids, word_aggregation, classifier.device)
     unique = perturbations_needed(families, n_tokens, bins, ratios)
     target = classifier.targets_for(batch, target)
     fwd = _forward_perturbed(classifier, batch, rank, unique, n_tokens, target, masf, removal, should_stop)
@@ -711,8 +493,7 @@ def _soft_metrics(classifier, batch, scores, target, masf, draws, seed, p_x, rec
                               s.float()], dim=1)
     words = classifier.word_embeddings(batch.input_ids)  # [B, T, H]
     H = words.shape[-1]
-    null_ids = torch.full_like(batch.input_ids, classifier.tokenizer.pad_token_id
-                               if classifier.tokenizer.pad_token_id is not None else 0)
+    null_ids = torch.full_like(batch.input_ids, pad_id_of(classifier))
     embeds = torch.empty(B * (2 * draws + 1), T, H, dtype=words.dtype, device=device)
     drawn = embeds[: B * 2 * draws].view(B, 2, draws, T, H)
     for b in range(B):
@@ -737,8 +518,8 @@ def _soft_metrics(classifier, batch, scores, target, masf, draws, seed, p_x, rec
             raise MaskingCancelled("the erasure metrics were cancelled")
         rows = order[start:start + step]
         r = owner[rows]
-        logits, f = _hidden_forward(classifier, batch.attention_mask[r], batch.token_type_ids[r], embeds=embeds[rows],
-                                    features=masf is not None, start=None if pool_from is None else pool_from[r])
+        logits, f = hidden_forward(classifier, batch.attention_mask[r], batch.token_type_ids[r], embeds=embeds[rows],
+                                   features=masf is not None, start=None if pool_from is None else pool_from[r])
         idx = rows.cpu().numpy()
         prob[idx] = torch.softmax(logits.double(), -1)[torch.arange(len(r), device=logits.device), target[r]].cpu().numpy()
         if f is not None:

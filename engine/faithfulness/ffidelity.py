@@ -30,17 +30,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
-from engine.errors import InvalidInputError, MaskingCancelled
-from engine.faithfulness.erasure import (
-    ERASER_BINS,
-    OOD_LEVEL,
-    ErasureResult,
-    _hidden_forward,
-    _PendingPvalues,
-    checked_inputs,
-    ranking_positions,
-    rows_per_pass,
-)
+from engine.errors import InvalidInputError
+from engine.faithfulness.erasure import ERASER_BINS, ErasureResult
+from engine.faithfulness.perturb import OOD_LEVEL, checked_inputs, perturbed_passes, ranking_positions, rows_per_pass
 from engine.models import Batch, Classifier
 
 ALPHA, BETA, DRAWS = 0.5, 1.0, 50
@@ -105,25 +97,13 @@ def ffidelity(classifier: Classifier, batch: Batch, scores: torch.Tensor, target
     owner = torch.arange(B).repeat_interleave(per)
     flat = removed.reshape(R, T)
     prob, pred, pval = np.empty(R), np.empty(R, dtype=np.int64), np.full(R, np.nan)
-    pending = _PendingPvalues(masf, pval)
-    step = rows_per_pass(T, device)
-    from engine.ood.features import pool_start
-
-    pool_from = None if masf is None else pool_start(classifier, batch.maskable)  # a prompted LM: its slot's start
-    for start in range(0, R, step):
-        if should_stop is not None and should_stop():
-            raise MaskingCancelled("F-Fidelity was cancelled")
-        r = owner[start:start + step].to(device)
-        ids = torch.where(flat[start:start + step].to(device), classifier.mask_token_id, batch.input_ids[r])
-        logits, feats = _hidden_forward(classifier, batch.attention_mask[r], batch.token_type_ids[r], ids=ids,
-                                        features=masf is not None,
-                                        start=None if pool_from is None else pool_from[r.cpu()])
+    # Every draw replaces its removed tokens by [MASK] (no infill operator), in passes sized without the model.
+    for sl, r, logits in perturbed_passes(classifier, batch, owner.to(device), lambda sl: flat[sl].to(device), pval,
+                                          masf, "mask", None, step=rows_per_pass(T, device), should_stop=should_stop,
+                                          cancelled="F-Fidelity was cancelled"):
         probs = torch.softmax(logits.double(), -1)
-        prob[start:start + len(r)] = probs[torch.arange(len(r), device=probs.device), target[r]].cpu().numpy()
-        pred[start:start + len(r)] = logits.argmax(-1).cpu().numpy()
-        if feats is not None:
-            pending.add(start, feats)
-    pending.flush()
+        prob[sl] = probs[torch.arange(len(r), device=probs.device), target[r]].cpu().numpy()
+        pred[sl] = logits.argmax(-1).cpu().numpy()
     prob, pred, pval = prob.reshape(B, per), pred.reshape(B, per), pval.reshape(B, per)
     p_x = prob[:, 0]
     hit_x = (pred[:, 0] == target.cpu().numpy()).astype(float)

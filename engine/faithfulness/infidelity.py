@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from engine.errors import InvalidInputError
-from engine.faithfulness.erasure import OOD_LEVEL, checked_inputs
+from engine.faithfulness.perturb import OOD_LEVEL, checked_inputs
 from engine.faithfulness.registry import MetricValues
 from engine.faithfulness.subsets import bernoulli_subsets, check_output, forward_removed
 from engine.models import Batch, Classifier

@@ -38,7 +38,8 @@ import numpy as np
 import torch
 
 from engine.errors import InvalidInputError
-from engine.faithfulness.erasure import ERASER_BINS, ranking_positions
+from engine.faithfulness.erasure import ERASER_BINS
+from engine.faithfulness.perturb import ranking_positions
 from engine.importance.budgeted_search import (
     CURVES,
     SCORES,

@@ -14,7 +14,7 @@ Ties: w = 1/2 with ties='half' (the report card's convention, the default: a tie
 w = 0 with ties='loss' (ICE's: a tie is a loss). The p-value counts a tie against the explanation under both, as a
 permutation p-value must. The p-value's floor is 1 / (n_sets + 1): with the default n_sets = 99 it is 0.01, so a
 single input can reach p < 0.05 (with 20 sets the floor was 1/21 = 0.048). An input with k >= N (no other k-set)
-has no test: NaN. Removal as the erasure metrics' (erasure.perturbed_rows: mask / delete). Cost: 2 + n_sets forward
+has no test: NaN. Removal as the erasure metrics' (perturb.perturbed_rows: mask / delete). Cost: 2 + n_sets forward
 rows per input.
 """
 from __future__ import annotations
@@ -61,7 +61,7 @@ def randomisation_test(classifier, batch, scores: torch.Tensor, k: torch.Tensor 
     k-sets of the same input drawn without the explanation's own set (module docstring). ties: 'half' (the card's
     default) or 'loss' (ICE's); the p-value's floor is 1 / (n_sets + 1). NaN for an input with k >= its maskable
     tokens. target [B] or None (the predicted class)."""
-    from engine.faithfulness.erasure import perturbed_rows, ranking_positions
+    from engine.faithfulness.perturb import perturbed_rows, ranking_positions
 
     if n_sets < 1:
         raise InvalidInputError(f"the randomisation test needs at least 1 random set, got {n_sets}")

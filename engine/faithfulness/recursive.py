@@ -23,8 +23,8 @@ import numpy as np
 import torch
 
 from engine.data import Dataset, score
-from engine.errors import InvalidInputError, MaskingCancelled  # noqa: F401 (re-exported)
-from engine.faithfulness.erasure import any_per_word
+from engine.errors import InvalidInputError, MaskingCancelled
+from engine.faithfulness.perturb import any_per_word, rank_of, replaced
 from engine.importance.levels import word_ids_of
 from engine.models import Batch, Classifier
 
@@ -67,12 +67,9 @@ def masking_order_keys(scores: torch.Tensor, maskable: torch.Tensor, is_masked: 
 
 
 def mask_top(batch_ids: torch.Tensor, keys: torch.Tensor, k: torch.Tensor, mask_token_id: int) -> torch.Tensor:
-    """Mask the k[b] highest-key positions of each row (ties broken by position, deterministic)."""
-    order = torch.sort(keys, dim=1, descending=True, stable=True).indices
-    rank = torch.empty_like(order)
-    rank.scatter_(1, order, torch.arange(keys.shape[1], device=keys.device).expand_as(order))
-    hit = rank < k[:, None]
-    return torch.where(hit, torch.full_like(batch_ids, mask_token_id), batch_ids)
+    """Mask the k[b] highest-key positions of each row (ties broken by position, deterministic): the kernel's
+    ranking (`perturb.rank_of`) and [MASK] replacement (`perturb.replaced`)."""
+    return replaced(batch_ids, rank_of(keys) < k[:, None], mask_token_id)
 
 
 def mask_top_words(batch_ids: torch.Tensor, token_keys: torch.Tensor, word_ids: torch.Tensor, k: torch.Tensor,
@@ -99,12 +96,9 @@ def mask_top_words(batch_ids: torch.Tensor, token_keys: torch.Tensor, word_ids: 
     exists = any_per_word(valid, index, W)
     word_keys = torch.where(masked, torch.full_like(word_keys, float("inf")), word_keys)
     word_keys = torch.where(exists, word_keys, torch.full_like(word_keys, float("-inf")))
-    order = torch.sort(word_keys, dim=1, descending=True, stable=True).indices
-    rank = torch.empty_like(order)
-    rank.scatter_(1, order, torch.arange(W, device=order.device).expand_as(order))
-    chosen = rank < k[:, None]  # [B, W]
+    chosen = rank_of(word_keys) < k[:, None]  # [B, W]
     hit = valid & torch.gather(chosen, 1, index)
-    return torch.where(hit, torch.full_like(batch_ids, mask_token_id), batch_ids)
+    return replaced(batch_ids, hit, mask_token_id)
 
 
 def _distinct_words(word_ids: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
@@ -114,12 +108,14 @@ def _distinct_words(word_ids: torch.Tensor, where: torch.Tensor) -> torch.Tensor
 
 
 @torch.no_grad()
-def _observe(classifier: Classifier, batch: Batch, target: torch.Tensor, masf) -> tuple:
+def observe_step(classifier: Classifier, batch: Batch, target: torch.Tensor, masf) -> tuple:
+    """(probability [B], logit [B] of the target class, predicted class [B], MaSF p-values [B] or None) of one
+    masking step's inputs: with a MaSF, the logits and the features come from one forward pass."""
     p_value = None
     if masf is None:
         logits = classifier.logits(batch).float()
     else:
-        from engine.ood import logits_and_features
+        from engine.ood.features import logits_and_features
 
         logits, features = logits_and_features(classifier, batch)  # one forward for both
         logits = logits.float()
@@ -232,7 +228,7 @@ def recursive_masking(
             else:
                 current = current.with_ids(mask_top_words(current.input_ids, keys, word_ids, k, classifier.mask_token_id,
                                                           word_aggregation))
-        prob, logit, predicted, p_value = _observe(classifier, current, target, masf)
+        prob, logit, predicted, p_value = observe_step(classifier, current, target, masf)
         result.steps.append(MaskingStep(
             index=i, ratio=level if ratios is not None else None, count=level if counts is not None else None,
             n_masked=((current.input_ids == classifier.mask_token_id) & batch.maskable).sum(1).cpu().numpy(),
@@ -329,7 +325,7 @@ def dataset_masking_curve(
         done += len(idx)
         if progress is not None:
             progress(done, len(examples))
-    from engine.ood import MaSF
+    from engine.ood.masf import MaSF
 
     schedule = list(DEFAULT_RATIOS if ratios is None else ratios) if counts is None else list(counts)
     rows = []

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from engine.errors import InvalidInputError
-from engine.faithfulness.erasure import OOD_LEVEL, checked_inputs
+from engine.faithfulness.perturb import OOD_LEVEL, checked_inputs
 from engine.faithfulness.registry import MetricValues
 from engine.faithfulness.subsets import fixed_size_subsets, forward_removed
 from engine.models import Batch, Classifier

@@ -3,7 +3,7 @@ metric families beyond erasure (faithfulness correlation, infidelity; as in docs
 is a set of tokens masked or replaced, never noise on token ids).
 
 The subsets are drawn per input from a generator seeded by (seed, the input's token ids), so an input gets the same
-subsets whatever batch it is in. Removal is the erasure metrics' (erasure.perturbed_rows): 'mask' replaces a token
+subsets whatever batch it is in. Removal is the kernel's (perturb.perturbed_rows): 'mask' replaces a token
 by the classifier's replacement token ([MASK], or an operator's unk / pad / [REDACTED]), 'delete' drops it.
 """
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from engine.errors import InvalidInputError, MaskingCancelled
-from engine.faithfulness.erasure import REMOVALS, _hidden_forward, _PendingPvalues, perturbed_rows, rows_per_pass
+from engine.errors import InvalidInputError
+from engine.faithfulness.perturb import REMOVALS, perturbed_passes
 from engine.models import Batch, Classifier
 
 OUTPUTS = ("probability", "logit")
@@ -66,32 +66,14 @@ def forward_removed(classifier: Classifier, batch: Batch, rows: torch.Tensor, re
                     target: torch.Tensor, masf=None, removal: str = "mask", output: str = "probability",
                     should_stop: Callable[[], bool] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(f [R], MaSF p-values [R], NaN without MaSF) of R perturbed inputs: batch row rows[r] with the positions
-    removed[r] [R, T] removed; f is the explained class target[rows[r]]'s probability or logit (`output`). One pass
-    per rows_per_pass rows; the features come from the same pass."""
+    removed[r] [R, T] removed; f is the explained class target[rows[r]]'s probability or logit (`output`). The
+    kernel's passes (`perturb.perturbed_passes`); the features come from the same pass."""
     check_output(output, removal)
     device = classifier.device
     rows, removed = rows.to(device), removed.to(device)
-    R, T = removed.shape
+    R = removed.shape[0]
     f, pval = np.empty(R), np.full(R, np.nan)
-    pending = _PendingPvalues(masf, pval)
-    pad_id = classifier.tokenizer.pad_token_id if classifier.tokenizer.pad_token_id is not None else 0
-    start_of = None
-    if masf is not None:
-        from engine.ood.features import pool_start
-
-        start_of = pool_start(classifier, batch.maskable)
-    step = rows_per_pass(T, device, classifier=classifier)
-    for start in range(0, R, step):
-        if should_stop is not None and should_stop():
-            raise MaskingCancelled("the metric was cancelled")
-        sl = slice(start, min(start + step, R))
-        r = rows[sl]
-        ids, attention, types = perturbed_rows(batch, r, removed[sl], classifier.mask_token_id, pad_id, removal,
-                                               getattr(classifier, "infill", None))
-        logits, feats = _hidden_forward(classifier, attention, types, ids=ids, features=masf is not None,
-                                        start=None if start_of is None else start_of[r])
+    for sl, r, logits in perturbed_passes(classifier, batch, rows, lambda sl: removed[sl], pval, masf, removal,
+                                          getattr(classifier, "infill", None), should_stop=should_stop):
         f[sl] = class_output(logits, target[r], output)
-        if feats is not None:
-            pending.add(start, feats)
-    pending.flush()
     return f, pval

@@ -400,7 +400,7 @@ def recovery(scores: torch.Tensor, maskable: torch.Tensor, decisive: torch.Tenso
     Ranks follow the erasure metrics' ordering (signed scores, highest first, ties by position), 1 = top. An input
     whose planted word is not found among its tokens (a byte-level BPE spells a word at the start of the text
     without its leading space, another token) gets NaN, so the batch's other inputs keep their values."""
-    from engine.faithfulness.erasure import ranking_positions
+    from engine.faithfulness.perturb import ranking_positions
 
     scores = torch.nan_to_num(scores.detach().double().cpu(), nan=0.0)
     maskable = maskable.cpu()
@@ -539,7 +539,7 @@ def compute_card_cell(cell: ReportCardCell, context: CellContext) -> CellResult:
     from engine.faithfulness.metrics import acu
     from engine.faithfulness.naopc import normalise
     from engine.groundtruth.planting import planted_spec
-    from engine.ood import MaSF, load_or_fit_masf
+    from engine.ood import load_or_fit_masf
     from engine.runtime import configure, seed_everything
     from engine.sweeps.cells import shared_lock
 
@@ -649,7 +649,6 @@ def compute_card_cell(cell: ReportCardCell, context: CellContext) -> CellResult:
                         judge_definitions={k: {"label": v[0], "better": v[1]} for k, v in judges().items()},
                         notes="RACU on the fixed ranking (not re-explained per step); NAOPC and F-Fidelity only for "
                               "replacement operators (their bounds and draws replace tokens)")
-    _ = MaSF  # the p-values' calibration is recorded by provenance(masf=...)
     return CellResult(tidy, record)
 
 

@@ -41,6 +41,23 @@ def activation_bytes(dtype: torch.dtype, bf16: bool) -> int:
     return 2 if bf16 else torch.finfo(dtype).bits // 8
 
 
+def row_bytes(classifier, T: int, backward: bool, bf16: bool = False, hidden_states: bool = False) -> int:
+    """The memory model of one row of T tokens in a batched pass, in bytes (rough, from the model's config): a
+    forward+backward keeps every layer's activations for the backward pass; a forward holds one layer's transient
+    activations, plus (`hidden_states`) every layer's hidden state [T, H] when those are kept (the MaSF features).
+    Elements are `activation_bytes` of the model's dtype. Every rows-per-pass of the engine divides a budget by it."""
+    cfg = getattr(classifier.model, "config", None)
+    H = int(getattr(cfg, "hidden_size", 256) or 256)
+    L = int(getattr(cfg, "num_hidden_layers", 1) or 1)
+    heads = int(getattr(cfg, "num_attention_heads", 1) or 1)
+    inter = int(getattr(cfg, "intermediate_size", 4 * H) or 4 * H)
+    elem = activation_bytes(classifier.embedding_matrix.dtype, bf16)
+    if backward:  # activations kept for the backward pass, every layer
+        return L * T * (10 * H + 2 * inter + 3 * heads * T) * elem
+    kept = (L + 1) * H if hidden_states else 0  # the embedding output and each layer's output
+    return T * (kept + 6 * H + 2 * inter + 2 * heads * T) * elem
+
+
 def halve_after_oom(rows: int, error: BaseException, device: torch.device) -> int:
     """The rows per pass to retry with after `error` (a CUDA out-of-memory error): half, or the error again
     when one row already did not fit. Frees the allocator's cached blocks first."""
@@ -65,16 +82,7 @@ class BatchedPasses:
         throughput sets the size, CPU_PASS_TOKENS tokens a pass (IG's 50 steps of a 64-token input in one pass,
         as captum does: splitting them in two cost 1.4x, bench/importance.py), and a forward pass more rows while
         one layer's transient activations stay within CPU_FORWARD_ACTIVATION_MB (a small model's peak)."""
-        cfg = getattr(self.classifier.model, "config", None)
-        H = int(getattr(cfg, "hidden_size", 256) or 256)
-        L = int(getattr(cfg, "num_hidden_layers", 1) or 1)
-        heads = int(getattr(cfg, "num_attention_heads", 1) or 1)
-        inter = int(getattr(cfg, "intermediate_size", 4 * H) or 4 * H)
-        elem = activation_bytes(self.classifier.embedding_matrix.dtype, bool(getattr(self, "bf16", False)))
-        if backward:  # activations kept for the backward pass, every layer
-            per_row = L * T * (10 * H + 2 * inter + 3 * heads * T) * elem
-        else:  # one layer's transient activations
-            per_row = T * (6 * H + 2 * inter + 2 * heads * T) * elem
+        per_row = row_bytes(self.classifier, T, backward, bool(getattr(self, "bf16", False)))
         cuda = self.classifier.device.type == "cuda"
         budget = memory_budget_bytes(self.classifier.device, self.memory_mb)
         if self.max_rows:

@@ -1,6 +1,12 @@
 """The features MaSF looks at: every hidden state, max-pooled over real (non-PAD) tokens; for a prompted language
-model only over the input slot and what follows it (docs/methods.md#prompted-language-models)."""
+model only over the input slot and what follows it (docs/methods.md#prompted-language-models).
+
+The one feature path: every caller (calibration, recursive masking's observations, the perturbation kernel's
+forwards in engine/faithfulness/perturb.py) pools which positions `masf_pooled_mask` says, with
+`pool_hidden_states`."""
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -19,37 +25,62 @@ def logits_and_features(classifier: Classifier, batch: Batch) -> tuple[torch.Ten
     states are only kept."""
     out = classifier.forward(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
                              token_type_ids=batch.token_type_ids, output_hidden_states=True)
-    states = torch.stack(out.hidden_states, dim=1)  # [B, L+1, T, H]
-    pad = ~pooled_positions(classifier, batch)[:, None, :, None]
-    return out.logits, states.masked_fill(pad, float("-inf")).amax(dim=2).double().cpu()
+    pooled = masf_pooled_mask(batch.attention_mask, pool_start(classifier, batch.maskable))
+    return out.logits, pool_hidden_states(out.hidden_states, pooled).double().cpu()
 
 
-def pooled_positions(classifier: Classifier, batch: Batch) -> torch.Tensor:
-    """[B, T] bool: the positions whose hidden states are max-pooled. Every real token, except for a prompted
-    causal LM: there the instruction before the input slot cannot attend to the input, so its hidden states are
-    the same for every input and would dominate the maxima (measured: half of SmolLM2's pooled features were
-    constant across inputs, and MaSF flagged nothing); only the slot's first token and what follows it count."""
-    real = batch.attention_mask.bool()
-    start = pool_start(classifier, batch.maskable)
+def masf_pooled_mask(attention: torch.Tensor, start: torch.Tensor | None) -> torch.Tensor:
+    """[B, T] bool: the positions whose hidden states MaSF max-pools, from attention [B, T] and `pool_start`'s
+    start [B] (None: every real token). Every real token, except for a prompted causal LM: there the instruction
+    before the input slot cannot attend to the input, so its hidden states are the same for every input and would
+    dominate the maxima (measured: half of SmolLM2's pooled features were constant across inputs, and MaSF flagged
+    nothing); only the slot's first token and what follows it count. (Not `Classifier.pooled_positions`: that is
+    the one position per row whose final state the classification head reads.)"""
+    real = attention.bool()
     if start is None:
         return real
     return real & from_start(start, real.shape[1])
 
 
 def from_start(start: torch.Tensor, length: int) -> torch.Tensor:
-    """[B, length] bool: True from each row's `start` [B] (`pool_start`) on; the cut every MaSF feature path makes."""
+    """[B, length] bool: True from each row's `start` [B] (`pool_start`) on: a prompted LM's cut."""
     return torch.arange(length, device=start.device)[None, :] >= start[:, None]
 
 
 def pool_start(classifier: Classifier, maskable: torch.Tensor) -> torch.Tensor | None:
     """[B] the first position whose hidden state MaSF pools, from `maskable` [B, T]: for a prompted causal LM the
-    first slot token (0 for a row without one), so every path that computes MaSF features (calibration, recursive
-    masking, the erasure metrics) pools the same positions; None for any other classifier (every real token)."""
+    first slot token (0 for a row without one), so every caller of the feature path (calibration, recursive
+    masking, the perturbation kernel) pools the same positions; None for any other classifier (every real token)."""
     if getattr(classifier, "spec", None) is None:  # not a PromptedClassifier
         return None
     maskable = maskable.bool()
     first = maskable.float().argmax(1)  # index of the first maskable (slot) token
     return torch.where(maskable.any(1), first, torch.zeros_like(first))
+
+
+def pool_hidden_states(states: Sequence[torch.Tensor], pooled: torch.Tensor) -> torch.Tensor:
+    """The MaSF features [R, L+1, H]: each hidden state [R, T, H] max-pooled over the positions pooled [R, T]
+    (`masf_pooled_mask`), layer by layer (no [R, L+1, T, H] stack), in the states' dtype and on their device.
+
+    With right padding (each row's pooled positions first), rows of one length n are pooled over their first n
+    positions by slicing, a run of equal lengths at a time: no [R, T, H] filled copy per layer, and the same maxima
+    bit for bit (a max does not round). Callers sort their rows by length, so a pass has few runs; otherwise (or with
+    padding elsewhere, or a row with nothing pooled) the positions not pooled are filled with -inf first."""
+    R, T = pooled.shape
+    real = pooled.bool()
+    lengths = real.sum(1)
+    runs, counts = torch.unique_consecutive(lengths, return_counts=True)
+    right_padded = bool(torch.equal(real, torch.arange(T, device=pooled.device) < lengths[:, None]))
+    if not right_padded or len(runs) > 32 or bool((lengths == 0).any()):
+        pad = ~real[:, :, None]
+        return torch.stack([h.masked_fill(pad, float("-inf")).amax(dim=1) for h in states], dim=1)
+    out = torch.empty(R, len(states), states[0].shape[-1], dtype=states[0].dtype, device=states[0].device)
+    start = 0
+    for n, c in zip(runs.tolist(), counts.tolist()):
+        for k, h in enumerate(states):
+            torch.amax(h[start:start + c, :n], dim=1, out=out[start:start + c, k])
+        start += c
+    return out
 
 
 def hidden_state_features(classifier: Classifier, batch: Batch) -> torch.Tensor:
