@@ -310,13 +310,13 @@ def get_model(model_id: str):
         except CheckpointError:
             from engine.data import get_dataset
             from engine.models import PACKAGED_ENCODERS, TrainConfig
-            from engine.models.training import _new_classifier
+            from engine.models.training import untrained_classifier
 
             if model_id not in PACKAGED_ENCODERS:
                 raise
             from engine.runtime import pick_device
 
-            classifier = _new_classifier(TrainConfig(base_model=model_id, dataset="rt"), get_dataset("rt"), pick_device())
+            classifier = untrained_classifier(TrainConfig(base_model=model_id, dataset="rt"), get_dataset("rt"), pick_device())
             classifier.model.eval()
             classifier.metadata = {"id": f"{model_id} (fresh head)", "dataset": "rt"}
             _MODELS[model_id] = classifier

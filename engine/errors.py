@@ -67,10 +67,6 @@ class AnnotationStoreError(EngineError):
     """The annotation database cannot be opened, written or merged."""
 
 
-class ResultsError(EngineError, ValueError):
-    """Results that cannot be stored or compared (e.g. cells from other weights in one run)."""
-
-
 class Cancelled(EngineError, RuntimeError):
     """Long work stopped at the user's request; nothing half-done was saved."""
 

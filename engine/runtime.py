@@ -15,7 +15,7 @@ import torch
 
 import engine.settings as settings
 from engine.errors import InvalidInputError
-from engine.settings import PROJECT_ROOT  # noqa: F401 (re-exported)
+from engine.settings import PROJECT_ROOT
 from engine.version import __version__
 
 # Importing this module sets no environment variable (tests/test_offline_default.py): the hub's offline policy is

@@ -2,7 +2,7 @@
 adjusted p-values and a paired effect size (Cohen's d_z).
 
 Kept at the bottom of engine's layers (docs/architecture.md#layers) so that the sanity checks and the
-faithfulness metrics both use it without one importing the other; engine.faithfulness.metrics re-exports it.
+faithfulness metrics both use it without one importing the other; the package face engine.faithfulness names them.
 """
 from __future__ import annotations
 

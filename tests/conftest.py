@@ -246,7 +246,7 @@ def cached_classifier(config, **train_kwargs):
 
     from engine.data import get_dataset
     from engine.models import train_classifier
-    from engine.models.training import _new_classifier
+    from engine.models.training import untrained_classifier
     from engine.runtime import pick_device
 
     # the intra-op threads change the float sums, so a model trained with other threads is another entry
@@ -264,7 +264,7 @@ def cached_classifier(config, **train_kwargs):
         state = load_file(str(folder / "model.safetensors"))
         metadata = json.loads((folder / "metadata.json").read_text(encoding="utf-8"))
     device = pick_device(config.device)
-    classifier = _new_classifier(config, get_dataset(config.dataset, config.split_seed), device)
+    classifier = untrained_classifier(config, get_dataset(config.dataset, config.split_seed), device)
     classifier.model.load_state_dict(state)
     classifier.model.eval()
     classifier.metadata = metadata

@@ -165,9 +165,9 @@ def _kill_at_every_step(tmp_path: Path, write, check, half_writes: bool = False)
 def _untrained_tiny(tag: str):
     from engine.data import get_dataset
     from engine.models import TrainConfig
-    from engine.models.training import _new_classifier
+    from engine.models.training import untrained_classifier
 
-    classifier = _new_classifier(TrainConfig(base_model="tiny", dataset="toy"), get_dataset("toy"), torch.device("cpu"))
+    classifier = untrained_classifier(TrainConfig(base_model="tiny", dataset="toy"), get_dataset("toy"), torch.device("cpu"))
     classifier.metadata = {"classes": list(classifier.classes), "max_length": classifier.max_length, "tag": tag,
                            "base_model": "tiny", "dataset": "toy", "strategy": "plain"}
     return classifier

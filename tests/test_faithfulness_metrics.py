@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.faithfulness.metrics import acu, bootstrap_ci, paired_comparison, racu
+from engine.faithfulness.metrics import acu, racu
+from engine.stats import bootstrap_ci, paired_comparison
 
 
 def test_acu_and_racu_hand_computed():

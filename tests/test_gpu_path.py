@@ -329,7 +329,7 @@ def test_student_batches_follow_the_chosen_device_and_the_run_records_it(monkeyp
 def test_ray_cells_ask_for_a_gpu_fraction_only_on_a_cluster_with_gpus_and_use_the_assigned_one():
     """On a cluster with GPUs every cell asks for a fraction of one; on a CPU cluster for none. A task runs on the
     GPU Ray assigned (its index among the visible devices Ray set), and a task given no GPU on the CPU."""
-    from engine.faithfulness.benchmark import RAY_GPU_FRACTION, ray_device, ray_task_options
+    from engine.sweeps.executor import RAY_GPU_FRACTION, ray_device, ray_task_options
 
     assert ray_task_options(4.0) == {"num_gpus": RAY_GPU_FRACTION} and 0 < RAY_GPU_FRACTION <= 1
     assert ray_task_options(0) == {}

@@ -10,14 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from engine.importance.head_scores import attention_logits, head_scores, head_weighted
 from engine.simulability.data import SimSplit
 from engine.simulability.explainers import (
     HeadWeights,
     explanation_kl,
-    head_weighted,
     uniform_weights,
 )
-from engine.simulability.head_scores import attention_logits, head_scores
 from engine.simulability.meta import lookahead, meta_gradient, outer_loss
 from engine.simulability.student import Student
 from engine.simulability.training import StudentConfig
@@ -229,8 +228,8 @@ def test_cli_run_writes_resumable_cells_with_provenance_and_a_frozen_teacher(sav
     checkpoint as JSON and the `smat` measure explains with them."""
     from engine.data import get_dataset
     from engine.importance import get_explainer
+    from engine.importance.head_weights import read_head_weights
     from engine.models import load_classifier
-    from engine.simulability.learned import read_head_weights
     from engine.simulability.results import load_simulability, simulation_table
     from engine.simulability.runner import run_simulability
     from engine.simulability.training import StudentConfig
@@ -317,7 +316,7 @@ def test_pool_run_equals_the_one_process_run_and_stores_the_same_learned_weights
     by the driver, are the same record; a second pool run computes nothing."""
     import pandas as pd
 
-    from engine.simulability.learned import read_head_weights
+    from engine.importance.head_weights import read_head_weights
     from engine.simulability.runner import run_simulability, simulability_store
     from engine.simulability.training import StudentConfig
 

@@ -29,11 +29,11 @@ from engine.data.user_uploads import uploads_dir
 from engine.data.user_validation import (
     METRIC_CHOICES,
     ColumnChoice,
-    _check_columns,
-    _Problems,
-    _scan,
+    RowProblems,
+    check_columns,
     choose_metric,
     order_classes,
+    scan_file,
     suggest_max_length,
 )
 from engine.errors import DataFileError, UnknownDatasetError
@@ -180,13 +180,13 @@ def register_dataset(name: str, file: str | os.PathLike, text_column: str, label
     path = path.resolve()
     choice = ColumnChoice(text=text_column, label=label_column, pair=pair_column or None, split=split_column or None,
                           rationale=rationale_column or None, rationale_unit=rationale_unit)
-    _check_columns(path, fmt, choice)
+    check_columns(path, fmt, choice)
     if metric not in METRIC_CHOICES:
         raise DataFileError(f"unknown metric {metric!r}; use one of {', '.join(METRIC_CHOICES)}")
     before = files.fingerprint(path, fmt)
     names = files.class_label_names(path, label_column) if fmt == "arrow" else None
-    problems = _Problems(path, "line" if fmt == "jsonl" else "row")
-    scan = _scan(path, fmt, choice, problems, names=names, chunk_rows=chunk_rows, progress=progress, should_stop=should_stop)
+    problems = RowProblems(path, "line" if fmt == "jsonl" else "row")
+    scan = scan_file(path, fmt, choice, problems, names=names, chunk_rows=chunk_rows, progress=progress, should_stop=should_stop)
     problems.check("registered")
     if scan.rows == 0:
         raise DataFileError(f"{path} has no data rows; nothing was registered")
@@ -281,9 +281,9 @@ def load_user_dataset(name: str, split_seed: int = 0, chunk_rows: int = files.DE
     verify_source(manifest)
     path = Path(manifest["path"])
     choice = ColumnChoice(**manifest["columns"])
-    problems = _Problems(path, manifest.get("row_unit", "row"))
+    problems = RowProblems(path, manifest.get("row_unit", "row"))
     names = files.class_label_names(path, choice.label) if manifest["format"] == "arrow" else None
-    scan = _scan(path, manifest["format"], choice, problems, names=names, collect=True, chunk_rows=chunk_rows)
+    scan = scan_file(path, manifest["format"], choice, problems, names=names, collect=True, chunk_rows=chunk_rows)
     problems.check("loaded")
     index = {c: i for i, c in enumerate(manifest["classes"])}
     by_split: dict[str | None, list[Example]] = {}

@@ -55,7 +55,7 @@ class ColumnChoice:
 
 # -- problems found while scanning ----------------------------------------------------------------------
 
-class _Problems:
+class RowProblems:
     """Bad rows by kind: how many and the first few row numbers, so one message lists them all."""
 
     def __init__(self, path: Path, unit: str):
@@ -101,7 +101,7 @@ def _blank(text) -> np.ndarray:
     return pc.fill_null(pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(text)), 0), True).to_numpy(zero_copy_only=False)
 
 
-def _labels_as_text(array, column: str, path: Path, names: Sequence[str] | None, rows: np.ndarray, problems: _Problems):
+def _labels_as_text(array, column: str, path: Path, names: Sequence[str] | None, rows: np.ndarray, problems: RowProblems):
     """(labels as text, [N] bool: missing). Labels that are present but unusable (a fraction, a number outside
     a ClassLabel's names) are reported here and come back as null without counting as missing."""
     import pyarrow as pa
@@ -173,7 +173,7 @@ def parse_rationale(value, text: str, unit: str = "char") -> tuple[tuple[int, in
 # -- the scan ---------------------------------------------------------------------------------------
 
 @dataclass
-class _Scan:
+class FileScan:
     """What one pass learnt: counts always; the rows themselves only when loading (collect=True)."""
 
     rows: int = 0
@@ -185,13 +185,13 @@ class _Scan:
     examples: list | None = None  # (row, split or None, text, label text, pair, spans)
 
 
-def _scan(path: Path, fmt: str, choice: ColumnChoice, problems: _Problems, *, names: Sequence[str] | None = None,
+def scan_file(path: Path, fmt: str, choice: ColumnChoice, problems: RowProblems, *, names: Sequence[str] | None = None,
           collect: bool = False, chunk_rows: int = files.DEFAULT_CHUNK_ROWS,
-          progress: Callable[[int, int], None] | None = None, should_stop: Callable[[], bool] | None = None) -> _Scan:
+          progress: Callable[[int, int], None] | None = None, should_stop: Callable[[], bool] | None = None) -> FileScan:
     """One pass over the file in chunks: every row checked, counts kept, texts kept only when `collect`."""
     import pyarrow.compute as pc
 
-    scan = _Scan()
+    scan = FileScan()
     if collect:
         scan.examples = []
     by_folder = fmt == "arrow" and choice.split is None and files.arrow_folder_parts(path)[0][0] is not None
@@ -302,7 +302,9 @@ def suggest_max_length(words: np.ndarray) -> tuple[int, str]:
 
 
 
-def _check_columns(path: Path, fmt: str, choice: ColumnChoice) -> None:
+def check_columns(path: Path, fmt: str, choice: ColumnChoice) -> None:
+    """Refuse, before any row is read, a column choice naming a column the file lacks (DataFileError listing the
+    file's columns), an unknown rationale unit, or one column for both the text and the label."""
     available = files.list_columns(path, fmt)
     if choice.rationale_unit not in RATIONALE_UNITS:
         raise DataFileError(f"unknown rationale unit {choice.rationale_unit!r}; use one of {', '.join(RATIONALE_UNITS)}")

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["acu", "racu", "bootstrap_ci", "paired_comparison"]
+#: each public name and the module it lives in
+_HOMES = {"acu": "engine.faithfulness.metrics", "racu": "engine.faithfulness.metrics",
+          "bootstrap_ci": "engine.stats", "paired_comparison": "engine.stats"}
+__all__ = list(_HOMES)
 
 
 def __getattr__(name: str) -> object:
-    if name in __all__:
-        return getattr(importlib.import_module("engine.faithfulness.metrics"), name)
+    if name in _HOMES:
+        return getattr(importlib.import_module(_HOMES[name]), name)
     raise AttributeError(f"module 'engine.faithfulness' has no attribute {name!r}")

@@ -17,12 +17,11 @@ import pandas as pd
 from engine.errors import InvalidInputError
 from engine.results.store import schedule_columns
 from engine.sweeps import Backend, CellContext, CellResult, SweepReport, provenance, run_cells
-from engine.sweeps.cells import check_same_weights, pending_cells, shared_lock
-from engine.sweeps.executor import RAY_GPU_FRACTION, ray_device, ray_task_options
+from engine.sweeps.cells import shared_lock
 
-# Kept importable from here for older scripts and tests: the sweep machinery lives in engine.sweeps.
-__all__ = ["Cell", "RAY_GPU_FRACTION", "SweepReport", "check_same_weights", "compute_cell", "ensure_masf",
-           "pending_cells", "ray_device", "ray_task_options", "run_cell", "run_sweep"]
+# The sweep machinery (cells, executors, Ray options) lives in engine.sweeps; this module holds the recursive-masking
+# sweep's cells.
+__all__ = ["Cell", "compute_cell", "ensure_masf", "run_cell", "run_sweep"]
 
 @dataclass(frozen=True)
 class Cell:

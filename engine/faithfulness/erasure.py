@@ -7,7 +7,8 @@ class c. A token is removed by replacing it with [MASK] (default) or, as a label
 (ERASER's removal: the remaining tokens close up, so positions shift).
 
 Every perturbed input goes through the model once, batched, and that one forward pass also gives the MaSF
-features (as recursive masking does), so each metric value comes with the share of its perturbed inputs whose
+features (as recursive masking does; the ranking, the perturbed rows and the passes are the perturbation kernel's,
+engine/faithfulness/perturb.py), so each metric value comes with the share of its perturbed inputs whose
 in-distribution p-value is below 0.05. Inputs shared by several metrics (deletion at 10% and comprehensiveness
 at 10% of a 10-token input, the fully masked input of insertion and of deletion at 100%) are computed once.
 

@@ -379,7 +379,7 @@ def evaluation_table(df: pd.DataFrame, level_cis: bool = True) -> pd.DataFrame:
     level_cis=False: the rows of one masking level (level not NaN) get no CI (NaN bounds; ci "not computed" where
     there are several values), for a reader that shows only the aggregates over levels: the per-level rows are three
     quarters of the bootstrap CIs, the table's main cost (`report`'s evaluation tables)."""
-    from engine.faithfulness.metrics import bootstrap_ci
+    from engine.stats import bootstrap_ci
 
     df = df[df["method"] == ERASURE] if "method" in df.columns else df.iloc[0:0]
     if df.empty:

@@ -11,8 +11,9 @@ by another real token instead of [MASK], so the text keeps its length and reads 
 
 Both are deterministic: retrieval draws per input from a generator seeded by (seed, the input's token ids), so the
 same position of the same input gets the same replacement in every perturbation of it and on every rerun; the MLM's
-choice is its argmax. Every metric whose perturbations go through `erasure.perturbed_rows` uses them (the erasure
-kernel, the randomisation test, faithfulness correlation, infidelity, Sensitivity-n), and the MaSF p-values of the
+choice is its argmax. Every metric whose perturbations go through `perturb.perturbed_rows` with the classifier's
+infill uses them (the erasure metrics, the randomisation test, faithfulness correlation, infidelity, Sensitivity-n;
+F-Fidelity's draws keep [MASK]), and the MaSF p-values of the
 perturbed inputs say whether infill really stays in distribution, which ICE assumes and does not test. The soft
 metrics (embedding dimensions dropped) and recursive masking (its own [MASK] loop) do not take them.
 

@@ -1,4 +1,5 @@
-"""Faithfulness metrics over curves: ACU and RACU (FMM Sec. 3.4; R-ROAR), with bootstrap CIs over seeds.
+"""Faithfulness metrics over curves: ACU and RACU (FMM Sec. 3.4; R-ROAR), with bootstrap CIs over seeds
+(engine.stats).
 
 A curve is a dataset's performance p_i after masking a fraction r_i of tokens (r_0 = 0 ... r_I = 1).
 b_i is the random-masking baseline's curve. A faithful measure removes what the model uses, so its
@@ -14,7 +15,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from engine.errors import InvalidInputError
-from engine.stats import bootstrap_ci, paired_comparison  # noqa: F401  (moved to engine.stats; re-exported)
 
 
 def _trapezoid(x: np.ndarray, y: np.ndarray) -> float:

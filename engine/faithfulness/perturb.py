@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from engine.errors import InvalidInputError, MaskingCancelled
-from engine.importance.batching import halve_after_oom
+from engine.importance.batching import halve_after_oom, memory_budget_bytes, row_bytes
 from engine.models import Batch, Classifier
 
 #: The removal operators a perturbed row can be built with (module docstring).
@@ -215,8 +215,6 @@ def rows_per_pass(T: int, device: torch.device, max_tokens: int = 4096, classifi
         return max(1, max_tokens // max(T, 1))
     if classifier is None:
         return max(1, 16 * max_tokens // max(T, 1))
-    from engine.importance.batching import memory_budget_bytes, row_bytes
-
     per_row = row_bytes(classifier, T, backward=False, bf16=False, hidden_states=True)
     return int(max(1, memory_budget_bytes(device, memory_mb) // max(per_row, 1)))
 

@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 
 from engine.errors import InvalidInputError
-from engine.faithfulness.metrics import acu, bootstrap_ci, paired_comparison, racu
+from engine.faithfulness.metrics import acu, racu
+from engine.stats import bootstrap_ci, paired_comparison
 
 # method: recursive masking, roar, recursive-roar; n_examples: the first n examples of the split a curve
 # averages over (a beam subset and the whole split are different examples, so each has its own baseline).

@@ -16,7 +16,7 @@ from engine.errors import CheckpointError, InvalidInputError  # noqa: F401 (re-e
 from engine.models.bilstm import ARCHITECTURE, BiLSTMAttentionClassifier
 from engine.models.classifier import Classifier
 from engine.models.foreign import load_foreign, read_config
-from engine.models.ids import check_model_id  # noqa: F401 (moved there; re-exported)
+from engine.models.ids import check_model_id
 from engine.models.loading import load_pretrained
 from engine.models.metadata import REQUIRED_KEYS, CheckpointMeta, write_metadata
 from engine.models.metadata import read_metadata as read_meta

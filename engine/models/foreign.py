@@ -20,14 +20,7 @@ from pathlib import Path
 from engine.errors import CheckpointError, InvalidInputError
 from engine.models.classifier import Classifier, is_decoder_classifier
 from engine.models.loading import load_pretrained
-from engine.models.weights import (  # noqa: F401 (moved there; re-exported)
-    INDEX_FILE,
-    PICKLED_FILES,
-    SINGLE_FILE,
-    conversion_hint,
-    weight_files,
-    weights_sha256,
-)
+from engine.models.weights import weight_files, weights_sha256
 from engine.runtime import configure, pick_device
 
 #: values of `replacement` that name one of the tokenizer's special tokens

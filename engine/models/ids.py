@@ -1,7 +1,7 @@
 """Model ids: one namespace for checkpoints in models_cache and registered models.
 
 Its own small module so that the registry and checkpoint modules both check ids without importing each other
-(docs/architecture.md#layers); engine.models.checkpoint re-exports check_model_id.
+(docs/architecture.md#layers).
 """
 from __future__ import annotations
 

@@ -40,7 +40,8 @@ from tqdm.auto import tqdm
 from engine.data import get_dataset, score
 from engine.errors import InvalidInputError, NotApplicableError, TrainingCancelled
 from engine.models.adapters import ADAPTER_DIR, load_adapter  # noqa: F401 (load_adapter: part of this module's API)
-from engine.models.checkpoint import check_model_id, load_classifier, models_cache_dir, read_metadata
+from engine.models.checkpoint import load_classifier, models_cache_dir, read_metadata
+from engine.models.ids import check_model_id
 from engine.models.masking import training_transform
 from engine.models.metadata import CheckpointMeta, trains_on_masks, write_metadata
 from engine.models.prompted import PromptedClassifier, load_prompted_checkpoint

@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 
 from engine.data.labels import label_key
-from engine.errors import CheckpointError, EmptyInputError, InvalidInputError, NotApplicableError
+from engine.errors import CheckpointError, EmptyInputError, InvalidInputError
 from engine.models.batch import AUXILIARY, PRIMARY, SPECIAL, Batch
 from engine.models.classifier import Classifier, ForwardOutput, model_device
 from engine.models.foreign import max_length_for
@@ -618,12 +618,6 @@ def load_prompted_checkpoint(folder: Path, metadata: dict, device: str | None = 
     meta = CheckpointMeta.from_dict(metadata)
     return load_prompted(folder, meta.prompt, model_id=meta.id, max_length=meta.max_length,
                          device=device, extra=keep, dtype=dtype)
-
-
-def check_not_prompted(classifier, what: str) -> None:
-    """Refuse an operation that needs a sequence-classification head (e.g. plain fine-tuning)."""
-    if isinstance(classifier, PromptedClassifier):
-        raise NotApplicableError(f"{what} is not available for a prompted language model ({classifier.id})")
 
 
 __all__: Sequence[str] = ("PromptedClassifier", "load_prompted", "MASK_TOKEN")

@@ -142,7 +142,10 @@ def permute_labels(train, validation, seed: int) -> tuple[list, list]:
     return out[0], out[1]
 
 
-def _new_classifier(config: TrainConfig, dataset: Dataset, device: torch.device) -> Classifier:
+def untrained_classifier(config: TrainConfig, dataset: Dataset, device: torch.device) -> Classifier:
+    """The classifier training with `config` starts from, on `device`: the base model (or the classifier it continues
+    from, or a fresh BiLSTM) with a new head for `dataset`'s classes, initialised from torch's global generator
+    (training seeds it first). Also the architecture a stored fine-tuning's weights load back into (tests/conftest.py)."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     if config.from_classifier:
@@ -320,7 +323,7 @@ def train_classifier(
     seed_everything(config.seed)
     device = pick_device(config.device)
     dataset = get_dataset(config.dataset, config.split_seed)
-    classifier = _new_classifier(config, dataset, device)
+    classifier = untrained_classifier(config, dataset, device)
     # Labels in the model's class order (a classifier started from keeps its head; a new head is the dataset's).
     dataset = classifier.check_dataset(dataset)
     start = dict(classifier.metadata)  # provenance of a classifier we start from (empty otherwise)

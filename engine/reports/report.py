@@ -670,7 +670,7 @@ def unknown_code_per_table(inputs: dict[str, list[Path]], results_dir: str | Pat
 
 
 def results_root(results_dir: str | Path | None = None) -> Path:
-    from engine.runtime import PROJECT_ROOT
+    from engine.settings import PROJECT_ROOT
 
     return Path(results_dir) if results_dir is not None else PROJECT_ROOT / "results"
 
@@ -696,7 +696,7 @@ def sync(tables: dict[str, str], project_root: str | Path | None = None, write: 
     """Compare (write=False) or rewrite (write=True) each table's region in its file under project_root.
     Returns the problems: '<file>: table NAME differs from what `report` prints' or '... has no region'. With
     write=True a region that differs is rewritten (and not reported); a missing region is still reported."""
-    from engine.runtime import PROJECT_ROOT
+    from engine.settings import PROJECT_ROOT
 
     root = Path(project_root) if project_root is not None else PROJECT_ROOT
     problems = []

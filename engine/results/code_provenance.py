@@ -89,8 +89,3 @@ def code_provenance_problems(root: str | Path) -> list[str]:
         problems.append(f"{field.file.relative_to(root.parent) if root.parent in field.file.parents else field.file}: "
                         f"{where} = {field.version}: {why}")
     return problems
-
-
-def legacy_unknown_count(root: str | Path) -> int:
-    """How many shipped fields keep a bare "-dirty" with a note (the audit could not show the code was committed)."""
-    return sum(1 for f in shipped_code_versions(root) if f.legacy_dirty and f.note)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from engine.errors import InvalidInputError
-from engine.runtime import PROJECT_ROOT
+from engine.settings import PROJECT_ROOT
 
 PUBLISHED_DIR = PROJECT_ROOT / "results" / "published"
 TABLES = {

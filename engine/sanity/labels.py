@@ -80,7 +80,7 @@ def label_randomisation(
     """Tidy rows, one per (measure, input): stage_index 1, stage 'labels permuted', spearman, spearman_abs of each
     measure's scores on `randomised` against those on `classifier` (same inputs, same target classes: by default
     the real-label model's predictions)."""
-    from engine.sanity.randomisation import _explain, rank_similarity
+    from engine.sanity.randomisation import explain_in_batches, rank_similarity
 
     options = dict(options or {})
     batch = batch.to(classifier.device)
@@ -88,8 +88,8 @@ def label_randomisation(
     rows = []
     maskable = batch.maskable.cpu()
     for done, m in enumerate(measures, 1):
-        a = _explain(classifier, m, batch, target, batch_size, options)
-        b = _explain(randomised, m, batch.to(randomised.device), target.to(randomised.device), batch_size, options)
+        a = explain_in_batches(classifier, m, batch, target, batch_size, options)
+        b = explain_in_batches(randomised, m, batch.to(randomised.device), target.to(randomised.device), batch_size, options)
         rho, rho_abs = rank_similarity(a, b, maskable)
         rows += [{"stage_index": 1, "stage": "labels permuted", "measure": m, "input": i, "spearman": rho[i],
                   "spearman_abs": rho_abs[i]} for i in range(len(batch))]

@@ -44,7 +44,7 @@ def random_logit(
     """Tidy rows, one per (measure, input): stage_index 1, stage 'another class', spearman, spearman_abs of each
     measure's scores for a random other class against its scores for `target` (default: the predictions), and
     `other_class`. Rows shaped as the randomisation checks' (engine.sanity.sanity_summary reads them)."""
-    from engine.sanity.randomisation import _explain, rank_similarity
+    from engine.sanity.randomisation import explain_in_batches, rank_similarity
 
     options = dict(options or {})
     batch = batch.to(classifier.device)
@@ -53,8 +53,8 @@ def random_logit(
     maskable = batch.maskable.cpu()
     rows = []
     for done, m in enumerate(measures, 1):
-        own = _explain(classifier, m, batch, target, batch_size, options)
-        against = _explain(classifier, m, batch, other, batch_size, options)
+        own = explain_in_batches(classifier, m, batch, target, batch_size, options)
+        against = explain_in_batches(classifier, m, batch, other, batch_size, options)
         rho, rho_abs = rank_similarity(own, against, maskable)
         rows += [{"stage_index": 1, "stage": "another class", "measure": m, "input": i, "spearman": rho[i],
                   "spearman_abs": rho_abs[i], "other_class": int(other[i])} for i in range(len(batch))]

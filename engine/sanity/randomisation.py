@@ -88,8 +88,10 @@ def rank_similarity(a: torch.Tensor, b: torch.Tensor, maskable: torch.Tensor) ->
     return out[0], out[1]
 
 
-def _explain(classifier: Classifier, measure: str, batch: Batch, target: torch.Tensor, batch_size: int,
-             options: dict) -> torch.Tensor:
+def explain_in_batches(classifier: Classifier, measure: str, batch: Batch, target: torch.Tensor, batch_size: int,
+                       options: dict) -> torch.Tensor:
+    """Scores [B, T] of `measure` (its options: options[measure]) on `batch` for `target` [B], batch_size inputs at
+    a time (a fresh explainer, no memo: every sanity check explains a model it has just changed)."""
     from engine.importance import get_explainer
 
     explainer = get_explainer(measure, classifier, memo=False, **options.get(measure, {}))
@@ -123,7 +125,7 @@ def cascading_randomisation(
     stages = randomisation_stages(model)
     std = float(getattr(getattr(model, "config", None), "initializer_range", 0.02) or 0.02)
     generator = torch.Generator().manual_seed(seed)
-    trained = {m: _explain(classifier, m, batch, target, batch_size, options) for m in measures}
+    trained = {m: explain_in_batches(classifier, m, batch, target, batch_size, options) for m in measures}
     total, done = len(stages) * len(measures), 0
     rows = []
     maskable = batch.maskable.cpu()
@@ -136,7 +138,7 @@ def cascading_randomisation(
         for m in measures:
             if should_stop is not None and should_stop():
                 raise Cancelled("the sanity check was cancelled")
-            scores = _explain(copy_clf, m, batch, target, batch_size, options)
+            scores = explain_in_batches(copy_clf, m, batch, target, batch_size, options)
             rho, rho_abs = rank_similarity(trained[m], scores, maskable)
             rows += [{"stage_index": s, "stage": name, "measure": m, "input": i, "spearman": rho[i],
                       "spearman_abs": rho_abs[i]} for i in range(len(batch))]

@@ -1,8 +1,9 @@
 """Simulability (SMaT, Fernandes et al. 2022): how well a student learns to simulate a frozen teacher when
 scaffolded by the teacher's explanations, and head-weighted attention explainers learned to scaffold best.
-See docs/simulability.md for the method, its differences from the paper and measured runs; modules:
+See docs/simulability.md for the method, its differences from the paper and measured runs; modules (the per-head
+attention scores and the learned head weights live in engine.importance.head_scores / head_weights: the `smat`
+measure reads them without importing simulability):
 
-  head_scores   (moved to engine.importance.head_scores) per-head pre-softmax attention scores
   explainers    sparsemax head weights, the head-weighted explainer, static explainers, the KL regulariser
   data          SimSplit: the student's examples with the frozen teacher's predictions, head scores, explanations
   teacher       the teacher's contribution, computed once (predictions, head scores, static explanations)
@@ -11,6 +12,5 @@ See docs/simulability.md for the method, its differences from the paper and meas
   training      the training loop with early stopping on validation simulability
   plausibility  sentence-level AUC of explanations against bAbI supporting facts
   runner        cells in the results store: teacher x dataset x explainer x budget x seed
-  learned       (moved to engine.importance.head_weights) learned head weights beside a checkpoint (JSON)
   results       reading runs back: Table-1-shaped summaries, head-weight snapshots, plausibility
 """

@@ -19,7 +19,7 @@ from entmax import sparsemax
 from torch import nn
 
 from engine.errors import InvalidInputError
-from engine.importance.head_scores import head_weighted, masked_softmax  # noqa: F401  (moved there; re-exported)
+from engine.importance.head_scores import head_weighted, masked_softmax
 
 CLIP = 1e-7  # probabilities are clipped to [CLIP, 1 - CLIP] inside the KL (SMaT)
 

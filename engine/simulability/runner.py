@@ -33,7 +33,8 @@ import torch
 
 import engine.settings as settings
 from engine.errors import InvalidInputError
-from engine.simulability.explainers import EXPLAINERS, MEASURE_EXPLAINERS, check_explainer, head_weighted
+from engine.importance.head_scores import head_weighted
+from engine.simulability.explainers import EXPLAINERS, MEASURE_EXPLAINERS, check_explainer
 from engine.simulability.training import StudentConfig, max_steps, simulation_accuracy, train_student
 
 METHOD = "simulability"
@@ -294,7 +295,7 @@ def run_simulability(teacher: str, student: str = "tiny", dataset: str | None = 
     sha = weights_sha256(classifier.folder)
     layers = heads = 0
     if plausible is not None or learn:
-        from engine.simulability.head_scores import head_count
+        from engine.importance.head_scores import head_count
 
         layers, heads = head_count(classifier.model)
     view = TeacherView(
@@ -338,8 +339,8 @@ def _store_head_weights(store, run: str, done: list[dict], view: TeacherView, fo
     the workers finished in."""
     import json
 
+    from engine.importance.head_weights import should_replace, write_head_weights
     from engine.results.store import cell_key
-    from engine.simulability.learned import should_replace, write_head_weights
     from engine.sweeps import provenance
 
     learned = sorted((k for k in done if k["measure"] == "smat"), key=lambda k: (k["budget"], -k["seed"]))

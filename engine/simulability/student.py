@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 from engine.errors import NotApplicableError
+from engine.importance.head_scores import head_count, head_scores
 from engine.simulability.explainers import HeadWeights
-from engine.simulability.head_scores import head_count, head_scores
 
 
 class ScalarMix(nn.Module):

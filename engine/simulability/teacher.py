@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from engine.errors import NotApplicableError
+from engine.importance.head_scores import head_count, model_head_scores
 from engine.models import Classifier
 from engine.simulability.data import SimSplit
 from engine.simulability.explainers import (
@@ -22,7 +23,6 @@ from engine.simulability.explainers import (
     rationale_distribution,
     uniform_weights,
 )
-from engine.simulability.head_scores import head_count, model_head_scores
 
 CHUNK = 32  # examples per teacher pass (length-sorted, so padding stays small)
 

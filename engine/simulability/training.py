@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 import numpy as np
 import torch
 
-from engine.errors import InvalidInputError, SimulabilityCancelled  # noqa: F401 (re-exported)
+from engine.errors import InvalidInputError, SimulabilityCancelled
 from engine.simulability.data import SimSplit
 from engine.simulability.explainers import EXPLAINERS, HeadWeights, check_explainer
 from engine.simulability.meta import meta_gradient, sgd_step
