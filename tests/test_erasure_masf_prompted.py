@@ -1,5 +1,5 @@
 """On a prompted LM, the erasure metrics give every perturbed input the MaSF features MaSF was calibrated on: hidden
-states pooled from the input slot on (engine.ood.features.pooled_positions), not over the whole prompt, whose
+states pooled from the input slot on (engine.ood.features.masf_pooled_mask), not over the whole prompt, whose
 instruction before the slot is the same for every input. Before this was so, the erasure metrics pooled the
 instruction too, and on the planted SmolLM2 every perturbed input of every judge was called out of distribution."""
 from __future__ import annotations

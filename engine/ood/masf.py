@@ -38,6 +38,17 @@ def _check_features(features, minimum: int = 30) -> torch.Tensor:
     return feats
 
 
+def _query_features(features, fitted: bool, shape: tuple[int, int] | None) -> torch.Tensor:
+    """Features [M, L, H] to look up, as float64, checked against a fit: refused before fitting or of another
+    [L, H] than the fit's."""
+    if not fitted:
+        raise RuntimeError("MaSF is not fitted")
+    feats = _as_tensor(features)
+    if tuple(feats.shape[1:]) != shape:
+        raise InvalidInputError(f"features of shape {tuple(feats.shape[1:])} do not match the fitted {shape}")
+    return feats
+
+
 # Ties (docs/masf.md). Level-1 features are float32 hidden states: many tie exactly (the embedding layer's maxima are
 # those of a few (token, position) pairs, shared by many inputs; all-[MASK] inputs of one length are equal in every
 # layer), and one last-bit difference (another device, BLAS build or thread count, or another padding length) turns
@@ -170,11 +181,7 @@ class MaSF:
 
     def pvalues(self, features) -> np.ndarray:
         """In-distribution p-value per input [M]: small = unlike the calibration data."""
-        if not self.fitted:
-            raise RuntimeError("MaSF is not fitted")
-        feats = _as_tensor(features)
-        if tuple(feats.shape[1:]) != self.shape:
-            raise InvalidInputError(f"features of shape {tuple(feats.shape[1:])} do not match the fitted {self.shape}")
+        feats = _query_features(features, self.fitted, self.shape)
         return ((1.0 + self.level3_tail(feats)) / (self.level3.shape[0] + 1.0)).numpy()
 
     @staticmethod
@@ -262,11 +269,7 @@ class CrossFitMaSF:
 
     def _tails(self, features) -> torch.Tensor:
         """[K, M] level-3 tail counts of each fit."""
-        if not self.fitted:
-            raise RuntimeError("MaSF is not fitted")
-        feats = _as_tensor(features)
-        if tuple(feats.shape[1:]) != self.shape:
-            raise InvalidInputError(f"features of shape {tuple(feats.shape[1:])} do not match the fitted {self.shape}")
+        feats = _query_features(features, self.fitted, self.shape)
         return torch.stack([f.level3_tail(feats) for f in self.fits])
 
     def pvalues(self, features) -> np.ndarray:
