@@ -152,12 +152,14 @@ def pad_id_of(classifier: Classifier) -> int:
     return classifier.tokenizer.pad_token_id if classifier.tokenizer.pad_token_id is not None else 0
 
 
+@torch.no_grad()
 def hidden_forward(classifier: Classifier, attention: torch.Tensor, types: torch.Tensor,
                    ids: torch.Tensor | None = None, embeds: torch.Tensor | None = None, features: bool = True,
                    start: torch.Tensor | None = None):
     """Logits [R, C] and (when `features`) the MaSF features [R, L+1, H] of one forward pass (on the cpu, in the
-    model's dtype: MaSF.pvalues widens them to float64 exactly), from ids or from word embeddings; trailing
-    all-padding columns are cut first (right padding: results are unchanged). start [R]: the first position pooled
+    model's dtype: MaSF.pvalues widens them to float64 exactly), from ids or from word embeddings, without gradients
+    (every metric reads outputs only); trailing all-padding columns are cut first (right padding: results are
+    unchanged). start [R]: the first position pooled
     per row (engine.ood.features.pool_start: a prompted LM's slot), None: every real token."""
     from engine.ood.features import masf_pooled_mask, pool_hidden_states
 
