@@ -91,9 +91,9 @@ def render_upload(classifier) -> None:
     st.subheader("Evaluate your own explanations")
     if not may("upload-scores"):  # an upload is kept on the server and evaluated there (app/availability.py)
         st.caption("Evaluating an uploaded scores file runs on the server: sign in as the admin, or run "
-                   "`python -m engine evaluate --scores FILE` on your own machine (docs/own-explanations.md).")
+                   "`python -m engine metrics --scores FILE` on your own machine (docs/own-explanations.md).")
         return
-    st.caption("A scores file as `python -m engine evaluate --scores FILE` reads it: CSV (id or text, start, end, "
+    st.caption("A scores file as `python -m engine metrics --scores FILE` reads it: CSV (id or text, start, end, "
                "score), JSON / JSONL records with offsets, or the outputs of inseq, captum and ferret "
                "(docs/own-explanations.md). Every row is checked before any work, and the gold label is explained.")
     if classifier is None:

@@ -269,7 +269,7 @@ def first_ranking_command(model_id: str, dataset: str | None, run: str) -> str:
     """The command that computes the cells of a first ranking into `run` (what the page's button runs)."""
     import shlex
 
-    return shlex.join(["python", "-m", "engine", "benchmark", "--model-template", model_id, "--datasets",
+    return shlex.join(["python", "-m", "engine", "mask-sweep", "--model-template", model_id, "--datasets",
                        dataset or "NAME", "--measures", *FIRST_RANKING_MEASURES, "--limit", str(FIRST_RANKING_INPUTS),
                        "--run", run])
 

@@ -11,7 +11,7 @@ which test inputs got p < 0.05 (false alarms: they are drawn like the calibratio
 completely masked test inputs (what MaSF should flag) and the share of verdicts on which the folds disagree.
 
 One JSON per checkpoint under results/masf-calibration/<run>/, with provenance; resumable (a checkpoint already there
-is skipped). `python -m engine report --tables masf-false-alarms` prints the table and the interval.
+is skipped). `python -m engine docs-tables --tables masf-false-alarms` prints the table and the interval.
 
     export ENGINE_THREADS=1 OMP_NUM_THREADS=1 ENGINE_MODELS_CACHE=/tmp/masf_seeds/models
     for s in $(seq 21 32); do

@@ -119,9 +119,9 @@ def test_masf_faithfulness_evaluate_and_train_take_an_nli_model_with_string_labe
     nli_data(tmp_path / "data")
     assert main(["models", "add", str(folder), "--id", "nli"]) == 0
     assert main(["masf", "--model", "nli", "--dataset", "nli"]) == 0
-    assert main(["faithfulness", "--model", "nli", "--dataset", "nli", "--measure", "x-grad-abs", "--limit", "4",
+    assert main(["mask", "--model", "nli", "--dataset", "nli", "--measure", "x-grad-abs", "--limit", "4",
                  "--ratios", "0,1"]) == 0
-    assert main(["evaluate", "--model", "nli", "--dataset", "nli", "--measures", "random", "--metrics", "comprehensiveness",
+    assert main(["metrics", "--model", "nli", "--dataset", "nli", "--measures", "random", "--metrics", "comprehensiveness",
                  "--limit", "3"]) == 0
     assert main(["train", "--from-classifier", "nli", "--dataset", "nli", "--epochs", "1", "--train-limit", "16",
                  "--eval-limit", "8", "--quiet", "--id", "nli-further"]) == 0

@@ -1,4 +1,4 @@
-"""The LLM tables of docs/llm.md (`python -m engine report`): recursive masking of a prompted LM before and after
+"""The LLM tables of docs/llm.md (`python -m engine docs-tables`): recursive masking of a prompted LM before and after
 masked LoRA fine-tuning, and the self-explanation verdicts of both models beside the published findings.
 
 The importance measures are deterministic given one checkpoint, so each is computed once (seed 0) and compared with

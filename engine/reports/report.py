@@ -1,7 +1,7 @@
 """Every results table of the documentation, computed from the shipped stores (`results/`) and the published numbers
 (`results/published/`), and the generated regions of the docs that hold them.
 
-A table lives in a markdown file between `<!-- report:NAME -->` and `<!-- /report:NAME -->`; `python -m engine report
+A table lives in a markdown file between `<!-- report:NAME -->` and `<!-- /report:NAME -->`; `python -m engine docs-tables
 --check` compares each region with what its table function gives now, `--write` rewrites the regions. Published
 numbers are always in columns whose header says "(published)", and a comparison with a paper is made only between
 the same task (our rt with FMM's SST2: both binary sentence sentiment); FMM published no bAbI-1 row, so our bAbI-1
@@ -718,8 +718,8 @@ def sync(tables: dict[str, str], project_root: str | Path | None = None, write: 
                 if write:
                     new = new[:found.start(2)] + tables[table.name] + new[found.end(2):]
                 else:
-                    problems.append(f"{doc}: table {table.name} differs from what `python -m engine report` prints "
-                                    f"(run `python -m engine report --write`)")
+                    problems.append(f"{doc}: table {table.name} differs from what `python -m engine docs-tables` prints "
+                                    f"(run `python -m engine docs-tables --write`)")
         if write and new != text:
             write_text(path, new)  # atomically: an interrupted --write never leaves half a document
     return problems

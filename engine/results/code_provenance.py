@@ -1,7 +1,7 @@
 """Which code made each shipped result: every `*code_version` field of the JSON files under a results root, and
 whether a commit holds that code (`engine.runtime.code_version`: "-dirty" means uncommitted code changes).
 
-`python -m engine report --check` refuses a shipped result whose code no commit holds. Results recorded before
+`python -m engine docs-tables --check` refuses a shipped result whose code no commit holds. Results recorded before
 "dirty" was decided over the code alone (a bare "-dirty", no diff hash: results/ and docs changes counted too) were
 audited against git history by `scripts/relabel_dirty_provenance.py`: relabelled to the commit where the history
 shows the code was as committed, else kept and labelled with a note beside the field (`<field>_note`). A bare
