@@ -270,7 +270,7 @@ def explain_model(view: View, model_id: str | None) -> str | None:
     has it (the sidebar's first, when it is one), else the sidebar's model, else None."""
     from app.shared import usable_checkpoints
 
-    known = {m["id"] for m in usable_checkpoints()}
+    known = {m.id for m in usable_checkpoints()}
     own = [m for m in sorted(view.data["model"].dropna().unique()) if m in known] if "model" in view.data else []
     if model_id in own:
         return model_id

@@ -41,9 +41,10 @@ from engine.data import get_dataset, score
 from engine.errors import InvalidInputError, NotApplicableError, TrainingCancelled
 from engine.models.adapters import ADAPTER_DIR, load_adapter  # noqa: F401 (load_adapter: part of this module's API)
 from engine.models.checkpoint import check_model_id, load_classifier, models_cache_dir, read_metadata
+from engine.models.kinds import ModelKind
 from engine.models.masking import training_transform
 from engine.models.metadata import CheckpointMeta, trains_on_masks, write_metadata
-from engine.models.prompted import PromptedClassifier, load_prompted_checkpoint
+from engine.models.prompted import load_prompted_checkpoint
 from engine.models.training import TrainConfig, epoch_record, report_epoch
 from engine.models.weights import weights_sha256
 from engine.runtime import code_version, configure, pick_device, seed_everything
@@ -182,7 +183,7 @@ def train_lora(config: LoraTrainConfig, classifier=None, progress: Callable[[dic
         if not config.from_classifier:
             raise InvalidInputError("LoRA fine-tuning starts from a prompted classifier: give --from-classifier ID")
         classifier = load_classifier(config.from_classifier, device=str(device))
-    if not isinstance(classifier, PromptedClassifier):
+    if classifier.kind is not ModelKind.PROMPTED:
         raise NotApplicableError(f"--lora fine-tunes a prompted language model; {classifier.id!r} is a "
                                  f"{type(classifier).__name__} (use the encoder path without --lora)")
     dataset = classifier.check_dataset(dataset)  # labels in the model's class order
