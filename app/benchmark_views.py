@@ -46,7 +46,7 @@ def render_pareto() -> None:
     root = results_dir()
     runs = budget_runs(root)
     if not runs:
-        st.info("No budget run in the results store yet: `python scripts/budget_pareto.py --help` makes one.")
+        st.info("No budget run in the results store yet: `python scripts/experiments/budget_pareto.py --help` makes one.")
         return
     c1, c2 = st.columns(2)
     run = c1.selectbox("Budget run", runs, key="pareto_run", format_func=md)

@@ -23,6 +23,8 @@ from engine.faithfulness.erasure import (
 )
 from engine.faithfulness.registry import METRICS
 
+pytestmark = pytest.mark.device  # depends on the torch device: a lent GPU runs it (-m device, docs/gpu.md)
+
 
 def sigmoid(z: float) -> float:
     return 1.0 / (1.0 + math.exp(-z))

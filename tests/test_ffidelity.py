@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+pytestmark = pytest.mark.device  # depends on the torch device: a lent GPU runs it (-m device, docs/gpu.md)
+
 
 def test_ffidelity_ranks_an_explainer_above_copies_degraded_by_increasing_noise(toy_classifier):
     """loo-sign with Gaussian noise of 0 .. 8 score standard deviations added: FFid+ falls and FFid- rises with the

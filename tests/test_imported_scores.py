@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 import torch
 
+pytestmark = pytest.mark.device  # depends on the torch device: a lent GPU runs it (-m device, docs/gpu.md)
+
 LIMIT = 6
 FAMILIES = ["comprehensiveness", "sufficiency", "deletion", "insertion", "decision-flip", "soft"]
 

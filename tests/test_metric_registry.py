@@ -39,7 +39,8 @@ def _help(module) -> str:
 
 def test_evaluate_and_report_card_help_list_every_metric_of_their_families_with_its_direction():
     """Each command's --help names every metric of each family it takes, with the registry's direction."""
-    from engine.cli import metrics as metrics_command, report_card
+    from engine.cli import metrics as metrics_command
+    from engine.cli import report_card
 
     for module, families in ((metrics_command, registry.evaluate_families()), (report_card, registry.card_families())):
         text = _help(module)
@@ -102,7 +103,8 @@ def new_metric(monkeypatch):
 def test_a_metric_added_to_the_registry_is_offered_by_evaluate_and_the_card_without_touching_them(new_metric):
     """evaluate's --metrics and the card's --metrics accept the new family, their --help lists its metric, and
     neither command's default changes (the default cells' keys stay)."""
-    from engine.cli import metrics as metrics_command, report_card
+    from engine.cli import metrics as metrics_command
+    from engine.cli import report_card
 
     for module in (metrics_command, report_card):
         parser = argparse.ArgumentParser()
@@ -188,7 +190,8 @@ def test_a_metric_added_to_the_registry_is_labelled_on_the_benchmarks_page(new_m
 def test_operator_and_its_old_names_parse_alike():
     """`--operator` is the removal's one name in evaluate and report-card; `--removal` / `--replacements` are
     aliases for this release and land in the same place; each help says so."""
-    from engine.cli import metrics as metrics_command, report_card
+    from engine.cli import metrics as metrics_command
+    from engine.cli import report_card
 
     parser = argparse.ArgumentParser()
     metrics_command.configure(parser)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
 from test_prompted import bert_tokenizer, spec, tiny_lm  # noqa: F401 (bert_tokenizer: the fixture)
 
 from engine.models.kinds import BILSTM_ARCHITECTURE, ModelKind, kind_of

@@ -21,7 +21,8 @@ from engine.importance.budgeted_search import SetScores, beam_search, curve_weig
 REFERENCE = json.loads((Path(__file__).parent / "data" / "naopc_reference.json").read_text())
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one torch thread (tests/conftest.py)
+# device: a lent GPU runs it (-m device); tiny models: one torch thread (tests/conftest.py)
+pytestmark = [pytest.mark.device, pytest.mark.usefixtures("one_thread")]
 
 
 def _table_scores(entry):

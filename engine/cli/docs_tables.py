@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         for problem in unheld:
             print(problem, file=sys.stderr)
         print(f"{len(unheld)} shipped result fields name code no commit holds" if unheld else
-              "every shipped result names committed code or carries its audit's label (scripts/relabel_dirty_provenance.py)")
+              "every shipped result names committed code or carries its audit's label (scripts/archive/relabel_dirty_provenance.py)")
         return 1 if problems or unheld or unknown else 0
     for name, text in tables.items():
         print(f"<!-- report:{name} -->\n{text}\n<!-- /report:{name} -->\n")

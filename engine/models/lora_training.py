@@ -57,7 +57,7 @@ class LoraTrainConfig(TrainConfig):
     """`TrainConfig` plus the LoRA hyper-parameters and the test sample; stored in the checkpoint's metadata.
 
     test_sample: evaluate on a seeded sample of N test examples (the sample of
-    `scripts/llm_zero_shot.py --n N --seed test_sample_seed`) instead of the first `eval_limit`."""
+    `scripts/experiments/llm_zero_shot.py --n N --seed test_sample_seed`) instead of the first `eval_limit`."""
 
     lr: float = 2e-4
     batch_size: int = 8

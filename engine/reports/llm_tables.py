@@ -138,7 +138,7 @@ def llm_curves(runs: Sequence[tuple[str, str]], n_examples: int) -> Callable[[Pa
 
 def _accuracy_row(record: dict) -> dict:
     """Test accuracy, its 95% Wilson interval, n, the predicted-positive share and the 100%-masked accuracy of one
-    result file: either `scripts/llm_zero_shot.py`'s output or a masked-LoRA run's metadata (`test`)."""
+    result file: either `scripts/experiments/llm_zero_shot.py`'s output or a masked-LoRA run's metadata (`test`)."""
     if "test" in record:  # a LoRA training run
         t = record["test"]
         return {"accuracy": t["unmasked_accuracy"], "ci": t["unmasked_accuracy_ci95_wilson"], "n": t["n"],

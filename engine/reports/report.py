@@ -67,14 +67,14 @@ GROUND_TRUTH_TABLES = (
     Table("ground-truth-spearman-tiny-rt", GROUND_TRUTH_DOC, spearman_markdown(GROUND_TRUTH_RUN, "mask")),
     Table("ground-truth-operators-tiny-rt", GROUND_TRUTH_DOC, operator_markdown(GROUND_TRUTH_RUN)),
     Table("ground-truth-cost-tiny-rt", GROUND_TRUTH_DOC, cost_markdown(GROUND_TRUTH_RUN)),
-    # MiniLM (rt): a graded trigger, OR and the control (scripts/groundtruth_rt.sh minilm)
+    # MiniLM (rt): a graded trigger, OR and the control (scripts/experiments/groundtruth_rt.sh minilm)
     Table("ground-truth-truth-minilm-rt", GROUND_TRUTH_DOC, truth_markdown(GROUND_TRUTH_MINILM_RUN)),
     Table("ground-truth-recovery-minilm-rt", GROUND_TRUTH_DOC, recovery_markdown(GROUND_TRUTH_MINILM_RUN)),
     Table("ground-truth-judges-minilm-rt-mask", GROUND_TRUTH_DOC, judge_markdown(GROUND_TRUTH_MINILM_RUN, "mask")),
     Table("ground-truth-judges-minilm-rt-unk", GROUND_TRUTH_DOC, judge_markdown(GROUND_TRUTH_MINILM_RUN, "unk")),
     Table("ground-truth-spearman-minilm-rt", GROUND_TRUTH_DOC, spearman_markdown(GROUND_TRUTH_MINILM_RUN, "mask")),
     Table("ground-truth-cost-minilm-rt", GROUND_TRUTH_DOC, cost_markdown(GROUND_TRUTH_MINILM_RUN)),
-    # SmolLM2 (rt), masked LoRA: the trigger and the control, [REDACTED] and delete (scripts/groundtruth_rt.sh smollm2)
+    # SmolLM2 (rt), masked LoRA: the trigger and the control, [REDACTED] and delete (scripts/experiments/groundtruth_rt.sh smollm2)
     Table("ground-truth-truth-smollm2-rt", GROUND_TRUTH_DOC, truth_markdown(GROUND_TRUTH_SMOLLM2_RUN)),
     Table("ground-truth-recovery-smollm2-rt", GROUND_TRUTH_DOC, recovery_markdown(GROUND_TRUTH_SMOLLM2_RUN)),
     Table("ground-truth-judges-smollm2-rt-redacted", GROUND_TRUTH_DOC,
