@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from test_prompted import bert_tokenizer, spec, tiny_lm  # noqa: F401 (bert_tokenizer: the fixture)
 
 from engine.models.kinds import BILSTM_ARCHITECTURE, ModelKind, kind_of
@@ -29,33 +30,38 @@ def test_the_recorded_facts_decide_the_kind_a_prompt_first():
 
 def test_a_saved_head_has_the_same_kind_loaded_and_listed(models_cache, toy_classifier):
     from engine.models import load_classifier, save_classifier
-    from engine.models.catalogue import model_catalogue
+    from engine.models.catalogue import model_catalogue, model_kind
     from engine.models.metadata import read_metadata
 
     folder = save_classifier(toy_classifier, "kind-toy")
     assert toy_classifier.kind is ModelKind.HEAD
     assert load_classifier("kind-toy").kind is read_metadata(folder).kind is ModelKind.HEAD
+    assert model_kind("kind-toy") is model_kind(folder) is ModelKind.HEAD
     (entry,) = [e for e in model_catalogue() if e.origin == "checkpoint"]
     assert (entry.id, entry.origin, entry.kind, entry.path) == ("kind-toy", "checkpoint", ModelKind.HEAD, str(folder))
 
 
-def test_an_in_memory_bilstm_is_the_bilstm_kind_and_its_metadata_says_so():
+def test_an_in_memory_bilstm_is_the_bilstm_kind_and_its_metadata_and_folder_say_so(tmp_path):
     from engine.data import get_dataset
     from engine.models import Classifier
     from engine.models.bilstm import new_bilstm
+    from engine.models.catalogue import model_kind
 
     dataset = get_dataset("toy")
     model, tokenizer = new_bilstm([e.primary for e in dataset.split("train")[:50]], 2, dataset.classes, paired=False)
     classifier = Classifier(model, tokenizer, dataset.classes, max_length=32)
     assert classifier.kind is ModelKind.BILSTM
     assert CheckpointMeta.from_dict({"id": "b", "architecture": model.config.architecture}).kind is ModelKind.BILSTM
+    model.save_pretrained(tmp_path / "bilstm")
+    assert model_kind(tmp_path / "bilstm") is ModelKind.BILSTM, "a folder without metadata: its config decides"
 
 
 def test_a_prompted_lm_is_the_prompted_kind_loaded_registered_and_listed(models_cache, tmp_path, bert_tokenizer):  # noqa: F811
     """In memory, registered from a folder and listed in the catalogue (without loading it): a prompted LM each
     time, by the one rule, and the catalogue's entry keeps the registration's facts typed."""
+    from engine.errors import CheckpointError
     from engine.models import load_classifier, register_model
-    from engine.models.catalogue import model_catalogue
+    from engine.models.catalogue import model_catalogue, model_kind
     from engine.models.prompted import PromptedClassifier
 
     lm = tiny_lm("llama", bert_tokenizer)
@@ -68,7 +74,10 @@ def test_a_prompted_lm_is_the_prompted_kind_loaded_registered_and_listed(models_
     assert (entry.origin, entry.kind, entry.registered, entry.builtin) == ("registered", ModelKind.PROMPTED, True, False)
     assert entry.meta.strategy == "prompted" and entry.meta.classes == ("negative", "positive")
     assert not entry.masked_fine_tuned and entry.meta.dataset is None
-    assert load_classifier("kind-llama").kind is ModelKind.PROMPTED
+    assert load_classifier("kind-llama").kind is model_kind("kind-llama") is ModelKind.PROMPTED
+    assert model_kind("smollm2-rt-prompt") is ModelKind.PROMPTED, "a built-in id: its manifest's prompt, nothing loaded"
+    with pytest.raises(CheckpointError, match="no checkpoint or registered model 'nowhere'"):
+        model_kind("nowhere")
 
 
 def test_the_catalogue_lists_checkpoints_then_registered_then_installed_builtins_typed(models_cache, toy_classifier,

@@ -3,16 +3,19 @@ built-in prompted language models whose package is installed, each as one typed 
 
 One place builds it from the three listings (`checkpoint.list_checkpoints`, `registry.registered_models`,
 `registry.builtin_prompted`); the dashboard's sidebar and pages only draw it. Nothing is loaded or converted to
-list it, so the listing stays fast.
+list it, so the listing stays fast. `model_kind` answers "which kind is this model?" for any model reference
+the same way, before anything is loaded (e.g. to choose how to fine-tune it).
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any, Literal
 
-from engine.models.kinds import ModelKind
+from engine.models.kinds import ModelKind, kind_of
 from engine.models.metadata import CheckpointMeta
 
 #: where an entry comes from: a checkpoint of models_cache, a registered folder, a built-in prompted LM
@@ -123,3 +126,27 @@ def model_catalogue() -> list[CatalogueEntry]:
     return ([checkpoint_entry(m) for m in list_checkpoints() if "error" not in m]
             + [registered_entry(m) for m in registered_models() if "error" not in m]
             + [builtin_entry(m) for m in builtin_prompted() if m["installed"]])
+
+
+def model_kind(model_id_or_path: str | os.PathLike) -> ModelKind:
+    """The kind of any model reference `load_classifier` takes, without loading it: from a checkpoint's
+    metadata.json (in models_cache, or a folder that has one), else from a registration's or a built-in id's
+    manifest, else from a plain folder's config.json (the BiLSTM's architecture, or a classification head).
+
+    Raises CheckpointError when the reference names nothing (as `load_classifier` would)."""
+    import json
+
+    from engine.models import checkpoint, registry
+    from engine.models.metadata import METADATA_FILE, read_metadata
+
+    weights, own = checkpoint.model_folders(model_id_or_path)
+    if own is not None and (own / METADATA_FILE).is_file():
+        return read_metadata(own).kind
+    manifest = None if checkpoint.is_path(model_id_or_path) else registry.read_manifest(str(model_id_or_path))
+    if manifest is not None:
+        return registered_entry(manifest).kind
+    try:
+        config = json.loads((Path(weights) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        config = {}
+    return kind_of(None, config.get("architecture") if isinstance(config, dict) else None)
