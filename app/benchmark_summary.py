@@ -160,7 +160,7 @@ def select_view(store: ResultsStore, model_id: str | None) -> View | None:
     apply_url(runs)
     if not runs:
         st.info(f"The results store ({md(store.root)}) has no benchmark runs yet. Produce one with "
-                "`python -m engine benchmark --help`.")
+                "`python -m engine mask-sweep --help`.")
         return None
     if st.session_state.get(RUN_KEY) not in runs:  # open on the headline results, not the first name in the list
         st.session_state[RUN_KEY] = opening_run_of(store, model_id)
@@ -270,7 +270,7 @@ def explain_model(view: View, model_id: str | None) -> str | None:
     has it (the sidebar's first, when it is one), else the sidebar's model, else None."""
     from app.shared import usable_checkpoints
 
-    known = {m["id"] for m in usable_checkpoints()}
+    known = {m.id for m in usable_checkpoints()}
     own = [m for m in sorted(view.data["model"].dropna().unique()) if m in known] if "model" in view.data else []
     if model_id in own:
         return model_id

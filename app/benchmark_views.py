@@ -46,7 +46,7 @@ def render_pareto() -> None:
     root = results_dir()
     runs = budget_runs(root)
     if not runs:
-        st.info("No budget run in the results store yet: `python scripts/budget_pareto.py --help` makes one.")
+        st.info("No budget run in the results store yet: `python scripts/experiments/budget_pareto.py --help` makes one.")
         return
     c1, c2 = st.columns(2)
     run = c1.selectbox("Budget run", runs, key="pareto_run", format_func=md)
@@ -91,9 +91,9 @@ def render_upload(classifier) -> None:
     st.subheader("Evaluate your own explanations")
     if not may("upload-scores"):  # an upload is kept on the server and evaluated there (app/availability.py)
         st.caption("Evaluating an uploaded scores file runs on the server: sign in as the admin, or run "
-                   "`python -m engine evaluate --scores FILE` on your own machine (docs/own-explanations.md).")
+                   "`python -m engine metrics --scores FILE` on your own machine (docs/own-explanations.md).")
         return
-    st.caption("A scores file as `python -m engine evaluate --scores FILE` reads it: CSV (id or text, start, end, "
+    st.caption("A scores file as `python -m engine metrics --scores FILE` reads it: CSV (id or text, start, end, "
                "score), JSON / JSONL records with offsets, or the outputs of inseq, captum and ferret "
                "(docs/own-explanations.md). Every row is checked before any work, and the gold label is explained.")
     if classifier is None:

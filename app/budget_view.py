@@ -1,6 +1,6 @@
 """The Benchmarks page's Pareto view: faithfulness (RACU, NAOPC) against the forward passes each search spent, one
 point per fixed-cost method (LOO, greedy LOO, each beam width), one curve for the anytime search over its budgets,
-and the Pareto front (no other point is both cheaper and more faithful). Data: runs of scripts/budget_pareto.py,
+and the Pareto front (no other point is both cheaper and more faithful). Data: runs of scripts/experiments/budget_pareto.py,
 summarised by engine.results.budget_pareto."""
 from __future__ import annotations
 

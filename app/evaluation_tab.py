@@ -157,7 +157,7 @@ def render_evaluation_tab() -> None:
     state = state_of(store)
     data = store_rows(str(store.root), state)
     if data.empty:
-        st.info("No evaluation results yet: `python -m engine evaluate --help` (docs/evaluation.md).")
+        st.info("No evaluation results yet: `python -m engine metrics --help` (docs/evaluation.md).")
     else:
         runs = sorted(data["run"].unique())
         run = st.selectbox("Evaluation run", runs, key="eval_run", index=preferred_index(runs))  # tiny-rt-... for tiny

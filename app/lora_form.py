@@ -10,13 +10,15 @@ from app.shared import PENDING_MODEL_KEY, usable_checkpoints
 from app.text import md
 from engine.data import dataset_names
 from engine.errors import EngineError, InvalidInputError
+from engine.models.catalogue import CatalogueEntry
+from engine.models.kinds import ModelKind
 
 KEY = "lora_"
 
 
-def prompted_ids(rows: list[dict]) -> list[str]:
-    """The sidebar entries LoRA can start from: prompted LMs (built-in or registered) and LoRA checkpoints."""
-    return [m["id"] for m in rows if m.get("strategy") == "prompted" or m.get("source") == "lora" or m.get("prompt")]
+def prompted_ids(entries: list[CatalogueEntry]) -> list[str]:
+    """The sidebar entries LoRA can start from: prompted LMs (built-in, registered, or LoRA checkpoints)."""
+    return [m.id for m in entries if m.kind is ModelKind.PROMPTED]
 
 
 def lora_config(from_classifier: str, dataset: str, *, epochs: int = 1, lr: float = 2e-4, batch_size: int = 8,

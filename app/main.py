@@ -6,7 +6,7 @@ import streamlit as st
 from app import admin, availability, study_view
 from app.shared import MODEL_KEY, PENDING_MODEL_KEY, usable_checkpoints
 from app.text import md
-from engine import CheckpointMeta
+from engine.models.kinds import ModelKind
 from engine.runtime import configure
 from engine.settings import offline
 
@@ -31,23 +31,23 @@ if study_view.is_study_session(st.query_params, st.session_state) or role == ava
     st.stop()
 is_admin = role == availability.ADMIN
 
-# the shipped masked-LoRA LLMs first (measurable by masking out of the box), then the rest in their order
-checkpoints = sorted(usable_checkpoints(), key=lambda m: not (m.get("builtin") and m.get("masked_fine_tuned")))
+# the shipped masked-LoRA LLMs first (measurable by masking out of the box), then the rest in the catalogue's order
+checkpoints = sorted(usable_checkpoints(), key=lambda m: not (m.builtin and m.masked_fine_tuned))
 if not is_admin:
     # choosing a built-in LM that was never converted writes its conversion to the server's disk
-    checkpoints = [m for m in checkpoints if not m.get("builtin") or m["converted"]]
+    checkpoints = [m for m in checkpoints if not m.builtin or m.converted]
 # a built-in prompted LM is offered but never chosen by default: opening the app must not convert and load an LLM
-own = [m for m in checkpoints if not m.get("builtin")]
+own = [m for m in checkpoints if not m.builtin]
 with st.sidebar:
     st.markdown("### Model")
     if not own:
         st.warning("No model in models_cache yet.")
     if checkpoints:
-        ids = [m["id"] for m in checkpoints]
+        ids = [m.id for m in checkpoints]
         # prefer a masked-fine-tuned model of one's own (its masked inputs stay in distribution); never a built-in LM,
         # though those are listed first: opening the app must not convert and load an LLM
-        mine = [i for i, m in enumerate(checkpoints) if not m.get("builtin")]
-        default = next((i for i in mine if checkpoints[i]["strategy"] == "masked"), mine[0]) if mine else None
+        mine = [i for i, m in enumerate(checkpoints) if not m.builtin]
+        default = next((i for i in mine if checkpoints[i].meta.strategy == "masked"), mine[0]) if mine else None
         if st.session_state.get(PENDING_MODEL_KEY) in ids:
             st.session_state[MODEL_KEY] = st.session_state.pop(PENDING_MODEL_KEY)
         if st.session_state.get(MODEL_KEY) not in ids:
@@ -58,21 +58,21 @@ with st.sidebar:
         st.selectbox("Checkpoint", ids, key=MODEL_KEY, placeholder="choose a model",
                      help="models_cache/<id>, your registered models, and the built-in prompted language models "
                           "(converted from their package on first use): build more on the Models page")
-        meta = next((m for m in checkpoints if m["id"] == st.session_state[MODEL_KEY]), None)
-        typed = None if meta is None else CheckpointMeta.from_dict(meta)
-        if meta is None:
+        entry = next((m for m in checkpoints if m.id == st.session_state[MODEL_KEY]), None)
+        if entry is None:
             pass
-        elif meta.get("builtin"):
-            st.caption(f"{md(meta['base_model'])} · prompted LM, {md(meta.get('label', 'zero-shot'))} · masking writes "
-                       f"{md(meta['replacement_token'])}" + ("" if meta["converted"] else " · converted on first use"))
-        elif meta.get("registered"):
-            kind = "prompted LM" if meta["strategy"] == "prompted" else "fine-tuned elsewhere"
-            st.caption(f"{md(meta['base_model'])} · {kind} · {md(meta['path'])}")
+        elif entry.builtin:
+            st.caption(f"{md(entry.meta.base_model)} · {entry.kind}, {md(entry.label or 'zero-shot')} · masking writes "
+                       f"{md(entry.meta.replacement_token)}" + ("" if entry.converted else " · converted on first use"))
+        elif entry.registered:
+            kind = entry.kind if entry.kind is ModelKind.PROMPTED else "fine-tuned elsewhere"
+            st.caption(f"{md(entry.meta.base_model)} · {kind} · {md(entry.path)}")
         else:
+            typed = entry.meta
             test = typed.test or {}
             st.caption(f"{md(typed.base_model)} · {md(typed.dataset)} · {md(typed.strategy)} fine-tuning · "
                        f"test {typed.metric or 'metric'} {test.get('unmasked', float('nan')):.3f}")
-        if typed is not None and not typed.masked_fine_tuned:
+        if entry is not None and not entry.masked_fine_tuned:
             st.caption(":warning: Not masked-fine-tuned: inputs with masked tokens may be out of distribution for it. "
                        "Make it measurable on the Models page.")
     else:

@@ -55,7 +55,7 @@ def save_upload(data: bytes, filename: str, folder: str | Path | None = None) ->
         raise UploadError(f"{filename}: unsupported file type {suffix or '(none)'!r}; use one of {', '.join(SUFFIXES)}")
     if len(data) > MAX_BYTES:
         raise UploadError(f"{filename}: {len(data) / 1e6:.1f} MB is over the {MAX_BYTES / 1e6:.0f} MB an upload may have; "
-                          "evaluate it with `python -m engine evaluate --scores FILE`")
+                          "evaluate it with `python -m engine metrics --scores FILE`")
     if not data.strip():
         raise UploadError(f"{filename}: the file is empty")
     target = Path(tempfile.mkdtemp(prefix="engine-upload-", dir=folder)) / (safe_name(filename) + suffix)

@@ -13,6 +13,7 @@ from app.progress import ThrottledProgress
 from app.shared import PENDING_MODEL_KEY, usable_checkpoints
 from app.text import md
 from engine.errors import EngineError
+from engine.models.catalogue import CatalogueEntry
 
 KEY = "plant_"
 PACKAGED = ("tiny", "minilm", "bilstm")  # a new head on a packaged encoder (engine.groundtruth.planting)
@@ -97,10 +98,10 @@ def progress_text(event: dict) -> tuple[float | None, str]:
     return 1.0, "evaluating on the test split ..."
 
 
-def start_models(rows: list[dict]) -> list[str]:
+def start_models(rows: list[CatalogueEntry]) -> list[str]:
     """What a mechanism can be planted into: the packaged encoders (a new head), then every usable model in the
     sidebar's list (trained here, registered, prompted LMs: fine-tuned further / masked LoRA)."""
-    return list(PACKAGED) + [m["id"] for m in rows if m["id"] not in PACKAGED]
+    return list(PACKAGED) + [m.id for m in rows if m.id not in PACKAGED]
 
 
 def plant_form() -> None:

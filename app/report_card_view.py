@@ -448,17 +448,17 @@ def measure_links(recovery: pd.DataFrame) -> None:
     from app.shared import usable_checkpoints
     from app.trust import measure_words
 
-    catalogue = {m["id"]: m for m in usable_checkpoints()}
+    catalogue = {m.id: m for m in usable_checkpoints()}
     planted = [m for m in dict.fromkeys(recovery["model"]) if m in catalogue]
     model = planted[0] if planted else st.session_state.get(MODEL_KEY)
-    meta = catalogue.get(model)
-    example = first_example(meta["dataset"], "test", meta.get("split_seed", 0)) if meta and meta.get("dataset") else None
+    meta = catalogue[model].meta if model in catalogue else None
+    example = first_example(meta.dataset, "test", meta.split_seed) if meta and meta.dataset else None
     if example is None:
         return
     order = (recovery.groupby("measure")["mrr"].mean().sort_values(ascending=False).index
              if "mrr" in recovery.columns else recovery["measure"].unique())
     measures = [m for m in order if m != "random"]
-    st.caption(f"Open a measure in Explain on an example (the first test input of {md(meta['dataset'])}) with "
+    st.caption(f"Open a measure in Explain on an example (the first test input of {md(meta.dataset)}) with "
                f"{md(model)}:")
     text, aux = example
     for row in range(0, len(measures), 4):

@@ -75,10 +75,10 @@ def show_record(classifier, record) -> None:
 
 def self_explanation_section(classifier, text: str) -> None:
     """Drawn at the end of the Explain page for a prompted language model."""
-    from engine.models.prompted import PromptedClassifier
+    from engine.models.kinds import ModelKind
     from engine.selfexplain import KINDS
 
-    if not isinstance(classifier, PromptedClassifier) or classifier.spec.paired:
+    if classifier.kind is not ModelKind.PROMPTED or classifier.spec.paired:
         return
     from app.availability import may, require
 

@@ -32,7 +32,7 @@ def arrived_from_url(page: str, fields: Mapping[str, tuple[str, Callable[[str], 
     if not view.get("text") or st.session_state.get(_applied_key(page)) == view:
         return False
     model = view.get("model")
-    if model and model != st.session_state.get(MODEL_KEY) and model in {m["id"] for m in usable_checkpoints()}:
+    if model and model != st.session_state.get(MODEL_KEY) and model in {m.id for m in usable_checkpoints()}:
         st.session_state[PENDING_MODEL_KEY] = model  # applied by the frame before the page runs again
         st.rerun()
     for name, (key, parse) in fields.items():

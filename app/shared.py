@@ -7,8 +7,9 @@ from __future__ import annotations
 import streamlit as st
 
 from app.text import md
-from engine import list_checkpoints, load_classifier
+from engine import load_classifier
 from engine.models import CheckpointError
+from engine.models.catalogue import CatalogueEntry, model_catalogue
 
 MODEL_KEY = "model_id"
 PENDING_MODEL_KEY = "model_id_pending"  # set by a page that built a model; applied by the frame
@@ -20,24 +21,11 @@ def get_classifier(model_id: str):
     return load_classifier(model_id)
 
 
-def usable_checkpoints() -> list[dict]:
-    """Checkpoints trained here, then the user's registered models (fine-tuned elsewhere), then the built-in
-    prompted language models whose package is installed, as sidebar entries: a registered one has strategy
-    'elsewhere' ('prompted' for a causal LM used by a prompt), its architecture as base_model, no dataset, and
-    `masked_fine_tuned` as declared at registration (pages show a note when it is False); a built-in one has
-    strategy 'prompted' and `builtin` True. Nothing is loaded or converted to list them."""
-    from engine.models.registry import builtin_prompted, registered_models
-
-    own = [{"id": m["id"], "base_model": m.get("architecture"), "dataset": None,
-            "strategy": "prompted" if m.get("prompt") else "elsewhere",
-            "masked_fine_tuned": bool(m.get("masked_fine_tuned")), "registered": True, "path": m["path"]}
-           for m in registered_models() if "error" not in m]
-    builtin = [{"id": m["id"], "base_model": m["description"].split(",")[0], "dataset": None, "strategy": "prompted",
-                "masked_fine_tuned": m["masked_fine_tuned"], "label": m["label"], "registered": False, "builtin": True,
-                "path": m["path"],
-                "replacement_token": m["replacement_token"], "converted": m["converted"]}
-               for m in builtin_prompted() if m["installed"]]
-    return [m for m in list_checkpoints() if "error" not in m] + own + builtin
+def usable_checkpoints() -> list[CatalogueEntry]:
+    """The models the sidebar offers: engine.models.catalogue's typed entries (checkpoints trained here, the user's
+    registered models, the built-in prompted LMs whose package is installed), in its order. Nothing is loaded or
+    converted to list them."""
+    return model_catalogue()
 
 
 def convert_with_progress(llm_key: str) -> None:

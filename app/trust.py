@@ -240,10 +240,14 @@ def masf_status(folder: str | Path | None) -> str:
 def model_card(meta: dict) -> dict[str, str]:
     """What a reader needs to know of the sidebar's model, in words, from its sidebar entry
     (app.shared.usable_checkpoints: a checkpoint's metadata, a registered or a built-in model)."""
+    from engine.models.kinds import ModelKind
+    from engine.models.metadata import CheckpointMeta
+
+    typed = CheckpointMeta.from_dict(meta)
     if meta.get("builtin"):
         kind = f"prompted language model ({meta.get('label', 'zero-shot')}), {meta.get('base_model')}"
     elif meta.get("registered"):
-        kind = ("prompted language model" if meta.get("strategy") == "prompted" else "classifier fine-tuned elsewhere") \
+        kind = ("prompted language model" if typed.kind is ModelKind.PROMPTED else "classifier fine-tuned elsewhere") \
             + f", {meta.get('base_model')}"
     elif meta.get("planted"):
         kind = f"classifier with a planted mechanism ({meta['planted'].get('mechanism')}), encoder {meta.get('base_model')}"
@@ -252,9 +256,7 @@ def model_card(meta: dict) -> dict[str, str]:
     test = meta.get("test") or {}
     accuracy = test.get("unmasked")
     metric = meta.get("metric") or "accuracy"
-    from engine.models.metadata import CheckpointMeta
-
-    masked = CheckpointMeta.from_dict(meta).masked_fine_tuned  # the one rule (declared, else from the strategy)
+    masked = typed.masked_fine_tuned  # the one rule (declared, else from the strategy)
     return {
         "kind": kind,
         "data": meta.get("dataset") or "none recorded (fine-tuned elsewhere or prompted)",
@@ -269,7 +271,7 @@ def first_ranking_command(model_id: str, dataset: str | None, run: str) -> str:
     """The command that computes the cells of a first ranking into `run` (what the page's button runs)."""
     import shlex
 
-    return shlex.join(["python", "-m", "engine", "benchmark", "--model-template", model_id, "--datasets",
+    return shlex.join(["python", "-m", "engine", "mask-sweep", "--model-template", model_id, "--datasets",
                        dataset or "NAME", "--measures", *FIRST_RANKING_MEASURES, "--limit", str(FIRST_RANKING_INPUTS),
                        "--run", run])
 

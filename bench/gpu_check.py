@@ -19,7 +19,7 @@ Sections (each one's failure is recorded and the others still run):
 
 Without CUDA it says so, runs a CPU smoke (a few measures on the CPU against a CPU copy, one erasure family, a tiny
 throughput) and exits 0; --smoke runs only that (for CI). The packages the GPU machine lacks come as wheels:
-scripts/gpu_wheels.sh, and docs/gpu.md says how to run this there.
+scripts/archive/gpu_wheels.sh, and docs/gpu.md says how to run this there.
 """
 from __future__ import annotations
 

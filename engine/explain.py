@@ -13,6 +13,7 @@ from scipy.stats import spearmanr
 from engine.errors import EngineError
 from engine.importance.levels import DEFAULT_AGGREGATION, Unit, aggregate, group_tokens, maskable_offsets
 from engine.models import Batch, Classifier
+from engine.models.kinds import ModelKind
 
 # Fast enough to run on every explain of a typed review on 2 CPU cores (the "live bundle"): the Explain
 # page's default and the CLI's `--measure live`.
@@ -29,9 +30,7 @@ PROMPTED_LIVE_MEASURES = ("grad-l2", "x-grad-sign", "loo-sign")
 def default_measures(classifier: Classifier) -> tuple[str, ...]:
     """The measures Explain runs unless asked otherwise (the page's default, the CLI's `--measure live`):
     LIVE_MEASURES, or PROMPTED_LIVE_MEASURES for a prompted language model."""
-    from engine.models.prompted import PromptedClassifier
-
-    return PROMPTED_LIVE_MEASURES if isinstance(classifier, PromptedClassifier) else LIVE_MEASURES
+    return PROMPTED_LIVE_MEASURES if classifier.kind is ModelKind.PROMPTED else LIVE_MEASURES
 
 
 def by_cost(measures: Sequence[str]) -> list[str]:

@@ -66,7 +66,7 @@ st.subheader("One input: base vs adversarial attention")
 text = st.text_input("Text", value="a gorgeous, witty, seductive movie", key="attention_text", max_chars=5000)
 adversary_id = st.selectbox("Adversary", list(adversaries["model"]), key="attention_adversary")
 # said before the click: a fresh clone ships the diagnostics' numbers but not the BiLSTMs they were measured on
-have = {m["id"] for m in usable_checkpoints()}
+have = {m.id for m in usable_checkpoints()}
 missing = [m for m in dict.fromkeys([str(summary["base_model"]), str(adversary_id)]) if m not in have]
 if missing:
     st.info(f"This needs the BiLSTM checkpoints the diagnostics ran on ({md(', '.join(missing))}), which are not in "

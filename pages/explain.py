@@ -44,17 +44,17 @@ if classifier is None:
     st.stop()
 
 suggest_masked_lora(classifier)  # a zero-shot prompted LM: offer its shipped masked-LoRA counterpart
-meta = classifier.metadata
-paired = bool(meta.get("paired"))
+meta = classifier.meta
+paired = meta.paired
 # Test examples to start from: the model's own dataset, or (a model fine-tuned elsewhere records none) any
 # packaged or registered dataset the user picks.
-source = meta.get("dataset") or st.selectbox("Examples from", ["(none)", *dataset_names()], key="explain_source",
+source = meta.dataset or st.selectbox("Examples from", ["(none)", *dataset_names()], key="explain_source",
                                              help="This model was fine-tuned elsewhere: pick a dataset to draw test "
                                                   "examples from (register yours on the Your data page).")
 examples, example_classes = [], []
 if source and source != "(none)":
     try:
-        dataset = get_dataset(source, meta.get("split_seed", 0))
+        dataset = get_dataset(source, meta.split_seed)
         examples, example_classes = dataset.split("test")[:50], list(dataset.classes)
     except DataFileError as err:  # a registered file that moved or changed: typing a text still works
         st.warning(f"No test examples to pick from: dataset {md(repr(source))} cannot be loaded.")

@@ -32,7 +32,7 @@ st.markdown(
     "still in the model's distribution, so a falling curve measures the explanation rather than an input the model "
     "never saw.")
 
-meta = next((m for m in usable_checkpoints() if m["id"] == st.session_state.get(MODEL_KEY)), None)
+meta = next((m for m in usable_checkpoints() if m.id == st.session_state.get(MODEL_KEY)), None)
 if meta is None:
     st.info("No model yet: build one on the **Models** page (about 2 minutes for the default), or choose one in the "
             "sidebar.")

@@ -84,7 +84,7 @@ if register and path:
 st.subheader("Build a model")
 with st.form("build"):
     c1, c2, c3 = st.columns(3)
-    registered = [m["id"] for m in usable_checkpoints() if m.get("registered")]
+    registered = [m.id for m in usable_checkpoints() if m.registered]
     base = c1.selectbox("Start from", list(PACKAGED_ENCODERS) + registered,
                         help="A packaged encoder, or one of your registered classifiers: masked fine-tuning then starts "
                              "from it, keeps its head and label names, and makes its masked inputs in distribution "
@@ -108,7 +108,7 @@ def build(base: str, dataset: str, strategy: str, epochs: int, lr: float, seed: 
     config = TrainConfig(base_model="custom" if own else base, from_classifier=base if own else None, dataset=dataset,
                          strategy=strategy, epochs=int(epochs), lr=float(lr), seed=int(seed))
     model_id = default_model_id(config)
-    if any(m["id"] == model_id for m in usable_checkpoints()):
+    if any(m.id == model_id for m in usable_checkpoints()):
         st.warning(f"{md(model_id)} already exists; choose another seed to build a second one.")
         return
     bar = ThrottledProgress(0.0, text="starting ...")
@@ -128,8 +128,8 @@ def build(base: str, dataset: str, strategy: str, epochs: int, lr: float, seed: 
             st.error(md(err))
             return
         save_classifier(classifier, model_id)
-        t = classifier.metadata["test"]
-        status.update(label=f"Built {md(model_id)}: test {classifier.metadata['metric']} {t['unmasked']:.3f} "
+        t = classifier.meta.test
+        status.update(label=f"Built {md(model_id)}: test {classifier.meta.metric} {t['unmasked']:.3f} "
                       f"(100% masked {t['masked_100']:.3f})", state="complete")
     # The sidebar's selectbox owns MODEL_KEY; hand the choice to the frame, which applies it before
     # drawing that widget on the next run.

@@ -79,7 +79,7 @@ except EngineError as err:
 # -- create -----------------------------------------------------------------------------------------------
 studies = store.studies()
 with st.expander("New study", icon=":material/add:", expanded=not studies):
-    models = [m["id"] for m in usable_checkpoints() if not m.get("builtin")]
+    models = [m.id for m in usable_checkpoints() if not m.builtin]
     if not models:
         st.info("No model yet: build one on the Models page.")
     else:
@@ -94,7 +94,7 @@ with st.expander("New study", icon=":material/add:", expanded=not studies):
         if classifier is not None:
             measures = [m for m, why in measure_availability(classifier).items() if not why]
             names = dataset_names()
-            own = classifier.metadata.get("dataset")
+            own = classifier.meta.dataset
             with st.form("study_create"):
                 name = st.text_input("Study name (annotators see it)", max_chars=200, key="study_name")
                 c1, c2 = st.columns(2)

@@ -8,6 +8,8 @@ from engine.data import get_dataset
 from engine.models import TrainConfig, load_classifier, save_classifier, tokenize, train_classifier
 from engine.models.bilstm import BiLSTMAttentionClassifier, new_bilstm
 
+pytestmark = pytest.mark.device  # depends on the torch device: a lent GPU runs it (-m device, docs/gpu.md)
+
 
 @pytest.fixture(scope="module")
 def paired_model():

@@ -63,6 +63,58 @@ def test_every_command_module_has_the_one_interface_and_a_help_with_examples(mod
                         if err.code else f"{example!r} only prints help")
 
 
+def test_the_command_list_names_each_old_name_as_an_alias_of_its_new_one():
+    """`--help` lists every old command name beside the new name it stands for and the release it is kept until."""
+    from engine.cli import ALIASES, ALIASES_KEPT_UNTIL
+
+    assert ALIASES == {"faithfulness": "mask", "benchmark": "mask-sweep", "evaluate": "metrics", "report": "docs-tables"}
+    out = subprocess.run([sys.executable, "-m", "engine", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    listing = " ".join(out.stdout.split())
+    for old, new in ALIASES.items():
+        assert f"{old} alias of {new}, kept until {ALIASES_KEPT_UNTIL}" in listing, old
+        assert new in {command_name(m) for m in __import__("engine.cli", fromlist=["COMMAND_MODULES"]).COMMAND_MODULES}
+
+
+@pytest.mark.parametrize("old, new, argv", [
+    ("faithfulness", "mask", ["--model", "m", "--measure", "random", "--counts", "3"]),
+    ("benchmark", "mask-sweep", ["--datasets", "toy", "--measures", "random", "--seeds", "0", "1"]),
+    ("evaluate", "metrics", ["--model", "m", "--dataset", "toy", "--measures", "random", "--operator", "delete"]),
+    ("report", "docs-tables", ["--check", "--tables", "summary"]),
+])
+def test_an_old_command_name_still_runs_its_command_and_says_it_is_an_alias(old, new, argv, capsys, monkeypatch):
+    """An old name parses exactly as its new name does, runs the new name's command, its --help opens with the
+    note, and running it prints the note on stderr before the command's own output."""
+    import engine.cli as cli
+    from engine.cli import ALIASES_KEPT_UNTIL, build_parser
+
+    old_args, new_args = build_parser([old, *argv]).parse_args([old, *argv]), build_parser([new, *argv]).parse_args([new, *argv])
+    assert old_args._run is new_args._run
+    assert {k: v for k, v in vars(old_args).items() if k != "command"} == \
+        {k: v for k, v in vars(new_args).items() if k != "command"}
+    with pytest.raises(SystemExit) as exit_:
+        main([old, "--help"])
+    assert exit_.value.code == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert f"`{old}` is an alias of {new}, kept until {ALIASES_KEPT_UNTIL}: use `python -m engine {new}`" in help_text
+    ran = []
+    real_build = cli.build_parser
+
+    def recording_build(argv_):  # run the real parser, but record the chosen command instead of doing its work
+        parser = real_build(argv_)
+        parser.set_defaults(_run=lambda args: ran.append(args) or 0)
+        sub = parser._subparsers._group_actions[0].choices[argv_[0]]
+        sub.set_defaults(_run=lambda args: ran.append(args) or 0)
+        return parser
+
+    monkeypatch.setattr(cli, "build_parser", recording_build)
+    assert main([old, *argv]) == 0
+    assert len(ran) == 1 and ran[0].command == old and ran[0].command_line == "python -m engine " + " ".join([old, *argv])
+    assert f"note: `{old}` is an alias of {new}, kept until {ALIASES_KEPT_UNTIL}" in capsys.readouterr().err
+    assert main([new, *argv]) == 0
+    assert "alias" not in capsys.readouterr().err, "the new name prints no note"
+
+
 def test_a_bug_is_not_reported_as_a_user_error(monkeypatch):
     """The CLI turns EngineError into one line and exit 2, but lets any other exception through with its
     traceback: a bug must not read like a user mistake."""
@@ -113,9 +165,9 @@ def test_bad_input_is_one_clear_line_and_nothing_written(models_cache, capsys, a
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["benchmark", "--datasets", "toy", "--measures", "random", "--counts", "0"], "whole number >= 1"),
-        (["benchmark", "--datasets", "toy", "--measures", "random", "--counts", "3", "--ratios", "0,1"], "not allowed with"),
-        (["faithfulness", "--model", "m", "--measure", "random", "--counts", "3", "--ratios", "0,1"], "not allowed with"),
+        (["mask-sweep", "--datasets", "toy", "--measures", "random", "--counts", "0"], "whole number >= 1"),
+        (["mask-sweep", "--datasets", "toy", "--measures", "random", "--counts", "3", "--ratios", "0,1"], "not allowed with"),
+        (["mask", "--model", "m", "--measure", "random", "--counts", "3", "--ratios", "0,1"], "not allowed with"),
     ],
 )
 def test_bad_arguments_are_a_usage_line_before_any_work(models_cache, capsys, argv, message):
@@ -141,7 +193,7 @@ def test_benchmark_writes_cells_prints_the_area_table_and_resumes(models_cache, 
 
     monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
     save_classifier(toy_classifier, "cli-bench-s0")
-    argv = ["benchmark", "--model-template", "cli-bench-s{seed}", "--datasets", "toy", "--measures", "random", "loo-sign",
+    argv = ["mask-sweep", "--model-template", "cli-bench-s{seed}", "--datasets", "toy", "--measures", "random", "loo-sign",
             "--seeds", "0", "--limit", "12", "--ratios", "0,0.5,1", "--run", "cli", "--workers", "1"]
     assert main(argv) == 0
     out, err = capsys.readouterr()
@@ -177,7 +229,7 @@ def test_benchmark_refuses_to_pair_curves_of_other_weights_with_the_run(models_c
 
     monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
     folder = save_classifier(toy_classifier, "guard-s0")
-    argv = ["benchmark", "--model-template", "guard-s{seed}", "--datasets", "toy", "--measures", "random",
+    argv = ["mask-sweep", "--model-template", "guard-s{seed}", "--datasets", "toy", "--measures", "random",
             "--seeds", "0", "--limit", "6", "--ratios", "0,0.5,1", "--run", "guarded"]
     assert main(argv) == 0
     same = argv[: argv.index("random") + 1] + ["grad-l2"] + argv[argv.index("random") + 1 :]
@@ -212,7 +264,7 @@ def test_masf_then_faithfulness_of_one_text_by_counts_and_of_a_split(models_cach
     assert "unmasked" in out and "100% masked" in out and list(folder.glob("masf-*.safetensors"))
     assert "calibrated on toy validation split" in out
     text = "a good film"
-    assert main(["faithfulness", "--model", "cli-faith", "--measure", "loo-sign", "--text", text, "--counts", "3"]) == 0
+    assert main(["mask", "--model", "cli-faith", "--measure", "loo-sign", "--text", text, "--counts", "3"]) == 0
     out = capsys.readouterr().out
     steps = [line.split() for line in out.splitlines() if re.match(r"^\s+\d+\s+\d+\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+", line)]
     n_tokens = len(toy_classifier.tokenizer.tokenize(text))
@@ -223,7 +275,7 @@ def test_masf_then_faithfulness_of_one_text_by_counts_and_of_a_split(models_cach
     probability, random = [float(r[2]) for r in steps], [float(r[3]) for r in steps]
     expected = sum((random[k] - probability[k] + random[k + 1] - probability[k + 1]) / 2 / 3 for k in range(3))
     assert area and float(area.group(1)) == pytest.approx(expected, abs=2e-3), "ACU over x = k / k_max"
-    assert main(["faithfulness", "--model", "cli-faith", "--measure", "grad-l2", "--limit", "10", "--ratios", "0,0.5,1"]) == 0
+    assert main(["mask", "--model", "cli-faith", "--measure", "grad-l2", "--limit", "10", "--ratios", "0,0.5,1"]) == 0
     out = capsys.readouterr().out
     rows = [line.split() for line in out.splitlines() if re.match(r"^\s+\d+\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+%", line)]
     assert [row[1] for row in rows] == ["0.00", "0.50", "1.00"]
@@ -241,7 +293,7 @@ def test_benchmark_count_mode_masks_k_tokens_and_integrates_over_k_over_n(models
 
     monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
     save_classifier(toy_classifier, "cli-count-s0")
-    argv = ["benchmark", "--model-template", "cli-count-s{seed}", "--datasets", "toy", "--measures", "random", "loo-sign",
+    argv = ["mask-sweep", "--model-template", "cli-count-s{seed}", "--datasets", "toy", "--measures", "random", "loo-sign",
             "--seeds", "0", "--limit", "12", "--counts", "3", "--run", "counts"]
     assert main(argv) == 0
     out = capsys.readouterr().out

@@ -86,7 +86,7 @@ def test_check_refuses_results_whose_code_no_commit_holds(tmp_path):
 
 def test_shipped_results_name_committed_code_or_carry_their_audit():
     """Every shipped result's code versions: committed, or a legacy "-dirty" labelled by
-    scripts/relabel_dirty_provenance.py (what `report --check` enforces)."""
+    scripts/archive/relabel_dirty_provenance.py (what `report --check` enforces)."""
     assert code_provenance_problems(runtime.PROJECT_ROOT / "results") == []
 
 
@@ -96,7 +96,7 @@ def test_a_dirty_run_whose_diff_is_a_later_commit_is_relabelled_to_that_commit(c
     import importlib.util
     from pathlib import Path
 
-    script = Path(__file__).resolve().parent.parent / "scripts" / "relabel_dirty_provenance.py"
+    script = Path(__file__).resolve().parent.parent / "scripts" / "archive" / "relabel_dirty_provenance.py"
     spec = importlib.util.spec_from_file_location("relabel_dirty_provenance", script)
     relabel = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(relabel)

@@ -22,6 +22,8 @@ from engine.faithfulness.perturb import perturbed_rows, ranking_positions
 from engine.faithfulness.registry import METRICS
 from engine.ood.features import pool_hidden_states
 
+pytestmark = pytest.mark.device  # depends on the torch device: a lent GPU runs it (-m device, docs/gpu.md)
+
 
 def sigmoid(z: float) -> float:
     return 1.0 / (1.0 + math.exp(-z))

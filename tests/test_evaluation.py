@@ -44,13 +44,13 @@ def test_evaluate_writes_resumable_cells_with_provenance_and_cost(saved_toy, tmp
 
     argv = ["--model", saved_toy, "--dataset", "toy", "--measures", "random", "loo-sign", "--limit", "6",
             "--metrics", "comprehensiveness", "decision-flip", "--run", "t", "--agreement"]
-    assert _run("evaluate", argv) == 0
+    assert _run("metrics", argv) == 0
     store = evaluation_store()
     assert store.root == tmp_path / "results" / "evaluation"
     entries = store.provenance("t")
     assert len(entries) == 3  # two erasure cells and the agreement table
     prov = next(e for e in entries if e["cell"]["kind"] == "erasure")["provenance"]
-    assert prov["command"].startswith("python -m engine evaluate --model toy-masked-s0")
+    assert prov["command"].startswith("python -m engine metrics --model toy-masked-s0")
     assert prov["code_version"] and prov["checkpoint_sha256"] and prov["machine"] and prov["masf"]
     assert prov["cost"]["seconds_per_explanation"] > 0
     everything = store.load("t")
@@ -62,7 +62,7 @@ def test_evaluate_writes_resumable_cells_with_provenance_and_cost(saved_toy, tmp
     assert (loo["explanation_forward_rows"] > 1).all() and (loo["explanation_backward_rows"] == 0).all()
     assert set(data["better"]) == {"higher", "lower"} and data["p_below_005"].between(0, 1).all()
     assert {"aopc-comprehensiveness", "flip-fraction", "top1-flip"} <= set(data["metric"])
-    assert _run("evaluate", argv) == 0  # everything is in the store: nothing is recomputed
+    assert _run("metrics", argv) == 0  # everything is in the store: nothing is recomputed
     assert "0 cells computed, 3 already in the store" in capsys.readouterr().out
     table = evaluation_table(data)
     assert set(table["measure"]) == {"random", "loo-sign"} and table["ci"].eq("none: 1 value").all()
@@ -84,7 +84,7 @@ def test_unknown_measure_is_refused_before_any_work(saved_toy):
     from engine.errors import InvalidInputError
 
     with pytest.raises(InvalidInputError, match="known"):
-        _run("evaluate", ["--model", saved_toy, "--dataset", "toy", "--measures", "nope"])
+        _run("metrics", ["--model", saved_toy, "--dataset", "toy", "--measures", "nope"])
 
 
 def test_benchmark_cells_record_wall_time_and_rows_per_explanation(saved_toy, tmp_path):

@@ -7,6 +7,8 @@ import pytest
 from engine.faithfulness.metrics import acu, racu
 from engine.stats import bootstrap_ci, paired_comparison
 
+pytestmark = pytest.mark.device  # depends on the torch device: a lent GPU runs it (-m device, docs/gpu.md)
+
 
 def test_acu_and_racu_hand_computed():
     x = [0.0, 0.5, 1.0]

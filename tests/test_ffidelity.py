@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+pytestmark = pytest.mark.device  # depends on the torch device: a lent GPU runs it (-m device, docs/gpu.md)
+
 
 def test_ffidelity_ranks_an_explainer_above_copies_degraded_by_increasing_noise(toy_classifier):
     """loo-sign with Gaussian noise of 0 .. 8 score standard deviations added: FFid+ falls and FFid- rises with the
@@ -103,18 +105,18 @@ def test_an_input_gets_the_same_ffidelity_alone_or_in_a_batch(toy_classifier):
 def test_evaluate_f_fidelity_stores_values_with_their_masf_shares(toy_classifier, models_cache, tmp_path, monkeypatch):
     """`evaluate --metrics f-fidelity` stores ffid-plus / ffid-minus per level and their means, each resting on
     draws x levels perturbed inputs per example with a MaSF share in [0, 1], and records its settings."""
-    from engine.cli import evaluate
+    from engine.cli import metrics as metrics_command
     from engine.faithfulness.evaluation import evaluation_store
     from engine.models import save_classifier
 
     monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
     save_classifier(toy_classifier, "toy-masked-s0", overwrite=True)
     parser = argparse.ArgumentParser()
-    evaluate.configure(parser)
+    metrics_command.configure(parser)
     args = parser.parse_args(["--model", "toy-masked-s0", "--dataset", "toy", "--measures", "loo-sign", "--limit", "5",
                               "--metrics", "comprehensiveness", "f-fidelity", "--ffid-draws", "4", "--run", "ff"])
-    args.command_line = "python -m engine evaluate ..."
-    assert evaluate.run(args) == 0
+    args.command_line = "python -m engine metrics ..."
+    assert metrics_command.run(args) == 0
     data = evaluation_store().load("ff")
     means = data[data.level.isna()].set_index("metric")
     assert {"ffid-plus", "ffid-minus", "ffid-plus-acc", "ffid-minus-acc", "aopc-comprehensiveness"} <= set(means.index)
@@ -132,7 +134,7 @@ def test_f_fidelity_is_refused_before_any_work_off_its_regime(toy_classifier, mo
     import json
     import shutil
 
-    from engine.cli import evaluate
+    from engine.cli import metrics as metrics_command
     from engine.errors import InvalidInputError
     from engine.models import save_classifier
 
@@ -146,9 +148,9 @@ def test_f_fidelity_is_refused_before_any_work_off_its_regime(toy_classifier, mo
     for model, extra, why in (("toy-masked-s0", ["--removal", "delete"], "drop --operator delete"),
                               ("toy-plain-s0", [], "has strategy 'plain'")):
         parser = argparse.ArgumentParser()
-        evaluate.configure(parser)
+        metrics_command.configure(parser)
         args = parser.parse_args(["--model", model, "--dataset", "toy", "--measures", "random", "--limit", "2",
                                   "--metrics", "f-fidelity", "--run", "no", *extra])
         with pytest.raises(InvalidInputError, match=why):
-            evaluate.run(args)
+            metrics_command.run(args)
     assert not (tmp_path / "results" / "evaluation" / "no").exists()

@@ -1,4 +1,4 @@
-"""No function-level import inside engine/ dodges an import cycle (scripts/function_imports.py), and the scan
+"""No function-level import inside engine/ dodges an import cycle (scripts/tools/function_imports.py), and the scan
 really finds one: two function-level imports pointing at each other, which neither the module-level graph nor
 lifting one of them alone would show."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("function_imports", ROOT / "scripts" / "function_imports.py")
+_spec = importlib.util.spec_from_file_location("function_imports", ROOT / "scripts" / "tools" / "function_imports.py")
 function_imports = importlib.util.module_from_spec(_spec)
 sys.modules["function_imports"] = function_imports  # dataclasses look their module up there
 _spec.loader.exec_module(function_imports)

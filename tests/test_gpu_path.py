@@ -12,6 +12,8 @@ import torch
 
 from engine import runtime
 
+pytestmark = pytest.mark.device  # depends on the torch device: a lent GPU runs it (-m device, docs/gpu.md)
+
 
 @pytest.fixture()
 def restore_determinism():

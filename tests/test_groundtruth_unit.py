@@ -19,7 +19,7 @@ from handbuilt_models import batch_of, exact_shapley, handbuilt
 
 from engine.importance import builtin_measures, get_explainer
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.device, pytest.mark.usefixtures("one_thread")]  # device: a lent GPU runs it (-m device)
 K = 3.0
 EXACT = dict(atol=1e-5, rtol=0)  # float32 scores of float64 models
 

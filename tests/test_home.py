@@ -179,17 +179,17 @@ def test_a_view_shared_at_the_root_opens_on_explain(two_models):
 
 
 def test_the_first_ranking_command_is_one_the_benchmark_command_takes_for_the_same_cells():
-    """The command shown beside the button parses as `python -m engine benchmark` and asks for the cells the button
+    """The command shown beside the button parses as `python -m engine mask-sweep` and asks for the cells the button
     computes: the model itself, its dataset, random and the four measures, the first inputs, the page's run."""
     import argparse
     import shlex
 
-    from engine.cli import benchmark
+    from engine.cli import mask_sweep
 
     parser = argparse.ArgumentParser()
-    benchmark.configure(parser)
+    mask_sweep.configure(parser)
     words = shlex.split(trust.first_ranking_command("toy-app", "toy", "page-toy-app"))
-    assert words[:4] == ["python", "-m", "engine", "benchmark"]
+    assert words[:4] == ["python", "-m", "engine", "mask-sweep"]
     args = parser.parse_args(words[4:])
     assert args.model_template.format(dataset="toy", seed=0) == "toy-app" and args.datasets == ["toy"]
     assert tuple(args.measures) == trust.FIRST_RANKING_MEASURES and "random" in args.measures

@@ -19,6 +19,8 @@ from engine.importance import (
 from engine.importance.memo import memo_for
 from engine.models import Classifier
 
+pytestmark = pytest.mark.device  # depends on the torch device: a lent GPU runs it (-m device, docs/gpu.md)
+
 TEXTS = ["the movie was really good and fun", "this film was so dull"]
 
 # cheap options so every measure runs in well under a second on the toy models

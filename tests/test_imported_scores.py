@@ -12,18 +12,20 @@ import numpy as np
 import pytest
 import torch
 
+pytestmark = pytest.mark.device  # depends on the torch device: a lent GPU runs it (-m device, docs/gpu.md)
+
 LIMIT = 6
 FAMILIES = ["comprehensiveness", "sufficiency", "deletion", "insertion", "decision-flip", "soft"]
 
 
 def _run(argv: list[str]) -> int:
-    from engine.cli import evaluate
+    from engine.cli import metrics as metrics_command
 
     parser = argparse.ArgumentParser()
-    evaluate.configure(parser)
+    metrics_command.configure(parser)
     args = parser.parse_args(argv)
-    args.command_line = "python -m engine evaluate " + " ".join(argv)
-    return evaluate.run(args)
+    args.command_line = "python -m engine metrics " + " ".join(argv)
+    return metrics_command.run(args)
 
 
 @pytest.fixture()
@@ -167,7 +169,7 @@ def test_a_row_explaining_another_class_than_the_gold_label_is_refused(saved_toy
     (tmp_path / "ferret.json").write_text(json.dumps(records))
     argv = ["--model", saved_toy, "--dataset", "toy", "--limit", str(LIMIT), "--scores", str(tmp_path / "ferret.json"),
             "--metrics", "comprehensiveness"]
-    with pytest.raises(InvalidInputError, match=r"ferret\.json, record 3: it explains class '\w+' but evaluate "
+    with pytest.raises(InvalidInputError, match=r"ferret\.json, record 3: it explains class '\w+' but `metrics` "
                                                 r"explains the gold label"):
         _run(argv)
 

@@ -129,7 +129,7 @@ def test_the_card_and_evaluate_offer_the_infill_operators(tiny_tokenizer_classif
     assert {"retrieval", "mlm"} <= set(supported_operators(clf))
     twin, removal = operator_classifier(clf, "retrieval")
     assert removal == "mask" and isinstance(twin.infill, RetrievalInfill) and not hasattr(clf, "infill")
-    args = build_parser(["evaluate"]).parse_args(["evaluate", "--model", "tiny-rt-masked-s0", "--dataset", "rt",
+    args = build_parser(["metrics"]).parse_args(["metrics", "--model", "tiny-rt-masked-s0", "--dataset", "rt",
                                                   "--measures", "random",
                                                   "--metrics", "comprehensiveness", "--operator", "retrieval"])
     assert args.operator == "retrieval"

@@ -18,6 +18,8 @@ from engine.data.labels import align_to_classes, check_labels
 from engine.errors import LabelMismatchError
 from engine.models import load_classifier
 
+pytestmark = pytest.mark.device  # depends on the torch device: a lent GPU runs it (-m device, docs/gpu.md)
+
 NLI = ("contradiction", "neutral", "entailment")  # the model's id order
 WORDS = ("a", "man", "dog", "runs", "sleeps", "park", "red", "car", "is", "outside")
 # unequal class sizes: a constant prediction scores differently under every labelling of the classes
@@ -119,9 +121,9 @@ def test_masf_faithfulness_evaluate_and_train_take_an_nli_model_with_string_labe
     nli_data(tmp_path / "data")
     assert main(["models", "add", str(folder), "--id", "nli"]) == 0
     assert main(["masf", "--model", "nli", "--dataset", "nli"]) == 0
-    assert main(["faithfulness", "--model", "nli", "--dataset", "nli", "--measure", "x-grad-abs", "--limit", "4",
+    assert main(["mask", "--model", "nli", "--dataset", "nli", "--measure", "x-grad-abs", "--limit", "4",
                  "--ratios", "0,1"]) == 0
-    assert main(["evaluate", "--model", "nli", "--dataset", "nli", "--measures", "random", "--metrics", "comprehensiveness",
+    assert main(["metrics", "--model", "nli", "--dataset", "nli", "--measures", "random", "--metrics", "comprehensiveness",
                  "--limit", "3"]) == 0
     assert main(["train", "--from-classifier", "nli", "--dataset", "nli", "--epochs", "1", "--train-limit", "16",
                  "--eval-limit", "8", "--quiet", "--id", "nli-further"]) == 0
@@ -152,7 +154,7 @@ def test_every_caller_uses_the_dataset_that_check_dataset_returns():
 
     root = Path(__file__).resolve().parent.parent
     dropped = []
-    for path in [*root.glob("engine/**/*.py"), *root.glob("scripts/*.py"), *root.glob("bench/*.py"), *root.glob("pages/*.py")]:
+    for path in [*root.glob("engine/**/*.py"), *root.glob("scripts/**/*.py"), *root.glob("bench/*.py"), *root.glob("pages/*.py")]:
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             code = line.split("#")[0]
             if re.search(r"\.check_dataset\(", code) and not re.search(r"(=|return)\s*\S*\.check_dataset\(", code) \

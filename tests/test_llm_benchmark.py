@@ -1,4 +1,4 @@
-"""A prompted LM through the recursive-masking benchmark (`python -m engine benchmark --model-template ID`): a
+"""A prompted LM through the recursive-masking benchmark (`python -m engine mask-sweep --model-template ID`): a
 registered causal-LM folder validates, a zero-shot LM's MaSF calibrates on unmasked inputs, a LoRA checkpoint keeps
 its MaSF fits in its own folder, and `--no-masf` skips the fit. A random-weight 2-layer Llama on the packaged `tiny`
 BERT tokenizer with a plain prompt (seconds)."""
@@ -98,7 +98,7 @@ def test_benchmark_runs_a_registered_prompted_lm_without_masf(llama_folder, mode
 
     monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
     register_model(llama_folder, "tiny-llama-rt", prompt=SPEC)
-    argv = ["benchmark", "--model-template", "tiny-llama-rt", "--datasets", "rt", "--measures", "random", "grad-l2",
+    argv = ["mask-sweep", "--model-template", "tiny-llama-rt", "--datasets", "rt", "--measures", "random", "grad-l2",
             "--seeds", "0", "--limit", "6", "--ratios", "0,0.5,1", "--run", "llm", "--workers", "1", "--no-masf"]
     assert main(argv) == 0
     assert "2 cells computed" in capsys.readouterr().out

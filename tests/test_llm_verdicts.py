@@ -15,6 +15,8 @@ from engine.selfexplain import explain_one
 from engine.selfexplain.parsing import parse_attribution, parse_counterfactual, parse_redaction
 from engine.selfexplain.replies import check_rewrite, is_label_statement
 
+pytestmark = pytest.mark.device  # depends on the torch device: a lent GPU runs it (-m device, docs/gpu.md)
+
 TEXT = "a gripping , funny and moving film"
 LABELS = ["negative", "positive", "Negative", "Positive", "neutral", "unknown"]
 REFUSAL = "I'm sorry, but I cannot rewrite this text."

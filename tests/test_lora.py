@@ -14,6 +14,8 @@ from engine.models.lora_training import LoraTrainConfig, load_adapter, mask_trai
 from engine.models.prompt_spec import PromptSpec
 from engine.models.prompted import PromptedClassifier
 
+pytestmark = pytest.mark.device  # depends on the torch device: a lent GPU runs it (-m device, docs/gpu.md)
+
 pytest.importorskip("peft")
 
 

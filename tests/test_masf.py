@@ -10,6 +10,8 @@ from engine.models import mask_all_primary, save_classifier
 from engine.ood import MaSF, fit_masf, hidden_state_features, load_masf, masf_pvalues, naive_pvalues
 from engine.ood.masf import SortedRows, conformal_two_sided, simes
 
+pytestmark = pytest.mark.device  # depends on the torch device: a lent GPU runs it (-m device, docs/gpu.md)
+
 
 def test_conformal_pvalue_hand_computed():
     fit = torch.tensor([[1.0], [2.0], [3.0], [4.0]])

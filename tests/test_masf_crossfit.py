@@ -22,6 +22,8 @@ from engine.ood import (
     pvalue_verdict,
 )
 
+pytestmark = pytest.mark.device  # depends on the torch device: a lent GPU runs it (-m device, docs/gpu.md)
+
 
 def _features(rng, n, shift=0.0):
     """[n, 3, 24] features with point masses (max(c, normal)), like max-pooled hidden states' ties."""

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 
 from engine.models.prompt_spec import PromptSpec
 from engine.models.prompted import PromptedClassifier
 from engine.ood import CalibrationKey, calibration_key
+
+pytestmark = pytest.mark.device  # depends on the torch device: a lent GPU runs it (-m device, docs/gpu.md)
 
 
 def _prompted(tokenizer, instruction: str) -> PromptedClassifier:

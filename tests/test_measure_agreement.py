@@ -7,6 +7,8 @@ import pytest
 from engine.errors import InvalidInputError
 from engine.faithfulness.measure_agreement import agreement, agreement_matrix, pairwise_rank_agreement, top_k_for
 
+pytestmark = pytest.mark.device  # depends on the torch device: a lent GPU runs it (-m device, docs/gpu.md)
+
 
 def test_identical_explanations_agree_fully():
     a = np.array([0.5, -2.0, 1.0, 0.1])

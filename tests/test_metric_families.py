@@ -144,7 +144,7 @@ def test_evaluate_computes_the_new_families_through_the_registry(toy_classifier,
     Sensitivity-n one row per level (its `level`) and its mean."""
     import argparse
 
-    from engine.cli import evaluate
+    from engine.cli import metrics as metrics_command
     from engine.faithfulness.evaluation import evaluation_store
     from engine.faithfulness.registry import better
     from engine.models import save_classifier
@@ -152,11 +152,11 @@ def test_evaluate_computes_the_new_families_through_the_registry(toy_classifier,
     monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
     save_classifier(toy_classifier, "toy-masked-s0", overwrite=True)
     parser = argparse.ArgumentParser()
-    evaluate.configure(parser)
+    metrics_command.configure(parser)
     args = parser.parse_args(["--model", "toy-masked-s0", "--dataset", "toy", "--measures", "loo-sign",
                               "--limit", "4", "--metrics", "properties", "faithfulness-correlation", "infidelity",
                               "sensitivity-n", "--run", "new"])
-    assert evaluate.run(args) == 0
+    assert metrics_command.run(args) == 0
     rows = evaluation_store().load("new")
     rows = rows[rows["method"] == "erasure"]
     per_n = rows[rows["metric"] == "sensitivity-n"]
@@ -200,22 +200,22 @@ def test_evaluate_computes_max_sensitivity_by_re_running_the_measure(toy_classif
     refused for it before any work."""
     import argparse
 
-    from engine.cli import evaluate
+    from engine.cli import metrics as metrics_command
     from engine.faithfulness.evaluation import evaluation_store
     from engine.models import save_classifier
 
     monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
     save_classifier(toy_classifier, "toy-masked-s0", overwrite=True)
     parser = argparse.ArgumentParser()
-    evaluate.configure(parser)
+    metrics_command.configure(parser)
     base = ["--model", "toy-masked-s0", "--dataset", "toy", "--measures", "x-grad-sign", "--limit", "3",
             "--metrics", "sensitivity"]
-    assert evaluate.run(parser.parse_args([*base, "--run", "sens"])) == 0
+    assert metrics_command.run(parser.parse_args([*base, "--run", "sens"])) == 0
     rows = evaluation_store().load("sens").set_index("metric")
     assert rows.loc["max-sensitivity", "better"] == "lower" and np.isfinite(rows.loc["max-sensitivity", "value"])
     assert rows.loc["max-sensitivity", "n_perturbed"] == 3 * 10
     with pytest.raises(InvalidInputError, match="cannot remove by 'delete'"):
-        evaluate.run(parser.parse_args([*base, "--operator", "delete", "--run", "no"]))
+        metrics_command.run(parser.parse_args([*base, "--operator", "delete", "--run", "no"]))
 
 
 def test_avg_sensitivity_is_zero_for_a_constant_explanation_and_the_mean_of_the_replaced_weights(known_classifier):

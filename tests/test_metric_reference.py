@@ -1,5 +1,5 @@
 """The project's faithfulness correlation, Sensitivity-n, sparseness and complexity equal Quantus 0.6's on the same
-inputs, explanations and perturbed subsets (tests/data/quantus_reference.json, made by scripts/reference_quantus.py in
+inputs, explanations and perturbed subsets (tests/data/quantus_reference.json, made by scripts/tools/reference_quantus.py in
 a virtualenv of its own: its command is in the file). The model is the tests' `known_classifier` (p_1 = sigmoid of the
 sum of the tokens' weights; [MASK] weighs 0), which the script's numpy model copies; the subsets Quantus drew are fed
 to the project's metric in place of its own draw. Tolerances: 1e-9 for the correlations and complexity (float64 both

@@ -23,8 +23,8 @@ def test_importing_the_registry_descriptions_imports_no_torch():
     """The registry, and `evaluate` / `report-card` configuring their parsers from it, load neither torch nor
     numpy: a `--help` stays fast."""
     code = ("import sys, argparse\nfrom engine.faithfulness import registry\n"
-            "from engine.cli import evaluate, report_card\n"
-            "for m in (evaluate, report_card):\n    m.configure(argparse.ArgumentParser())\n"
+            "from engine.cli import metrics as metrics_command, report_card\n"
+            "for m in (metrics_command, report_card):\n    m.configure(argparse.ArgumentParser())\n"
             "registry.describe_families(registry.card_families())\n"
             "assert 'torch' not in sys.modules, 'torch imported'\nassert 'numpy' not in sys.modules, 'numpy imported'\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -39,9 +39,10 @@ def _help(module) -> str:
 
 def test_evaluate_and_report_card_help_list_every_metric_of_their_families_with_its_direction():
     """Each command's --help names every metric of each family it takes, with the registry's direction."""
-    from engine.cli import evaluate, report_card
+    from engine.cli import metrics as metrics_command
+    from engine.cli import report_card
 
-    for module, families in ((evaluate, registry.evaluate_families()), (report_card, registry.card_families())):
+    for module, families in ((metrics_command, registry.evaluate_families()), (report_card, registry.card_families())):
         text = _help(module)
         for family in families:
             assert f"  {family}: " in text
@@ -102,12 +103,13 @@ def new_metric(monkeypatch):
 def test_a_metric_added_to_the_registry_is_offered_by_evaluate_and_the_card_without_touching_them(new_metric):
     """evaluate's --metrics and the card's --metrics accept the new family, their --help lists its metric, and
     neither command's default changes (the default cells' keys stay)."""
-    from engine.cli import evaluate, report_card
+    from engine.cli import metrics as metrics_command
+    from engine.cli import report_card
 
-    for module in (evaluate, report_card):
+    for module in (metrics_command, report_card):
         parser = argparse.ArgumentParser()
         module.configure(parser)
-        required = ["--model", "m"] + (["--dataset", "d"] if module is evaluate else [])
+        required = ["--model", "m"] + (["--dataset", "d"] if module is metrics_command else [])
         args = parser.parse_args([*required, "--metrics", "x-probe"])
         assert args.metrics == ["x-probe"]
         assert "x-probe" not in parser.parse_args(required).metrics
@@ -188,10 +190,11 @@ def test_a_metric_added_to_the_registry_is_labelled_on_the_benchmarks_page(new_m
 def test_operator_and_its_old_names_parse_alike():
     """`--operator` is the removal's one name in evaluate and report-card; `--removal` / `--replacements` are
     aliases for this release and land in the same place; each help says so."""
-    from engine.cli import evaluate, report_card
+    from engine.cli import metrics as metrics_command
+    from engine.cli import report_card
 
     parser = argparse.ArgumentParser()
-    evaluate.configure(parser)
+    metrics_command.configure(parser)
     base = ["--model", "m", "--dataset", "d"]
     assert parser.parse_args([*base, "--operator", "delete"]).operator == "delete"
     assert parser.parse_args([*base, "--removal", "delete"]).operator == "delete"
@@ -200,7 +203,7 @@ def test_operator_and_its_old_names_parse_alike():
     report_card.configure(parser)
     assert parser.parse_args(["--model", "m", "--operator", "mask", "unk"]).operator == ["mask", "unk"]
     assert parser.parse_args(["--model", "m", "--replacements", "delete"]).operator == ["delete"]
-    assert "--removal: its old name, an alias kept for this release" in " ".join(_help(evaluate).split())
+    assert "--removal: its old name, an alias kept for this release" in " ".join(_help(metrics_command).split())
     assert "--replacements: its old name, an alias kept for this release" in " ".join(_help(report_card).split())
 
 

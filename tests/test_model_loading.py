@@ -17,6 +17,8 @@ from engine.errors import CheckpointError, InvalidInputError
 from engine.models import Classifier, load_classifier, resolve_encoder
 from engine.models.loading import choose_attention, choose_dtype
 
+pytestmark = pytest.mark.device  # depends on the torch device: a lent GPU runs it (-m device, docs/gpu.md)
+
 CLASSES = ("negative", "positive")  # the toy dataset's
 PICKLE_REFUSAL = "only as a pickle"
 

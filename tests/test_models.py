@@ -28,6 +28,8 @@ from engine.models import (
 )
 from engine.runtime import pick_device
 
+pytestmark = pytest.mark.device  # depends on the torch device: a lent GPU runs it (-m device, docs/gpu.md)
+
 
 @pytest.fixture(scope="module")
 def tokenizer():

@@ -21,7 +21,8 @@ from engine.importance.budgeted_search import SetScores, beam_search, curve_weig
 REFERENCE = json.loads((Path(__file__).parent / "data" / "naopc_reference.json").read_text())
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one torch thread (tests/conftest.py)
+# device: a lent GPU runs it (-m device); tiny models: one torch thread (tests/conftest.py)
+pytestmark = [pytest.mark.device, pytest.mark.usefixtures("one_thread")]
 
 
 def _table_scores(entry):
@@ -159,17 +160,17 @@ def test_evaluate_reports_naopc_beside_aopc_end_to_end(toy_classifier, models_ca
     of the stored AOPC by add_naopc's bounds; cells without --naopc keep their old keys."""
     import argparse
 
-    from engine.cli import evaluate
+    from engine.cli import metrics as metrics_command
     from engine.faithfulness.evaluation import EvaluationCell, evaluation_store
     from engine.models import save_classifier
 
     monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
     save_classifier(toy_classifier, "toy-masked-s0", overwrite=True)
     parser = argparse.ArgumentParser()
-    evaluate.configure(parser)
+    metrics_command.configure(parser)
     args = parser.parse_args(["--model", "toy-masked-s0", "--dataset", "toy", "--measures", "loo-sign", "random",
                               "--limit", "4", "--metrics", "comprehensiveness", "--run", "n", "--naopc"])
-    assert evaluate.run(args) == 0
+    assert metrics_command.run(args) == 0
     store = evaluation_store()
     data = store.load("n")
     naopc_rows = data[data.metric == "naopc-comprehensiveness"]

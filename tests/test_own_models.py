@@ -425,12 +425,12 @@ def test_masf_and_faithfulness_commands_take_a_registered_model_and_a_dataset(tm
 
     folder = build_folder("electra", tmp_path / "my-electra", tokenizer_dir)
     assert main(["models", "add", str(folder), "--id", "mine"]) == 0
-    assert main(["faithfulness", "--model", "mine", "--measure", "x-grad-abs", "--limit", "4"]) == 2
+    assert main(["mask", "--model", "mine", "--measure", "x-grad-abs", "--limit", "4"]) == 2
     assert "--dataset" in capsys.readouterr().err
     assert main(["masf", "--model", "mine", "--dataset", "toy"]) == 0
     assert list((user_dir / "models" / "mine").glob("masf-*.safetensors"))
     assert not list(folder.glob("masf*"))
-    assert main(["faithfulness", "--model", "mine", "--dataset", "toy", "--measure", "x-grad-abs", "--limit", "4",
+    assert main(["mask", "--model", "mine", "--dataset", "toy", "--measure", "x-grad-abs", "--limit", "4",
                  "--ratios", "0,0.5,1"]) == 0
     out = capsys.readouterr().out
     assert "p<0.05" in out and len([line for line in out.splitlines() if line.strip().startswith(("0 ", "1 ", "2 "))]) >= 3

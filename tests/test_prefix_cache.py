@@ -16,6 +16,8 @@ from engine.models.prefix_cache import shared_prefix_length
 from engine.models.prompt_spec import PromptSpec
 from engine.models.prompted import PromptedClassifier
 
+pytestmark = pytest.mark.device  # depends on the torch device: a lent GPU runs it (-m device, docs/gpu.md)
+
 TOL = 1e-5
 TEXTS = ["a gripping , funny and moving film", "dull , tedious and far too long", "fine"]
 FAMILIES = {

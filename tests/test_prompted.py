@@ -14,6 +14,8 @@ from engine.models.masking import mask_all_primary
 from engine.models.prompt_spec import PromptSpec
 from engine.models.prompted import PromptedClassifier
 
+pytestmark = pytest.mark.device  # depends on the torch device: a lent GPU runs it (-m device, docs/gpu.md)
+
 FAMILIES = {
     "llama": ("LlamaConfig", {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
                               "num_attention_heads": 4, "num_key_value_heads": 2}),

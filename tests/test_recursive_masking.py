@@ -11,6 +11,8 @@ from engine.data import get_dataset
 from engine.faithfulness.recursive import dataset_masking_curve, recursive_masking
 from engine.models import mask_all_primary
 
+pytestmark = pytest.mark.device  # depends on the torch device: a lent GPU runs it (-m device, docs/gpu.md)
+
 
 class PositionExplainer:
     """Scores = position index, so the expected masking order is known: last tokens first. Made on the batch's

@@ -1,4 +1,4 @@
-"""`python -m engine report`: the docs' results tables are what the shipped results give, a drifted table is named
+"""`python -m engine docs-tables`: the docs' results tables are what the shipped results give, a drifted table is named
 by --check and fixed by --write, published numbers are labelled, and FMM's ordering is compared per model and only
 with FMM's row of the same task."""
 from __future__ import annotations
@@ -49,13 +49,13 @@ def test_check_names_a_drifted_table_and_write_restores_it(tmp_path, capsys):
     assert drifted != region.group(1)
     results.write_text(text.replace(region.group(1), drifted), encoding="utf-8")
 
-    assert main(["report", "--check", "--tables", *CHEAP, "--docs-root", str(docs)]) == 1
+    assert main(["docs-tables", "--check", "--tables", *CHEAP, "--docs-root", str(docs)]) == 1
     err = capsys.readouterr().err
     assert "racu-minilm-babi1-full" in err and "attention" not in err
 
-    assert main(["report", "--write", "--tables", *CHEAP, "--docs-root", str(docs)]) == 0
+    assert main(["docs-tables", "--write", "--tables", *CHEAP, "--docs-root", str(docs)]) == 0
     assert results.read_text(encoding="utf-8") == text
-    assert main(["report", "--check", "--tables", *CHEAP, "--docs-root", str(docs)]) == 0
+    assert main(["docs-tables", "--check", "--tables", *CHEAP, "--docs-root", str(docs)]) == 0
 
 
 def test_a_table_without_its_region_is_reported(tmp_path):

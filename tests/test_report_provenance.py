@@ -29,7 +29,7 @@ def attention_root(tmp_path):
 
 
 def _check(root: Path) -> int:
-    return main(["report", "--check", "--tables", "attention", "--results-dir", str(root / "results"),
+    return main(["docs-tables", "--check", "--tables", "attention", "--results-dir", str(root / "results"),
                  "--docs-root", str(root)])
 
 

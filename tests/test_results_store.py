@@ -17,7 +17,7 @@ def test_cells_roundtrip_with_provenance_and_resume(tmp_path):
     store = ResultsStore(tmp_path)
     cell = {"model": "m", "dataset": "rt", "measure": "loo-sign", "seed": 0}
     assert not store.has_cell("run1", cell)
-    store.write_cell("run1", cell, _rows("loo-sign", 0), {"command": "python -m engine benchmark ...", "code_version": "x"})
+    store.write_cell("run1", cell, _rows("loo-sign", 0), {"command": "python -m engine mask-sweep ...", "code_version": "x"})
     store.write_cell("run1", {**cell, "seed": 1}, _rows("loo-sign", 1), {"code_version": "x"})
     assert store.has_cell("run1", cell), "a finished cell is skipped when the run resumes"
     df = store.load("run1")

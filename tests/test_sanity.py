@@ -8,6 +8,8 @@ import torch
 from engine.sanity import cascading_randomisation, randomisation_stages, rank_similarity, sanity_summary
 from engine.sanity.randomisation import reinitialise
 
+pytestmark = pytest.mark.device  # depends on the torch device: a lent GPU runs it (-m device, docs/gpu.md)
+
 TEXTS = ["a great and moving film , truly wonderful", "dull , flat and far too long to bear",
          "the best thing i have seen this year", "an awful , boring mess of a movie", "funny and sweet",
          "it never works and nobody cares", "a lovely surprise from start to end", "bad , bad , bad"]

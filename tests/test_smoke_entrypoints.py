@@ -15,7 +15,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-ENTRIES = sorted(p.relative_to(ROOT).as_posix() for folder in ("bench", "scripts") for p in (ROOT / folder).iterdir()
+#: where entries live: bench/, the product entry points at the top of scripts/, the experiments that produce shipped
+#: numbers and the repo's tools and drills. Not scripts/archive/: kept for the record, never run again (its README).
+ENTRY_FOLDERS = ("bench", "scripts", "scripts/experiments", "scripts/tools")
+ENTRIES = sorted(p.relative_to(ROOT).as_posix() for folder in ENTRY_FOLDERS for p in (ROOT / folder).iterdir()
                  if p.is_file() and p.suffix in (".py", ".sh") and not p.name.startswith("_"))
 NEEDS_BROWSER = {"bench/dashboard.py", "bench/benchmarks_page.py"}
 
@@ -109,6 +112,16 @@ def test_a_forked_entry_reports_its_status_output_and_a_timeout(zygote, tmp_path
 
 def test_the_entries_are_found():
     assert "bench/importance.py" in ENTRIES and "scripts/setup.sh" in ENTRIES
+    assert "scripts/experiments/masf_calibration.py" in ENTRIES and "scripts/tools/study_load.py" in ENTRIES
+    assert not any(e.startswith("scripts/archive/") for e in ENTRIES), "the archive is not run"
+
+
+def test_scripts_holds_only_entry_points_and_its_three_folders():
+    """Every script lives in one of the places that say what it is: an entry point at the top, an experiment, a
+    tool, or the archive (with its README); no loose folder or script elsewhere under scripts/."""
+    top = sorted(p.name for p in (ROOT / "scripts").iterdir())
+    assert top == ["archive", "experiments", "setup.sh", "start.sh", "test.sh", "tools"], top
+    assert (ROOT / "scripts" / "archive" / "README.md").is_file()
 
 
 @pytest.mark.timeout(600)

@@ -1,6 +1,6 @@
 """Studies under load and crashes, through the dashboard's own engine path (open_session, next_assignment,
 submit): 30 annotators at once in threads and in processes, and a SIGKILLed annotating process whose
-acknowledged answers must all be on disk. scripts/study_load.py runs the same drills bigger (docs/studies.md)."""
+acknowledged answers must all be on disk. scripts/tools/study_load.py runs the same drills bigger (docs/studies.md)."""
 from __future__ import annotations
 
 import time

@@ -1,4 +1,4 @@
-"""scripts/study_server_drill.py fails (exit status 1) when any property of the server drill fails, not only
+"""scripts/tools/study_server_drill.py fails (exit status 1) when any property of the server drill fails, not only
 when it crashes: its `verdict` names each broken property. The drill itself (a Streamlit server, headless
 Chromium, a SIGKILL) runs in CI through its --smoke mode in tests/test_smoke_entrypoints.py."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "study_server_drill.py"
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "tools" / "study_server_drill.py"
 
 
 @pytest.fixture(scope="module")

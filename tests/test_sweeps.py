@@ -311,10 +311,10 @@ def test_every_sweep_option_is_parsed_and_imported_scores_stay_in_this_process(m
 
     scores = tmp_path / "s.csv"
     scores.write_text("text,score\n", encoding="utf-8")
-    argv = ["evaluate", "--model", "m", "--dataset", "toy", "--scores", str(scores), "--workers", "2"]
+    argv = ["metrics", "--model", "m", "--dataset", "toy", "--scores", str(scores), "--workers", "2"]
     assert main(argv) == 2
     assert "--scores runs in this process" in capsys.readouterr().err
     assert main([*argv[:-2], "--ray", "auto"]) == 2
     with pytest.raises(SystemExit):
-        main(["benchmark", "--datasets", "toy", "--measures", "random", "--workers", "0"])
+        main(["mask-sweep", "--datasets", "toy", "--measures", "random", "--workers", "0"])
     assert "whole number >= 1" in capsys.readouterr().err

@@ -72,7 +72,7 @@ def test_the_commands_take_a_class_name(toy_classifier, models_cache, capsys):
     assert main(["explain", "--model", "toy-targets", "--text", TEXT, "--measure", "grad-l2", "--target", "negative",
                  "--color", "never"]) == 0
     assert "explained class: negative (given)" in capsys.readouterr().out
-    for command in (["explain", "--measure", "grad-l2"], ["faithfulness", "--measure", "grad-l2"]):
+    for command in (["explain", "--measure", "grad-l2"], ["mask", "--measure", "grad-l2"]):
         assert main([*command, "--model", "toy-targets", "--text", TEXT, "--target", "neutral"]) == 2
         err = capsys.readouterr().err
         assert "target 'neutral' names no class" in err and "'negative'" in err and "'positive'" in err

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from engine.faithfulness.recursive import mask_top, mask_top_words, masking_order_keys
 from engine.faithfulness.single import mask_single_input
+
+pytestmark = pytest.mark.device  # depends on the torch device: a lent GPU runs it (-m device, docs/gpu.md)
 
 TEXT = "an unredeemable, overwrought mess with a wonderful cast"
 

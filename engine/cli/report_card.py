@@ -63,7 +63,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                      with the truth (faithful iff the explanation removes the decisive planted word(s))
         Cells go to <results>/groundtruth/<run>/; cells already there are skipped, so an interrupted card resumes.
         --replacements is the old name of --operator, kept as an alias for this release.
-        Tables: python -m engine report --tables ground-truth-... (engine/reports/groundtruth_tables.py).""").format(
+        Tables: python -m engine docs-tables --tables ground-truth-... (engine/reports/groundtruth_tables.py).""").format(
         families=describe_families(card_families(), judged=True))
     parser.epilog = textwrap.dedent("""\
         examples:

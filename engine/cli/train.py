@@ -70,7 +70,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     lora.add_argument("--lora-targets", nargs="+", default=None, metavar="MODULE",
                       help="linear layers to adapt (e.g. q_proj v_proj). Default: peft's choice for the architecture")
     lora.add_argument("--test-sample", type=int, default=None, metavar="N",
-                      help="test on a seeded sample of N test examples (the sample of scripts/llm_zero_shot.py --n N)")
+                      help="test on a seeded sample of N test examples (the sample of scripts/experiments/llm_zero_shot.py --n N)")
     lora.add_argument("--test-sample-seed", type=int, default=0, help="seed of --test-sample. Default: 0")
 
 

@@ -2,7 +2,7 @@
 
 Establishing the truth runs the model on every clean test input of the base dataset two to four times: about 5-6
 CPU-minutes on SmolLM2-135M, seconds on tiny. Every report-card process needs it (the truth-only step, then each
-card process of `scripts/groundtruth_rt.sh`), and each established it again. It is now stored in the checkpoint's
+card process of `scripts/experiments/groundtruth_rt.sh`), and each established it again. It is now stored in the checkpoint's
 artifacts folder (where its MaSF fits are) as `truth-<digest>.parquet` (the per-input table) and `.json` (the rest,
 and the key), and read back when the key matches: the weights (SHA-256 of the safetensors), the planted spec, the
 prompt spec (prompted LMs), the base dataset's inputs of the split (their texts and labels), the split, limit,

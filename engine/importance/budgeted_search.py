@@ -319,7 +319,7 @@ class _BudgetedSearch(Explainer):
     base_defaults = {"budget": 0, "seconds": 0.0, "score": "probability", "curve": "full"}
     choices = {"score": SCORES, "curve": CURVES}
     reports_start = False  # extras['start_objective']: J of the starting ranking (NaN when never evaluated)
-    # A sweep over widths and budgets on the same inputs (scripts/budget_pareto.py) sets one dict here for all its
+    # A sweep over widths and budgets on the same inputs (scripts/experiments/budget_pareto.py) sets one dict here for all its
     # searches: {(input ids, positions, target, score): {mask: s}}. A masked set another search already ran is then
     # read from it instead of recomputed; every search still counts it as its own forward (its SetScores does not
     # know the dict), so the reported passes are those it would spend alone.

@@ -24,7 +24,9 @@ import torch
 from torch import nn
 from transformers.modeling_outputs import SequenceClassifierOutput
 
-ARCHITECTURE = "bilstm-attention"
+from engine.models.kinds import BILSTM_ARCHITECTURE
+
+ARCHITECTURE = BILSTM_ARCHITECTURE
 
 
 @dataclass

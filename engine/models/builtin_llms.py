@@ -20,7 +20,7 @@ shipped, which a test compares against). It is applied to the converted base wit
 `lora_training.load_adapter` (safetensors only) and merged.
 
 The Gemma few-shot prompt is `builtin/gemma3-rt-prompt.json`: the variant chosen on rt validation sentences among
-those `scripts/llm_prompt_variants.py` writes with `draw_examples` + `gemma3_rt_spec` (a seeded draw from rt's
+those `scripts/experiments/llm_prompt_variants.py` writes with `draw_examples` + `gemma3_rt_spec` (a seeded draw from rt's
 *training* split; a test checks that the shipped file is what the draw gives).
 """
 from __future__ import annotations

@@ -17,6 +17,7 @@ from engine.data import Dataset, Example, score
 from engine.data.labels import align_to_classes, label_key
 from engine.errors import InvalidInputError, LabelMismatchError, NotApplicableError  # noqa: F401 (re-exported)
 from engine.models.batch import Batch, collate_examples, tokenize
+from engine.models.kinds import BILSTM_ARCHITECTURE, ModelKind
 from engine.models.loading import dtype_name
 from engine.models.masking import apply_token_masks, mask_all_primary
 from engine.models.metadata import CheckpointMeta
@@ -126,6 +127,15 @@ class Classifier:
     def meta(self) -> CheckpointMeta:
         """The metadata, typed (`engine.models.metadata.CheckpointMeta`): a snapshot of `metadata` as it is now."""
         return CheckpointMeta.from_dict(self.metadata)
+
+    @property
+    def kind(self) -> ModelKind:
+        """What the classifier is built of: a sequence-classification head or the BiLSTM, read from the model itself
+        (a PromptedClassifier answers 'prompted LM'). The one test of a classifier's kind: pages, measures and
+        commands ask this, never isinstance or an attribute's presence."""
+        # the model may be absent (a classifier built without __init__, as the kind-only tests do): a head
+        architecture = getattr(getattr(getattr(self, "model", None), "config", None), "architecture", None)
+        return ModelKind.BILSTM if architecture == BILSTM_ARCHITECTURE else ModelKind.HEAD
 
     @property
     def id(self) -> str:

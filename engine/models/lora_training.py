@@ -42,9 +42,10 @@ from engine.errors import InvalidInputError, NotApplicableError, TrainingCancell
 from engine.models.adapters import ADAPTER_DIR, load_adapter  # noqa: F401 (load_adapter: part of this module's API)
 from engine.models.checkpoint import load_classifier, models_cache_dir, read_metadata
 from engine.models.ids import check_model_id
+from engine.models.kinds import ModelKind
 from engine.models.masking import training_transform
 from engine.models.metadata import CheckpointMeta, trains_on_masks, write_metadata
-from engine.models.prompted import PromptedClassifier, load_prompted_checkpoint
+from engine.models.prompted import load_prompted_checkpoint
 from engine.models.training import TrainConfig, epoch_record, report_epoch
 from engine.models.weights import weights_sha256
 from engine.runtime import code_version, configure, pick_device, seed_everything
@@ -57,7 +58,7 @@ class LoraTrainConfig(TrainConfig):
     """`TrainConfig` plus the LoRA hyper-parameters and the test sample; stored in the checkpoint's metadata.
 
     test_sample: evaluate on a seeded sample of N test examples (the sample of
-    `scripts/llm_zero_shot.py --n N --seed test_sample_seed`) instead of the first `eval_limit`."""
+    `scripts/experiments/llm_zero_shot.py --n N --seed test_sample_seed`) instead of the first `eval_limit`."""
 
     lr: float = 2e-4
     batch_size: int = 8
@@ -183,7 +184,7 @@ def train_lora(config: LoraTrainConfig, classifier=None, progress: Callable[[dic
         if not config.from_classifier:
             raise InvalidInputError("LoRA fine-tuning starts from a prompted classifier: give --from-classifier ID")
         classifier = load_classifier(config.from_classifier, device=str(device))
-    if not isinstance(classifier, PromptedClassifier):
+    if classifier.kind is not ModelKind.PROMPTED:
         raise NotApplicableError(f"--lora fine-tunes a prompted language model; {classifier.id!r} is a "
                                  f"{type(classifier).__name__} (use the encoder path without --lora)")
     dataset = classifier.check_dataset(dataset)  # labels in the model's class order

@@ -21,6 +21,7 @@ from typing import Any
 
 from engine.atomic import write_text
 from engine.errors import CheckpointError
+from engine.models.kinds import ModelKind, kind_of
 
 #: how a checkpoint of this project was fine-tuned (`python -m engine train --strategy`): masked fine-tuning
 #: (half of each batch masked at a random ratio), ordinary fine-tuning, or every row masked (an ablation)
@@ -87,6 +88,11 @@ class CheckpointMeta:
         if self.declared_masked_fine_tuned is not None:
             return bool(self.declared_masked_fine_tuned)
         return trains_on_masks(self.strategy)
+
+    @property
+    def kind(self) -> ModelKind:
+        """Encoder head, prompted LM or BiLSTM, from what the metadata records (engine.models.kinds.kind_of)."""
+        return kind_of(self.prompt, self.architecture, self.base_model)
 
     @property
     def provenance(self) -> dict[str, Any]:

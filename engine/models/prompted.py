@@ -38,6 +38,7 @@ from engine.errors import CheckpointError, EmptyInputError, InvalidInputError
 from engine.models.batch import AUXILIARY, PRIMARY, SPECIAL, Batch
 from engine.models.classifier import Classifier, ForwardOutput, model_device
 from engine.models.foreign import max_length_for
+from engine.models.kinds import ModelKind
 from engine.models.llm_package import PACKAGED_LLMS, resolve_llm
 from engine.models.metadata import CheckpointMeta
 from engine.models.prefix_cache import MIN_PREFIX, PrefixKV, shared_prefix_length
@@ -56,6 +57,11 @@ class PromptedClassifier(Classifier):
 
     Shapes as for every `Classifier`: batches [B, T], logits [B, C]. device: as for `Classifier`, where the
     model's parameters already are unless given."""
+
+    @property
+    def kind(self) -> ModelKind:
+        """A prompted LM, whatever its weights (zero-shot, registered, built in, LoRA-fine-tuned)."""
+        return ModelKind.PROMPTED
 
     def __init__(self, model, tokenizer, spec: PromptSpec, max_length: int = 512, metadata: dict | None = None,
                  device: torch.device | str | None = None):

@@ -1,2 +1,2 @@
-"""Tables and documents built from stored runs (`python -m engine report`): high in the house, since they read
+"""Tables and documents built from stored runs (`python -m engine docs-tables`): high in the house, since they read
 what faithfulness and simulability write into the results store (`engine.results`, low)."""

@@ -1,5 +1,5 @@
 """The docs table of AttnLRP's conservation on prompted LMs (docs/llm.md "AttnLRP"), printed from the JSON lines of
-scripts/llm_attnlrp_conservation.py under results/llm/attnlrp/: f_c, the relevance summed over the prompt, the gap
+scripts/experiments/llm_attnlrp_conservation.py under results/llm/attnlrp/: f_c, the relevance summed over the prompt, the gap
 and its two parts (network: the attention softmax rule; head: several label words per class), the rank agreement
 with x-grad-sign and loo-sign, and the CPU time beside x-grad-sign's."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 
 def attnlrp_markdown(paths: Sequence[str | Path]) -> str:
-    """One row per JSON-lines file of scripts/llm_attnlrp_conservation.py: medians over its sentences."""
+    """One row per JSON-lines file of scripts/experiments/llm_attnlrp_conservation.py: medians over its sentences."""
     lines = ["| model | sentences | median f_c | median sum R | median abs gap | median abs gap / abs f_c | "
              "median abs network gap | largest abs (network gap + softmax term) | median abs head gap | "
              "median sum abs R | median rho with x-grad-sign | median rho with loo-sign | median rho of x-grad-sign with loo-sign | "

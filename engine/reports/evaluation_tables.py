@@ -136,7 +136,7 @@ def sanity_tables(run: str, results_dir=None) -> str:
 
 def evaluation_report(run: str, racu_run: str | None = None, sanity_run: str | None = None,
                       results_dir: str | Path | None = None) -> str:
-    """Every table of one evaluation run (and of its sanity run), as scripts/evaluation_report.py prints them.
+    """Every table of one evaluation run (and of its sanity run), as scripts/experiments/evaluation_report.py prints them.
     results_dir: the results root (holding `evaluation/` and the RACU run); default: the project's."""
     evaluation_dir = None if results_dir is None else Path(results_dir) / "evaluation"
     data = evaluation_store(evaluation_dir).load(run)

@@ -1,5 +1,5 @@
 """The docs tables of IG's completeness check on prompted LMs (docs/llm.md "IG converges by default"), printed from
-the JSON lines of scripts/llm_ig_completeness.py under results/llm/ig-completeness/: the gap before (20 midpoint
+the JSON lines of scripts/experiments/llm_ig_completeness.py under results/llm/ig-completeness/: the gap before (20 midpoint
 steps) and after the check, and where the same sentences ran on two devices, how far apart they came out."""
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ hook (`sys.addaudithook`) records every file opened and every folder listed unde
 turns those reads into the JSON / JSONL files that carry the provenance of what was read (a listed folder: the ones
 in it, as a store reads every cell of a run; a parquet or CSV file: its `.json` beside it, else the ones in its
 folder). `unknown_code` says why a file's code is unknown: it records no `*code_version` at all, or one with
-"-dirty" (uncommitted code; a note beside it, as `scripts/relabel_dirty_provenance.py` writes when git history
+"-dirty" (uncommitted code; a note beside it, as `scripts/archive/relabel_dirty_provenance.py` writes when git history
 cannot show the code was committed, labels it but does not make it known). A checkpoint's code version counts as
 the result's: weights made by unknown code make the result's numbers unknown too.
 """

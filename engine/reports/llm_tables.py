@@ -1,4 +1,4 @@
-"""The LLM tables of docs/llm.md (`python -m engine report`): recursive masking of a prompted LM before and after
+"""The LLM tables of docs/llm.md (`python -m engine docs-tables`): recursive masking of a prompted LM before and after
 masked LoRA fine-tuning, and the self-explanation verdicts of both models beside the published findings.
 
 The importance measures are deterministic given one checkpoint, so each is computed once (seed 0) and compared with
@@ -138,7 +138,7 @@ def llm_curves(runs: Sequence[tuple[str, str]], n_examples: int) -> Callable[[Pa
 
 def _accuracy_row(record: dict) -> dict:
     """Test accuracy, its 95% Wilson interval, n, the predicted-positive share and the 100%-masked accuracy of one
-    result file: either `scripts/llm_zero_shot.py`'s output or a masked-LoRA run's metadata (`test`)."""
+    result file: either `scripts/experiments/llm_zero_shot.py`'s output or a masked-LoRA run's metadata (`test`)."""
     if "test" in record:  # a LoRA training run
         t = record["test"]
         return {"accuracy": t["unmasked_accuracy"], "ci": t["unmasked_accuracy_ci95_wilson"], "n": t["n"],

@@ -1,7 +1,7 @@
 """Every results table of the documentation, computed from the shipped stores (`results/`) and the published numbers
 (`results/published/`), and the generated regions of the docs that hold them.
 
-A table lives in a markdown file between `<!-- report:NAME -->` and `<!-- /report:NAME -->`; `python -m engine report
+A table lives in a markdown file between `<!-- report:NAME -->` and `<!-- /report:NAME -->`; `python -m engine docs-tables
 --check` compares each region with what its table function gives now, `--write` rewrites the regions. Published
 numbers are always in columns whose header says "(published)", and a comparison with a paper is made only between
 the same task (our rt with FMM's SST2: both binary sentence sentiment); FMM published no bAbI-1 row, so our bAbI-1
@@ -67,14 +67,14 @@ GROUND_TRUTH_TABLES = (
     Table("ground-truth-spearman-tiny-rt", GROUND_TRUTH_DOC, spearman_markdown(GROUND_TRUTH_RUN, "mask")),
     Table("ground-truth-operators-tiny-rt", GROUND_TRUTH_DOC, operator_markdown(GROUND_TRUTH_RUN)),
     Table("ground-truth-cost-tiny-rt", GROUND_TRUTH_DOC, cost_markdown(GROUND_TRUTH_RUN)),
-    # MiniLM (rt): a graded trigger, OR and the control (scripts/groundtruth_rt.sh minilm)
+    # MiniLM (rt): a graded trigger, OR and the control (scripts/experiments/groundtruth_rt.sh minilm)
     Table("ground-truth-truth-minilm-rt", GROUND_TRUTH_DOC, truth_markdown(GROUND_TRUTH_MINILM_RUN)),
     Table("ground-truth-recovery-minilm-rt", GROUND_TRUTH_DOC, recovery_markdown(GROUND_TRUTH_MINILM_RUN)),
     Table("ground-truth-judges-minilm-rt-mask", GROUND_TRUTH_DOC, judge_markdown(GROUND_TRUTH_MINILM_RUN, "mask")),
     Table("ground-truth-judges-minilm-rt-unk", GROUND_TRUTH_DOC, judge_markdown(GROUND_TRUTH_MINILM_RUN, "unk")),
     Table("ground-truth-spearman-minilm-rt", GROUND_TRUTH_DOC, spearman_markdown(GROUND_TRUTH_MINILM_RUN, "mask")),
     Table("ground-truth-cost-minilm-rt", GROUND_TRUTH_DOC, cost_markdown(GROUND_TRUTH_MINILM_RUN)),
-    # SmolLM2 (rt), masked LoRA: the trigger and the control, [REDACTED] and delete (scripts/groundtruth_rt.sh smollm2)
+    # SmolLM2 (rt), masked LoRA: the trigger and the control, [REDACTED] and delete (scripts/experiments/groundtruth_rt.sh smollm2)
     Table("ground-truth-truth-smollm2-rt", GROUND_TRUTH_DOC, truth_markdown(GROUND_TRUTH_SMOLLM2_RUN)),
     Table("ground-truth-recovery-smollm2-rt", GROUND_TRUTH_DOC, recovery_markdown(GROUND_TRUTH_SMOLLM2_RUN)),
     Table("ground-truth-judges-smollm2-rt-redacted", GROUND_TRUTH_DOC,
@@ -718,8 +718,8 @@ def sync(tables: dict[str, str], project_root: str | Path | None = None, write: 
                 if write:
                     new = new[:found.start(2)] + tables[table.name] + new[found.end(2):]
                 else:
-                    problems.append(f"{doc}: table {table.name} differs from what `python -m engine report` prints "
-                                    f"(run `python -m engine report --write`)")
+                    problems.append(f"{doc}: table {table.name} differs from what `python -m engine docs-tables` prints "
+                                    f"(run `python -m engine docs-tables --write`)")
         if write and new != text:
             write_text(path, new)  # atomically: an interrupted --write never leaves half a document
     return problems

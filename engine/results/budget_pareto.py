@@ -1,4 +1,4 @@
-"""Faithfulness against forward passes of the budgeted searches (scripts/budget_pareto.py writes the run; the report
+"""Faithfulness against forward passes of the budgeted searches (scripts/experiments/budget_pareto.py writes the run; the report
 table in docs/budgeted-search.md and the Benchmarks page's Pareto view read it through here).
 
 A run folder holds `points.csv`: one row per (input, method point) with the passes the method spent (`forwards`),
@@ -35,7 +35,7 @@ def load_run(run: str, root: str | Path | None = None) -> tuple[pd.DataFrame, di
     folder = Path(root if root is not None else results_dir()) / run
     if not (folder / POINTS).is_file():
         raise InvalidInputError(f"no budget run {run!r} in {folder.parent}: expected {folder / POINTS} "
-                                "(written by scripts/budget_pareto.py)")
+                                "(written by scripts/experiments/budget_pareto.py)")
     table = pd.read_csv(folder / POINTS)
     provenance = json.loads((folder / PROVENANCE).read_text()) if (folder / PROVENANCE).is_file() else {}
     return table, provenance

@@ -1,9 +1,9 @@
 """Which code made each shipped result: every `*code_version` field of the JSON files under a results root, and
 whether a commit holds that code (`engine.runtime.code_version`: "-dirty" means uncommitted code changes).
 
-`python -m engine report --check` refuses a shipped result whose code no commit holds. Results recorded before
+`python -m engine docs-tables --check` refuses a shipped result whose code no commit holds. Results recorded before
 "dirty" was decided over the code alone (a bare "-dirty", no diff hash: results/ and docs changes counted too) were
-audited against git history by `scripts/relabel_dirty_provenance.py`: relabelled to the commit where the history
+audited against git history by `scripts/archive/relabel_dirty_provenance.py`: relabelled to the commit where the history
 shows the code was as committed, else kept and labelled with a note beside the field (`<field>_note`). A bare
 "-dirty" with such a note is accepted as that label says; a new-style one (with the diff's hash) never is.
 """
@@ -85,7 +85,7 @@ def code_provenance_problems(root: str | Path) -> list[str]:
             continue
         where = ".".join((*field.where, field.key))
         why = ("no commit holds its code: rerun it from committed code" if not field.legacy_dirty else
-               "recorded as -dirty and never audited: run scripts/relabel_dirty_provenance.py or rerun it")
+               "recorded as -dirty and never audited: run scripts/archive/relabel_dirty_provenance.py or rerun it")
         problems.append(f"{field.file.relative_to(root.parent) if root.parent in field.file.parents else field.file}: "
                         f"{where} = {field.version}: {why}")
     return problems

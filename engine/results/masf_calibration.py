@@ -1,4 +1,4 @@
-"""MaSF's false alarms on fresh masked fine-tunings, with every source of variance (scripts/masf_calibration.py
+"""MaSF's false alarms on fresh masked fine-tunings, with every source of variance (scripts/experiments/masf_calibration.py
 writes a run; the `masf-false-alarms` table in docs/masf.md reads it through here).
 
 A run folder `masf-calibration/<run>/` holds one JSON per checkpoint (one training seed). Each holds a grid of
@@ -53,7 +53,7 @@ def load_run(run: str, root: str | Path | None = None) -> list[dict]:
     folder = run_folder(run, root)
     files = sorted(folder.glob("*.json"))
     if not files:
-        raise InvalidInputError(f"no MaSF calibration run {run!r} in {folder.parent} (written by scripts/masf_calibration.py)")
+        raise InvalidInputError(f"no MaSF calibration run {run!r} in {folder.parent} (written by scripts/experiments/masf_calibration.py)")
     records = [json.loads(f.read_text(encoding="utf-8")) for f in files]
     return sorted(records, key=lambda r: (r["training_seed"], r["model"]))
 

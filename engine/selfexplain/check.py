@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from engine.errors import Cancelled, InvalidInputError, NotApplicableError
+from engine.models.kinds import ModelKind
 from engine.selfexplain.generation import Generator
 from engine.selfexplain.parsing import (
     KINDS,
@@ -103,9 +104,7 @@ def judge_classifier(classifier, abstain: Sequence[str] = ABSTAIN):
 
 
 def check_prompted(classifier) -> None:
-    from engine.models.prompted import PromptedClassifier
-
-    if not isinstance(classifier, PromptedClassifier):
+    if classifier.kind is not ModelKind.PROMPTED:
         raise NotApplicableError(f"self-explanations need a prompted language model (a model registered with --prompt, "
                                  f"e.g. smollm2-rt-prompt); {classifier.id!r} is a sequence classifier")
     if classifier.spec.paired:

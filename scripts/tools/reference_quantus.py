@@ -11,7 +11,7 @@ subsets with np.random (seeded here); they are recorded in the JSON so the proje
 Run it in a virtualenv of its own (Quantus pulls no torch; never the project's .venv):
 
     python3 -m venv /tmp/qv && /tmp/qv/bin/pip install 'quantus==0.6.*' numpy
-    /tmp/qv/bin/python scripts/reference_quantus.py > tests/data/quantus_reference.json
+    /tmp/qv/bin/python scripts/tools/reference_quantus.py > tests/data/quantus_reference.json
 
 `--smoke` (CI, without Quantus) checks the recorded file against this script: the same inputs and explanations from
 the same seed, and every recorded faithfulness-correlation and Sensitivity-n value recomputed from its recorded
@@ -72,7 +72,7 @@ def correlation(x: np.ndarray, a: np.ndarray, size: int) -> tuple[float, list[li
     return float(value[0]), drawn
 
 
-RECORDED = Path(__file__).resolve().parent.parent / "tests" / "data" / "quantus_reference.json"
+RECORDED = Path(__file__).resolve().parents[2] / "tests" / "data" / "quantus_reference.json"
 
 
 def correlation_by_definition(x: np.ndarray, a: np.ndarray, subsets: list[list[int]]) -> float:
@@ -142,7 +142,7 @@ def main() -> int:
             cases.append(case)
     json.dump({"quantus": quantus.__version__, "numpy": np.__version__, "seed": SEED, "subsets": SUBSETS,
                "weights": WEIGHTS, "output": "probability", "removal": "baseline 0.0 (the project's [MASK])",
-               "command": "/tmp/qv/bin/python scripts/reference_quantus.py > tests/data/quantus_reference.json",
+               "command": "/tmp/qv/bin/python scripts/tools/reference_quantus.py > tests/data/quantus_reference.json",
                "cases": cases}, sys.stdout, indent=1)
     sys.stdout.write("\n")
     return 0

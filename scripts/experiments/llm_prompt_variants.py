@@ -1,9 +1,9 @@
 """Write the prompt variants measured for the Gemma-3 built-in prompt (docs/llm.md, "Gemma 3 270M on rt") into
 results/llm/prompt-variants/: a zero-shot one-line cue and few-shot prompts whose examples are drawn (seeded) from
 rt's training split by `engine.models.builtin_llms.draw_examples`, with and without the [REDACTED] notice. Each is
-then measured on validation with `scripts/llm_zero_shot.py --prompt FILE --split validation`.
+then measured on validation with `scripts/experiments/llm_zero_shot.py --prompt FILE --split validation`.
 
-    python scripts/llm_prompt_variants.py --out results/llm/prompt-variants
+    python scripts/experiments/llm_prompt_variants.py --out results/llm/prompt-variants
 """
 from __future__ import annotations
 

@@ -6,8 +6,8 @@ kind is kept on purpose; the second hides a tangle the import contract (pyprojec
 would otherwise show, so the engine keeps none of those: this script lists every function-level import of an
 engine module and says whether lifting it to the top of its file would close a cycle of module-level imports.
 
-    python scripts/function_imports.py            # a summary by kind, then every engine-internal one
-    python scripts/function_imports.py --smoke    # exit 1 if any function-level engine import dodges a cycle
+    python scripts/tools/function_imports.py            # a summary by kind, then every engine-internal one
+    python scripts/tools/function_imports.py --smoke    # exit 1 if any function-level engine import dodges a cycle
 
 Kinds: `external` (a third-party or standard-library module), `engine-deferred` (an engine module imported
 inside a function in a module that must stay light: the CLI, whose `run()` loads what the command needs; or
@@ -23,7 +23,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: third-party modules heavy to import (seconds) or optional; deferring them is why most local imports exist
 HEAVY = ("torch", "transformers", "ray", "peft", "captum", "sklearn", "scipy", "pandas", "pyarrow", "datasets",
          "safetensors", "accelerate", "trueskill", "choix", "matplotlib", "numpy", "streamlit", "tokenizers")

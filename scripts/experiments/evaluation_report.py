@@ -1,9 +1,9 @@
 """Markdown tables of an evaluation run for docs/evaluation.md: each aggregate erasure metric per measure beside its
 MaSF share (masked and plain side by side), the Spearman of each metric's ranking of the measures with RACU's, and
-the sanity verdicts. The tables in docs/ come from `python -m engine report`, which calls the same code.
+the sanity verdicts. The tables in docs/ come from `python -m engine docs-tables`, which calls the same code.
 
-    python scripts/evaluation_report.py --run tiny-rt-erasure --racu-run tiny-rt-3seeds --sanity-run tiny-rt-sanity
-    python scripts/evaluation_report.py --smoke   # CI: a shipped run, checked to give its tables
+    python scripts/experiments/evaluation_report.py --run tiny-rt-erasure --racu-run tiny-rt-3seeds --sanity-run tiny-rt-sanity
+    python scripts/experiments/evaluation_report.py --smoke   # CI: a shipped run, checked to give its tables
 """
 from __future__ import annotations
 

@@ -6,9 +6,9 @@ the CPU time of attnlrp and of x-grad-sign (the same forward + backward without 
 correlation of attnlrp's slot scores with x-grad-sign's and with loo-sign's, and of x-grad-sign's with loo-sign's
 (docs/llm.md#attnlrp).
 
-    ENGINE_THREADS=1 python scripts/llm_attnlrp_conservation.py --model smollm2-rt-prompt --dataset rt --n 10 \\
+    ENGINE_THREADS=1 python scripts/experiments/llm_attnlrp_conservation.py --model smollm2-rt-prompt --dataset rt --n 10 \\
         --seed 0 --jsonl results/llm/attnlrp/smollm2-rt-prompt.jsonl
-    python scripts/llm_attnlrp_conservation.py --table results/llm/attnlrp/smollm2-rt-prompt.jsonl \\
+    python scripts/experiments/llm_attnlrp_conservation.py --table results/llm/attnlrp/smollm2-rt-prompt.jsonl \\
         results/llm/attnlrp/smollm2-rt-lora.jsonl
 
 One JSON line per sentence is appended to --jsonl (a rerun skips the sentences already there).

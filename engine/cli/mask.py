@@ -1,4 +1,4 @@
-"""`python -m engine faithfulness`: recursive masking of one text or of a dataset split."""
+"""`python -m engine mask`: recursive masking of one text or of a dataset split."""
 from __future__ import annotations
 
 import argparse
@@ -18,8 +18,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
             and prints the metric per step.
 
             Examples:
-              python -m engine faithfulness --model tiny-rt-masked-s0 --measure loo-sign --text "a gorgeous, witty film"
-              python -m engine faithfulness --model tiny-rt-masked-s0 --measure grad-l2 --limit 200
+              python -m engine mask --model tiny-rt-masked-s0 --measure loo-sign --text "a gorgeous, witty film"
+              python -m engine mask --model tiny-rt-masked-s0 --measure grad-l2 --limit 200
             """)
 
     parser.add_argument("--model", required=True, help="checkpoint id in models_cache, registered id or folder")

@@ -5,9 +5,9 @@ seeds, 10% per step) on the longest input a `tiny` (BERT 2x128) classifier takes
 do not depend on them, and seconds barely. Prints a markdown table (docs/configuration.md, "Limits on public
 computation").
 
-    PYTHONPATH=. ENGINE_THREADS=1 python scripts/public_request_rows.py                 # max_length 256
-    PYTHONPATH=. python scripts/public_request_rows.py --max-length 128 --measures loo-sign
-    PYTHONPATH=. python scripts/public_request_rows.py --smoke                          # max_length 24, quick
+    PYTHONPATH=. ENGINE_THREADS=1 python scripts/experiments/public_request_rows.py                 # max_length 256
+    PYTHONPATH=. python scripts/experiments/public_request_rows.py --max-length 128 --measures loo-sign
+    PYTHONPATH=. python scripts/experiments/public_request_rows.py --smoke                          # max_length 24, quick
 """
 from __future__ import annotations
 

@@ -7,9 +7,9 @@ server and the worker are SIGKILLed together (the worker stands for the server's
 restarted on the same port and database, the worker resumes its links, the browsers reload theirs, and all
 finish. The figures in docs/studies.md ("Server drill") come from here.
 
-    PYTHONPATH=. python scripts/study_server_drill.py               # 30 annotators, 4 of them in browsers
-    PYTHONPATH=. python scripts/study_server_drill.py --browsers 6  # more browsers (about 0.3 GiB each)
-    PYTHONPATH=. python scripts/study_server_drill.py --smoke       # tiny and quick (CI runs it)
+    PYTHONPATH=. python scripts/tools/study_server_drill.py               # 30 annotators, 4 of them in browsers
+    PYTHONPATH=. python scripts/tools/study_server_drill.py --browsers 6  # more browsers (about 0.3 GiB each)
+    PYTHONPATH=. python scripts/tools/study_server_drill.py --smoke       # tiny and quick (CI runs it)
 
 Checked (exit status 1 when one fails): every answer acknowledged before the kill is in the file right after
 it (a browser's acknowledgement is the "N answered" it was shown after Submit; the worker's is a submit call
@@ -36,7 +36,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 STOP_LIMIT_S = 20.0  # SIGTERM to exit, at the end of the drill (app.serve's own bound is 15 s)
 _STARTED: list = []  # processes and browsers this run started: stopped on the way out, whatever happened
 MEASURES = ("grad-l2", "loo-sign", "random")
@@ -576,7 +576,7 @@ def main(argv: list[str] | None = None) -> int:
                 thing.kill()
                 thing.wait()
     f["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
-    f["command"] = "python scripts/study_server_drill.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    f["command"] = "python scripts/tools/study_server_drill.py " + " ".join(argv if argv is not None else sys.argv[1:])
     if not f["browsers"]:
         print("note: no chromium/chromedriver here: every annotator answered through the engine path")
     print(f"sessions: {f['annotators']} annotators ({f['browsers']} in headless Chromium, {f['thread_annotators']} "

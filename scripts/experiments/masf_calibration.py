@@ -11,14 +11,14 @@ which test inputs got p < 0.05 (false alarms: they are drawn like the calibratio
 completely masked test inputs (what MaSF should flag) and the share of verdicts on which the folds disagree.
 
 One JSON per checkpoint under results/masf-calibration/<run>/, with provenance; resumable (a checkpoint already there
-is skipped). `python -m engine report --tables masf-false-alarms` prints the table and the interval.
+is skipped). `python -m engine docs-tables --tables masf-false-alarms` prints the table and the interval.
 
     export ENGINE_THREADS=1 OMP_NUM_THREADS=1 ENGINE_MODELS_CACHE=/tmp/masf_seeds/models
     for s in $(seq 21 32); do
       python -m engine train --model tiny --dataset rt --strategy masked --seed $s --id tiny-rt-masked-s$s --quiet
-      python scripts/masf_calibration.py --models tiny-rt-masked-s$s --run tiny-rt-seeds-21-up --draws 4 --divisions 4
+      python scripts/experiments/masf_calibration.py --models tiny-rt-masked-s$s --run tiny-rt-seeds-21-up --draws 4 --divisions 4
     done
-    python scripts/masf_calibration.py --smoke     # CI: the toy smoke checkpoint, 2 x 2 cells, in a scratch folder
+    python scripts/experiments/masf_calibration.py --smoke     # CI: the toy smoke checkpoint, 2 x 2 cells, in a scratch folder
 """
 from __future__ import annotations
 
@@ -125,7 +125,7 @@ def main() -> int:
     elif not args.models or not args.run:
         ap.error("--models and --run are needed (or --smoke)")
     version = code_version()  # fixed now: the code this process imported
-    command = "python scripts/masf_calibration.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    command = "python scripts/experiments/masf_calibration.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     folder = run_folder(args.run, args.results_dir)
     folder.mkdir(parents=True, exist_ok=True)
     for model_id in args.models:

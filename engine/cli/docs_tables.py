@@ -1,4 +1,4 @@
-"""`python -m engine report`: every results table of the docs, regenerated from results/ and results/published/."""
+"""`python -m engine docs-tables`: every results table of the docs, regenerated from results/ and results/published/."""
 from __future__ import annotations
 
 import argparse
@@ -21,10 +21,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         against its row of the same task.""")
     parser.epilog = textwrap.dedent("""\
         examples:
-          python -m engine report                        # print every table
-          python -m engine report --check                # CI: do the docs say what the results say?
-          python -m engine report --write                # update the docs after a new run
-          python -m engine report --tables fmm-ordering  # one table""")
+          python -m engine docs-tables                        # print every table
+          python -m engine docs-tables --check                # CI: do the docs say what the results say?
+          python -m engine docs-tables --write                # update the docs after a new run
+          python -m engine docs-tables --tables fmm-ordering  # one table""")
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true", help="compare the docs' regions with the tables; exit 1 on a difference")
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         for problem in unheld:
             print(problem, file=sys.stderr)
         print(f"{len(unheld)} shipped result fields name code no commit holds" if unheld else
-              "every shipped result names committed code or carries its audit's label (scripts/relabel_dirty_provenance.py)")
+              "every shipped result names committed code or carries its audit's label (scripts/archive/relabel_dirty_provenance.py)")
         return 1 if problems or unheld or unknown else 0
     for name, text in tables.items():
         print(f"<!-- report:{name} -->\n{text}\n<!-- /report:{name} -->\n")

@@ -17,8 +17,8 @@ while each search still counts every set it asks for: the passes reported are th
 Writes results/<run>/points.csv (one row per input and method point) and provenance.json; an interrupted run
 resumes from the inputs already in points.csv (same configuration only).
 
-    python scripts/budget_pareto.py --model tiny-rt-masked-s0 --limit 40 --max-tokens 24 --run tiny-rt-budget
-    python scripts/budget_pareto.py --smoke
+    python scripts/experiments/budget_pareto.py --model tiny-rt-masked-s0 --limit 40 --max-tokens 24 --run tiny-rt-budget
+    python scripts/experiments/budget_pareto.py --smoke
 """
 from __future__ import annotations
 
@@ -156,7 +156,7 @@ def main() -> None:
     ap.add_argument("--run", default="tiny-rt-budget", help="folder under the results root")
     ap.add_argument("--smoke", action="store_true", help="CI: the real code on 2 short toy inputs of a barely trained model")
     args = ap.parse_args()
-    command = "python scripts/budget_pareto.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    command = "python scripts/experiments/budget_pareto.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     torch.set_num_threads(int(os.environ.get("ENGINE_THREADS", "1")))
     if args.smoke:
         from engine.smoke import smoke_checkpoint, use_scratch_folders

@@ -1,4 +1,4 @@
-"""`python -m engine benchmark`: resumable recursive-masking sweeps into the results store."""
+"""`python -m engine mask-sweep`: resumable recursive-masking sweeps into the results store."""
 from __future__ import annotations
 
 import argparse
@@ -19,9 +19,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
             same examples, so one run can hold the whole split and a subset for an expensive measure (beam).
 
             Examples:
-              python -m engine benchmark --datasets rt --measures random grad-l2 loo-sign --seeds 0 1 2 --limit 200
-              python -m engine benchmark --datasets rt --measures random loo-sign beam --seeds 0 1 2 --limit 20   # same run
-              python -m engine benchmark --datasets rt --measures random loo-sign --seeds 0 1 2 --counts 10 --run rt-counts
+              python -m engine mask-sweep --datasets rt --measures random grad-l2 loo-sign --seeds 0 1 2 --limit 200
+              python -m engine mask-sweep --datasets rt --measures random loo-sign beam --seeds 0 1 2 --limit 20   # same run
+              python -m engine mask-sweep --datasets rt --measures random loo-sign --seeds 0 1 2 --counts 10 --run rt-counts
             """)
 
     parser.add_argument("--model-template", default="tiny-{dataset}-masked-s{seed}",
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
                                   limit=args.limit, whole_words=args.whole_words, masf=not args.no_masf,
                                   **schedule))
     store = ResultsStore()
-    with tqdm(total=len(cells), desc=f"benchmark {args.run}", unit="cell") as bar:
+    with tqdm(total=len(cells), desc=f"mask-sweep {args.run}", unit="cell") as bar:
         bar.update(sum(store.has_cell(args.run, cell.key()) for cell in cells))  # a resumed sweep starts where it was
         def within(cell, done, total):  # one process: say how far the running cell is (a cell may take an hour)
             bar.set_postfix_str(f"{cell.measure} seed {cell.seed}: {done}/{total} examples")

@@ -3,7 +3,7 @@
 training (zero-shot: unmasked; masked fine-tuning: FMM's half-batch masking), then a seeded sample of test inputs
 is masked at each ratio (`mask_random_fraction`: floor(ratio * n) slot tokens) and tested.
 
-    ENGINE_THREADS=1 python scripts/lora_masf.py --model smollm2-rt-prompt --calibration 450 --test-sample 100 \
+    ENGINE_THREADS=1 python scripts/experiments/lora_masf.py --model smollm2-rt-prompt --calibration 450 --test-sample 100 \
         --ratios 0.3 0.6 --out results/llm/masf450-smollm2-rt-zero-shot.json
 """
 from __future__ import annotations
@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     from engine.sweeps import provenance
 
     meta = classifier.meta
-    command = "python scripts/lora_masf.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python scripts/experiments/lora_masf.py " + " ".join(argv if argv is not None else sys.argv[1:])
     # The one provenance record (command, code version, time, machine, runtime, weights), then this script's figures.
     result = {**provenance(command, start, checkpoint_sha256=meta.weights_sha256),
               "model": classifier.id, "weights_sha256": meta.weights_sha256,

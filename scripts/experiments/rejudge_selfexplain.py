@@ -9,8 +9,8 @@ The field's tests (insertion, biased features, CC-SHAP: engine.selfexplain.field
 own rule, engine.selfexplain.replies.check_explanation, on each explained record (the source, labels and request as
 the test passed them); their metrics are summarised again by the test's own summary.
 
-    python scripts/rejudge_selfexplain.py --run smollm2-rt-selfexplain
-    python scripts/rejudge_selfexplain.py --run gemma3-rt-field-insertion-100
+    python scripts/experiments/rejudge_selfexplain.py --run smollm2-rt-selfexplain
+    python scripts/experiments/rejudge_selfexplain.py --run gemma3-rt-field-insertion-100
 """
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def main(argv=None) -> int:
         prov.update(summary=summary, records=[r.to_dict() for r in records])
         prov.setdefault("rejudged", []).append({
             "code_version": code_version(), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "command": "python scripts/rejudge_selfexplain.py --run " + args.run,
+            "command": "python scripts/experiments/rejudge_selfexplain.py --run " + args.run,
             "rule": "engine.selfexplain.replies (check_rewrite, check_attribution, check_redaction)", "now_not_parsable": changed})
         store.write_cell(args.run, data["cell"], rows, prov)
         print(f"{path.name}: {len(changed)} judged record(s) now not parsable "
@@ -142,7 +142,7 @@ def _rejudge_field(store, run: str, path, data: dict) -> None:
     prov.update(summary=summary, records=[r.to_dict() for r in records])
     prov.setdefault("rejudged", []).append({
         "code_version": code_version(), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "command": "python scripts/rejudge_selfexplain.py --run " + run,
+        "command": "python scripts/experiments/rejudge_selfexplain.py --run " + run,
         "rule": "engine.selfexplain.replies.check_explanation", "now_not_parsable": changed})
     store.write_cell(run, data["cell"], rows, prov)
     print(f"{path.name}: {len(changed)} explained record(s) now not parsable")

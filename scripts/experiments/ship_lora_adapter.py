@@ -6,7 +6,7 @@ built-in id's class log-probabilities on a few fixed sentences, which tests/test
 Before writing the reference it checks that the built-in id (fresh base + shipped adapter, merged) gives the same
 logits as the trained folder's merged model, within 1e-4.
 
-    python scripts/ship_lora_adapter.py --trained models_cache/gemma3-rt-lora --id gemma3-rt-lora \
+    python scripts/experiments/ship_lora_adapter.py --trained models_cache/gemma3-rt-lora --id gemma3-rt-lora \
         --command "python -m engine train --from-classifier gemma3-rt-prompt ..."
 """
 from __future__ import annotations
@@ -81,7 +81,7 @@ def main(argv=None) -> int:
         "texts": REFERENCE_TEXTS, "logits": got.tolist(), "classes": list(shipped.classes),
         "max_gap_to_trained_merged_model": gap, "weights_sha256": shipped.metadata["weights_sha256"],
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=2) + "\n")
-    command = "python scripts/ship_lora_adapter.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python scripts/experiments/ship_lora_adapter.py " + " ".join(argv if argv is not None else sys.argv[1:])
     record = {**keep, "adapter_bytes": (target / ADAPTER_DIR / "adapter_model.safetensors").stat().st_size,
               "shipped": provenance(command, started, checkpoint_sha256=shipped.metadata["weights_sha256"])}
     write_text(Path("results/llm") / f"{args.id}.json", json.dumps(record, indent=2) + "\n")

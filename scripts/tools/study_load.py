@@ -1,8 +1,8 @@
 """Load and crash drills for plausibility studies; the figures in docs/studies.md come from here.
 
-    PYTHONPATH=. python scripts/study_load.py            # 30 annotators, 3 processes; then the SIGKILL drill
-    PYTHONPATH=. python scripts/study_load.py --smoke    # small and quick (CI-sized)
-    PYTHONPATH=. python scripts/study_load.py --json out.json
+    PYTHONPATH=. python scripts/tools/study_load.py            # 30 annotators, 3 processes; then the SIGKILL drill
+    PYTHONPATH=. python scripts/tools/study_load.py --smoke    # small and quick (CI-sized)
+    PYTHONPATH=. python scripts/tools/study_load.py --json out.json
 
 Load drill: a study sized so that the annotators fill it exactly (tasks = annotators * tasks per annotator /
 overlap), every annotator starting at the same instant, each through its own StudyStore (the engine path the
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
                     think=args.think)
     crash = run_crash(os.path.join(folder, "crash.sqlite3"), annotators=args.crash_annotators, kill_after=args.kill_after)
     figures = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
-               "command": "python scripts/study_load.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+               "command": "python scripts/tools/study_load.py " + " ".join(argv if argv is not None else sys.argv[1:]),
                "load": load, "crash": crash}
     ok = (not load["errors"] and load["lost"] == 0 and load["tasks_over"] == 0 and load["duplicate_items"] == 0
           and load["tasks_exact"] == load["tasks"] and crash["killed"]["lost"] == [] and crash["resume_returncode"] == 0

@@ -2,7 +2,7 @@
 95% Wilson interval, the share predicted per class and the label-word coverage (sum over the verbalizer of
 p_LM(word), single-token words only).
 
-    ENGINE_THREADS=1 python scripts/llm_zero_shot.py --model smollm2 --dataset rt --n 300 --seed 0 \
+    ENGINE_THREADS=1 python scripts/experiments/llm_zero_shot.py --model smollm2 --dataset rt --n 300 --seed 0 \
         --out results/llm/smollm2-rt-zero-shot.json
 
 --model: a packaged LLM key or a causal-LM folder (prompted with --prompt SPEC.json, default: the project's
@@ -91,7 +91,7 @@ def main(argv=None) -> int:
     from engine.sweeps import provenance
 
     meta = classifier.meta
-    command = "python scripts/llm_zero_shot.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python scripts/experiments/llm_zero_shot.py " + " ".join(argv if argv is not None else sys.argv[1:])
     # The one provenance record (command, code version, time, machine, runtime, weights), then this script's figures.
     result = {
         **provenance(command, start, checkpoint_sha256=meta.weights_sha256),

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# The shipped rt report cards (docs/ground-truth.md): `bash scripts/groundtruth_rt.sh [tiny|minilm|smollm2]` (default
+# The shipped rt report cards (docs/ground-truth.md): `bash scripts/experiments/groundtruth_rt.sh [tiny|minilm|smollm2]` (default
 # tiny; smollm2: the prompted LM planted by masked LoRA, with its self-explanation rows).
 # Plant each mechanism (skipped when its checkpoint is there), then its card under [MASK], model by model so whole
 # cards land first; then the other operators. Every step resumes: planted checkpoints are kept, report-card cells
 # already stored are skipped.
 set -uo pipefail
 FAMILY=${1:-tiny}
-case "$FAMILY" in tiny|minilm|smollm2) ;; *) echo "usage: bash scripts/groundtruth_rt.sh [tiny|minilm|smollm2]" >&2; exit 2;; esac
+case "$FAMILY" in tiny|minilm|smollm2) ;; *) echo "usage: bash scripts/experiments/groundtruth_rt.sh [tiny|minilm|smollm2]" >&2; exit 2;; esac
 export ENGINE_THREADS=${ENGINE_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 PY=${PY:-.venv/bin/python}
 RUN=${RUN:-$FAMILY-rt-card}
@@ -63,7 +63,7 @@ declare -A OPTS=(
 # first: they cost about as much as the rest of its card), then the other operators on the weakest trigger, then
 # the rest. Each line resumes.
 if [ "$FAMILY" = smollm2 ]; then
-  # the must-show's two: the trigger and the control, one process per model (`bash scripts/groundtruth_rt.sh smollm2
+  # the must-show's two: the trigger and the control, one process per model (`bash scripts/experiments/groundtruth_rt.sh smollm2
   # ID` runs one) so a measure's scores serve both operators: [REDACTED] (the prompt's own replacement), the
   # self-explanations (answers of at most 128 tokens, greedy, cached on disk), then delete
   for id in ${2:-gt-smollm2-rt-trigger gt-smollm2-rt-none}; do

@@ -6,8 +6,8 @@ prediction equals the gold answer (= accuracy), where it equals the last sentenc
 "last location mentioned" heuristic is itself right. A teacher that mostly follows the heuristic is not explained
 by the supporting facts, which is what the `oracle` control of `python -m engine simulability` assumes.
 
-    ENGINE_THREADS=1 python scripts/babi_teacher_heuristic.py tiny-babi-1-masked-s0
-    python scripts/babi_teacher_heuristic.py --smoke    # CI: a tiny bAbI-1 checkpoint trained on 64 stories, 16 stories
+    ENGINE_THREADS=1 python scripts/experiments/babi_teacher_heuristic.py tiny-babi-1-masked-s0
+    python scripts/experiments/babi_teacher_heuristic.py --smoke    # CI: a tiny bAbI-1 checkpoint trained on 64 stories, 16 stories
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ with, which does not? For each rule and step count: the sum of ig-sign scores ov
 plus seconds per explanation. Also checks that f_c(x) from the embedding path equals the classifier's own
 `explained_logits` on the same batch (a mismatch there would be a bug, not a step count).
 
-    ENGINE_THREADS=1 python scripts/llm_ig_completeness.py --model smollm2-rt-prompt \\
+    ENGINE_THREADS=1 python scripts/experiments/llm_ig_completeness.py --model smollm2-rt-prompt \\
         --text "a gripping , funny film , but far too long" --steps 20 60 --rules midpoint gausslegendre \\
         --out results/llm/ig-completeness-smollm2.json
 
@@ -15,9 +15,9 @@ steps (`initial_gap`: what IG gave before the check), the final gap, the steps u
 One JSON line per sentence is appended to --jsonl (a rerun skips the sentences already there); --cpu-budget stops
 after that many seconds of this process's CPU time; --table prints the summary table from the JSON lines.
 
-    ENGINE_THREADS=1 python scripts/llm_ig_completeness.py --model smollm2-rt-prompt --dataset rt --n 100 --seed 0 \
+    ENGINE_THREADS=1 python scripts/experiments/llm_ig_completeness.py --model smollm2-rt-prompt --dataset rt --n 100 --seed 0 \
         --cpu-budget 1200 --jsonl results/llm/ig-completeness/smollm2-rt-convergence.jsonl
-    python scripts/llm_ig_completeness.py --table results/llm/ig-completeness/smollm2-rt-convergence.jsonl
+    python scripts/experiments/llm_ig_completeness.py --table results/llm/ig-completeness/smollm2-rt-convergence.jsonl
 """
 from __future__ import annotations
 

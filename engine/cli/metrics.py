@@ -1,4 +1,4 @@
-"""`python -m engine evaluate`: the standard erasure metrics per measure, each beside its MaSF share."""
+"""`python -m engine metrics`: the standard erasure metrics per measure, each beside its MaSF share."""
 from __future__ import annotations
 
 import argparse
@@ -27,9 +27,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         families=describe_families(evaluate_families()))
     parser.epilog = textwrap.dedent("""\
         examples:
-          python -m engine evaluate --model tiny-rt-masked-s{seed} --dataset rt --measures random x-grad-sign loo-sign \\
+          python -m engine metrics --model tiny-rt-masked-s{seed} --dataset rt --measures random x-grad-sign loo-sign \\
               --seeds 0 1 2 --run tiny-rt-erasure
-          python -m engine evaluate --model minilm-rt-masked-s0 --dataset rt --measures ig-sign --limit 200 \\
+          python -m engine metrics --model minilm-rt-masked-s0 --dataset rt --measures ig-sign --limit 200 \\
               --metrics comprehensiveness sufficiency --operator delete""")
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--model", required=True,
@@ -149,9 +149,9 @@ def run(args: argparse.Namespace) -> int:
         if args.agreement and len(args.measures) > 1:
             cells.append(AgreementCell(model=model_id, dataset=args.dataset, measures=tuple(args.measures), seed=seed,
                                        split=args.split, limit=args.limit))
-    command = getattr(args, "command_line", None) or "python -m engine evaluate " + " ".join(sys.argv[1:])
+    command = getattr(args, "command_line", None) or "python -m engine metrics " + " ".join(sys.argv[1:])
     store = evaluation_store()
-    with tqdm(total=len(cells), desc=f"evaluate {args.run}", unit="cell") as bar:
+    with tqdm(total=len(cells), desc=f"metrics {args.run}", unit="cell") as bar:
         bar.update(sum(store.has_cell(args.run, c.key()) for c in cells))
 
         def within(cell, done, total):
@@ -198,11 +198,11 @@ def _import(args: argparse.Namespace, path: str) -> dict[str, str]:
     from engine.importance import MEASURES
 
     for mid in registered:
-        for row, ex, _spans in MEASURES[mid].pairs:  # evaluate explains the gold label: so must the file
+        for row, ex, _spans in MEASURES[mid].pairs:  # `metrics` explains the gold label: so must the file
             wanted = target_index(row.target, classifier.classes)
             if wanted is not None and wanted != ex.label:
                 raise InvalidInputError(f"{path}, {row.where}: it explains class {classifier.classes[wanted]!r} but "
-                                        f"evaluate explains the gold label {classifier.classes[ex.label]!r}")
+                                        f"`metrics` explains the gold label {classifier.classes[ex.label]!r}")
         scored = {ex.primary for _row, ex, _spans in MEASURES[mid].pairs}  # duplicates of a text share its scores
         missing = [e.uid for e in examples[: args.limit] if e.primary not in scored]
         if missing:
