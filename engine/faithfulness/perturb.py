@@ -22,6 +22,7 @@ import torch
 from engine.errors import InvalidInputError, MaskingCancelled
 from engine.importance.batching import halve_after_oom, memory_budget_bytes, row_bytes
 from engine.models import Batch, Classifier
+from engine.models.kinds import ModelKind
 
 #: The removal operators a perturbed row can be built with (module docstring).
 REMOVALS = ("mask", "delete")
@@ -169,7 +170,7 @@ def hidden_forward(classifier: Classifier, attention: torch.Tensor, types: torch
         kwargs["inputs_embeds"] = embeds[:, :L]
     else:
         kwargs["input_ids"] = ids[:, :L]
-    if getattr(classifier, "spec", None) is not None:  # a prompted LM: class scores come from its verbalizer
+    if classifier.kind is ModelKind.PROMPTED:  # class scores come from its verbalizer
         kwargs.pop("token_type_ids")
         out = classifier.forward(**kwargs, output_hidden_states=features)
     else:

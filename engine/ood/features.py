@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from engine.models import Batch, Classifier, training_transform
+from engine.models.kinds import ModelKind
 
 
 @torch.no_grad()
@@ -51,7 +52,7 @@ def pool_start(classifier: Classifier, maskable: torch.Tensor) -> torch.Tensor |
     """[B] the first position whose hidden state MaSF pools, from `maskable` [B, T]: for a prompted causal LM the
     first slot token (0 for a row without one), so every caller of the feature path (calibration, recursive
     masking, the perturbation kernel) pools the same positions; None for any other classifier (every real token)."""
-    if getattr(classifier, "spec", None) is None:  # not a PromptedClassifier
+    if classifier.kind is not ModelKind.PROMPTED:
         return None
     maskable = maskable.bool()
     first = maskable.float().argmax(1)  # index of the first maskable (slot) token
