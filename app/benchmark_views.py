@@ -155,7 +155,7 @@ def render_faith_plausibility(view: pd.DataFrame, model_id: str | None, classifi
         spearman,
     )
     from app.results_cache import gold_auprc_of, rows_of, shipped_pairing_of, state_of
-    from engine.plausibility import AnnotationStore, AnnotationStoreError
+    from engine.annotation import AnnotationStore, AnnotationStoreError
     from engine.plausibility.rationale_runs import rationale_store
     from engine.results import ResultsStore, default_results_dir
 
