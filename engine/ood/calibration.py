@@ -1,4 +1,6 @@
-"""In-distribution tests for masked inputs: MaSF fits stored beside a checkpoint, each keyed by what calibrated it.
+"""MaSF calibration: fitting a MaSF on a dataset's inputs transformed like the model's training, storing it beside
+the checkpoint keyed by what calibrated it (`CalibrationKey`), finding it again, and the p-values and provenance
+of a stored or fitted fit.
 
 A MaSF fit answers "is this input like the calibration inputs?", so a fit is only meaningful for the data it was
 calibrated on. Every stored fit is keyed by a `CalibrationKey` (dataset, split seed, split, number of inputs, the
@@ -11,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import platform
 import time
 from dataclasses import asdict, dataclass, fields
@@ -21,18 +22,16 @@ import numpy as np
 from safetensors.torch import load_file, save_file
 
 from engine.atomic import atomic_path, write_text
-from engine.data import get_dataset
+from engine.data import dataset_sha256, get_dataset
 from engine.errors import InvalidInputError
 from engine.models import Batch, Classifier
-from engine.ood.features import calibration_features, hidden_state_features, logits_and_features
+from engine.models.prompt_digest import prompt_sha256
+from engine.ood.features import calibration_features, hidden_state_features
 from engine.ood.masf import (
     DEFAULT_FOLDS,
-    LEVEL1_RTOL,
     CrossFitMaSF,
     MaSF,
     false_alarm_interval,
-    naive_pvalues,
-    pvalue_verdict,
 )
 from engine.runtime import code_version
 
@@ -172,26 +171,8 @@ def calibration_key(classifier: Classifier, dataset: str | None = None, split: s
     return CalibrationKey(dataset=name, split_seed=split_seed, split=split, limit=limit,
                           strategy=strategy, replacement_token_id=None if strategy == "plain" else classifier.mask_token_id,
                           mask_seed=DEFAULT_MASK_SEED + seed, parts_seed=seed, folds=DEFAULT_FOLDS,
-                          data_sha256=calibration_data_sha256(name, split_seed, split, limit),
-                          prompt_sha256=prompt_sha256(classifier))
-
-
-def prompt_sha256(classifier: Classifier) -> str | None:
-    """16 hex digits of a prompted classifier's prompt spec (as `load_prompted` records it); None for other models."""
-    spec = getattr(classifier, "spec", None)
-    if spec is None:
-        return None
-    return hashlib.sha256(repr(sorted(spec.to_dict().items())).encode()).hexdigest()[:16]
-
-
-def calibration_data_sha256(dataset: str, split_seed: int, split: str, limit: int | None) -> str:
-    """16 hex digits of the calibration inputs: each example's texts and label name, in order. A dataset name alone
-    does not say what calibrated a fit (a registered name can be given to another file)."""
-    data = get_dataset(dataset, split_seed)
-    digest = hashlib.sha256()
-    for example in data.split(split)[:limit]:
-        digest.update(json.dumps([example.primary, example.auxiliary, data.classes[example.label]]).encode("utf-8"))
-    return digest.hexdigest()[:16]
+                          data_sha256=dataset_sha256(name, split_seed, split, limit),
+                          prompt_sha256=prompt_sha256(getattr(classifier, "spec", None)))
 
 
 def _fit_environment(classifier: Classifier) -> dict:
@@ -313,10 +294,3 @@ def calibration_uncertainty(n_level3: int, alpha: float = FALSE_ALARM_ALPHA) -> 
     low, high = false_alarm_interval(n_level3, alpha)
     return (f"{n_level3} inputs rank the final statistic: inputs like them fall below p = {alpha:g} at a rate of "
             f"{low:.1%} to {high:.1%} (95%) given this calibration")
-
-
-__all__ = ["MaSF", "CrossFitMaSF", "CalibrationKey", "DEFAULT_FOLDS", "LEVEL1_RTOL", "MASF_FIT_VERSION", "calibration_key",
-           "calibration_strategy", "calibration_uncertainty", "false_alarm_interval", "fit_masf", "load_masf",
-           "load_or_fit_masf", "masf_provenance", "masf_pvalues", "masf_pvalue_ranges", "pvalue_verdict",
-           "stored_calibrations",
-           "hidden_state_features", "logits_and_features", "calibration_features", "naive_pvalues"]
