@@ -20,7 +20,7 @@ def opening_run(data: pd.DataFrame, model_id: str | None = None) -> str:
     """The run the Benchmarks page opens on: the headline results (the README summary's runs, in its order) of the
     sidebar's model where it has cells there, else the first headline run stored, else the first run of recursive
     masking, else the first run. Never a ROAR run first: its BiLSTM curves are a side experiment, not the headline."""
-    from engine.reports.report import RACU_RUNS
+    from engine.reports.masking_tables import RACU_RUNS
 
     runs = sorted(data["run"].unique())
     headline = [run for *_, run, _n in RACU_RUNS if run in runs]
