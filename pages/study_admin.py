@@ -1,6 +1,6 @@
 """Studies (admin): create a plausibility study, invite annotators (links to copy), follow each annotator's
 progress and quality, exclude annotators, see every task's answer count, the ratings with bootstrap CIs and the
-agreement, export, close. The engine does the work (engine.annotation.studies, .study_results); this page
+agreement, export, close. The engine does the work (engine.annotation.studies and its results module); this page
 only draws forms and tables. User text (names, instructions, labels) reaches the page as text."""
 from __future__ import annotations
 

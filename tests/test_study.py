@@ -1,7 +1,7 @@
 """Plausibility studies (engine side): hashed invitation tokens, refusals, exact overlap, resume, time limits,
 attention checks, quality flags, ratings and agreement against hand-computed cases, hostile input and export.
 
-The studies here run on the packaged `toy` sentences with made-up scores (`studies_load.demo_tasks`): the
+The studies here run on the packaged `toy` sentences with made-up scores (`engine.annotation.studies.drills.demo_tasks`): the
 properties under test are about assignment, storage and statistics, not about what the explanations say
 (tests/test_study_cli.py builds a study from a real trained model)."""
 from __future__ import annotations
