@@ -2,9 +2,10 @@
 exactly `overlap` of them, with attention checks and the answers kept through any crash.
 
 The study lives in the annotation store's SQLite file (its tables are added next to the store's own, with
-their own versioned migrations, `STUDY_MIGRATIONS`); the tasks it shows are ordinary store tasks
-(`engine/plausibility/tasks.py`), so a study's task can also be ranked on the Annotate page. Answers go to the study's own
-`study_answers` table: a study annotator is not one of the store's free-form annotators.
+their own versioned migrations, `STUDY_MIGRATIONS` in `schema.py`); the tasks it shows are ordinary store tasks
+(`engine.plausibility.tasks`), so a study's task can also be ranked on the Annotate page. Answers go to the study's
+own `study_answers` table: a study annotator is not one of the store's free-form annotators. `StudyStore` reads
+through `StudyReader` (`reader.py`) and adds every operation that changes a study.
 
 The objects:
   Study            the design (model, dataset, examples, measures, tasks per annotator, overlap, attention
