@@ -10,7 +10,8 @@ Why SQLite and how it is kept safe:
   double-clicked or retried submission is stored once.
 - A connection per operation: nothing is shared between threads (Streamlit sessions) or processes.
 - The schema is versioned (`PRAGMA user_version`, with each step logged in `schema_history`) and
-  upgraded by the ordered `MIGRATIONS` (engine/annotation/schema.py); a file written by a newer version is refused, not touched.
+  upgraded by the ordered `MIGRATIONS` (`engine/annotation/schema.py`); a file written by a newer version is
+  refused, not touched.
 - Every SQLite failure a user can cause (the file is locked, read-only, not a database, in a folder
   that cannot be made) becomes one `AnnotationStoreError` with a one-line message; nothing is written
   when it is raised.

@@ -9,13 +9,13 @@ from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 
 from engine.annotation.invitations import DEFAULT_BASE_URL, invitation_url
+from engine.annotation.records import KINDS  # what a task asks: the store's two kinds of answer
 from engine.annotation.studies.seats import seat_count
 from engine.annotation.task_words import check_shown_as
 from engine.annotation.text_fields import check_text
 from engine.errors import InvalidInputError
 from engine.plausibility.tasks import SLOTS, AnonymisedExplanation, Task
 
-KINDS = ("ranking", "rationale")
 CHECK_KINDS = ("instructed", "gold")
 STATES = ("open", "closed")
 DEFAULT_WORKER_PARAM = "PROLIFIC_PID"
