@@ -62,7 +62,7 @@ def show_explanations(tokens: Sequence[str], explanations: Sequence, as_tables: 
     """One heatmap (or token/score table) per explanation, each on the one normalised scale (`normalised`), with
     one shared colour bar under them (`shared_scale_html`); `explanations`: objects with `slot` (a letter) and
     `scores` (one float per token). units: show these words (each scored by the sum of its tokens' scores)
-    instead of the tokens (engine.plausibility.task_words)."""
+    instead of the tokens (engine.annotation.task_words)."""
     kinds = set()
     for e in explanations:
         signed = any(s < 0 for s in e.scores)

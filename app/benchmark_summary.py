@@ -27,11 +27,11 @@ URL_APPLIED = "bench_url_applied"
 #: the page's parts after the summary, each computed only when chosen (st.segmented_control), in reading order
 PARTS = {"curves": "Curves", "masf": "MaSF", "roar": "ROAR", "plausibility": "Plausibility", "budget": "Budget",
          "own": "Own explanations", "evaluation": "Evaluation suite"}
-#: the README summary's recursive-masking runs, in its order (engine.reports.report.RACU_RUNS; a test keeps the two
+#: the README summary's recursive-masking runs, in its order (engine.reports.masking_tables.RACU_RUNS; a test keeps the two
 #: equal: importing the report module costs over a second on 2 cores, on a page that must open in two)
 HEADLINE_RUNS = ("tiny-rt-3seeds", "minilm-rt-3seeds", "tiny-babi1-3seeds", "minilm-babi1-full")
 #: our dataset -> FMM's (Madsen et al. 2024, Table 1) row of the same task, or of another task (labelled so); as
-#: engine.reports.report's SAME_TASK_FMM / OTHER_TASK_FMM (the same test keeps them equal)
+#: engine.reports.masking_tables' SAME_TASK_FMM / OTHER_TASK_FMM (the same test keeps them equal)
 SAME_TASK_FMM = {"rt": "SST2"}
 OTHER_TASK_FMM = {"babi-1": "bAbI-2"}
 PUBLISHED = "published_racu_pct"

@@ -20,7 +20,7 @@ def opening_run(data: pd.DataFrame, model_id: str | None = None) -> str:
     """The run the Benchmarks page opens on: the headline results (the README summary's runs, in its order) of the
     sidebar's model where it has cells there, else the first headline run stored, else the first run of recursive
     masking, else the first run. Never a ROAR run first: its BiLSTM curves are a side experiment, not the headline."""
-    from engine.reports.report import RACU_RUNS
+    from engine.reports.masking_tables import RACU_RUNS
 
     runs = sorted(data["run"].unique())
     headline = [run for *_, run, _n in RACU_RUNS if run in runs]
@@ -155,7 +155,7 @@ def render_faith_plausibility(view: pd.DataFrame, model_id: str | None, classifi
         spearman,
     )
     from app.results_cache import gold_auprc_of, rows_of, shipped_pairing_of, state_of
-    from engine.plausibility import AnnotationStore, AnnotationStoreError
+    from engine.annotation import AnnotationStore, AnnotationStoreError
     from engine.plausibility.rationale_runs import rationale_store
     from engine.results import ResultsStore, default_results_dir
 

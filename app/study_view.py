@@ -15,10 +15,9 @@ import streamlit as st
 
 from app.annotation_widgets import rank_pickers, rationale_picker, show_explanations, show_input
 from app.text import md
-from engine.errors import EngineError, InvalidInputError
-from engine.plausibility import new_submission_id, ordering_from_ranks
-from engine.plausibility.invitations import TOKEN_PARAM
-from engine.plausibility.studies import (
+from engine.annotation import new_submission_id, ordering_from_ranks
+from engine.annotation.invitations import TOKEN_PARAM
+from engine.annotation.studies import (
     MAX_COMMENT_LENGTH,
     ParticipantReleasedError,
     StudyClosedError,
@@ -26,7 +25,8 @@ from engine.plausibility.studies import (
     StudyStore,
     StudyTimeUpError,
 )
-from engine.plausibility.task_words import task_words
+from engine.annotation.task_words import task_words
+from engine.errors import EngineError, InvalidInputError
 
 SESSION_KEY = "study_session"  # (link key, engine Session) of this browser session
 UNAVAILABLE = "The study cannot be reached right now; please try again later."

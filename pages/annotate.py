@@ -17,17 +17,17 @@ from app.progress import ThrottledProgress
 from app.shared import selected_classifier
 from app.text import md
 from engine import EngineError, get_dataset, measure_availability
-from engine.plausibility import (
+from engine.annotation import (
     MAX_NAME_LENGTH,
     AnnotationStore,
     AnnotationStoreError,
-    build_tasks,
     export_text,
     new_submission_id,
     ordering_from_ranks,
     rankings_csv,
     summary,
 )
+from engine.plausibility import build_tasks
 
 require_admin()  # served to a network, only the admin may use this page (app/admin.py)
 

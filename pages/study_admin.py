@@ -1,6 +1,6 @@
 """Studies (admin): create a plausibility study, invite annotators (links to copy), follow each annotator's
 progress and quality, exclude annotators, see every task's answer count, the ratings with bootstrap CIs and the
-agreement, export, close. The engine does the work (engine.plausibility.studies, .study_results); this page
+agreement, export, close. The engine does the work (engine.annotation.studies and its results module); this page
 only draws forms and tables. User text (names, instructions, labels) reaches the page as text."""
 from __future__ import annotations
 
@@ -16,10 +16,7 @@ from app.figure_export import table as table_view
 from app.progress import ThrottledProgress
 from app.shared import MODEL_KEY, get_classifier, usable_checkpoints
 from app.text import md
-from engine.data import dataset_names
-from engine.errors import EngineError
-from engine.importance import measure_availability
-from engine.plausibility.studies import (
+from engine.annotation.studies import (
     CHECK_KINDS,
     DEFAULT_CONSENT,
     DEFAULT_INSTRUCTIONS,
@@ -29,8 +26,11 @@ from engine.plausibility.studies import (
     StudyStore,
     build_study_tasks,
 )
-from engine.plausibility.study_results import answers_csv, export_records, study_results
-from engine.plausibility.task_words import SHOWN_AS
+from engine.annotation.studies.results import answers_csv, export_records, study_results
+from engine.annotation.task_words import SHOWN_AS
+from engine.data import dataset_names
+from engine.errors import EngineError
+from engine.importance import measure_availability
 
 require_admin()  # served to a network, only the admin may use this page (app/admin.py)
 

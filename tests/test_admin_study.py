@@ -9,8 +9,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app import admin
+from engine.annotation.studies import StudyConfig, StudyStore
 from engine.plausibility import make_task
-from engine.plausibility.studies import StudyConfig, StudyStore
 
 ROOT = Path(__file__).resolve().parent.parent
 MAIN = str(ROOT / "app" / "main.py")

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from engine.annotation import AnnotationStore
 from engine.models import save_classifier
-from engine.plausibility import AnnotationStore, make_task
+from engine.plausibility import make_task
 
 PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "annotate.py")
 MODEL = "toy-annotate"

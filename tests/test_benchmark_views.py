@@ -216,7 +216,8 @@ def test_faithfulness_against_plausibility_joins_measures_with_intervals_on_both
         racu_by_measure,
         spearman,
     )
-    from engine.plausibility import AnnotationStore, make_task, measures_against_rationales
+    from engine.annotation import AnnotationStore
+    from engine.plausibility import make_task, measures_against_rationales
 
     rows = pd.concat([_tidy(m, s, d + 0.02 * s) for s in range(3)
                       for m, d in (("random", 0), ("loo-sign", 0.6), ("grad-l2", 0.45), ("ig-sign", 0.5))])

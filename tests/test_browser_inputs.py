@@ -21,8 +21,9 @@ UNKNOWN_WORDS = "does not know most of this text"
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory, toy_classifier):
+    from engine.annotation import AnnotationStore
     from engine.models import save_classifier
-    from engine.plausibility import AnnotationStore, make_task
+    from engine.plausibility import make_task
 
     cache, results = tmp_path_factory.mktemp("inputs_cache"), tmp_path_factory.mktemp("inputs_results")
     save_classifier(toy_classifier, MODEL, cache_dir=cache)

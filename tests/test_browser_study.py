@@ -197,8 +197,8 @@ def _answer(driver, fail_check: bool, comment: str | None) -> bool:
 def test_three_annotators_finish_a_study_the_admin_sees_every_task_twice_and_the_checks(study_app, browser):  # noqa: F811
     from selenium.webdriver.common.by import By
 
-    from engine.plausibility.studies import StudyStore
-    from engine.plausibility.study_results import answers_csv
+    from engine.annotation.studies import StudyStore
+    from engine.annotation.studies.results import answers_csv
 
     url, db = study_app
     admin = browser

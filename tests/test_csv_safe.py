@@ -47,7 +47,8 @@ def test_frame_to_csv_neutralises_text_and_headers_and_keeps_negative_floats_num
 
 def test_rankings_csv_neutralises_annotator_names(tmp_path):
     """An annotator who calls themselves '=HYPERLINK(...)' cannot plant a formula in the rankings export."""
-    from engine.plausibility import AnnotationStore, make_task, rankings_csv
+    from engine.annotation import AnnotationStore, rankings_csv
+    from engine.plausibility import make_task
 
     store = AnnotationStore(tmp_path / "a.sqlite3")
     tokens = ["a", "witty", "film"]

@@ -22,10 +22,10 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def stored(planted, tmp_path, monkeypatch):  # noqa: F811
     """The planted model with an artifacts folder, its base data served to the key's input hash too, and a count
     of the times the truth is established."""
-    import engine.ood
+    import engine.data.digest
 
     data = _words_dataset()
-    monkeypatch.setattr(engine.ood, "get_dataset", lambda name, split_seed=0: data)
+    monkeypatch.setattr(engine.data.digest, "get_dataset", lambda name, split_seed=0: data)
     planted.metadata["artifacts_dir"] = str(tmp_path / "artifacts")
     calls = []
     real = truth_module.establish_truth

@@ -135,7 +135,7 @@ def test_a_sweep_fits_each_missing_masf_once_and_leaves_no_partial_files(toy_cla
 def test_ensure_masf_skips_what_a_cell_reports_but_lets_a_bug_through(toy_classifier, models_cache, monkeypatch):
     """ensure_masf skips an EngineError (missing checkpoint, unknown dataset, other labels: the cell reports it) and
     nothing else: an error of the code itself stops the sweep with its traceback instead of being swallowed."""
-    import engine.ood
+    import engine.ood.calibration
     from engine.faithfulness.benchmark import ensure_masf
 
     save_classifier(toy_classifier, "toy-bug")
@@ -145,7 +145,7 @@ def test_ensure_masf_skips_what_a_cell_reports_but_lets_a_bug_through(toy_classi
     def broken(*args, **kwargs):
         raise RuntimeError("a bug in the fit")
 
-    monkeypatch.setattr(engine.ood, "fit_masf", broken)
+    monkeypatch.setattr(engine.ood.calibration, "fit_masf", broken)
     with pytest.raises(RuntimeError, match="a bug in the fit"):
         ensure_masf([("toy-bug", "toy")])
 

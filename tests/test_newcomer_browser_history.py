@@ -32,7 +32,7 @@ DASHBOARD_TITLES = {"Home", "Which explanation of this prediction can I trust?",
 @pytest.fixture(scope="module", params=["localhost", "network"])
 def study_link(request, tmp_path_factory):
     """(app URL, a study link) with the app served on localhost or as to a network."""
-    from engine.plausibility.studies import StudyConfig, StudyStore
+    from engine.annotation.studies import StudyConfig, StudyStore
     from engine.plausibility.tasks import make_task
 
     cache, results = tmp_path_factory.mktemp("history_cache"), tmp_path_factory.mktemp("history_results")

@@ -22,7 +22,7 @@ return Array.from(document.querySelectorAll("[data-testid='stMetricValue'], [dat
 
 
 def test_the_studies_status_metrics_are_not_clipped(tmp_path):
-    from engine.plausibility.studies import StudyConfig, StudyStore
+    from engine.annotation.studies import StudyConfig, StudyStore
     from engine.plausibility.tasks import make_task
 
     cache, results = tmp_path / "cache", tmp_path / "results"

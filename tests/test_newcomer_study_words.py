@@ -14,9 +14,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app import admin
+from engine.annotation.studies import StudyConfig, StudyStore, make_checks
+from engine.annotation.task_words import task_words, token_offsets
 from engine.plausibility import make_task
-from engine.plausibility.studies import StudyConfig, StudyStore, make_checks
-from engine.plausibility.task_words import task_words, token_offsets
 
 ROOT = Path(__file__).resolve().parent.parent
 MAIN = str(ROOT / "app" / "main.py")
@@ -124,13 +124,13 @@ def test_a_study_can_show_word_pieces_and_records_its_choice(study_store):
 
 def test_a_study_stored_before_the_choice_reads_as_word_pieces(study_store):
     """Those studies showed pieces: resuming one must not change what its annotators see mid-study."""
-    from engine.plausibility.studies import _config_from_json, _config_json
+    from engine.annotation.studies.records import config_from_json, config_to_json
 
     config = StudyConfig(name="old", model_id="m", measures=("x", "y"))
-    stored = json.loads(_config_json(config))
+    stored = json.loads(config_to_json(config))
     del stored["shown_as"]
-    assert _config_from_json(json.dumps(stored)).shown_as == "token"
-    assert _config_from_json(_config_json(config)).shown_as == "word"
+    assert config_from_json(json.dumps(stored)).shown_as == "token"
+    assert config_from_json(config_to_json(config)).shown_as == "word"
 
 
 def test_an_instructed_word_check_names_a_word_and_expects_all_its_pieces(toy_classifier):

@@ -17,17 +17,23 @@ from pathlib import Path
 
 import pytest
 
-from engine.plausibility import (
+from engine.annotation import (
     SCHEMA_VERSION,
     AnnotationStore,
     AnnotationStoreError,
+    export_jsonl,
+    import_jsonl,
+    rankings_csv,
+    summary,
+)
+from engine.annotation.io import export_records
+from engine.annotation.schema import migrate
+from engine.plausibility import (
     anonymise,
     average_precision,
     bradley_terry,
     cohens_kappa,
     compare_with_rationales,
-    export_jsonl,
-    import_jsonl,
     iou_f1,
     kendalls_w,
     krippendorff_alpha_nominal,
@@ -35,16 +41,12 @@ from engine.plausibility import (
     measure_rankings,
     measures_against_rationales,
     pairwise_wins,
-    rankings_csv,
     rationale_token_indices,
     spans_of,
-    summary,
     token_prf,
     top_k,
     trueskill_ratings,
 )
-from engine.plausibility.io import export_records
-from engine.plausibility.store import migrate
 
 TOKENS = ["a", "gorgeous", ",", "witty", "film"]
 SCORES = {"grad": [0.1, 0.9, 0.0, 0.7, 0.2], "loo": [0.0, 0.5, -0.1, 0.8, 0.1], "random": [0.3, 0.1, 0.6, 0.2, 0.5]}
@@ -355,7 +357,7 @@ def test_store_is_wal_and_migrates_an_old_schema(tmp_path):
 
 
 def test_default_path_and_env_override(monkeypatch, tmp_path):
-    from engine.plausibility import default_db_path
+    from engine.annotation import default_db_path
 
     monkeypatch.delenv("ENGINE_ANNOTATIONS_DB", raising=False)
     assert default_db_path().parts[-2:] == ("annotations", "annotations.sqlite3")

@@ -50,9 +50,9 @@ def _in_navigation(at: AppTest, page_file: str) -> bool:
 def served(monkeypatch, models_cache, toy_classifier, tmp_path):
     """The toy model in the models cache, stores in tmp_path (the shipped results are read), a study with one
     link; returns a function that sets local or network serving and gives the study link's token."""
+    from engine.annotation.studies import StudyConfig, StudyStore
     from engine.models import save_classifier
     from engine.plausibility import make_task
-    from engine.plausibility.studies import StudyConfig, StudyStore
 
     save_classifier(toy_classifier, "toy-roles")
     monkeypatch.setenv("ENGINE_ANNOTATIONS_DB", str(tmp_path / "annotations.sqlite3"))

@@ -1,7 +1,7 @@
 """Plausibility studies (engine side): hashed invitation tokens, refusals, exact overlap, resume, time limits,
 attention checks, quality flags, ratings and agreement against hand-computed cases, hostile input and export.
 
-The studies here run on the packaged `toy` sentences with made-up scores (`studies_load.demo_tasks`): the
+The studies here run on the packaged `toy` sentences with made-up scores (`engine.annotation.studies.drills.demo_tasks`): the
 properties under test are about assignment, storage and statistics, not about what the explanations say
 (tests/test_study_cli.py builds a study from a real trained model)."""
 from __future__ import annotations
@@ -17,9 +17,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from engine.errors import EngineError, InvalidInputError
-from engine.plausibility.quality import QualityThresholds
-from engine.plausibility.studies import (
+from engine.annotation.studies import (
     ParticipantReleasedError,
     StudyClosedError,
     StudyConfig,
@@ -31,14 +29,16 @@ from engine.plausibility.studies import (
     check_passed,
     seat_positions,
 )
-from engine.plausibility.studies_load import DEMO_MEASURES, answer_for, demo_tasks
-from engine.plausibility.study_results import (
+from engine.annotation.studies.drills import DEMO_MEASURES, answer_for, demo_tasks
+from engine.annotation.studies.quality import QualityThresholds
+from engine.annotation.studies.results import (
     answers_csv,
     bootstrap_ratings,
     export_jsonl,
     krippendorff_alpha_rankings,
     study_results,
 )
+from engine.errors import EngineError, InvalidInputError
 from engine.plausibility.tasks import make_task
 
 
@@ -166,7 +166,7 @@ def test_a_reopened_personal_link_resumes_the_same_annotator_at_the_same_item(st
 @pytest.mark.parametrize("n_tasks,overlap,per", [(6, 2, 3), (7, 3, 4), (5, 2, 5), (9, 1, 2), (4, 3, 10), (10, 4, 3)])
 def test_seats_cover_every_task_exactly_overlap_times_and_never_twice_in_one_seat(n_tasks, overlap, per):
     """The seat plan lays out each task `overlap` times, and no seat holds a task twice."""
-    from engine.plausibility.studies import seat_count
+    from engine.annotation.studies import seat_count
 
     seats = [seat_positions(s, n_tasks, overlap, per) for s in range(seat_count(n_tasks, overlap, per))]
     counts = [sum(seat.count(t) for seat in seats) for t in range(n_tasks)]
@@ -238,7 +238,7 @@ def test_the_time_limit_ends_a_session_and_gives_its_unanswered_task_to_the_next
     """After the time limit, next_assignment and submit raise StudyTimeUpError; the late annotator's pending
     task goes back to the pool and a new annotator receives exactly it. (The clock is moved on by patching
     the module's utc_now, so the test does not depend on how fast the machine is.)"""
-    import engine.plausibility.studies as studies_module
+    import engine.annotation.studies.store as studies_module
 
     study = _make(studies, n_tasks=3, overlap=1, tasks_per_annotator=3, attention_checks=0, time_limit_minutes=30)
     late, spare = studies.invite(study.id, ["late", "spare"])

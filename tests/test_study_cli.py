@@ -10,9 +10,9 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
+from engine.annotation.studies import StudyClosedError, StudyStore
+from engine.annotation.studies.drills import answer_for
 from engine.cli import main
-from engine.plausibility.studies import StudyClosedError, StudyStore
-from engine.plausibility.studies_load import answer_for
 
 
 def test_study_create_invite_annotate_status_export_close_on_a_trained_model(models_cache, toy_classifier, tmp_path, capsys):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
-from engine.plausibility.studies import StudyStore
-from engine.plausibility.studies_load import annotate_many, invariants, make_drill_study, run_crash, run_load
+from engine.annotation.studies import StudyStore
+from engine.annotation.studies.drills import annotate_many, invariants, make_drill_study, run_crash, run_load
 
 
 def test_30_annotators_answering_at_once_in_threads_lose_nothing_and_fill_every_task_exactly(tmp_path):
@@ -40,7 +40,7 @@ def test_a_sigkilled_annotating_process_loses_no_acknowledged_answer_and_the_stu
     makes such a token one time in 64; the worker's command line once read it as an option)."""
     import secrets
 
-    import engine.plausibility.studies as studies_module
+    import engine.annotation.studies.store as studies_module
 
     monkeypatch.setattr(studies_module, "new_token", lambda: "-" + secrets.token_urlsafe(24))
     result = run_crash(str(tmp_path / "crash.sqlite3"), annotators=4, tasks_per_annotator=4, overlap=2, kill_after=6)

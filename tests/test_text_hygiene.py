@@ -10,9 +10,9 @@ import pytest
 from markdown_it import MarkdownIt
 
 from app.text import md
+from engine.annotation.text_fields import check_text
 from engine.csv_safe import safe_cell
 from engine.errors import InvalidInputError
-from engine.plausibility.text_fields import check_text
 
 # -- control characters in a study's fields ----------------------------------------------------------------------
 REFUSED_ANYWHERE = ["name\x00", "\x1b[31mred", "bell\x07", "del\x7f", "nel\x85", "rtl \u202eevil", "iso \u2066x\u2069",
@@ -36,8 +36,8 @@ def test_control_characters_are_refused_naming_the_field_character_and_position(
 
 @pytest.fixture()
 def studies(tmp_path, monkeypatch):
+    from engine.annotation.studies import StudyConfig, StudyStore
     from engine.plausibility import make_task
-    from engine.plausibility.studies import StudyConfig, StudyStore
 
     monkeypatch.setenv("ENGINE_ANNOTATIONS_DB", str(tmp_path / "annotations.sqlite3"))
     tasks = [make_task("m", f"input {i}", ["a", "fine", "film"], {"grad-l2": [0.1, 0.9, 0.2], "random": [0.3, 0.2, 0.1]},

@@ -74,7 +74,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def _store(args, create: bool = False):
-    from engine.plausibility.store import AnnotationStore, AnnotationStoreError, default_db_path
+    from engine.annotation import AnnotationStore, AnnotationStoreError, default_db_path
 
     path = args.db or default_db_path()
     if not create and not os.path.isfile(path):
@@ -95,7 +95,7 @@ def _guarded(handler):
 
 @_guarded
 def _export(args) -> int:
-    from engine.plausibility.io import export_jsonl, rankings_csv
+    from engine.annotation.io import export_jsonl, rankings_csv
 
     store = _store(args)
     n = export_jsonl(store, args.out)
@@ -110,7 +110,7 @@ def _export(args) -> int:
 
 @_guarded
 def _import(args) -> int:
-    from engine.plausibility.io import import_jsonl
+    from engine.annotation.io import import_jsonl
 
     store = _store(args, create=True)
     added = import_jsonl(store, args.file)
@@ -136,7 +136,7 @@ def _table(title: str, rows: list[dict], columns: list[str]) -> None:
 
 @_guarded
 def _stats(args) -> int:
-    from engine.plausibility.report import summary
+    from engine.annotation.summary import summary
 
     data = summary(_store(args), args.model)
     if args.json:

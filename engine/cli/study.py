@@ -142,8 +142,8 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def _studies(args, create: bool = False):
-    from engine.plausibility.store import AnnotationStoreError, default_db_path
-    from engine.plausibility.studies import StudyStore
+    from engine.annotation import AnnotationStoreError, default_db_path
+    from engine.annotation.studies import StudyStore
 
     path = args.db or default_db_path()
     if not create and not os.path.isfile(path):
@@ -164,9 +164,9 @@ def _read_text(text: str | None, path: str | None, default: str) -> str:
 
 
 def _create(args) -> int:
+    from engine.annotation.studies import DEFAULT_CONSENT, DEFAULT_INSTRUCTIONS, StudyConfig, build_study_tasks
     from engine.errors import InvalidInputError
     from engine.models import CheckpointError
-    from engine.plausibility.studies import DEFAULT_CONSENT, DEFAULT_INSTRUCTIONS, StudyConfig, build_study_tasks
 
     config = StudyConfig(
         name=args.name or "Plausibility study", model_id=args.model, measures=tuple(args.measures), dataset=args.dataset,
@@ -231,7 +231,7 @@ def _table(title: str, rows: list[dict], columns: list[str]) -> None:
 
 
 def _status(args) -> int:
-    from engine.plausibility.study_results import study_results
+    from engine.annotation.studies.results import study_results
 
     studies = _studies(args)
     if args.study is None:
@@ -271,7 +271,7 @@ def _status(args) -> int:
 
 
 def _export(args) -> int:
-    from engine.plausibility.study_results import export_csv, export_jsonl
+    from engine.annotation.studies.results import export_csv, export_jsonl
 
     studies = _studies(args)
     try:

@@ -27,15 +27,16 @@ TRUTH_PREFIX = "truth-"
 def truth_key(classifier, seed: int = 0, min_deciding: int = MIN_DECIDING, split: str = "test",
               limit: int | None = None) -> dict:
     """Everything the planted `classifier`'s Truth depends on (module docstring), as a JSON-able dict."""
+    from engine.data import dataset_sha256
     from engine.groundtruth.planting import planted_spec
     from engine.models.checkpoint import weights_sha256
-    from engine.ood import calibration_data_sha256, prompt_sha256
+    from engine.models.prompt_digest import prompt_sha256
     from engine.runtime import code_version
 
     spec = planted_spec(classifier)
     return {"weights_sha256": weights_sha256(classifier.folder), "planted": spec.to_dict(),
-            "prompt_sha256": prompt_sha256(classifier),
-            "inputs_sha256": calibration_data_sha256(spec.base_dataset, spec.split_seed, split, limit),
+            "prompt_sha256": prompt_sha256(getattr(classifier, "spec", None)),
+            "inputs_sha256": dataset_sha256(spec.base_dataset, spec.split_seed, split, limit),
             "split": split, "limit": limit, "seed": int(seed), "min_deciding": int(min_deciding),
             "learned_lower_bound": truth_module.LEARNED_LOWER_BOUND,
             "device": classifier.device.type, "code_version": code_version()}

@@ -25,7 +25,6 @@ word-embedding path (gradients, IG on a masked input) sees the mean embedding of
 """
 from __future__ import annotations
 
-import hashlib
 import threading
 import warnings
 from collections.abc import Sequence
@@ -43,6 +42,7 @@ from engine.models.llm_package import PACKAGED_LLMS, resolve_llm
 from engine.models.metadata import CheckpointMeta
 from engine.models.prefix_cache import MIN_PREFIX, PrefixKV, shared_prefix_length
 from engine.models.prompt_checks import PromptSpecWarning, label_word_warnings
+from engine.models.prompt_digest import prompt_sha256
 from engine.models.prompt_spec import PromptSpec
 from engine.models.weights import weight_files, weights_sha256
 from engine.runtime import configure, pick_device
@@ -594,13 +594,12 @@ def load_prompted(folder: str | Path, spec: PromptSpec | dict, *, model_id: str 
                                                      dtype=chosen)
     except (OSError, ValueError, SafetensorError, RuntimeError, KeyError, TypeError) as err:
         raise CheckpointError(f"{folder} could not be loaded as a causal language model ({type(err).__name__}: {err})") from None
-    spec_hash = hashlib.sha256(repr(sorted(spec.to_dict().items())).encode()).hexdigest()[:16]
     metadata = {
         "id": model_id or f"{packaged or folder.name}-prompt",
         "folder": str(folder), "base_model": packaged or str(folder), "base_model_source": str(folder),
         "weights_files": [p.name for p in files], "weights_sha256": weights_sha256(folder),
         "architecture": (model.config.architectures or [type(model).__name__])[0], "model_type": model.config.model_type,
-        "decoder": True, "dataset": None, "prompt_sha256": spec_hash, "artifacts_dir": None,
+        "decoder": True, "dataset": None, "prompt_sha256": prompt_sha256(spec), "artifacts_dir": None,
         "note": "a language model prompted zero-shot; masked inputs are out of distribution until masked-fine-tuned",
         **(extra or {}),
     }

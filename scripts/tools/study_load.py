@@ -43,8 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         args.annotators, args.tasks_per_annotator, args.overlap, args.processes = 12, 3, 2, 2
         args.crash_annotators, args.kill_after = 3, 4
 
+    from engine.annotation.studies.drills import run_crash, run_load
     from engine.atomic import write_text
-    from engine.plausibility.studies_load import run_crash, run_load
 
     folder = args.db or tempfile.mkdtemp(prefix="study-load-")
     os.makedirs(folder, exist_ok=True)

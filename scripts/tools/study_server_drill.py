@@ -54,8 +54,8 @@ def _worker(db: str, tokens: list[str], think: float, seed: int) -> int:
     `SUBMITTED <submission id> <submit ms> <next ms>` (flushed) after each submit returns."""
     import random
 
-    from engine.plausibility.studies import StudyStore
-    from engine.plausibility.studies_load import answer_for
+    from engine.annotation.studies import StudyStore
+    from engine.annotation.studies.drills import answer_for
 
     lock = threading.Lock()
     errors: list[str] = []
@@ -350,7 +350,7 @@ class Drill:
 def make_study(db: str, annotators: int, tasks_per_annotator: int, overlap: int) -> tuple[str, list[str], list[str]]:
     """A study over `tiny` fine-tuned on `toy` (trained now into the scratch models cache unless there):
     the explanations of three measures on the first examples of the train split. Returns (study id, names, tokens)."""
-    from engine.plausibility.studies import StudyConfig, StudyStore, build_study_tasks
+    from engine.annotation.studies import StudyConfig, StudyStore, build_study_tasks
     from engine.smoke import smoke_checkpoint
 
     model_id = smoke_checkpoint("toy")
@@ -396,8 +396,8 @@ def verdict(f: dict) -> list[str]:
 
 
 def run(args) -> dict:
-    from engine.plausibility.studies import StudyStore
-    from engine.plausibility.studies_load import invariants
+    from engine.annotation.studies import StudyStore
+    from engine.annotation.studies.drills import invariants
 
     # a scratch folder, never the project's models or annotations; the CI smoke run shares ENGINE_SMOKE_DIR's
     # models cache (bench/_smoke.py: the smoke checkpoint is trained once for all entries)

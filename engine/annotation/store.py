@@ -10,7 +10,8 @@ Why SQLite and how it is kept safe:
   double-clicked or retried submission is stored once.
 - A connection per operation: nothing is shared between threads (Streamlit sessions) or processes.
 - The schema is versioned (`PRAGMA user_version`, with each step logged in `schema_history`) and
-  upgraded by the ordered `MIGRATIONS`; a file written by a newer version is refused, not touched.
+  upgraded by the ordered `MIGRATIONS` (`engine/annotation/schema.py`); a file written by a newer version is
+  refused, not touched.
 - Every SQLite failure a user can cause (the file is locked, read-only, not a database, in a folder
   that cannot be made) becomes one `AnnotationStoreError` with a one-line message; nothing is written
   when it is raised.
@@ -23,19 +24,22 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
-from engine.errors import AnnotationStoreError, InvalidInputError  # noqa: F401 (re-exported)
+from engine.annotation.records import (
+    KINDS,
+    Ranking,
+    Rationale,
+    check_annotator_name,
+    new_submission_id,
+    normalise_ordering,
+    utc_now,
+)
+from engine.annotation.schema import SCHEMA_VERSION, migrate
+from engine.errors import AnnotationStoreError, InvalidInputError
 from engine.plausibility.tasks import AnonymisedExplanation, Task
-from engine.plausibility.text_fields import check_text
-
-KINDS = ("ranking", "rationale")
-MAX_NAME_LENGTH = 200
 
 
 def default_db_path() -> Path:
@@ -45,179 +49,6 @@ def default_db_path() -> Path:
     return settings.annotations_db_path()
 
 
-def utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
-def new_submission_id() -> str:
-    return uuid.uuid4().hex
-
-
-# -- schema -----------------------------------------------------------------------------------------
-# Append steps; never edit a step that has shipped. Step i brings the file to user_version i + 1.
-MIGRATIONS: tuple[tuple[str, str], ...] = (
-    ("annotators, tasks with their explanations, rankings, rationales", """
-        CREATE TABLE schema_history (
-            version     INTEGER PRIMARY KEY,
-            description TEXT NOT NULL,
-            applied_at  TEXT NOT NULL
-        );
-        CREATE TABLE annotators (
-            id         INTEGER PRIMARY KEY,
-            name       TEXT NOT NULL UNIQUE,
-            created_at TEXT NOT NULL
-        );
-        CREATE TABLE tasks (
-            id             TEXT PRIMARY KEY,
-            model_id       TEXT NOT NULL,
-            dataset        TEXT,
-            example_uid    TEXT,
-            primary_text   TEXT NOT NULL,
-            auxiliary      TEXT,
-            label          INTEGER,
-            label_name     TEXT,
-            target         INTEGER,
-            target_name    TEXT,
-            target_source  TEXT,
-            tokens         TEXT NOT NULL,   -- JSON list of the maskable tokens shown
-            gold_rationale TEXT,            -- JSON list of token indices (bAbI supporting facts) or NULL
-            seed           INTEGER NOT NULL,
-            code_version   TEXT,
-            created_at     TEXT NOT NULL
-        );
-        CREATE TABLE explanations (
-            task_id      TEXT NOT NULL REFERENCES tasks(id),
-            slot         TEXT NOT NULL,     -- the anonymised name shown: A, B, C ...
-            measure      TEXT NOT NULL,
-            options      TEXT NOT NULL,     -- JSON
-            target       INTEGER,
-            target_source TEXT,
-            code_version TEXT,
-            scores       TEXT NOT NULL,     -- JSON list, one score per task token
-            PRIMARY KEY (task_id, slot),
-            UNIQUE (task_id, measure)
-        );
-        CREATE TABLE rankings (
-            id            INTEGER PRIMARY KEY,
-            submission_id TEXT NOT NULL UNIQUE,
-            task_id       TEXT NOT NULL REFERENCES tasks(id),
-            annotator_id  INTEGER NOT NULL REFERENCES annotators(id),
-            ordering      TEXT NOT NULL,    -- JSON list of groups of slots, best first; a group is a tie
-            cannot_decide INTEGER NOT NULL CHECK (cannot_decide IN (0, 1)),
-            created_at    TEXT NOT NULL
-        );
-        CREATE TABLE rationales (
-            id            INTEGER PRIMARY KEY,
-            submission_id TEXT NOT NULL UNIQUE,
-            task_id       TEXT NOT NULL REFERENCES tasks(id),
-            annotator_id  INTEGER NOT NULL REFERENCES annotators(id),
-            tokens        TEXT NOT NULL,    -- JSON sorted list of selected token indices
-            created_at    TEXT NOT NULL
-        );
-    """),
-    ("indexes for the next-task and per-model queries", """
-        CREATE INDEX tasks_by_model ON tasks(model_id, created_at, id);
-        CREATE INDEX rankings_by_task ON rankings(task_id, annotator_id);
-        CREATE INDEX rationales_by_task ON rationales(task_id, annotator_id);
-    """),
-)
-SCHEMA_VERSION = len(MIGRATIONS)
-
-
-def migrate(conn: sqlite3.Connection, upto: int = SCHEMA_VERSION) -> int:
-    """Apply the missing steps (each in its own transaction) up to version `upto`; returns the version."""
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version > SCHEMA_VERSION:
-        raise AnnotationStoreError(
-            f"the annotation database has schema version {version}, newer than this code's {SCHEMA_VERSION}: "
-            "update the code (the file was left untouched)")
-    for step in range(version, upto):
-        description, script = MIGRATIONS[step]
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            # re-read under the write lock: another process may have migrated meanwhile
-            if conn.execute("PRAGMA user_version").fetchone()[0] != step:
-                conn.execute("ROLLBACK")
-                continue
-            for statement in _statements(script):
-                conn.execute(statement)
-            conn.execute("INSERT INTO schema_history VALUES (?, ?, ?)", (step + 1, description, utc_now()))
-            conn.execute(f"PRAGMA user_version = {step + 1}")
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-    return conn.execute("PRAGMA user_version").fetchone()[0]
-
-
-def _statements(script: str) -> list[str]:
-    # executescript() would commit our transaction; split on ';' (no ';' inside the DDL's text)
-    lines = [line.split("--", 1)[0] for line in script.splitlines()]
-    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
-
-
-# -- records ----------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Ranking:
-    """One annotator's ordering of a task's anonymised explanations.
-
-    ordering: groups of slots, best first; slots in one group are tied. Empty when `cannot_decide`.
-    """
-
-    submission_id: str
-    task_id: str
-    annotator: str
-    ordering: tuple[tuple[str, ...], ...]
-    cannot_decide: bool
-    created_at: str
-
-    def slot_ranks(self) -> dict[str, int]:
-        """slot -> rank (0 = best; tied slots share a rank)."""
-        return {slot: rank for rank, group in enumerate(self.ordering) for slot in group}
-
-
-@dataclass(frozen=True)
-class Rationale:
-    """The token indices (into the task's tokens) an annotator marked as justifying the label."""
-
-    submission_id: str
-    task_id: str
-    annotator: str
-    tokens: tuple[int, ...]
-    created_at: str
-
-
-def normalise_ordering(ordering: Sequence[Sequence[str] | str]) -> tuple[tuple[str, ...], ...]:
-    """Groups of slots best first; a bare slot string is a group of one."""
-    groups = []
-    for group in ordering:
-        group = (group,) if isinstance(group, str) else tuple(group)
-        if not group:
-            raise InvalidInputError("an ordering has an empty group")
-        groups.append(tuple(sorted(group)))
-    return tuple(groups)
-
-
-def ordering_from_ranks(ranks: dict[str, int]) -> tuple[tuple[str, ...], ...]:
-    """{slot: rank number} (1 = best, equal numbers tie) -> groups of slots, best first."""
-    by_rank: dict[int, list[str]] = {}
-    for slot, rank in ranks.items():
-        by_rank.setdefault(int(rank), []).append(slot)
-    return tuple(tuple(sorted(by_rank[r])) for r in sorted(by_rank))
-
-
-def check_annotator_name(name: str) -> str:
-    """Names are stored verbatim (markup and odd characters included: they are escaped on display); an empty or
-    over-long name, or one holding a control character (engine.plausibility.text_fields), is refused."""
-    if not isinstance(name, str) or not name.strip():
-        raise InvalidInputError("type your name (any text) before annotating")
-    if len(name) > MAX_NAME_LENGTH:
-        raise InvalidInputError(f"the annotator name is {len(name)} characters long; at most {MAX_NAME_LENGTH} are allowed")
-    return check_text(name, "the annotator name")
-
-
-# -- the store ----------------------------------------------------------------------------------------
 class AnnotationStore:
     """The annotation database at `path` (default: `default_db_path()`), created and migrated on open.
 

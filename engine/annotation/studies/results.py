@@ -29,12 +29,12 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.annotation.records import utc_now
+from engine.annotation.studies.quality import QualityThresholds, annotator_quality, excluded_annotators
 from engine.atomic import atomic_file, write_text
 from engine.csv_safe import safe_row
 from engine.plausibility.agreement import ranking_agreement, rationale_agreement
-from engine.plausibility.quality import QualityThresholds, annotator_quality, excluded_annotators
 from engine.plausibility.ranking import bradley_terry, measure_rankings, trueskill_ratings
-from engine.plausibility.store import utc_now
 
 EXPORT_FORMAT = "engine-study"
 EXPORT_VERSION = 1
@@ -187,8 +187,8 @@ def study_results(studies, study_id: str, exclude: str = "marked", n_boot: int =
 
 def study_provenance(study) -> dict:
     """The study's design and provenance as plain data (what every export starts with)."""
-    from engine.plausibility.store import SCHEMA_VERSION
-    from engine.plausibility.studies import STUDY_SCHEMA_VERSION
+    from engine.annotation.schema import SCHEMA_VERSION
+    from engine.annotation.studies.schema import STUDY_SCHEMA_VERSION
 
     return {"id": study.id, "name": study.name, "state": study.state, "config": asdict(study.config),
             "n_tasks": study.n_tasks, "n_checks": study.n_checks, "created_at": study.created_at,

@@ -23,11 +23,13 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
+from engine.annotation.records import normalise_ordering, utc_now
+from engine.annotation.schema import SCHEMA_VERSION
+from engine.annotation.store import AnnotationStore
 from engine.atomic import atomic_file
 from engine.csv_safe import safe_row
 from engine.errors import InvalidInputError
 from engine.plausibility.rationales import spans_of
-from engine.plausibility.store import SCHEMA_VERSION, AnnotationStore, normalise_ordering, utc_now
 from engine.plausibility.tasks import AnonymisedExplanation, Task
 
 FORMAT = "engine-annotations"

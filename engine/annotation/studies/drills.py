@@ -7,7 +7,7 @@ The drill's tasks are the packaged `toy` dataset's sentences with made-up explan
 pseudo-random score per word and measure): the drills exercise assignment, storage and recovery, for which
 what the explanations say does not matter, and they need no model.
 
-The worker entry point (`python -m engine.plausibility.studies_load worker --db PATH --token T ...`) answers
+The worker entry point (`python -m engine.annotation.studies.drills worker --db PATH --token T ...`) answers
 every item of the given links and prints `SUBMITTED <submission id>` (flushed) after each `submit` returns:
 what a killed worker printed is exactly what it was told was stored.
 """
@@ -26,7 +26,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from engine.plausibility.studies import Assignment, Session, StudyConfig, StudyStore
+from engine.annotation.studies import Assignment, Session, StudyConfig, StudyStore
 from engine.plausibility.tasks import Task, make_task
 
 DEMO_MEASURES = ("grad-l2", "loo-sign", "random")
@@ -235,7 +235,7 @@ def run_crash(path: str, annotators: int = 6, tasks_per_annotator: int = 6, over
     n_tasks = annotators * tasks_per_annotator // overlap
     studies = StudyStore(path)
     study_id, tokens = make_drill_study(studies, n_tasks, overlap, tasks_per_annotator, 1, annotators)
-    command = [sys.executable, "-m", "engine.plausibility.studies_load", "worker", "--db", str(path), "--think", "0.01",
+    command = [sys.executable, "-m", "engine.annotation.studies.drills", "worker", "--db", str(path), "--think", "0.01",
                *[f"--token={token}" for token in tokens]]  # "=" form: a token may start with "-"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), _root()) if p)}
     worker = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -272,7 +272,7 @@ def _root() -> str:
 
 
 def _worker_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m engine.plausibility.studies_load worker")
+    p = argparse.ArgumentParser(prog="python -m engine.annotation.studies.drills worker")
     p.add_argument("--db", required=True)
     p.add_argument("--token", action="append", required=True)
     p.add_argument("--think", type=float, default=0.0)
@@ -303,4 +303,4 @@ def _worker_main(argv: list[str]) -> int:
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "worker":
         sys.exit(_worker_main(sys.argv[2:]))
-    sys.exit("usage: python -m engine.plausibility.studies_load worker --db PATH --token T [--token T ...]")
+    sys.exit("usage: python -m engine.annotation.studies.drills worker --db PATH --token T [--token T ...]")
