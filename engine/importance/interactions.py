@@ -220,3 +220,19 @@ class ShapleyInteractions(Explainer):
             if call.progress is not None:
                 call.progress(i + 1, B)
         return out, {"interactions": found}
+
+
+def pair_lines(measure: str, extras: dict, tokens: list[str], k: int = 5) -> list[str]:
+    """The top `k` pairs of one explained input as lines of text (none where the measure gives no pairs):
+    what `explain` prints under its table. `extras`: the measure's extras of that input (Explanation.extras[measure]),
+    `tokens`: its maskable tokens."""
+    found = extras.get("interactions") or []
+    if not found:
+        return []
+    pairs = found[0]
+    how = "exact" if pairs.exact else f"estimated from {pairs.budget} evaluations"
+    lines = [f"{measure}: top {min(k, len(pairs.pairs))} of {len(pairs.pairs)} {pairs.index} pair interactions over "
+             f"{pairs.level}s ({how}; logits; + both together add more than each alone (AND), - either suffices (OR)):"]
+    for i, j, v in pairs.top(k):
+        lines.append(f"  {pairs.label(i, tokens)} x {pairs.label(j, tokens)}  {v:+.4f}")
+    return lines
