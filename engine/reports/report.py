@@ -23,7 +23,6 @@ from engine.errors import InvalidInputError
 from engine.reports.attnlrp_tables import attnlrp_table
 from engine.reports.groundtruth_tables import (
     cost_markdown,
-    interaction_markdown,
     judge_markdown,
     operator_markdown,
     recovery_markdown,
@@ -58,7 +57,6 @@ GROUND_TRUTH_RUN = "tiny-rt-card"
 GROUND_TRUTH_MINILM_RUN = "minilm-rt-card"
 GROUND_TRUTH_SMOLLM2_RUN = "smollm2-rt-card"
 GROUND_TRUTH_SET_RUN = "tiny-rt-graded-card"
-GROUND_TRUTH_INTERACTION_RUN = "tiny-rt-interaction-card"
 GROUND_TRUTH_TABLES = (
     Table("ground-truth-truth-tiny-rt", GROUND_TRUTH_DOC, truth_markdown(GROUND_TRUTH_RUN)),
     Table("ground-truth-recovery-tiny-rt", GROUND_TRUTH_DOC, recovery_markdown(GROUND_TRUTH_RUN)),
@@ -98,8 +96,6 @@ GROUND_TRUTH_TABLES = (
     Table("ground-truth-set2-separation-tiny-rt", GROUND_TRUTH_DOC, separation_markdown("tiny-rt-set-card")),
     Table("ground-truth-set2-judges-tiny-rt-mask", GROUND_TRUTH_DOC, judge_markdown("tiny-rt-set-card", "mask")),
     Table("ground-truth-set2-wrong-tiny-rt", GROUND_TRUTH_DOC, wrong_markdown("tiny-rt-set-card", "mask")),
-    # interaction recovery on AND / OR / threshold (report-card --interactions)
-    Table("ground-truth-interactions-tiny-rt", GROUND_TRUTH_DOC, interaction_markdown(GROUND_TRUTH_INTERACTION_RUN)),
 )
 
 
