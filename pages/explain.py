@@ -15,6 +15,7 @@ from app.figure_export import table as table_view
 from app.follow_sidebar import sidebar_model
 from app.heatmap import LEGEND_ABSOLUTE, LEGEND_SIGNED, token_heatmap_html
 from app.input_check import check_batch, check_input
+from app.interaction_view import show_pairs
 from app.limits import PublicLimitError, admitted, capped
 from app.lora_suggestion import suggest_masked_lora
 from app.measure_standing import evidence_for, render_standing
@@ -127,6 +128,7 @@ def _heatmap(col, result, measure: str, units, level_scores) -> None:
     col.html(token_heatmap_html([u.text for u in units], level_scores[measure], result.signed[measure],
                                 title=describe(measure)))
     col.caption(LEGEND_SIGNED if result.signed[measure] else LEGEND_ABSOLUTE)
+    show_pairs(col, result, measure)  # shapley-interactions: its top pairs (app/interaction_view.py)
     extras = result.extras.get(measure, {})
     gap = extras.get("completeness_gap")
     if gap is not None:

@@ -344,6 +344,39 @@ def test_attention_points_at_a_word_that_works_against_the_class(attention):
         assert int(torch.argmax(s)) == 1 and s[2] < 0, (measure, s)
 
 
+# -- noise tunnel, interactions --------------------------------------------------------------------------------------
+def test_linear_model_noise_tunnel_measures_read_the_weights_and_the_noise(linear):
+    """On logit_1 = sum_t VALUE_t the gradient is the constant (1, 0, 0, 0, 0), so input x gradient of a noisy copy is
+    VALUE_t + eps_t on the VALUE feature and 0 elsewhere: without noise smoothgrad = w_t, squaregrad = w_t^2, vargrad
+    = 0; with noise of standard deviation sigma (0.2 of the embedding range 3 here: 0.6) vargrad is the variance of
+    eps, sigma^2 = 0.36, within the sampling error of 400 copies (about 7% of it; 30% allowed)."""
+    w = t(1.0, 0.0, -2.0, 0.5)
+    torch.testing.assert_close(scores(linear, "smoothgrad", LINEAR_TEXT, noise=0.0, n_samples=2), w, **EXACT)
+    torch.testing.assert_close(scores(linear, "squaregrad", LINEAR_TEXT, noise=0.0, n_samples=2), w ** 2, **EXACT)
+    torch.testing.assert_close(scores(linear, "vargrad", LINEAR_TEXT, noise=0.0, n_samples=2), t(0, 0, 0, 0), **EXACT)
+    var = scores(linear, "vargrad", LINEAR_TEXT, noise=0.2, n_samples=400, batch_samples=100)
+    assert ((var - 0.36).abs() < 0.3 * 0.36).all(), var
+
+
+@pytest.mark.parametrize(("head", "sign"), [("and", 1.0), ("or", -1.0)])
+def test_interactions_find_the_planted_pair_with_its_sign(head, sign):
+    """AND: v(S) = k only when both planted words are in S; the pair's Shapley interaction is
+    v(AB) - v(A) - v(B) + v() = +k for every coalition of the fillers, so +k, and each word's first-order k-SII value 0
+    (all of its Shapley value k/2 sits in the pair). OR: v = k when either is present: k - k - k + 0 = -k, first-order
+    values k each (k - k/2 = k/2 each, their Shapley values). Exact here (budget 2^5 >= every coalition); the
+    fillers' pairs are 0."""
+    clf = handbuilt(head)
+    text = "the trig film pair plot"
+    imp = get_explainer("shapley-interactions", clf, level="token", budget=64).attribute(batch_of([text]), 1)
+    pairs = imp.extras["interactions"][0]
+    assert pairs.exact and pairs.top(1)[0][:2] == (1, 3)
+    assert pairs.value(1, 3) == pytest.approx(sign * K, abs=1e-5)
+    first = imp.token_scores(0).to(torch.float64)
+    expected = t(0, 0, 0, 0, 0) if head == "and" else t(0, K, 0, K, 0)
+    torch.testing.assert_close(first, expected, **EXACT)
+    assert all(abs(v) < 1e-5 for i, j, v in pairs.pairs if (i, j) != (1, 3))
+
+
 # -- every measure is covered --------------------------------------------------------------------------------------
 #: measures these hand-built models cannot run, with the reason (each raises or is declared unavailable)
 NOT_HERE = {
@@ -351,6 +384,9 @@ NOT_HERE = {
     "self-attribution": "prompted language models only (the model names its own words)",
     "attnlrp": "prompted Llama/Gemma 3/Qwen LMs only; checked against an explicit rule-by-rule LRP in test_attnlrp.py",
     "smat": "needs head weights SMaT learned for a BERT-like model",
+    "value-zeroing": "needs the value projections of an encoder's attention layers: checked on a hand-built attention "
+                     "model and against a forward that zeroes them by hand in test_noise_tunnel_value_zeroing.py",
+    "value-zeroing-sign": "as value-zeroing",
 }
 
 

@@ -26,7 +26,8 @@ TEXTS = ["the movie was really good and fun", "this film was so dull"]
 # cheap options so every measure runs in well under a second on the toy models
 CHEAP = {"beam": {"beam_size": 2}, "kernel-shap": {"n_samples": 40}, "lime": {"n_samples": 40},
          "shapley-sampling": {"n_samples": 2}, "gradient-shap": {"n_samples": 4}, "ig-sign": {"steps": 8},
-         "ig-abs": {"steps": 8}}
+         "ig-abs": {"steps": 8}, "shapley-interactions": {"budget": 64}, "smoothgrad": {"n_samples": 4},
+         "squaregrad": {"n_samples": 4}, "vargrad": {"n_samples": 4}}
 
 
 _THREADS_BEFORE: list[int] = []

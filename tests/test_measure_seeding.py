@@ -20,7 +20,8 @@ def test_every_measure_declares_its_seeding_and_a_cost_tier_in_range():
         assert (cls.seeding == "none") or "seed" in cls.defaults, name
     assert [n for n, c in MEASURES.items() if c.seeding == "cell"] == ["random"]
     assert {n for n, c in MEASURES.items() if c.seeding == "option"} == {"kernel-shap", "lime", "shapley-sampling",
-                                                                         "gradient-shap"}
+                                                                         "gradient-shap", "smoothgrad", "squaregrad",
+                                                                         "vargrad", "shapley-interactions"}
 
 
 def test_seed_options_give_the_cells_seed_only_to_a_measure_seeded_by_the_cell():

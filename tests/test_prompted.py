@@ -237,7 +237,9 @@ def test_every_applicable_measure_explains_a_prompted_model_on_the_slot_only(ber
         assert expected in names
     b = clf.batch("a gripping funny film")
     small = {"kernel-shap": {"n_samples": 30}, "lime": {"n_samples": 30}, "shapley-sampling": {"n_samples": 2},
-             "beam": {"beam_size": 2}, "ig-sign": {"steps": 8}, "ig-abs": {"steps": 8}, "gradient-shap": {"n_samples": 4}}
+             "beam": {"beam_size": 2}, "ig-sign": {"steps": 8}, "ig-abs": {"steps": 8}, "gradient-shap": {"n_samples": 4},
+             "shapley-interactions": {"budget": 32}, "smoothgrad": {"n_samples": 2}, "squaregrad": {"n_samples": 2},
+             "vargrad": {"n_samples": 2}}
     for name in names:
         options = {k: v for k, v in small.get(name, {}).items()}
         imp = get_explainer(name, clf, **options).attribute(b)  # memo: the gradient, IG and LOO families share passes

@@ -263,6 +263,7 @@ def run(args: argparse.Namespace) -> int:
         shown = tok if len(tok) <= tok_w else tok[: tok_w - 1] + "…"
         print(f"{i:>3}  {shown:<{tok_w}}  " + "  ".join(cells))
     from engine.importance.attnlrp import conservation_note
+    from engine.importance.interactions import pair_lines
 
     for m, extras in result.extras.items():
         if "completeness_gap" in extras:
@@ -277,6 +278,8 @@ def run(args: argparse.Namespace) -> int:
         note = conservation_note(extras)
         if note:
             print(f"{m}: {note}")
+        for line in pair_lines(m, extras, result.tokens):  # shapley-interactions: its top pairs
+            print(line)
         if "beam_score" in extras:
             print(f"{m}: {extras['forwards']} forward rows, best order's summed logit drop {float(extras['beam_score'][0]):.4f}")
     if colour:

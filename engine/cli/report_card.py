@@ -72,6 +72,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
               --metrics racu comprehensiveness naopc --operator mask delete --limit 100
           python -m engine report-card --model gt-tiny-rt-gated gt-tiny-rt-decoy --workers 2
           python -m engine report-card --model gt-tiny-rt-trigger-q80 --truth-only   # flip rates only
+          python -m engine report-card --model gt-tiny-rt-and gt-tiny-rt-or --interactions --interaction-budget 256 \\
+              --measures loo-sign --metrics comprehensiveness --operator mask   # interaction recovery
           python -m engine report-card --model my-toy-planted --min-deciding 5 --measures loo-sign random \\
               --metrics comprehensiveness --operator mask --limit 10   # a small card on small data
           python -m engine report-card --model gt-smollm2-rt-trigger --run smollm2-rt-card --measures loo-sign \\
@@ -116,6 +118,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="an option of one measure, as `explain --option` takes it (repeatable), e.g. "
                              "ig-sign:max_steps=20 (IG's step budget: no escalation beyond its 20 steps; the completeness "
                              "check is still recorded). Default: each measure's defaults")
+    parser.add_argument("--interactions", action="store_true",
+                        help="also score interaction recovery (AND / OR / threshold models only): on each deciding "
+                             "input, whether shapley-interactions' top pair is the planted pair and the sign of its "
+                             "interaction (AND +, OR -), with CIs. Opt-in: the other cells are unchanged")
+    parser.add_argument("--interaction-budget", type=int, default=512, metavar="N",
+                        help="shapley-interactions' game evaluations per input with --interactions (exact when the "
+                             "input has at most log2(N) words). Default: 512")
     parser.add_argument("--truth-only", action="store_true",
                         help="only establish and store each model's truth (flip rates with CIs); no card cells")
     parser.add_argument("--run", default="default", help="run folder in <results>/groundtruth/. Default: default")
@@ -129,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.groundtruth.card import card_cells, card_store, run_report_card
     from engine.groundtruth.selfexplain_card import SelfExplanationCell
     from engine.groundtruth.tables import (
+        interaction_table,
         judge_table,
         recovery_table,
         self_explanation_table,
@@ -148,14 +158,16 @@ def run(args: argparse.Namespace) -> int:
         cells += card_cells(model, args.measures, args.operator, args.metrics, args.limit, args.seed,
                             args.ffid_draws, args.random_sets, args.naopc_beam, args.truth_only,
                             min_deciding=args.min_deciding, self_explanations=kinds,
-                            max_new_tokens=args.max_new_tokens, measure_options=options)
+                            max_new_tokens=args.max_new_tokens, measure_options=options,
+                            interactions=args.interactions, interaction_budget=args.interaction_budget)
     command = getattr(args, "command_line", None) or "python -m engine report-card " + " ".join(sys.argv[1:])
     with tqdm(total=len(cells), desc=f"report card {args.run}", unit="cell") as bar:
         bar.update(sum(store.has_cell(args.run, c.key()) for c in cells))
 
         def within(cell, done, total):
             what = getattr(cell, "explanation", None) or (f"self-explanation {cell.kind}"
-                                                         if isinstance(cell, SelfExplanationCell) else "truth")
+                                                         if isinstance(cell, SelfExplanationCell) else
+                                                         "interactions" if hasattr(cell, "budget") else "truth")
             bar.set_postfix_str(f"{getattr(cell, 'operator', '')} {what}: {done}/{total}")
 
         report = run_report_card(args.model, run=args.run, measures=args.measures, operators=args.operator,
@@ -163,7 +175,8 @@ def run(args: argparse.Namespace) -> int:
                                  random_sets=args.random_sets, naopc_beam=args.naopc_beam,
                                  truth_only=args.truth_only, min_deciding=args.min_deciding,
                                  self_explanations=kinds, max_new_tokens=args.max_new_tokens,
-                                 measure_options=options, backend=backend,
+                                 measure_options=options, interactions=args.interactions,
+                                 interaction_budget=args.interaction_budget, backend=backend,
                                  command=command, progress=lambda i, n, key: bar.update(1), cell_progress=within)
     print(f"{len(report.done)} cells computed, {len(report.skipped)} already in the store, {len(report.failed)} failed "
           f"-> {store.root / args.run}")
@@ -196,6 +209,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {r.model}: {r.statistic} spans {r.span:.2f} from {r.worst_measure} {r.worst:.2f} to "
                   f"{r.best_measure} {r.best:.2f} (best possible {r.best_value:.2f}); CIs "
                   f"{'apart' if r.apart else 'overlap'}")
+    for r in interaction_table(data).itertuples():
+        sign = "n/a (theory gives 0)" if r.expected == "0" else f"{r.sign:.0%} ({r.sign_low:.0%}-{r.sign_high:.0%})"
+        print(f"interactions {r.model} ({r.mechanism}): top pair is the planted pair {r.top_pair:.0%} "
+              f"({r.top_pair_low:.0%}-{r.top_pair_high:.0%}) of {r.n}, best 100%; expected sign {r.expected}: {sign}; "
+              f"mean interaction {r.value:+.3f} logits, mean rank {r.rank:.1f} (best 1)")
     judges = judge_table(data)
     if not judges.empty:
         print("judges (share of inputs preferring the true explanation, all wrong ones pooled; 50% = chance):")

@@ -16,6 +16,11 @@ Cells (in `<results>/groundtruth/<run>/cells/`, the ResultsStore format):
                                                 attribution / redaction explanation, whether it names the planted
                                                 word, the test's verdicts and whether they agree with the truth
 
+    InteractionCell(model, limit, budget, ...)  (opt-in, AND / OR / threshold models; engine.groundtruth.interactions)
+                                                on the same deciding inputs: whether shapley-interactions' top pair is
+                                                the planted pair and the sign of its interaction against theory's
+                                                (rows: kind 'interaction', method 'interaction-recovery')
+
 Row schema of a ReportCardCell (one row per input and metric; columns beyond the store's TIDY_COLUMNS):
     model, seed, dataset (the planted variant), measure (the explanation id), strategy, base_model, mechanism,
     operator, kind ('metric' or 'recovery'), uid (the input), metric, value, better ('higher'/'lower'),
@@ -67,6 +72,13 @@ from engine.faithfulness.registry import (
     kernel_families,
 )
 from engine.groundtruth.explanations import PREFIX, constructed_scores, explanations_for
+from engine.groundtruth.interactions import (
+    DEFAULT_INTERACTION_BUDGET,
+    INTERACTION_BETTER,
+    INTERACTION_MECHANISMS,
+    interaction_recovery,
+    value_direction,
+)
 from engine.groundtruth.mechanisms import other_index, word_token_id
 from engine.groundtruth.selfexplain_card import (
     DEFAULT_MAX_NEW_TOKENS,
@@ -79,6 +91,7 @@ from engine.sweeps import Backend, CellContext, CellResult, SweepReport, provena
 
 CARD = "report-card"
 TRUTH = "truth by intervention"
+INTERACTION_CARD = "interaction-recovery"
 OPERATORS = ("mask", "delete", "unk", "pad", "redacted", *INFILL_OPERATORS)
 #: the measures scored by default: cheap to moderately costly, every family the project has
 DEFAULT_MEASURES = ("random", "attention-mean", "grad-l2", "x-grad-sign", "x-grad-abs", "ig-sign", "deeplift",
@@ -162,6 +175,24 @@ class ReportCardCell:
         else:  # the defaults: the key of the cells stored before options existed
             del d["measure_options"]
         return _with_min_deciding(d)
+
+
+@dataclass(frozen=True)
+class InteractionCell:
+    """Interaction recovery (engine.groundtruth.interactions) on a planted AND / OR / threshold model's first `limit`
+    deciding inputs: shapley-interactions over words with `budget` evaluations per input, index `index` (k-SII or
+    FSII), seeded by `seed`. Opt-in (`card_cells(interactions=True)`, report-card --interactions): the default cells'
+    keys are unchanged."""
+
+    model: str
+    limit: int = 200
+    seed: int = 0
+    budget: int = DEFAULT_INTERACTION_BUDGET
+    index: str = "k-SII"
+    min_deciding: int = MIN_DECIDING
+
+    def key(self) -> dict:
+        return _with_min_deciding({**asdict(self), "kind": INTERACTION_CARD})
 
 
 # -- per-process caches (a cell's inputs, the truth, reference scores and NAOPC bounds are shared by the cells of
@@ -249,7 +280,7 @@ def _redacts(classifier) -> bool:
     return getattr(spec, "replacement", None) == "redacted"
 
 
-def _card_inputs(cell: ReportCardCell | SelfExplanationCell):
+def _card_inputs(cell: ReportCardCell | SelfExplanationCell | InteractionCell):
     """(classifier, truth, examples): the first `limit` deciding inputs as Examples whose label is the class the
     model predicts on them (the explained class). Every cell of a card (any kind) scores these same inputs."""
     from engine.data.types import Example
@@ -689,16 +720,70 @@ def compute_truth_cell(cell: TruthCell, context: CellContext) -> CellResult:
     return CellResult(tidy, record)
 
 
+def compute_interaction_cell(cell: InteractionCell, context: CellContext) -> CellResult:
+    """Per deciding input of a planted AND / OR / threshold model: whether the top pair of shapley-interactions is the
+    planted pair, the sign of its interaction against theory's, its value and rank (engine.groundtruth.interactions).
+    Rows: kind 'interaction', metric pair-top / pair-sign / pair-value / pair-rank, method INTERACTION_CARD.
+
+    Raises:
+        NotApplicableError: a model of another mechanism (no pair of known interaction).
+    """
+    from engine.groundtruth.planting import planted_spec
+    from engine.runtime import configure, seed_everything
+
+    configure()
+    seed_everything(cell.seed)
+    started = time.time()
+    classifier, truth, examples = _card_inputs(cell)
+    cpu_started = time.process_time()
+    spec = planted_spec(classifier)
+    if spec.mechanism not in INTERACTION_MECHANISMS:
+        raise NotApplicableError(f"model {cell.model!r} plants {spec.mechanism!r}: interaction recovery needs "
+                                 f"{', '.join(INTERACTION_MECHANISMS)} (pairs whose interaction theory knows)")
+    better_of = {**INTERACTION_BETTER, "pair-value": value_direction(spec)}
+    rows: list[dict] = []
+    options: dict = {}
+    n_done = 0
+    for chunk in _batches(examples):
+        if context.should_stop is not None and context.should_stop():
+            from engine.errors import Cancelled
+
+            raise Cancelled("the report card was cancelled")
+        batch = classifier.batch_of(chunk)
+        found, options = interaction_recovery(classifier, batch, batch.target, word_positions(classifier, batch, spec),
+                                              spec, cell.budget, cell.index, cell.seed, context.should_stop)
+        for name, values in found.items():
+            for e, v in zip(chunk, values):
+                rows.append({"uid": e.uid, "kind": "interaction", "metric": name, "value": float(v),
+                             "better": better_of[name], "n_perturbed": np.nan, "n_ood": np.nan, "p_value": np.nan})
+        n_done += len(chunk)
+        if context.progress is not None:
+            context.progress(n_done, len(examples))
+    meta = classifier.meta
+    tidy = pd.DataFrame(rows).assign(
+        model=cell.model, seed=cell.seed, dataset=classifier.metadata.get("dataset"), measure="shapley-interactions",
+        strategy=meta.strategy, base_model=meta.base_model, mechanism=spec.mechanism, words=" ".join(spec.words),
+        m=spec.m, operator="mask", method=INTERACTION_CARD, split="test", step=0, ratio=float("nan"),
+        n_examples=len(examples))
+    record = provenance(context.command or "engine.groundtruth.card.compute_interaction_cell", started, classifier,
+                        n_examples=len(examples), planted=spec.to_dict(), truth=truth.summary(), measure_options=options,
+                        target="the predicted class (the mechanism's target on deciding inputs)",
+                        cpu_seconds=round(time.process_time() - cpu_started, 1))
+    return CellResult(tidy, record)
+
+
 def compute_cell(cell, context: CellContext) -> CellResult:
-    """The sweep's compute function: a TruthCell, a ReportCardCell or a SelfExplanationCell."""
+    """The sweep's compute function: a TruthCell, a ReportCardCell, a SelfExplanationCell or an InteractionCell."""
     if isinstance(cell, TruthCell):
         return compute_truth_cell(cell, context)
+    if isinstance(cell, InteractionCell):
+        return compute_interaction_cell(cell, context)
     if isinstance(cell, ReportCardCell):
         return compute_card_cell(cell, context)
     if isinstance(cell, SelfExplanationCell):
         return compute_self_explanation_cell(cell, context, _card_inputs(cell))
-    raise InvalidInputError(f"not a report-card cell: {type(cell).__name__} (TruthCell, ReportCardCell or "
-                            f"SelfExplanationCell)")
+    raise InvalidInputError(f"not a report-card cell: {type(cell).__name__} (TruthCell, ReportCardCell, "
+                            f"SelfExplanationCell or InteractionCell)")
 
 
 def card_cells(model: str, measures: Sequence[str] = DEFAULT_MEASURES, operators: Sequence[str] = DEFAULT_OPERATORS,
@@ -706,7 +791,8 @@ def card_cells(model: str, measures: Sequence[str] = DEFAULT_MEASURES, operators
                ffid_draws: int = 10, random_sets: int = 20, naopc_beam: int = 5, truth_only: bool = False,
                min_deciding: int = MIN_DECIDING, self_explanations: Sequence[str] | None = None,
                max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-               measure_options: Mapping[str, Mapping[str, str]] | None = None) -> list:
+               measure_options: Mapping[str, Mapping[str, str]] | None = None, interactions: bool = False,
+               interaction_budget: int = DEFAULT_INTERACTION_BUDGET) -> list:
     """Every cell of one planted model's card: its TruthCell, then per operator the constructed explanations and
     the measures (operator-major, so a card's first operator lands whole first), and for a prompted LM one
     SelfExplanationCell per self-explanation kind right after the first operator's cells. truth_only: the TruthCell alone (the flip rates of a model whose
@@ -715,7 +801,8 @@ def card_cells(model: str, measures: Sequence[str] = DEFAULT_MEASURES, operators
     self_explanations: the kinds (counterfactual, attribution, redaction); None: all three for a prompted LM and
     none for any other model; (): none. max_new_tokens: the longest self-explanation answer.
     measure_options: measure id -> {option: value} (as `explain --option`), e.g. {"ig-sign": {"max_steps": "20"}};
-    each must be one of the measure's options.
+    each must be one of the measure's options. interactions: add an InteractionCell (interaction recovery, with
+    `interaction_budget` evaluations per input) after the truth; an AND / OR / threshold model only (others refused).
 
     Raises:
         MechanismNotLearned: the model did not learn its mechanism (checked here, before any cell runs).
@@ -748,6 +835,15 @@ def card_cells(model: str, measures: Sequence[str] = DEFAULT_MEASURES, operators
         operator_classifier(classifier, op)
     truth_of(model, seed, min_deciding).require_learned()
     cells: list = [TruthCell(model, seed, min_deciding)]
+    if interactions:
+        if spec.mechanism not in INTERACTION_MECHANISMS:
+            raise NotApplicableError(f"model {model!r} plants {spec.mechanism!r}: --interactions needs "
+                                     f"{', '.join(INTERACTION_MECHANISMS)} (pairs whose interaction theory knows)")
+        if interaction_budget < 4:
+            raise InvalidInputError(f"the interaction budget (evaluations per input) must be at least 4, got "
+                                    f"{interaction_budget}")
+        cells.append(InteractionCell(model=model, limit=limit, seed=seed, budget=interaction_budget,
+                                     min_deciding=min_deciding))
     explanations = [PREFIX + k for k in explanations_for(spec.mechanism)]
     selves = [SelfExplanationCell(model=model, kind=k, limit=limit, seed=seed, min_deciding=min_deciding,
                                   max_new_tokens=max_new_tokens) for k in kinds]
@@ -769,6 +865,7 @@ def run_report_card(models: Sequence[str] | str, run: str = "default", measures:
                     truth_only: bool = False, min_deciding: int = MIN_DECIDING,
                     self_explanations: Sequence[str] | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
                     measure_options: Mapping[str, Mapping[str, str]] | None = None,
+                    interactions: bool = False, interaction_budget: int = DEFAULT_INTERACTION_BUDGET,
                     results_dir: str | os.PathLike | None = None,
                     backend: Backend | None = None,
                     command: str = "engine.groundtruth.run_report_card",
@@ -787,6 +884,7 @@ def run_report_card(models: Sequence[str] | str, run: str = "default", measures:
         self_explanations: the self-explanation kinds of a prompted LM (SelfExplanationCell); None: all three for
             a prompted LM, none for other models; (): none. max_new_tokens: the longest self-explanation answer.
         measure_options: measure id -> {option: value}, as card_cells.
+        interactions, interaction_budget: interaction recovery cells, as card_cells.
         results_dir: the store's root (default `<results>/groundtruth`); backend: engine.sweeps.Backend.
         command, progress, cell_progress, should_stop: as engine.sweeps.run_cells.
 
@@ -800,6 +898,7 @@ def run_report_card(models: Sequence[str] | str, run: str = "default", measures:
     cells = []
     for m in models:
         cells += card_cells(m, measures, operators, metrics, limit, seed, ffid_draws, random_sets, naopc_beam,
-                            truth_only, min_deciding, self_explanations, max_new_tokens, measure_options)
+                            truth_only, min_deciding, self_explanations, max_new_tokens, measure_options,
+                            interactions, interaction_budget)
     return run_cells(cells, compute_cell, card_store(results_dir), run, backend=backend, command=command,
                      progress=progress, cell_progress=cell_progress, should_stop=should_stop)

@@ -11,8 +11,9 @@ import pandas as pd
 from scipy import stats
 
 from engine.faithfulness.registry import judges
-from engine.groundtruth.card import CARD, SEPARATION_BEST, TRUTH
+from engine.groundtruth.card import CARD, INTERACTION_CARD, SEPARATION_BEST, TRUTH
 from engine.groundtruth.explanations import JUDGE_PAIRS, PREFIX
+from engine.groundtruth.interactions import INTERACTION_BEST
 from engine.groundtruth.selfexplain_card import RULES, SELF_CARD, SELF_KINDS
 from engine.stats import benjamini_hochberg, bootstrap_ci, paired_effect_size, preference_p_value, wilson_ci
 
@@ -526,3 +527,56 @@ def separation_summary(df: pd.DataFrame, exclude: tuple[str, ...] = ("random",))
                      "span": float(hi["value"] - lo["value"]), "apart": bool(hi["low"] > lo["high"]),
                      "n_measures": len(m)})
     return pd.DataFrame(rows)
+
+
+#: the sign theory gives a planted pair's interaction, by the pair-value's `better` (engine.groundtruth.interactions)
+EXPECTED_SIGN = {"higher": "+", "lower": "-", "zero": "0"}
+
+
+def interaction_table(df: pd.DataFrame, cis: bool = True) -> pd.DataFrame:
+    """Per planted AND / OR / threshold model (InteractionCell rows): how often shapley-interactions' top pair is the
+    planted pair and its interaction has the sign theory gives (Wilson 95% CIs), the pair's mean interaction in logits
+    and its mean rank (bootstrap 95% CI), each beside its best possible value.
+
+    Columns: model, mechanism, words, expected ('+', '-', or '0': threshold with m < k, where theory gives 0 and no
+    sign is judged), n, top_pair (share; top_pair_low / _high), top_pair_best (1), sign (share; sign_low / _high; NaN
+    where expected is '0'), sign_best (1), value (mean; value_low / _high), rank (mean; rank_low / _high), rank_best
+    (1)."""
+    columns = ["model", "mechanism", "words", "expected", "n", "top_pair", "top_pair_low", "top_pair_high",
+               "top_pair_best", "sign", "sign_low", "sign_high", "sign_best", "value", "value_low", "value_high",
+               "rank", "rank_low", "rank_high", "rank_best"]
+    if "method" not in df.columns:
+        return pd.DataFrame(columns=columns)
+    part = df[df["method"] == INTERACTION_CARD]
+    if part.empty:
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for model, g in part.groupby("model", sort=False):
+        v = {m: gg["value"].to_numpy(float) for m, gg in g.groupby("metric")}
+        found = ~np.isnan(v.get("pair-top", np.empty(0)))
+        direction = g.loc[g["metric"] == "pair-value", "better"].iloc[0] if (g["metric"] == "pair-value").any() else "zero"
+        row = {"model": model, "mechanism": g["mechanism"].iloc[0], "words": g["words"].iloc[0] if "words" in g else "",
+               "expected": EXPECTED_SIGN.get(direction, "0"), "n": int(found.sum()),
+               "top_pair_best": INTERACTION_BEST["pair-top"], "sign_best": INTERACTION_BEST["pair-sign"],
+               "rank_best": INTERACTION_BEST["pair-rank"]}
+        top = v["pair-top"][found]
+        k = int(top.sum())
+        low, high = wilson_ci(k, len(top))
+        row.update({"top_pair": k / len(top) if len(top) else np.nan, "top_pair_low": low, "top_pair_high": high})
+        sign = v.get("pair-sign", np.empty(0))
+        sign = sign[~np.isnan(sign)]
+        if len(sign) and np.isin(sign, (0.0, 1.0)).all():  # one pair per input: a share of inputs, Wilson
+            low, high = wilson_ci(int(sign.sum()), len(sign))
+            row.update({"sign": float(sign.mean()), "sign_low": low, "sign_high": high})
+        elif len(sign):  # threshold with m = k: each input's share of the set's pairs, bootstrap over inputs
+            mean, low, high = bootstrap_ci(sign, n_resamples=BOOTSTRAP_RESAMPLES, interval=cis)
+            row.update({"sign": mean, "sign_low": low, "sign_high": high})
+        else:
+            row.update({"sign": np.nan, "sign_low": np.nan, "sign_high": np.nan})
+        for name, key in (("pair-value", "value"), ("pair-rank", "rank")):
+            x = v.get(name, np.empty(0))
+            x = x[~np.isnan(x)]
+            mean, low, high = bootstrap_ci(x, n_resamples=BOOTSTRAP_RESAMPLES, interval=cis) if len(x) else (np.nan,) * 3
+            row.update({key: mean, f"{key}_low": low, f"{key}_high": high})
+        rows.append(row)
+    return pd.DataFrame(rows, columns=columns)

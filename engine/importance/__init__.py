@@ -16,10 +16,13 @@ from engine.importance import (  # noqa: E402,F401  (registration)
     captum_extras,  # noqa: E402,F401
     gradient,
     integrated_gradients,
+    interactions,
     leave_one_out,
+    noise_tunnel,
     random_baseline,
     self_attribution,
     smat,
+    value_zeroing,
 )
 from engine.importance.explainer import Explainer
 from engine.importance.memo import clear_memo
