@@ -9,30 +9,33 @@ import streamlit as st
 
 from app.shared import PENDING_MODEL_KEY, usable_checkpoints
 from app.text import md
+from engine.models.kinds import ModelKind
 
 
 def lora_for(classifier) -> str | None:
     """The id of the shipped masked-LoRA model of the same packaged LLM, when the classifier is a prompted LM that was
-    not masked-fine-tuned and that model is offered in the sidebar; else None."""
+    not fine-tuned here (zero-shot: its strategy is none of the training strategies, so not a LoRA of any kind) and
+    that model is offered in the sidebar; else None."""
     from engine.models.builtin_llms import BUILTINS, LORA_OF
+    from engine.models.metadata import STRATEGIES
 
-    if classifier.masked_fine_tuned or classifier.metadata.get("source") not in ("prompted", None):
+    meta = classifier.meta
+    if meta.masked_fine_tuned or meta.strategy in STRATEGIES:
         return None
-    base = classifier.metadata.get("base_model")
     candidate = LORA_OF.get(classifier.id) or next(
-        (b.model_id for b in BUILTINS.values() if b.adapter and b.llm == base), None)
+        (b.model_id for b in BUILTINS.values() if b.adapter and b.llm == meta.base_model), None)
     offered = {m["id"] for m in usable_checkpoints()}
     return candidate if candidate in offered else None
 
 
 def suggest_masked_lora(classifier) -> None:
     """The note and its button (nothing when there is nothing to suggest)."""
-    if not hasattr(classifier, "spec"):  # not a prompted LM
+    if classifier.kind is not ModelKind.PROMPTED:
         return
     target = lora_for(classifier)
     if target is None:
         return
-    replacement = classifier.metadata.get("replacement_token") or "the replacement"
+    replacement = classifier.meta.replacement_token or "the replacement"
     note, button = st.columns([4, 1])
     note.info(f"**{md(classifier.id)}** was not masked-fine-tuned: masked inputs (with {md(replacement)}) are out of "
               f"distribution for it, so LOO, occlusion, SHAP and the masking curves measure the redaction as much as the "

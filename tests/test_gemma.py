@@ -341,17 +341,20 @@ def test_explain_page_suggests_the_shipped_masked_lora_of_the_same_llm(monkeypat
     from types import SimpleNamespace
 
     import app.lora_suggestion as suggestion
+    from engine.models.metadata import CheckpointMeta
 
     offered = [{"id": "smollm2-rt-lora"}, {"id": "gemma3-rt-lora"}, {"id": "gemma3-rt-prompt"}]
     monkeypatch.setattr(suggestion, "usable_checkpoints", lambda: offered)
 
-    def model(model_id, base, masked=False, source="prompted"):
-        return SimpleNamespace(id=model_id, masked_fine_tuned=masked, metadata={"base_model": base, "source": source})
+    def model(model_id, base, masked=False, strategy="zero-shot"):
+        meta = CheckpointMeta(id=model_id, base_model=base, strategy=strategy, declared_masked_fine_tuned=masked)
+        return SimpleNamespace(id=model_id, meta=meta)
 
     assert suggestion.lora_for(model("gemma3-rt-prompt", "gemma3-270m")) == "gemma3-rt-lora"
     assert suggestion.lora_for(model("smollm2-rt-prompt", "smollm2")) == "smollm2-rt-lora"
     assert suggestion.lora_for(model("my-gemma-prompt", "gemma3-270m")) == "gemma3-rt-lora"  # registered, same LLM
-    assert suggestion.lora_for(model("gemma3-rt-lora", "gemma3-270m", masked=True, source="lora")) is None
+    assert suggestion.lora_for(model("gemma3-rt-lora", "gemma3-270m", masked=True, strategy="masked")) is None
+    assert suggestion.lora_for(model("plain-lora", "gemma3-270m", strategy="plain")) is None, "a LoRA, if unmasked"
     assert suggestion.lora_for(model("my-llama-prompt", "/models/llama")) is None  # no shipped adapter for it
     offered.remove({"id": "gemma3-rt-lora"})
     assert suggestion.lora_for(model("gemma3-rt-prompt", "gemma3-270m")) is None  # not offered: nothing to switch to

@@ -31,6 +31,7 @@ from engine.importance.explainer import Explainer, PassEstimate
 from engine.importance.lrp_rules import SUPPORTED, check_supported, lrp_rules
 from engine.importance.registry import register
 from engine.importance.types import Call
+from engine.models.kinds import ModelKind
 
 
 @register
@@ -50,9 +51,7 @@ class AttnLRP(Explainer):
         return PassEstimate(forward=1, backward=1)
 
     def supports(self) -> tuple[bool, str]:
-        from engine.models.prompted import PromptedClassifier
-
-        if not isinstance(self.classifier, PromptedClassifier):
+        if self.classifier.kind is not ModelKind.PROMPTED:
             return False, ("AttnLRP is offered for prompted language models (models add FOLDER --prompt) of the "
                            f"families lxt's rules cover here: {SUPPORTED}")
         return check_supported(self.classifier.model)

@@ -17,6 +17,7 @@ import torch
 from engine.importance.explainer import Explainer
 from engine.importance.registry import register
 from engine.importance.types import Call
+from engine.models.kinds import ModelKind
 
 
 @register
@@ -35,9 +36,7 @@ class SelfAttribution(Explainer):
             raise ValueError("max_new_tokens must be >= 1")
 
     def supports(self) -> tuple[bool, str]:
-        from engine.models.prompted import PromptedClassifier
-
-        if not isinstance(self.classifier, PromptedClassifier):
+        if self.classifier.kind is not ModelKind.PROMPTED:
             return False, "only a prompted language model can name the words it relies on (models add FOLDER --prompt)"
         if self.classifier.spec.paired:
             return False, "self-explanations are implemented for single-text prompts"
