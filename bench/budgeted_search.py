@@ -1,4 +1,5 @@
-"""AOPC objective against forward passes for the budgeted searches (engine/importance/budgeted_search.py).
+"""AOPC objective against forward passes for the budgeted searches (engine/importance/aopc_search.py,
+the measures in engine/importance/budgeted_search.py).
 
 Trains (or loads) a tiny masked-fine-tuned model on rt, takes the first `--inputs` test inputs of at most
 `--max-tokens` tokens, and for every budget in `--budgets` (multiples of each input's N^2/2) runs greedy-loo,
@@ -63,7 +64,7 @@ def main() -> None:
 
 
 def _aopc(scorer, batch, imp) -> float:
-    from engine.importance.budgeted_search import SetScores, curve_weights, order_value, prefix_masks
+    from engine.importance.aopc_search import SetScores, curve_weights, order_value, prefix_masks
     from engine.importance.types import Call
 
     target = imp.target.to(batch.input_ids.device)

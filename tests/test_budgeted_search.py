@@ -1,5 +1,5 @@
-"""Faithfulness-optimised explanations under a budget (engine/importance/budgeted_search.py): exact optima by
-enumerating every masking order, beam at unbounded width equal to them, the anytime search never below its
+"""Faithfulness-optimised explanations under a budget (engine/importance/aopc_search.py, the measures in
+budgeted_search.py): exact optima by enumerating every masking order, beam at unbounded width equal to them, the anytime search never below its
 starting ranking and within its budget, forward passes counted, progress and cancellation."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import torch
 from engine.data import get_dataset
 from engine.errors import ExplanationCancelled, InvalidInputError
 from engine.importance import get_explainer
-from engine.importance.budgeted_search import (
+from engine.importance.aopc_search import (
     SetScores,
     beam_search,
     curve_weights,
@@ -275,7 +275,7 @@ def test_the_anytime_search_without_a_budget_ends_at_or_above_every_beam_it_wide
     """widening_search (the anytime search after its start) runs beams of width 2, 3, 5, 8 on the evaluated sets, so
     with an unlimited budget its J is at least each of those beams' J, and at least its start's; on these rugged
     objectives swaps alone (max_width 0, the earlier search) stall below beam-2 on some inputs."""
-    from engine.importance.budgeted_search import widening_search
+    from engine.importance.aopc_search import widening_search
 
     swaps_below_beam = 0
     for seed in range(12):
@@ -295,7 +295,7 @@ def test_the_anytime_search_without_a_budget_ends_at_or_above_every_beam_it_wide
 def test_the_anytime_search_stays_within_any_budget_and_never_below_its_start():
     """Under budgets from N + 1 passes to past beam-8's cost, widening_search never spends more than its budget
     and its J (when known) is at least that of its start order."""
-    from engine.importance.budgeted_search import widening_search
+    from engine.importance.aopc_search import widening_search
 
     n = 8
     w = curve_weights(n, "full")

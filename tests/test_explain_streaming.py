@@ -25,7 +25,7 @@ def _run(at: AppTest) -> AppTest:
 @pytest.fixture()
 def no_llm_loading(monkeypatch):
     """Converting or loading the packaged LLM fails the test; its package counts as installed wherever it runs."""
-    from engine.models import llm_package, prompted
+    from engine.models import llm_package, prompted_loading
 
     def refuse(*_args, **_kwargs):
         raise AssertionError("the packaged LLM was converted or loaded just to list it")
@@ -34,14 +34,14 @@ def no_llm_loading(monkeypatch):
     monkeypatch.setattr(llm_package, "package_files", lambda key: [Path("/nowhere") / f"{key}.gguf"])
     monkeypatch.setattr(llm_package, "convert_gguf", refuse)
     monkeypatch.setattr(llm_package, "packaged_llm_folder", refuse)
-    real_load = prompted.load_prompted
+    real_load = prompted_loading.load_prompted
 
     def load_only_folders(source, *args, **kwargs):  # a registered folder loads; the packaged LLM does not
         if str(source) in llm_package.PACKAGED_LLMS:
             refuse()
         return real_load(source, *args, **kwargs)
 
-    monkeypatch.setattr(prompted, "load_prompted", load_only_folders)
+    monkeypatch.setattr(prompted_loading, "load_prompted", load_only_folders)
 
 
 def test_by_cost_puts_gradients_before_ig_before_loo_before_sampling_and_keeps_ties_in_order():

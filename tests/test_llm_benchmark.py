@@ -60,7 +60,7 @@ def test_validate_model_accepts_a_registered_prompted_lm_and_still_refuses_one_w
 def test_a_zero_shot_prompted_lm_calibrates_masf_on_unmasked_inputs(llama_folder):
     """A zero-shot prompted LM never saw a masked input: its MaSF is calibrated like a plainly fine-tuned model's
     (the inputs unmasked), and the fit goes through."""
-    from engine.models.prompted import load_prompted
+    from engine.models.prompted_loading import load_prompted
     from engine.ood import calibration_strategy, fit_masf
 
     clf = load_prompted(llama_folder, SPEC, model_id="tiny-llama-rt")
@@ -76,7 +76,7 @@ def test_a_saved_prompted_checkpoint_keeps_its_fits_in_its_own_folder(llama_fold
     among another model's fits."""
     import shutil
 
-    from engine.models.prompted import load_prompted_checkpoint
+    from engine.models.prompted_loading import load_prompted_checkpoint
 
     folder = tmp_path / "tiny-llama-lora"
     shutil.copytree(llama_folder, folder)

@@ -16,7 +16,7 @@ from engine.errors import InvalidInputError
 from engine.faithfulness.erasure import erasure_metrics
 from engine.faithfulness.naopc import aopc_bounds, naopc, normalise
 from engine.importance import get_explainer
-from engine.importance.budgeted_search import SetScores, beam_search, curve_weights, exact_bounds
+from engine.importance.aopc_search import SetScores, beam_search, curve_weights, exact_bounds
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "naopc_reference.json").read_text())
 

@@ -40,10 +40,9 @@ import torch
 from engine.errors import InvalidInputError
 from engine.faithfulness.erasure import ERASER_BINS
 from engine.faithfulness.perturb import ranking_positions
-from engine.importance.budgeted_search import (
+from engine.importance.aopc_search import (
     CURVES,
     SCORES,
-    BudgetedBeam,
     SetScores,
     beam_search,
     curve_weights,
@@ -51,6 +50,7 @@ from engine.importance.budgeted_search import (
     order_value,
     prefix_masks,
 )
+from engine.importance.budgeted_search import BudgetedBeam
 from engine.importance.types import Call
 from engine.models import Batch, Classifier
 

@@ -19,7 +19,8 @@ _EXPORTS = {
     **dict.fromkeys(("apply_token_masks", "mask_all_primary", "mask_random_fraction", "training_transform"), "masking"),
     **dict.fromkeys(("STRATEGIES", "CheckpointMeta"), "metadata"),
     "PromptSpec": "prompt_spec",
-    **dict.fromkeys(("PromptedClassifier", "load_prompted"), "prompted"),
+    "PromptedClassifier": "prompted",
+    "load_prompted": "prompted_loading",
     **dict.fromkeys(("register_model", "registered_models", "unregister_model"), "registry"),
     **dict.fromkeys(("TrainConfig", "TrainingCancelled", "default_model_id", "train_classifier"), "training"),
 }
@@ -55,6 +56,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, eagerly
     from engine.models.masking import apply_token_masks, mask_all_primary, mask_random_fraction, training_transform
     from engine.models.metadata import STRATEGIES, CheckpointMeta
     from engine.models.prompt_spec import PromptSpec
-    from engine.models.prompted import PromptedClassifier, load_prompted
+    from engine.models.prompted import PromptedClassifier
+    from engine.models.prompted_loading import load_prompted
     from engine.models.registry import register_model, registered_models, unregister_model
     from engine.models.training import TrainConfig, TrainingCancelled, default_model_id, train_classifier

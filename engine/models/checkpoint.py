@@ -20,7 +20,7 @@ from engine.models.ids import check_model_id
 from engine.models.loading import load_pretrained
 from engine.models.metadata import REQUIRED_KEYS, CheckpointMeta, write_metadata
 from engine.models.metadata import read_metadata as read_meta
-from engine.models.prompted import load_prompted_checkpoint
+from engine.models.prompted_loading import load_prompted_checkpoint
 from engine.models.registry import artifacts_dir, load_registered, read_manifest, registered_models
 from engine.models.weights import conversion_hint, weight_files
 from engine.models.weights import weights_sha256 as files_sha256

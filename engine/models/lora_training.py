@@ -45,7 +45,7 @@ from engine.models.ids import check_model_id
 from engine.models.kinds import ModelKind
 from engine.models.masking import training_transform
 from engine.models.metadata import CheckpointMeta, trains_on_masks, write_metadata
-from engine.models.prompted import load_prompted_checkpoint
+from engine.models.prompted_loading import load_prompted_checkpoint
 from engine.models.training import TrainConfig, epoch_record, report_epoch
 from engine.models.weights import weights_sha256
 from engine.runtime import code_version, configure, pick_device, seed_everything

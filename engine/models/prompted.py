@@ -1,5 +1,6 @@
 """`PromptedClassifier`: a causal language model used as a classifier by a prompt and a verbalizer
 (docs/methods.md#prompted-language-models). It is a `Classifier` like any other, so every measure, curve and metric takes it.
+Loading one from a folder or a packaged LLM: engine/models/prompted_loading.py.
 
     P(x)        the prompt spec rendered around x (chat template or plain text), ending where the answer starts
     s_k(x)      = log sum_{w in words(k)} exp(sum_j log p_LM(w_j | P(x), w_<j))   (word_score 'mean': mean over j)
@@ -28,24 +29,17 @@ from __future__ import annotations
 import threading
 import warnings
 from collections.abc import Sequence
-from pathlib import Path
 
 import torch
 
 from engine.data.labels import label_key
-from engine.errors import CheckpointError, EmptyInputError, InvalidInputError
+from engine.errors import EmptyInputError, InvalidInputError
 from engine.models.batch import AUXILIARY, PRIMARY, SPECIAL, Batch
 from engine.models.classifier import Classifier, ForwardOutput, model_device
-from engine.models.foreign import max_length_for
 from engine.models.kinds import ModelKind
-from engine.models.llm_package import PACKAGED_LLMS, resolve_llm
-from engine.models.metadata import CheckpointMeta
 from engine.models.prefix_cache import MIN_PREFIX, PrefixKV, shared_prefix_length
 from engine.models.prompt_checks import PromptSpecWarning, label_word_warnings
-from engine.models.prompt_digest import prompt_sha256
 from engine.models.prompt_spec import PromptSpec
-from engine.models.weights import weight_files, weights_sha256
-from engine.runtime import configure, pick_device
 from engine.settings import prefix_cache_enabled
 
 MASK_TOKEN = "<|mask|>"
@@ -563,66 +557,4 @@ def _gather2(a: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return a.gather(3, k)
 
 
-def load_prompted(folder: str | Path, spec: PromptSpec | dict, *, model_id: str | None = None, max_length: int | None = None,
-                  device: str | None = None, extra: dict | None = None, dtype: str | None = None) -> PromptedClassifier:
-    """A `PromptedClassifier` from a local causal-LM folder (config.json, safetensors, tokenizer) or a packaged
-    LLM key ('smollm2', converted on first use). Weights are read only from safetensors. dtype: as for every
-    model (`engine.models.loading.choose_dtype`; default the setting ENGINE_DTYPE, 'auto' = float32)."""
-    configure()
-    from safetensors import SafetensorError
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    packaged = str(folder) if str(folder) in PACKAGED_LLMS else None
-    folder = resolve_llm(str(folder))
-    spec = spec if isinstance(spec, PromptSpec) else PromptSpec.from_dict(spec)
-    files = weight_files(folder)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(str(folder))
-    except (OSError, ValueError, TypeError, KeyError) as err:
-        raise CheckpointError(f"no usable tokenizer in {folder} ({type(err).__name__}: {err})") from None
-    if not getattr(tokenizer, "is_fast", False):
-        raise CheckpointError(f"the tokenizer in {folder} is a slow tokenizer; token offsets need a fast one (tokenizer.json)")
-    import engine.settings as settings
-    from engine.models.loading import choose_dtype, dtype_name, stored_dtype
-
-    target = pick_device(device)
-    # The dtype asked for is honoured as for an encoder (it was once ignored: bfloat16 asked, float32 run, silently).
-    stored = stored_dtype(files)
-    chosen, dtype_reason = choose_dtype(target.type, stored, dtype or settings.dtype_request())
-    try:
-        model = AutoModelForCausalLM.from_pretrained(str(folder), use_safetensors=True, attn_implementation="eager",
-                                                     dtype=chosen)
-    except (OSError, ValueError, SafetensorError, RuntimeError, KeyError, TypeError) as err:
-        raise CheckpointError(f"{folder} could not be loaded as a causal language model ({type(err).__name__}: {err})") from None
-    metadata = {
-        "id": model_id or f"{packaged or folder.name}-prompt",
-        "folder": str(folder), "base_model": packaged or str(folder), "base_model_source": str(folder),
-        "weights_files": [p.name for p in files], "weights_sha256": weights_sha256(folder),
-        "architecture": (model.config.architectures or [type(model).__name__])[0], "model_type": model.config.model_type,
-        "decoder": True, "dataset": None, "prompt_sha256": prompt_sha256(spec), "artifacts_dir": None,
-        "note": "a language model prompted zero-shot; masked inputs are out of distribution until masked-fine-tuned",
-        **(extra or {}),
-    }
-    classifier = PromptedClassifier(model, tokenizer, spec, max_length_for(tokenizer, model, max_length), metadata, target)
-    classifier.folder = folder
-    classifier.load_runtime = {**classifier.load_runtime, "stored_dtype": dtype_name(stored), "dtype_reason": dtype_reason}
-    return classifier
-
-
-def load_prompted_checkpoint(folder: Path, metadata: dict, device: str | None = None,
-                             dtype: str | None = None) -> PromptedClassifier:
-    """A saved prompted classifier (a causal-LM folder whose `metadata.json` holds `prompt`, e.g. a merged LoRA
-    fine-tuning), given its metadata: here rather than in checkpoint.py's caller so that checkpoint loading needs
-    no import of the training code (engine/models stays free of import cycles)."""
-    keep = {k: v for k, v in metadata.items() if k not in ("folder", "weights_files", "weights_sha256", "base_model_source",
-                                                           "prompt", "replacement", "replacement_token",
-                                                           "replacement_token_id", "replacement_tokens")}
-    # What is fitted for it (MaSF) is kept in its own folder: the metadata it was saved with may still name the
-    # artifacts folder of the zero-shot model it was trained from (whose fits are of another model).
-    keep["artifacts_dir"] = str(folder)
-    meta = CheckpointMeta.from_dict(metadata)
-    return load_prompted(folder, meta.prompt, model_id=meta.id, max_length=meta.max_length,
-                         device=device, extra=keep, dtype=dtype)
-
-
-__all__: Sequence[str] = ("PromptedClassifier", "load_prompted", "MASK_TOKEN")
+__all__: Sequence[str] = ("PromptedClassifier", "MASK_TOKEN")

@@ -100,7 +100,7 @@ def builtin_prompted() -> list[dict]:
 
 
 def _load_prompted_manifest(manifest: dict, device: str | None, dtype: str | None = None):
-    from engine.models.prompted import load_prompted
+    from engine.models.prompted_loading import load_prompted
 
     source = manifest.get("packaged_llm") or manifest["path"]
     classifier = load_prompted(source, manifest["prompt"], model_id=manifest["id"], max_length=manifest.get("max_length"),
@@ -163,7 +163,7 @@ def register_model(path: str | os.PathLike, model_id: str | None = None, *, toke
     if target.exists() and not overwrite:
         raise InvalidInputError(f"a model {model_id!r} is already registered ({target}); pass --overwrite or choose another --id")
     if prompt is not None:  # a causal LM used by a prompt (engine.models.prompted); its replacement is in the prompt
-        from engine.models.prompted import load_prompted
+        from engine.models.prompted_loading import load_prompted
 
         classifier = load_prompted(folder, prompt, model_id=model_id, max_length=max_length, device="cpu")
         prompt = classifier.spec.to_dict()

@@ -78,8 +78,7 @@ def _curve(oracle, order: list[int], gold: int) -> list[float]:
 
 def run_input(clf, example, points, max_exact: int, random_draws: int, rng: np.random.Generator, cache: dict) -> list[dict]:
     from engine.importance import get_explainer
-    from engine.importance.budgeted_search import (
-        BudgetedBeam,
+    from engine.importance.aopc_search import (
         SetScores,
         beam_search,
         curve_weights,
@@ -87,6 +86,7 @@ def run_input(clf, example, points, max_exact: int, random_draws: int, rng: np.r
         order_value,
         prefix_masks,
     )
+    from engine.importance.budgeted_search import BudgetedBeam
     from engine.importance.types import Call
 
     batch = clf.batch_of([example]).to(clf.device)

@@ -55,7 +55,7 @@ def main(argv=None) -> int:
     from engine.data import load_dataset
     from engine.models.llm_package import PACKAGED_LLMS
     from engine.models.prompt_spec import PromptSpec, sentiment_prompt
-    from engine.models.prompted import load_prompted
+    from engine.models.prompted_loading import load_prompted
 
     start = time.time()
     if args.model in PACKAGED_LLMS or Path(args.model).is_dir():
