@@ -45,7 +45,7 @@ def test_deeplift_scores_and_gap_equal_captums_attribution_and_delta(toy_classif
     convergence delta (sum of the attributions - (f_c(x) - f_c(b)), f_c from plain forwards) to 1e-5."""
     from captum.attr import DeepLift
 
-    from engine.importance.captum_extras import _EmbeddingForward
+    from engine.importance.captum_extras import EmbeddingForward
 
     batch = toy_classifier.batch(TEXTS)
     imp = get_explainer("deeplift", toy_classifier, memo=False).attribute(batch, 1)
@@ -56,7 +56,7 @@ def test_deeplift_scores_and_gap_equal_captums_attribution_and_delta(toy_classif
         base = torch.where(batch.maskable[i:i + 1, :L, None], mask_emb.detach(), e)
         args = (batch.attention_mask[i:i + 1, :L], batch.token_type_ids[i:i + 1, :L])
         with torch.enable_grad():
-            attr, delta = DeepLift(_EmbeddingForward(toy_classifier)).attribute(
+            attr, delta = DeepLift(EmbeddingForward(toy_classifier)).attribute(
                 e, baselines=base, target=1, additional_forward_args=args, return_convergence_delta=True)
         torch.testing.assert_close(imp.scores[i, :L], attr[0].sum(-1).detach().float().cpu(), atol=1e-5, rtol=0)
         assert abs(float(imp.extras["completeness_gap"][i]) - float(delta[0])) < 1e-5
@@ -67,7 +67,7 @@ def test_gradient_shap_allowed_gap_equals_the_one_from_captums_deltas(toy_classi
     own per-sample convergence deltas give, with the same seeded draws; the scores are captum's."""
     from captum.attr import GradientShap
 
-    from engine.importance.captum_extras import _EmbeddingForward, _seeded
+    from engine.importance.captum_extras import EmbeddingForward, seeded_rngs
     from engine.importance.completeness import ABSOLUTE_TOLERANCE, GRADIENT_SHAP_STANDARD_ERRORS
     from engine.importance.random_baseline import row_seed
 
@@ -81,8 +81,8 @@ def test_gradient_shap_allowed_gap_equals_the_one_from_captums_deltas(toy_classi
         e = toy_classifier.word_embeddings(ids).detach()
         base = torch.where(batch.maskable[i:i + 1, :L, None], mask_emb.detach(), e)
         args = (batch.attention_mask[i:i + 1, :L], batch.token_type_ids[i:i + 1, :L])
-        with _seeded(row_seed(5, ids), batch.device), torch.enable_grad():
-            attr, deltas = GradientShap(_EmbeddingForward(toy_classifier)).attribute(
+        with seeded_rngs(row_seed(5, ids), batch.device), torch.enable_grad():
+            attr, deltas = GradientShap(EmbeddingForward(toy_classifier)).attribute(
                 e, baselines=base, target=1, additional_forward_args=args, n_samples=n, return_convergence_delta=True)
         torch.testing.assert_close(imp.scores[i, :L], attr[0].sum(-1).detach().float().cpu(), atol=1e-6, rtol=0)
         deltas = deltas.detach().double().cpu()

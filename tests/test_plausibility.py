@@ -112,7 +112,7 @@ def _hold_open_transaction(path: str, task_id: str, slots: list, flag: str) -> N
     """Writes a ranking inside a transaction, then waits there to be killed before COMMIT."""
     s = AnnotationStore(path, busy_timeout=30)
     with s.transaction() as conn:
-        s._insert_ranking(conn, "uncommitted", task_id, "killed", tuple(tuple(g) for g in slots), False, None)
+        s.insert_ranking(conn, "uncommitted", task_id, "killed", tuple(tuple(g) for g in slots), False, None)
         Path(flag).write_text("inside")
         time.sleep(120)
 

@@ -48,7 +48,7 @@ def export_records(store: AnnotationStore) -> Iterator[dict]:
     """Every row of the store as export records (all submissions, not only the latest)."""
     yield {"type": "meta", "format": FORMAT, "version": FORMAT_VERSION, "schema_version": SCHEMA_VERSION,
            "exported_at": utc_now()}
-    for name, created_at in store._read("SELECT name, created_at FROM annotators ORDER BY id"):
+    for name, created_at in store.query("SELECT name, created_at FROM annotators ORDER BY id"):
         yield {"type": "annotator", "name": name, "created_at": created_at}
     tasks = {t.id: t for t in store.tasks()}
     for task in tasks.values():
@@ -122,13 +122,13 @@ def import_jsonl(store: AnnotationStore, path: str | os.PathLike) -> dict[str, i
                                        (r["name"], r.get("created_at") or utc_now()))
                     added["annotators"] += cur.rowcount
                 elif kind == "task":
-                    added["tasks"] += store._insert_task(conn, _task_from_record(r))
+                    added["tasks"] += store.insert_task(conn, _task_from_record(r))
                 elif kind == "ranking":
                     groups = () if r["cannot_decide"] else normalise_ordering(r["ordering"])
-                    slots = store._task_slots(conn, r["docid"])
+                    slots = store.task_slots(conn, r["docid"])
                     if not r["cannot_decide"] and sorted(s for g in groups for s in g) != sorted(slots):
                         raise InvalidInputError(f"the ordering does not place the task's slots {slots} exactly once")
-                    added["rankings"] += store._insert_ranking(conn, r["annotation_id"], r["docid"], r["annotator"],
+                    added["rankings"] += store.insert_ranking(conn, r["annotation_id"], r["docid"], r["annotator"],
                                                                groups, bool(r["cannot_decide"]), r.get("created_at"))
                 elif kind == "rationale":
                     tokens = r.get("tokens")
@@ -136,10 +136,10 @@ def import_jsonl(store: AnnotationStore, path: str | os.PathLike) -> dict[str, i
                         tokens = [t for group in r["evidences"] for ev in group
                                   for t in range(ev["start_token"], ev["end_token"])]
                     selected = sorted({int(t) for t in tokens})
-                    n = store._task_size(conn, r["docid"])
+                    n = store.task_size(conn, r["docid"])
                     if any(not 0 <= t < n for t in selected):
                         raise InvalidInputError(f"token indices outside the task's {n} tokens")
-                    added["rationales"] += store._insert_rationale(conn, r["annotation_id"], r["docid"], r["annotator"],
+                    added["rationales"] += store.insert_rationale(conn, r["annotation_id"], r["docid"], r["annotator"],
                                                                    selected, r.get("created_at"))
             except (KeyError, TypeError) as err:
                 raise InvalidInputError(f"{where}: a {kind} record lacks or mistypes {err}; nothing was imported") from None

@@ -54,6 +54,13 @@ class AnnotationStore:
 
     busy_timeout: seconds a write waits for another writer before `AnnotationStoreError` (locked).
     read_only: open without ever writing (submissions then raise `AnnotationStoreError`).
+
+    Two levels, both public. The operations (`add_tasks`, `submit_ranking`, `tasks`, ...) each run in one
+    transaction of their own. The connection level (`connect`, `transaction`, `query`, and `insert_task`,
+    `insert_ranking`, `insert_rationale`, `task_slots`, `task_size`, which take an open connection) is for code
+    that extends this database with tables of its own (engine.annotation.studies) or copies records in and out
+    (engine.annotation.io) and needs its writes and the store's in one transaction. The connection-level writes
+    check nothing the operations check (annotator names, slot coverage, token ranges): the caller does.
     """
 
     def __init__(self, path: str | os.PathLike | None = None, *, busy_timeout: float = 10.0, read_only: bool = False):
@@ -70,7 +77,7 @@ class AnnotationStore:
                                            f"database: {err.strerror or err}") from None
         elif not self.path.is_file():
             raise AnnotationStoreError(f"the annotation database {self.path} does not exist")
-        with self._connect() as conn:
+        with self.connect() as conn:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if self.read_only:
                 if version != SCHEMA_VERSION:
@@ -85,10 +92,11 @@ class AnnotationStore:
     def __repr__(self) -> str:
         return f"AnnotationStore({str(self.path)!r})"
 
-    # -- connections and errors -------------------------------------------------------------------
+    # -- the connection level: connections, errors, reads ------------------------------------------
     @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        """A fresh connection with every SQLite error a user can cause turned into AnnotationStoreError."""
+    def connect(self) -> Iterator[sqlite3.Connection]:
+        """A fresh connection (autocommit: each statement its own transaction unless `BEGIN` is issued; foreign
+        keys on), closed on exit, with every SQLite error a user can cause turned into AnnotationStoreError."""
         conn = None
         try:
             uri = self.path.absolute().as_uri() + ("?mode=ro" if self.read_only else "?mode=rwc")
@@ -125,7 +133,7 @@ class AnnotationStore:
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One write transaction: everything inside commits together or not at all."""
-        with self._connect() as conn:
+        with self.connect() as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
@@ -135,8 +143,9 @@ class AnnotationStore:
                     conn.execute("ROLLBACK")
                 raise
 
-    def _read(self, sql: str, params: Sequence = ()) -> list[tuple]:
-        with self._connect() as conn:
+    def query(self, sql: str, params: Sequence = ()) -> list[tuple]:
+        """The rows of one read statement `sql` with `params`, on a connection of its own."""
+        with self.connect() as conn:
             return conn.execute(sql, params).fetchall()
 
     # -- writing ------------------------------------------------------------------------------------
@@ -156,11 +165,13 @@ class AnnotationStore:
         new = 0
         with self.transaction() as conn:
             for task in tasks:
-                new += self._insert_task(conn, task)
+                new += self.insert_task(conn, task)
         return new
 
     @staticmethod
-    def _insert_task(conn: sqlite3.Connection, task: Task) -> int:
+    def insert_task(conn: sqlite3.Connection, task: Task) -> int:
+        """Write `task` and its explanations on the open connection `conn`; 0 (nothing written) when its id is
+        already stored, else 1."""
         cur = conn.execute(
             "INSERT OR IGNORE INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (task.id, task.model_id, task.dataset, task.example_uid, task.primary, task.auxiliary, task.label,
@@ -185,15 +196,17 @@ class AnnotationStore:
         groups = () if cannot_decide else normalise_ordering(ordering)
         submission_id = submission_id or new_submission_id()
         with self.transaction() as conn:
-            slots = self._task_slots(conn, task_id)
+            slots = self.task_slots(conn, task_id)
             if not cannot_decide:
                 given = [s for g in groups for s in g]
                 if sorted(given) != sorted(slots):
                     raise InvalidInputError(f"a ranking must place every explanation ({', '.join(sorted(slots))}) exactly once; "
                                      f"got {', '.join(given) or 'none'}")
-            return self._insert_ranking(conn, submission_id, task_id, annotator, groups, cannot_decide, created_at)
+            return self.insert_ranking(conn, submission_id, task_id, annotator, groups, cannot_decide, created_at)
 
-    def _insert_ranking(self, conn, submission_id, task_id, annotator, groups, cannot_decide, created_at) -> bool:
+    def insert_ranking(self, conn, submission_id, task_id, annotator, groups, cannot_decide, created_at) -> bool:
+        """Write one ranking (`groups`: slots best first, already checked) on `conn`. False when `submission_id` is
+        stored with the same content; InvalidInputError when with other content."""
         annotator_id = self._annotator_id(conn, annotator)
         ordering = json.dumps([list(g) for g in groups])
         cur = conn.execute(
@@ -216,13 +229,15 @@ class AnnotationStore:
         selected = sorted({int(t) for t in tokens})
         submission_id = submission_id or new_submission_id()
         with self.transaction() as conn:
-            n_tokens = self._task_size(conn, task_id)
+            n_tokens = self.task_size(conn, task_id)
             bad = [t for t in selected if not 0 <= t < n_tokens]
             if bad:
                 raise InvalidInputError(f"token indices {bad} are outside the task's {n_tokens} tokens")
-            return self._insert_rationale(conn, submission_id, task_id, annotator, selected, created_at)
+            return self.insert_rationale(conn, submission_id, task_id, annotator, selected, created_at)
 
-    def _insert_rationale(self, conn, submission_id, task_id, annotator, selected, created_at) -> bool:
+    def insert_rationale(self, conn, submission_id, task_id, annotator, selected, created_at) -> bool:
+        """Write one rationale (`selected`: sorted token indices, already checked) on `conn`; False and
+        InvalidInputError as for `insert_ranking`."""
         annotator_id = self._annotator_id(conn, annotator)
         tokens = json.dumps(list(selected))
         cur = conn.execute(
@@ -237,13 +252,15 @@ class AnnotationStore:
         return False
 
     @staticmethod
-    def _task_slots(conn, task_id: str) -> list[str]:
+    def task_slots(conn, task_id: str) -> list[str]:
+        """The explanation slots of a stored task, sorted; InvalidInputError for an unknown task."""
         if conn.execute("SELECT 1 FROM tasks WHERE id = ?", (task_id,)).fetchone() is None:
             raise InvalidInputError(f"unknown task {task_id!r}")
         return [r[0] for r in conn.execute("SELECT slot FROM explanations WHERE task_id = ? ORDER BY slot", (task_id,))]
 
     @staticmethod
-    def _task_size(conn, task_id: str) -> int:
+    def task_size(conn, task_id: str) -> int:
+        """How many tokens a stored task has; InvalidInputError for an unknown task."""
         row = conn.execute("SELECT tokens FROM tasks WHERE id = ?", (task_id,)).fetchone()
         if row is None:
             raise InvalidInputError(f"unknown task {task_id!r}")
@@ -251,7 +268,7 @@ class AnnotationStore:
 
     # -- reading ------------------------------------------------------------------------------------
     def _tasks_where(self, where: str, params: Sequence) -> list[Task]:
-        with self._connect() as conn:
+        with self.connect() as conn:
             rows = conn.execute(f"SELECT * FROM tasks {where} ORDER BY created_at, id", params).fetchall()
             explanations: dict[str, list[AnonymisedExplanation]] = {}
             ids = [r[0] for r in rows]
@@ -281,11 +298,11 @@ class AnnotationStore:
 
     def task_count(self, model_id: str | None = None) -> int:
         if model_id:
-            return self._read("SELECT COUNT(*) FROM tasks WHERE model_id = ?", (model_id,))[0][0]
-        return self._read("SELECT COUNT(*) FROM tasks")[0][0]
+            return self.query("SELECT COUNT(*) FROM tasks WHERE model_id = ?", (model_id,))[0][0]
+        return self.query("SELECT COUNT(*) FROM tasks")[0][0]
 
     def model_ids(self) -> list[str]:
-        return [r[0] for r in self._read("SELECT DISTINCT model_id FROM tasks ORDER BY model_id")]
+        return [r[0] for r in self.query("SELECT DISTINCT model_id FROM tasks ORDER BY model_id")]
 
     def next_task(self, model_id: str, annotator: str, kind: str) -> Task | None:
         """The first task of `model_id` (in the order made) this annotator has not yet submitted a
@@ -295,7 +312,7 @@ class AnnotationStore:
             raise InvalidInputError(f"kind must be one of {KINDS}, got {kind!r}")
         table = "rankings" if kind == "ranking" else "rationales"
         need = "AND (SELECT COUNT(*) FROM explanations e WHERE e.task_id = t.id) >= 2" if kind == "ranking" else ""
-        rows = self._read(
+        rows = self.query(
             f"SELECT t.id FROM tasks t WHERE t.model_id = ? {need} AND NOT EXISTS ("
             f"  SELECT 1 FROM {table} x JOIN annotators a ON a.id = x.annotator_id"
             f"  WHERE x.task_id = t.id AND a.name = ?) ORDER BY t.created_at, t.id LIMIT 1", (model_id, annotator))
@@ -304,13 +321,13 @@ class AnnotationStore:
     def progress(self, model_id: str, annotator: str, kind: str) -> tuple[int, int]:
         """(tasks done by this annotator, tasks in all) for one model and kind."""
         table = "rankings" if kind == "ranking" else "rationales"
-        total = self._read("SELECT COUNT(*) FROM tasks WHERE model_id = ?", (model_id,))[0][0]
-        done = self._read(f"SELECT COUNT(DISTINCT x.task_id) FROM {table} x JOIN annotators a ON a.id = x.annotator_id "
+        total = self.query("SELECT COUNT(*) FROM tasks WHERE model_id = ?", (model_id,))[0][0]
+        done = self.query(f"SELECT COUNT(DISTINCT x.task_id) FROM {table} x JOIN annotators a ON a.id = x.annotator_id "
                           "JOIN tasks t ON t.id = x.task_id WHERE t.model_id = ? AND a.name = ?", (model_id, annotator))[0][0]
         return done, total
 
     def annotators(self) -> list[str]:
-        return [r[0] for r in self._read("SELECT name FROM annotators ORDER BY id")]
+        return [r[0] for r in self.query("SELECT name FROM annotators ORDER BY id")]
 
     def rankings(self, model_id: str | None = None, latest_only: bool = True) -> list[Ranking]:
         """Rankings in the order submitted; `latest_only` keeps each annotator's last one per task."""
@@ -333,12 +350,12 @@ class AnnotationStore:
         sql = (f"SELECT x.submission_id, x.task_id, a.name, {columns}, x.created_at FROM {table} x "
                "JOIN annotators a ON a.id = x.annotator_id JOIN tasks t ON t.id = x.task_id "
                f"{'WHERE ' + ' AND '.join(where) if where else ''} ORDER BY x.id")
-        return self._read(sql, params)
+        return self.query(sql, params)
 
     def counts(self) -> dict[str, int]:
-        return {table: self._read(f"SELECT COUNT(*) FROM {table}")[0][0]
+        return {table: self.query(f"SELECT COUNT(*) FROM {table}")[0][0]
                 for table in ("annotators", "tasks", "explanations", "rankings", "rationales")}
 
     def integrity_check(self) -> str:
         """SQLite's own check: 'ok' for a consistent file."""
-        return "; ".join(r[0] for r in self._read("PRAGMA integrity_check"))
+        return "; ".join(r[0] for r in self.query("PRAGMA integrity_check"))

@@ -83,11 +83,3 @@ def task_words(text: str, tokens: Sequence[str]) -> list[Unit]:
     if not tokens:
         return []
     return group_tokens(token_offsets(text, tokens), text, "word")
-
-
-def units_of(text: str, tokens: Sequence[str], shown_as: str) -> list[Unit]:
-    """What an annotator is shown: the task's words, or one unit per token (`shown_as` 'token')."""
-    check_shown_as(shown_as)
-    if shown_as == "token":
-        return [Unit(text=str(t), start=0, end=0, tokens=(i,)) for i, t in enumerate(tokens)]
-    return task_words(text, tokens)

@@ -36,7 +36,7 @@ from engine.importance.types import Call
 
 
 @contextmanager
-def _seeded(seed: int, device: torch.device):
+def seeded_rngs(seed: int, device: torch.device):
     """Seed torch's generators and NumPy's global one (captum's GradientShap draws its path points with
     `np.random`) for one captum call, and give the caller its random states back afterwards.
 
@@ -149,7 +149,7 @@ class _CaptumIds(Explainer):
         """captum's attribution [1, L] of one input's ids [1, L]: `n` maskable tokens are features 0..n-1 in
         `feature` (the rest share feature n and stay as they are in `baseline`)."""
         method = self._method(forward)
-        with _seeded(row_seed(self.options.get("seed", 0), ids), ids.device):
+        with seeded_rngs(row_seed(self.options.get("seed", 0), ids), ids.device):
             return method.attribute(ids, baselines=baseline, target=target, feature_mask=feature, **self._kwargs(n + 1))
 
 
@@ -267,7 +267,7 @@ class OcclusionImportance(_CaptumIds):
                                             perturbations_per_eval=self.options["perturbations_per_eval"])
 
 
-class _EmbeddingForward(torch.nn.Module):
+class EmbeddingForward(torch.nn.Module):
     """logits from word embeddings, as an nn.Module (captum's DeepLift hooks the model's modules).
 
     While `on_call` is set, each call hands it (embeds, the explained logits): the passes captum makes already hold
@@ -299,16 +299,16 @@ class _CaptumEmbeddings(Explainer):
     gaps, which come from the passes captum makes anyway (`_attribute_row`)."""
     uses_replacement = True  # replaces tokens by the mask (or chosen replacement) token
     signed = True
-    draws = True  # captum draws random numbers for it: each row runs seeded (`_seeded`)
+    draws = True  # captum draws random numbers for it: each row runs seeded (`seeded_rngs`)
 
-    def _attribute_row(self, forward: _EmbeddingForward, e, base, target, att, types
+    def _attribute_row(self, forward: EmbeddingForward, e, base, target, att, types
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(attributions [1, L, H], (f_c(x), f_c(b)) [2], the completeness gaps [n] that captum's convergence
         deltas would be: one per input, or one per sample) for one input's embeddings e [1, L, H]."""
         raise NotImplementedError
 
     @staticmethod
-    def _ends(forward: _EmbeddingForward, e, base, target, att, types) -> torch.Tensor:
+    def _ends(forward: EmbeddingForward, e, base, target, att, types) -> torch.Tensor:
         """(f_c(x), f_c(b)) [2] float64, from one no-grad forward of the input and the baseline."""
         with torch.no_grad():
             return forward(torch.cat([e, base]), att.expand(2, -1), types.expand(2, -1))[:, target].to(torch.float64)
@@ -323,7 +323,7 @@ class _CaptumEmbeddings(Explainer):
         B, T = b.input_ids.shape
         out = torch.zeros(B, T, dtype=torch.float64, device=b.device)
         mask_emb = self.classifier.word_embeddings(torch.tensor([[self.classifier.mask_token_id]], device=b.device))
-        forward = _EmbeddingForward(self.classifier)  # per call: its on_call slot must not be shared by threads
+        forward = EmbeddingForward(self.classifier)  # per call: its on_call slot must not be shared by threads
         lengths = b.attention_mask.sum(dim=1).tolist()
         targets = call.target.tolist()
         ends_rows, delta_rows = [], []
@@ -337,7 +337,7 @@ class _CaptumEmbeddings(Explainer):
             base = torch.where(b.maskable[i:i + 1, :L, None], mask_emb.detach(), e)
             att, types = b.attention_mask[i:i + 1, :L], b.token_type_ids[i:i + 1, :L]
             target = int(targets[i])
-            with _seeded(row_seed(self.options.get("seed", 0), ids), b.device) if self.draws else nullcontext():
+            with seeded_rngs(row_seed(self.options.get("seed", 0), ids), b.device) if self.draws else nullcontext():
                 attr, ends, deltas = self._attribute_row(forward, e, base, target, att, types)
             out[i, :L] = attr[0].detach().sum(-1).to(torch.float64)
             ends_rows.append(ends.detach())

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from engine.errors import InvalidInputError
-from engine.importance.captum_extras import _EmbeddingForward, _seeded
+from engine.importance.captum_extras import EmbeddingForward, seeded_rngs
 from engine.importance.explainer import Explainer, PassEstimate
 from engine.importance.random_baseline import row_seed
 from engine.importance.registry import register
@@ -51,7 +51,7 @@ class _NoiseTunnel(Explainer):
         b = call.batch
         B, T = b.input_ids.shape
         out = torch.zeros(B, T, dtype=torch.float64, device=b.device)
-        forward = _EmbeddingForward(self.classifier)
+        forward = EmbeddingForward(self.classifier)
         tunnel = NoiseTunnel(InputXGradient(forward))
         lengths = b.attention_mask.sum(dim=1).tolist()
         for i in range(B):
@@ -61,7 +61,7 @@ class _NoiseTunnel(Explainer):
             e = self.classifier.word_embeddings(ids).detach()
             sigma = float(self.options["noise"]) * float(e.max() - e.min())
             att, types = b.attention_mask[i:i + 1, :L], b.token_type_ids[i:i + 1, :L]
-            with _seeded(row_seed(self.seed, ids), b.device), torch.enable_grad():
+            with seeded_rngs(row_seed(self.seed, ids), b.device), torch.enable_grad():
                 attr = tunnel.attribute(e, nt_type=self.nt_type, nt_samples=int(self.options["n_samples"]),
                                         nt_samples_batch_size=int(self.options["batch_samples"]), stdevs=sigma,
                                         target=int(call.target[i]), additional_forward_args=(att, types))

@@ -32,13 +32,15 @@ from engine.plausibility.tasks import Task
 class StudyReader:
     """What the organiser and the dashboard read of the studies in the annotation database at `path` (default: the
     store's default), their tables created and migrated on open; `StudyStore` adds every operation that changes a
-    study. Every method is one short read; safe across threads and processes (it holds no connection)."""
+    study. Every method is one short read; safe across threads and processes (it holds no connection). It reaches
+    the database through `AnnotationStore`'s connection level (`connect`, `transaction`, `query`, `insert_task`);
+    its underscore methods (`_study`, `_read`, `_tx`, ...) are for `StudyStore`, its subclass, alone."""
 
     def __init__(self, path: str | Path | AnnotationStore | None = None, *, busy_timeout: float = 30.0):
         self.annotations = path if isinstance(path, AnnotationStore) else AnnotationStore(path, busy_timeout=busy_timeout)
         self.path = self.annotations.path
         self._tasks: dict[str, Task] = {}  # tasks never change once stored (INSERT OR IGNORE), so caching is safe
-        with self.annotations._connect() as conn:
+        with self.annotations.connect() as conn:
             migrate_studies(conn)
 
     def __repr__(self) -> str:
@@ -48,11 +50,11 @@ class StudyReader:
         return self.annotations.transaction()
 
     def _read(self, sql: str, params: Sequence = ()) -> list[tuple]:
-        return self.annotations._read(sql, params)
+        return self.annotations.query(sql, params)
 
     def study(self, study_id: str) -> Study:
         """The study with this id, or UnknownStudyError listing the ids there are."""
-        with self.annotations._connect() as conn:
+        with self.annotations.connect() as conn:
             return self._study(conn, study_id)
 
     def _study(self, conn, study_id: str) -> Study:
@@ -114,7 +116,7 @@ class StudyReader:
     def progress(self, session: Session) -> Progress:
         """Answered items of the annotator's total; `finished` (with the completion code) once they have no
         more items (`next_assignment` returned None)."""
-        with self.annotations._connect() as conn:
+        with self.annotations.connect() as conn:
             study = self._study(conn, session.study_id)
             answered = conn.execute("SELECT COUNT(*) FROM study_answers x JOIN study_assignments a ON a.id = x.assignment_id "
                                     "WHERE a.participant_id = ?", (session.participant_id,)).fetchone()[0]
@@ -127,7 +129,7 @@ class StudyReader:
     # -- organiser: status, answers, exclusion ---------------------------------------------------------
     def status(self, study_id: str) -> StudyStatus:
         """Per-annotator progress and check results, per-task coverage (answers and live assignments)."""
-        with self.annotations._connect() as conn:
+        with self.annotations.connect() as conn:
             study = self._study(conn, study_id)
             participants = []
             for r in conn.execute(

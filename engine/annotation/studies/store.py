@@ -107,7 +107,7 @@ class StudyStore(StudyReader):
             if conn.execute("SELECT 1 FROM studies WHERE id = ?", (study_id,)).fetchone():
                 raise InvalidInputError(f"a study {study_id!r} already exists")
             for task in tasks:
-                self.annotations._insert_task(conn, task)
+                self.annotations.insert_task(conn, task)
             conn.execute("INSERT INTO studies VALUES (?,?,?,?,?,?,?,?)",
                          (study_id, config_to_json(config), "open", code, utc_now(), None, code_version, command_line))
             for position, task in enumerate(tasks):
