@@ -1,9 +1,9 @@
 """A progress bar for work that reports often (a training batch, a masking step, an explained example).
 
 Each `st.progress` update is a message to the browser, which redraws the page's elements for it. Training the tiny
-model reports 10 to 50 batches a second; measured in headless Chromium on 2 cores, a bar updated 50 times a second
-cost the browser about 0.25 CPU-s per second of work beyond one updated 4 times a second (and the server a tenth of
-that), on the same cores as the work itself. Four updates a second read as continuous.
+model reports tens of batches a second, and a bar updated at that rate costs the browser (on the same cores as the
+work itself) much more than one updated 4 times a second (docs/methods.md#notes-behind-the-code). Four updates a second read as
+continuous.
 """
 from __future__ import annotations
 

@@ -228,7 +228,7 @@ def planted_models() -> list[str]:
     return [m["id"] for m in list_checkpoints() if "error" not in m and m.get("planted")]
 
 
-#: the form's first choice: a card of a few minutes on 2 cores (the command's default scores every family of measure)
+#: the form's first choice: a card of a few minutes on a small CPU (the command's default scores every family of measure)
 QUICK_MEASURES = ("random", "loo-sign", "x-grad-sign", "ig-sign")
 QUICK_OPERATORS = ("mask",)
 

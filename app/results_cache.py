@@ -1,8 +1,8 @@
 """What the Benchmarks page reads and derives from the results stores, memoised per state of the store.
 
-A Streamlit page reruns top to bottom on every widget change. Before this module the Benchmarks page read the whole
-results store again (359 parquet cells of the shipped results) and recomputed the evaluation table, the cost plot's
-areas and the budget run's bootstrap intervals on every rerun: about 3.5 CPU-s a click on 2 cores. Each function
+A Streamlit page reruns top to bottom on every widget change: without this module the Benchmarks page would read the
+whole results store again (hundreds of parquet cells) and recompute the evaluation table, the cost plot's areas and
+the budget run's bootstrap intervals on every click (docs/methods.md#notes-behind-the-code). Each function
 here is keyed by the state of the store (a digest of engine.results.ResultsStore.fingerprint: one `stat` per cell,
 no parsing) or of the files it reads, so a cell a running sweep writes shows on the next rerun, and nothing else is read or
 recomputed. st.cache_data hands every caller its own copy (it pickles the value), so a caller may change it.

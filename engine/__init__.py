@@ -21,7 +21,7 @@ import importlib
 # `import engine` changes nothing in the caller's process (no environment variable): the offline policy is set by
 # the entry points through `engine.offline()` (engine/settings.py), which a notebook can call too.
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (about 15 ms), as type checkers accept
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a cost on every import), as type checkers accept
 
 from engine.version import __version__  # noqa: E402 (set in engine/version.py, which modules below import)
 

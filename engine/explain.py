@@ -15,15 +15,15 @@ from engine.importance.levels import DEFAULT_AGGREGATION, Unit, aggregate, group
 from engine.models import Batch, Classifier
 from engine.models.kinds import ModelKind
 
-# Fast enough to run on every explain of a typed review on 2 CPU cores (the "live bundle"): the Explain
+# Fast enough to run on every explain of a typed review on a small CPU (the "live bundle"): the Explain
 # page's default and the CLI's `--measure live`.
 LIVE_MEASURES = ("grad-l2", "x-grad-sign", "ig-sign", "loo-sign")
 
 
 # A prompted language model's default: IG leaves it. Its 50 steps (and, on a causal LM whose f_c changes fastest at
-# the path's ends, the escalation to 180 until the gap closes) are forward+backward passes of the whole prompt:
-# 45-133 CPU-s a sentence on SmolLM2, where these three take about 10 s together (the gradient pass shared by
-# grad-l2 and x-grad-sign; LOO's rows over the cached prompt prefix). IG stays offered, with its cost said.
+# the path's ends, the escalation to 180 until the gap closes) are forward+backward passes of the whole prompt,
+# several times what these three cost together (the gradient pass shared by grad-l2 and x-grad-sign; LOO's rows over
+# the cached prompt prefix; docs/methods.md#notes-behind-the-code). IG stays offered, with its cost said.
 PROMPTED_LIVE_MEASURES = ("grad-l2", "x-grad-sign", "loo-sign")
 
 

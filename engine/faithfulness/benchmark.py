@@ -175,7 +175,7 @@ def run_sweep(cells: Sequence[Cell], run: str = "default", results_dir: str | No
         ray_address: run on Ray: 'auto', 'local' or the head's address (wins over workers).
         progress: progress(i, total, key) after each cell.
         cell_progress: cell_progress(cell, examples done, examples total) within a cell, in the one-process
-            path only (a cell of MiniLM on a whole split runs for up to an hour on a CPU).
+            path only (a cell of a larger encoder on a whole split is long on a CPU).
         command: the command line recorded in provenance.
         backend: an explicit engine.sweeps.Backend (wins over workers and ray_address).
         started: started(key, where) when a cell is sent to a worker.

@@ -37,21 +37,10 @@ Metrics (N = the input's maskable tokens; "top-j" = the j highest-ranked tokens)
         soft-ns = mean_d clip((1 - max(0, Delta_d) - S0) / (1 - S0), 0, 1) on the sufficiency draws
         null = every position's token id replaced by the pad id (attention mask unchanged); NaN when
         1 - S0 = 0 (the null input does not lower p_c: no scale). Both higher = more faithful.
-        Checked against the authors' code, casszhao/SoftFaith (commit cec6883): src/common_code/metrics.py
-        (normalized_sufficiency_soft_, normalized_comprehensiveness_soft_, sufficiency_, comprehensiveness_: the
-        max(0, .) and the clip to [0, 1]) and src/evaluation/experiments/erasure_tests.py
-        (conduct_experiments_zeroout_: the null input, input_ids all 0 = [PAD]). Differences, on purpose: the
-        authors draw once per input (the mean of the per-draw values here estimates its expectation); they add
-        1e-4 / 1e-5 to S0 against division by zero (NaN here); their model wrapper
-        (src/models/bert_components.py, BertModelWrapper_zeroout) zeroes dimensions of the embedding layer's
-        output (word + position + type, after LayerNorm) and perturbs [CLS]/[SEP] too, where this module zeroes
-        word-embedding dimensions (any architecture's `inputs_embeds`) of the maskable tokens only, as the first
-        author's later ReAGent code (casszhao/ReAGent, src/evaluation/evaluator/base_masking.py) does. Which
-        probability keeps a dimension: s_t for sufficiency, 1 - s_t for comprehensiveness, min-max normalised, as
-        in SoftFaith's BertModelWrapper_zeroout_original_backup, ReAGent's soft_sufficiency.py /
-        soft_comprehensiveness.py and EvalxNLP (dmah10/EvalxNLP, evaluators/softsufficiency.py); SoftFaith's
-        released wrapper swaps the two and its run script normalises by a sigmoid for one of them, which we take
-        for a slip. The paper's own text (ACL 2023, Eq. 3-5) was not reachable from this machine.
+        Each input's value is the mean over its D draws (an estimate of the expectation); 1 - S0 = 0 gives NaN,
+        not a small constant added; word-embedding dimensions (any architecture's `inputs_embeds`) of the maskable
+        tokens only are zeroed, never [CLS]/[SEP]; s_t keeps a dimension for sufficiency, 1 - s_t for
+        comprehensiveness. How this compares with the authors' code: docs/methods.md#notes-behind-the-code.
     pi-soft-nc / pi-soft-ns (pi-Soft, arXiv 2601.03089): Soft-NC / Soft-NS computed with keep probabilities s'_t =
         clip(s_t + delta, 0, 1), delta per input such that mean_t s'_t = keep_share (default 0.5) over the maskable
         tokens (`pi_keep_probability`), so every explanation keeps the same expected share of its input and a
@@ -464,8 +453,8 @@ def soft_normalised(p_x: np.ndarray, p_draws: np.ndarray, p_null: np.ndarray) ->
 
 
 #: Tokens per forward pass of the soft rows. Their rows are sorted by length and each pass is cut to its longest row,
-#: so passes carry almost no padding; on one CPU thread 1024-token passes of length-sorted rows forwarded the soft
-#: rows of `bench/erasure.py` 18-21% faster than 4096-token passes in input order (tiny and MiniLM alike).
+#: so passes carry almost no padding, and shorter passes of sorted rows beat the 4096-token passes in input order on
+#: a CPU (bench/erasure.py; docs/methods.md#notes-behind-the-code).
 SOFT_PASS_TOKENS = 1024
 
 

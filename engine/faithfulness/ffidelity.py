@@ -18,7 +18,7 @@ Per input with N maskable tokens, ranked once on the unmasked input (highest sco
         averaged over the levels (the paper code's default, with c the gold label)
 
 Removal is [MASK]. The draws are seeded per input (by the seed and the input's token ids), so one input gets the
-same masks whatever batch it is in. Choices where the paper and its code (AslanDing/Finetune-Fidelity @ a46b565) differ: ceil(sN)
+same masks whatever batch it is in. Choices where the paper and its code differ (docs/methods.md#notes-behind-the-code): ceil(sN)
 rather than the code's off-by-one; the explained class c (the gold label in `evaluate`); ERASER's levels by default
 (the code sweeps s = 5%, 10%, ..., 100%). Cost: B (1 + 2 D |levels|) forward rows.
 """

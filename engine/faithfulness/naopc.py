@@ -19,15 +19,10 @@ most `max_exact` tokens), 'beam' by a maximising and a minimising beam of width 
 (beam bounds lie inside the true ones, so NAOPC can leave [0, 1] and is flagged `exact` = False), 'auto' =
 exact up to `max_exact` tokens, beam beyond. Removal replaces tokens by [MASK]; units are tokens.
 
-Checked against the authors' code, JoakimEdin/naopc at commit 0976aa3: their exhaustive permutation search
-(src/evaluation/naopc_exact/calculate_aopc_limits.py, `permutations`, numba decorator dropped) and their beam
-(src/evaluation/naopc_beam/bound_approximation_methods.py, width 5, duplicate paths kept) were run on tables of
-masked-set probabilities of the toy model (8 inputs of 5-7 tokens, tests/data/naopc_reference.json, regenerated
-by tests/data/make_naopc_reference.py). Our exact U and L equal theirs to 1e-12, and `beam_search(dedup=False)`
-at width 5 gives their beam's bounds. Two differences of theirs we do not reproduce: their search starts from
-max = 0 and min = 100.1, so an input whose every order has a negative sum of drops would get U clipped at
-the all-masked term; and their beam keeps several paths to one masked set (our default keeps the best one, as
-FMM's beam does: a wider effective beam for the same width).
+The exact bounds are the true optima over every order (no clipping at 0 for an input whose every order has a
+negative sum of drops), and the beam keeps one path per masked set (as FMM's beam; `beam_search(dedup=False)` keeps
+them all). tests/data/naopc_reference.json holds the authors' code's bounds on the toy model, which the tests
+compare with; how it was made and what differs: docs/methods.md#notes-behind-the-code.
 """
 from __future__ import annotations
 

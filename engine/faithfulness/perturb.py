@@ -181,7 +181,7 @@ def hidden_forward(classifier: Classifier, attention: torch.Tensor, types: torch
     return out.logits, pool_hidden_states(out.hidden_states, pooled).cpu()
 
 
-#: Rows per MaSF p-value call: a call costs about 0.5 ms beyond its rows (tiny, one CPU thread; 9 us a row), so the
+#: Rows per MaSF p-value call: a call has a fixed cost well above a row's (docs/methods.md#notes-behind-the-code), so the
 #: features of several forward passes are looked up together, up to this many rows (memory: rows x (L+1) x H floats).
 PVALUE_ROWS = 1024
 

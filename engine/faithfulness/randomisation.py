@@ -3,8 +3,8 @@ random k-sets of the same input?
 
 Per input with N maskable tokens, the explanation's top-k set E and n_sets random k-sets R_1 .. R_n, each drawn
 uniformly among the k-sets of the maskable positions OTHER than E (a draw equal to E is drawn again: comparing E with
-itself says nothing, and with k = 1 and 20 sets a perfect explanation used to draw its own token in about 64% of
-20-token inputs, which kept its p-value above 0.05):
+itself says nothing, and at k = 1 a perfect explanation would often draw its own token and keep its p-value high,
+docs/methods.md#notes-behind-the-code):
 
     effect(S) = p_c(x) - p_c(x with S removed)
     win rate  = mean_j [effect(E) > effect(R_j)] + w * [effect(E) = effect(R_j)]     higher = more faithful

@@ -249,8 +249,8 @@ def masking_batches(classifier: Classifier, explainer, examples: Sequence, order
 
     batch_size None: each batch has as many inputs as one forward pass takes at the batch's padded length T
     (`explainer.rows_per_pass(T, backward=False)`, DEFAULT_BATCH for an explainer without it), so a step's
-    observation pass and a single-pass measure's gradient (split to its own backward limit) run at full passes:
-    fixed batches of 32 ran a model that peaks at 128 rows a pass at 1.8x its limit."""
+    observation pass and a single-pass measure's gradient (split to its own backward limit) run at full passes,
+    where fixed batches of 32 ran well below a model's best pass size (docs/methods.md#notes-behind-the-code)."""
     def build(n: int) -> Batch:
         return classifier.batch_of([examples[i] for i in order[start:start + n]])
 

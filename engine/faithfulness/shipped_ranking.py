@@ -69,7 +69,7 @@ def _cells_named(store: ResultsStore, run: str, pattern: str) -> bool:
 def stored_rows_for(store: ResultsStore, model_id: str, dataset: str | None) -> pd.DataFrame:
     """The rows `ranked_measures` may need, read from only the runs that can hold them: those with a cell of the
     checkpoint, else those with a cell on its dataset (a cell's file name starts with its model and dataset; see
-    `cell_key`). Reading the whole shipped store takes seconds on 2 cores; a model without stored cells reads none."""
+    `cell_key`), since reading the whole shipped store takes seconds; a model without stored cells reads none."""
     prefix = cell_key({"model": model_id}).rsplit("_", 1)[0]
     runs = [run for run in store.runs() if _cells_named(store, run, f"{prefix}_*.json")]
     if not runs and dataset is not None:

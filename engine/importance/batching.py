@@ -18,9 +18,8 @@ CUDA_FREE_FRACTION = 0.5
 CPU_BUDGET_MB = 1024
 #: On a CPU a pass takes at least this many tokens (throughput rises up to a few thousand tokens a pass) ...
 CPU_PASS_TOKENS = 4096
-#: ... and a forward pass more, while one layer's transient activations stay within this many MiB: a small model
-#: peaks later (tiny at T = 64: at 128 rows, 8192 tokens, about 64 MiB; MiniLM at 2048-4096 tokens), and a pass
-#: of 4096 tokens there ran LOO and recursive masking 1.3-1.8x slower than its peak (bench/importance.py).
+#: ... and a forward pass more, while one layer's transient activations stay within this many MiB: a small model's
+#: throughput peaks at more tokens a pass than a larger one's (bench/importance.py; docs/methods.md#notes-behind-the-code).
 CPU_FORWARD_ACTIVATION_MB = 64
 
 
@@ -80,7 +79,7 @@ class BatchedPasses:
     def rows_per_pass(self, T: int, backward: bool) -> int:
         """How many rows of T tokens one forward (and backward) may take: within `memory_mb`; on a CPU, where
         throughput sets the size, CPU_PASS_TOKENS tokens a pass (IG's 50 steps of a 64-token input in one pass,
-        as captum does: splitting them in two cost 1.4x, bench/importance.py), and a forward pass more rows while
+        as captum does: splitting them costs time, bench/importance.py), and a forward pass more rows while
         one layer's transient activations stay within CPU_FORWARD_ACTIVATION_MB (a small model's peak)."""
         per_row = row_bytes(self.classifier, T, backward, bool(getattr(self, "bf16", False)))
         cuda = self.classifier.device.type == "cuda"

@@ -47,7 +47,7 @@ class Explainer(BatchedPasses):
     Common keyword arguments, not measure options (all but bf16 leave the scores unchanged, so only bf16
     is recorded as provenance):
     memo: memoise results per (model, input, target, measure, options) in the model's LRU (default True);
-    bf16: run the model under bfloat16 autocast (default False). About 2x faster on CPUs with AVX512-BF16
+    bf16: run the model under bfloat16 autocast (default False). Faster on CPUs with AVX512-BF16
         and on GPUs, but scores move. Only measures whose rankings stay within tolerance accept it
         (`bf16_ok`: the gradient family, IG, attention) and it is then recorded in `options` as bf16=True.
         Tolerance, against float32 on 40 rt test inputs of tiny and minilm (`bench/importance.py

@@ -86,7 +86,7 @@ class GradL1(_GradientFamily):
     Cost: one [M, H] x [H, V] product on top of the shared gradient, V x H multiply-adds per maskable token
     (3.9 M for tiny's 30522 x 128 vocabulary, more than tiny's own forward+backward per token), run at the
     speed of a bare `g @ E.T`. That product, which grad-l2 and captum's Saliency (the gradient over H only)
-    never form, is all of grad-l1's extra time over grad-l2: ~3-4x Saliency on tiny, ~1.4x on minilm."""
+    never form, is all of grad-l1's extra time over grad-l2 (measured: docs/methods.md#notes-behind-the-code)."""
 
     name = "grad-l1"
     cost_tier = 1

@@ -100,8 +100,7 @@ def weights_sha256(folder: str | os.PathLike | None) -> str | None:
     """SHA-256 (hex) of a checkpoint's `model.safetensors`, or None without a folder.
 
     Results record it beside the checkpoint's id: an id names a training command, and a checkpoint retrained
-    on another machine (models_cache is not shipped) is the same model only if its weights hash the same.
-    About 0.2 s for MiniLM's 90 MB."""
+    on another machine (models_cache is not shipped) is the same model only if its weights hash the same."""
     if folder is None:
         return None
     return files_sha256(folder)  # model.safetensors, or a sharded folder's shards

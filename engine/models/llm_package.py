@@ -120,7 +120,7 @@ def gguf_source(key: str) -> Path:
 
 #: a conversion's progress: (what it is doing, in words; the share done, 0 to 1)
 ConversionProgress = Callable[[str, float], None]
-# The shares of a conversion's stages (measured on SmolLM2 and Gemma 3: dequantising the tensors is most of it)
+# The shares of a conversion's stages, for its progress bar (dequantising the tensors is most of it: docs/methods.md#notes-behind-the-code)
 _JOIN, _READ, _TENSORS, _WRITE = (0.0, 0.15), (0.15, 0.2), (0.2, 0.85), (0.85, 1.0)
 
 
@@ -177,8 +177,8 @@ def converted_dir(key: str) -> Path:
 @contextlib.contextmanager
 def _gguf_parsed_once():
     """Within the block, `gguf.GGUFReader` parses each file once: transformers builds a reader for the tokenizer,
-    again for the config and again for the weights, and parsing Gemma 3's metadata (its 262,144-token vocabulary,
-    field by field) was about 60% of a conversion's CPU time. The readers only read (a memory map), so one serves
+    again for the config and again for the weights, and parsing a large vocabulary's metadata (Gemma 3's 262,144
+    tokens, field by field) is much of a conversion's time. The readers only read (a memory map), so one serves
     all three."""
     try:
         import gguf

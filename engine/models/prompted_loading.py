@@ -42,7 +42,7 @@ def load_prompted(folder: str | Path, spec: PromptSpec | dict, *, model_id: str 
     from engine.models.loading import choose_dtype, dtype_name, stored_dtype
 
     target = pick_device(device)
-    # The dtype asked for is honoured as for an encoder (it was once ignored: bfloat16 asked, float32 run, silently).
+    # The dtype asked for is honoured as for an encoder (choose_dtype), and recorded with why.
     stored = stored_dtype(files)
     chosen, dtype_reason = choose_dtype(target.type, stored, dtype or settings.dtype_request())
     try:

@@ -219,8 +219,8 @@ class CrossFitMaSF:
     Each p_k is an exact conformal p-value of one split (P(p_k <= alpha) <= alpha); p pools their level-3 counts,
     so its false-alarm rate given the calibration scatters like a conformal p-value's on N inputs instead of N/3,
     and the division's influence is averaged over K fits. Its worst-case guarantee is weaker than one split's,
-    P(p <= alpha) <= 2 alpha (Vovk 2015; Barber et al. 2021 for the same construction in regression); measured
-    on twelve fresh seeds it is about alpha: 4.66% [3.61, 5.72] at alpha = 0.05 (docs/masf.md). [min_k p_k, max_k p_k] (`pvalue_ranges`) is the calibration's
+    P(p <= alpha) <= 2 alpha (Vovk 2015; Barber et al. 2021 for the same construction in regression); its measured
+    false-alarm rate is about alpha (docs/masf.md). [min_k p_k, max_k p_k] (`pvalue_ranges`) is the calibration's
     own uncertainty beside each p-value. With `folds=1` it is a single split, exactly `MaSF(seed=seed)`."""
 
     def __init__(self, folds: int = DEFAULT_FOLDS, seed: int = 0, rtol: float = LEVEL1_RTOL):

@@ -115,8 +115,8 @@ class ResultsStore:
 
         It changes whenever a cell is written or removed (the JSON is renamed in last, from a new file, so
         even a rewrite of equal size within a coarse mtime tick gets a new inode), and costs one `stat` per
-        cell, no parsing: a reader caches `load()` under it (the Benchmarks page: `load()` of the shipped
-        store takes 1.5-2 s on 2 cores, a rerun on every widget change) and still sees a sweep's new cells.
+        cell, no parsing: a reader caches `load()` under it (the Benchmarks page, which reruns on every widget
+        change, where `load()` of the shipped store takes seconds) and still sees a sweep's new cells.
         """
         entries = []
         for name in self.runs():

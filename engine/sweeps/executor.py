@@ -188,10 +188,10 @@ def _forget_failure(store, run: str, key: dict) -> None:
 
 # -- local process pool ------------------------------------------------------------------------------------
 
-#: What the pool's fork server imports once, so that each worker forked from it starts with them: a spawned
-#: worker spent about 4.5 CPU-seconds importing torch, transformers and the engine before its first cell (72 of the
-#: 79 CPU-s of the pool tests, which take 33 CPU-s this way). Only modules of this layer and below (the cells' own
-#: modules are light once these are in); importing them starts no thread, so forking the server is safe.
+#: What the pool's fork server imports once, so that each worker forked from it starts with them: a spawned worker
+#: spends seconds importing torch, transformers and the engine before its first cell (docs/methods.md#notes-behind-the-code). Only
+#: modules of this layer and below (the cells' own modules are light once these are in); importing them starts no
+#: thread, so forking the server is safe.
 _POOL_PRELOAD = ["torch", "transformers", "pandas", "pyarrow.parquet", "scipy.stats", "engine.runtime", "engine.models",
                  "engine.importance", "engine.results", "engine.sweeps.executor"]
 
