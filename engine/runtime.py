@@ -112,7 +112,7 @@ def seed_everything(seed: int) -> None:
 
 
 #: The files that compute: "dirty" is decided over these only. Runs write tracked files under results/ themselves, and
-#: docs or tests may change beside a run; neither changes a number (before this rule, 475 of 726 shipped files said "-dirty").
+#: docs or tests may change beside a run; neither changes a number (docs/methods.md#notes-behind-the-code).
 CODE_PATHS = ("engine", "scripts", "bench", "app", "pages", "pyproject.toml", ":(glob)requirements*.txt")
 #: Marks a code version whose code no commit holds; the 12 hex digits after it name the uncommitted code diff.
 DIRTY_MARK = "-dirty"

@@ -315,7 +315,7 @@ def widening_search(scores: SetScores, w: np.ndarray, start: Sequence[int], max_
     beats the best so far;
     a width is started only while the budget left is at least 1.5 x what the previous width newly spent (a beam cut
     short by the budget leaves no usable order). The rest of the budget goes to unlimited swaps on the best order.
-    max_width 0: swaps only (the earlier behaviour). The result is never below `start`'s J once that is known."""
+    max_width 0: swaps only. The result is never below `start`'s J once that is known."""
     best = local_search(scores, w, start, max_distance=2 if max_width >= 2 else None)
     start_value = best.start_value
     if np.isnan(best.value) or not best.complete:
