@@ -38,7 +38,8 @@ def test_the_pooled_positions_start_at_the_slot_for_a_prompted_lm_and_nowhere_el
     batch = clf.batch_of([Example(primary="a fine film", label=1, uid="a")])
     start = pool_start(clf, batch.maskable)
     assert int(start[0]) == int(batch.maskable[0].float().argmax()) > 0
-    assert pool_start(known_classifier, batch.maskable) is None  # an encoder pools every real token
+    encoder, _ = known_classifier([0.5])
+    assert pool_start(encoder, batch.maskable) is None  # an encoder pools every real token
 
 
 def test_f_fidelity_pools_a_prompted_lms_features_like_the_calibration_too(bert_tokenizer):  # noqa: F811
