@@ -17,6 +17,7 @@ from engine.models.bilstm import ARCHITECTURE, BiLSTMAttentionClassifier
 from engine.models.classifier import Classifier
 from engine.models.foreign import load_foreign, read_config
 from engine.models.ids import check_model_id
+from engine.models.kinds import ModelKind, kind_of
 from engine.models.loading import load_pretrained
 from engine.models.metadata import REQUIRED_KEYS, CheckpointMeta, write_metadata
 from engine.models.metadata import read_metadata as read_meta
@@ -133,7 +134,7 @@ def validate_model(model_id_or_path: str | os.PathLike) -> None:
         from engine.models.registry import read_manifest
 
         manifest = read_manifest(str(model_id_or_path))
-        if manifest.get("prompt") is not None:  # a prompted causal LM: no sequence-classification head to find
+        if kind_of(manifest.get("prompt"), manifest.get("architecture")) is ModelKind.PROMPTED:  # no head to find
             _validate_prompted(manifest, folder)
             return
     if (folder / "metadata.json").is_file() or not folder.is_dir():
@@ -198,7 +199,7 @@ def _load_checkpoint(folder: Path, device: str | None, dtype: str | None = None,
 
     metadata = validate_checkpoint(folder)
     meta = CheckpointMeta.from_dict(metadata)
-    if meta.prompt is not None:  # a prompted LM fine-tuned with LoRA, merged (engine.models.lora_training)
+    if meta.kind is ModelKind.PROMPTED:  # a prompted LM fine-tuned with LoRA, merged (engine.models.lora_training)
         return load_prompted_checkpoint(folder, metadata, device, dtype)
     target = pick_device(device)
     runtime = None

@@ -19,6 +19,7 @@ from engine.errors import CheckpointError, InvalidInputError, UnknownModelError
 from engine.models import llm_package
 from engine.models.builtin_llms import BUILTINS, apply_shipped_adapter
 from engine.models.ids import check_model_id
+from engine.models.kinds import ModelKind, kind_of
 from engine.models.llm_package import converted_dir
 from engine.models.prompt_spec import PromptSpec
 
@@ -124,7 +125,7 @@ def load_registered(model_id: str, device: str | None = None, dtype: str | None 
     manifest = read_manifest(model_id)
     if manifest is None:
         raise CheckpointError(f"no registered model {model_id!r}")
-    if manifest.get("prompt") is not None:  # a prompted language model
+    if kind_of(manifest.get("prompt"), manifest.get("architecture")) is ModelKind.PROMPTED:
         return _load_prompted_manifest(manifest, device, dtype)
     folder = Path(manifest["path"])
     if manifest.get("copied"):
