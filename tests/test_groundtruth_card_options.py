@@ -9,7 +9,7 @@ import torch
 
 from engine.errors import InvalidInputError
 from engine.groundtruth import card
-from engine.groundtruth.card import ReportCardCell
+from engine.groundtruth.card_cells import ReportCardCell
 from engine.groundtruth.mechanisms import PlantSpec
 
 

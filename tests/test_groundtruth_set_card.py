@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 import torch
 
-from engine.groundtruth.card import CARD, SEPARATION_BEST, set_recovery
+from engine.groundtruth.card_cells import CARD
+from engine.groundtruth.recovery import SEPARATION_BEST, set_recovery
 from engine.groundtruth.explanations import JUDGE_PAIRS, constructed_scores
 from engine.groundtruth.mechanisms import MECHANISMS, PlantSpec
 

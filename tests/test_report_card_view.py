@@ -227,8 +227,8 @@ def test_the_run_form_passes_the_fewest_deciding_inputs_to_the_card(tmp_path, mo
 
     seen = {}
 
-    def fake_card(models, **kwargs):
-        seen.update(kwargs)
+    def fake_card(models, config, **kwargs):
+        seen.update(vars(config), **kwargs)
         return SweepReport(run=kwargs["run"], done=[], skipped=[], failed=[])
 
     monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
