@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from card_stubs import card_stubs  # noqa: F401 (a fixture)
 from test_groundtruth_min_deciding import MODEL, N_DECIDING, planted  # noqa: F401  (the hand-built planted model beside this file)
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -10,6 +10,7 @@ import json
 
 import pandas as pd
 import pytest
+from card_stubs import card_stubs  # noqa: F401 (a fixture)
 from test_groundtruth_min_deciding import MODEL, N_DECIDING, SPEC, _words_dataset, planted  # noqa: F401 (fixture)
 
 import engine.groundtruth.truth as truth_module

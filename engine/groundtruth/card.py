@@ -60,8 +60,11 @@ def run_report_card(models: Sequence[str | CardPlan] | str, config: CardConfig |
     """
     config = CardConfig.of(config, **options)
     models = [models] if isinstance(models, str) else list(models)
-    plans = [model if isinstance(model, CardPlan) else plan_card(model, config) for model in models]
-    cells = [cell for plan in plans for cell in card_cells(plan, config)]
+    plans, cells = [], []
+    for model in models:
+        plan = model if isinstance(model, CardPlan) else plan_card(model, config)
+        plans.append(plan)
+        cells += card_cells(plan, config)
     in_process = backend is None or backend.kind == "process"
     # plans hold loaded models: handed to the cells in this process, never sent to a worker
     compute = partial(compute_cell, plans={plan.model: plan for plan in plans}) if in_process else compute_cell
