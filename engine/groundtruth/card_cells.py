@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 
 from engine.errors import InvalidInputError, NotApplicableError
 from engine.groundtruth.card_config import DEFAULT_METRIC_FAMILIES, CardConfig
+from engine.groundtruth.card_plan import CardPlan, plan_card
 from engine.groundtruth.explanations import PREFIX, explanations_for
 from engine.groundtruth.interactions import DEFAULT_INTERACTION_BUDGET, INTERACTION_MECHANISMS
 from engine.groundtruth.selfexplain_card import SelfExplanationCell
@@ -135,8 +136,6 @@ def card_cells(plan, config: CardConfig | None = None, **options) -> list:
         MechanismNotLearned, NotApplicableError: as engine.groundtruth.card_plan.plan_card; and interactions asked of
             a mechanism without a pair of known interaction.
     """
-    from engine.groundtruth.card_plan import CardPlan, plan_card
-
     config = CardConfig.of(config, **options)
     if not isinstance(plan, CardPlan):
         plan = plan_card(plan, config)

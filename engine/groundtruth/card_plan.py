@@ -20,7 +20,7 @@ from engine.errors import InvalidInputError, NotApplicableError
 from engine.faithfulness.registry import INFILL_OPERATORS
 from engine.groundtruth.card_config import OPERATORS, CardConfig
 from engine.groundtruth.mechanisms import PlantSpec
-from engine.groundtruth.selfexplain_card import SELF_KINDS, check_kinds
+from engine.groundtruth.selfexplain_card import self_explanation_kinds
 from engine.groundtruth.truth import MIN_DECIDING, Truth
 from engine.models.kinds import ModelKind
 
@@ -113,24 +113,6 @@ def plan_card(model: str, config: CardConfig | None = None) -> CardPlan:
     return plan
 
 
-def self_explanation_kinds(classifier, requested: tuple[str, ...] | None) -> tuple[str, ...]:
-    """The self-explanation kinds a card of `classifier` runs: `requested` None is the default (all three for a
-    prompted LM, none for any other model); () runs none (the kinds checked by CardConfig.check).
-
-    Raises:
-        NotApplicableError: kinds asked of a model that is not a prompted LM.
-    """
-    prompted = classifier.kind is ModelKind.PROMPTED
-    if requested is None:
-        return SELF_KINDS if prompted else ()
-    kinds = check_kinds(requested)
-    if kinds and not prompted:
-        raise NotApplicableError(f"self-explanations ({', '.join(kinds)}) need a prompted language model (a planted "
-                                 f"--model smollm2-rt-prompt, say); {classifier.id!r} is a sequence classifier: leave "
-                                 f"--self-explanations out or pass --self-explanations none")
-    return kinds
-
-
 def operator_classifier(classifier, operator: str):
     """(classifier whose replacement token is the operator's, removal 'mask' or 'delete') for `operator`.
 
@@ -203,4 +185,4 @@ def plan_of(cell) -> CardPlan:
     return _WORKER_PLANS[key]
 
 
-__all__ = ["CardPlan", "operator_classifier", "plan_card", "plan_of", "self_explanation_kinds", "supported_operators"]
+__all__ = ["CardPlan", "operator_classifier", "plan_card", "plan_of", "supported_operators"]

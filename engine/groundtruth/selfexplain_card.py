@@ -51,8 +51,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from engine.errors import InvalidInputError
+from engine.errors import InvalidInputError, NotApplicableError
 from engine.groundtruth.truth import MIN_DECIDING
+from engine.models.kinds import ModelKind
 from engine.sweeps import CellContext, CellResult, provenance
 
 SELF_CARD = "report-card self-explanation"
@@ -104,6 +105,24 @@ def check_kinds(kinds) -> tuple[str, ...]:
         raise InvalidInputError(f"unknown self-explanation kind(s) {', '.join(map(str, unknown))}; use "
                                 f"{', '.join(SELF_KINDS)} (or none)")
     return tuple(dict.fromkeys(kinds))
+
+
+def self_explanation_kinds(classifier, requested: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The self-explanation kinds a card of `classifier` runs: `requested` None is the default (all three for a
+    prompted LM, none for any other model); () runs none (the kinds checked by CardConfig.check).
+
+    Raises:
+        NotApplicableError: kinds asked of a model that is not a prompted LM.
+    """
+    prompted = classifier.kind is ModelKind.PROMPTED
+    if requested is None:
+        return SELF_KINDS if prompted else ()
+    kinds = check_kinds(requested)
+    if kinds and not prompted:
+        raise NotApplicableError(f"self-explanations ({', '.join(kinds)}) need a prompted language model (a planted "
+                                 f"--model smollm2-rt-prompt, say); {classifier.id!r} is a sequence classifier: leave "
+                                 f"--self-explanations out or pass --self-explanations none")
+    return kinds
 
 
 def _holds(text: str | None, word: str) -> bool:
