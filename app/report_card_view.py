@@ -298,7 +298,7 @@ def card_command(model: str, run: str, measures, metrics, operators, limit: int,
 
 def _run(model: str, run: str, measures, metrics, operators, limit: int, truth_only: bool = False,
          min_deciding: int = MIN_DECIDING) -> None:
-    from engine.groundtruth import run_report_card
+    from engine.groundtruth import CardConfig, run_report_card
 
     try:
         ensure_admin("computing a report card")
@@ -319,9 +319,9 @@ def _run(model: str, run: str, measures, metrics, operators, limit: int, truth_o
 
     with st.status(f"Report card of {md(model)} ...", expanded=True) as status:
         try:
-            report_ = run_report_card(model, run=run, measures=tuple(measures), metrics=tuple(metrics),
-                                      operators=tuple(operators), limit=limit, command=command, progress=report,
-                                      truth_only=truth_only, min_deciding=min_deciding)
+            config = CardConfig(measures=tuple(measures), metrics=tuple(metrics), operators=tuple(operators),
+                                limit=limit, truth_only=truth_only, min_deciding=min_deciding)
+            report_ = run_report_card(model, config, run=run, command=command, progress=report)
         except EngineError as err:  # e.g. MechanismNotLearned, an operator the model lacks
             status.update(label="No report card", state="error")
             st.error(md(err))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from card_stubs import card_stubs  # noqa: F401 (a fixture)
 from test_groundtruth_min_deciding import MODEL, N_DECIDING, planted  # noqa: F401  (the hand-built planted model beside this file)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -13,10 +14,11 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def test_a_card_cell_scores_function_families_with_the_registrys_direction(planted, monkeypatch):  # noqa: F811
     from handbuilt_models import VOCAB
 
-    import engine.groundtruth.card as card
+    import engine.groundtruth.card_compute as card
     import engine.ood
     from engine.faithfulness.registry import better
-    from engine.groundtruth.card import ReportCardCell, compute_card_cell
+    from engine.groundtruth.card_cells import ReportCardCell
+    from engine.groundtruth.card_compute import compute_card_cell
     from engine.sweeps import CellContext
 
     monkeypatch.setattr(engine.ood, "load_or_fit_masf", lambda classifier, dataset: None)  # no MaSF: shares NaN

@@ -1,5 +1,5 @@
 """The report card's measure options (`report-card --option MEASURE:KEY=VALUE`) and its per-process reuse of a
-measure's scores across operators (a measure's scores do not depend on the masking operator)."""
+measure's scores across operators within the card's plan (a measure's scores do not depend on the masking operator)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from engine.errors import InvalidInputError
-from engine.groundtruth import card
-from engine.groundtruth.card import ReportCardCell
+from engine.groundtruth import card_compute as card
+from engine.groundtruth.card_cells import ReportCardCell, card_cells
 from engine.groundtruth.mechanisms import PlantSpec
 
 
@@ -24,6 +24,9 @@ class _CountingExplainer:
         return SimpleNamespace(scores=batch.input_ids.float() * 0.5)
 
 
+MEMO: dict = {}
+
+
 @pytest.fixture()
 def counting(monkeypatch):
     import engine.importance
@@ -31,16 +34,16 @@ def counting(monkeypatch):
     _CountingExplainer.calls = []
     monkeypatch.setattr(engine.importance, "get_explainer",
                         lambda name, classifier, memo=True, **options: _CountingExplainer(options))
-    card._CACHE.clear()
+    MEMO.clear()  # a plan's shared work (CardPlan.memo)
     yield _CountingExplainer.calls
-    card._CACHE.clear()
+    MEMO.clear()
 
 
 def _scores(cell, ids):
     batch = SimpleNamespace(input_ids=torch.tensor(ids), maskable=torch.ones(len(ids), len(ids[0]), dtype=torch.bool))
     spec = PlantSpec(base_dataset="rt", mechanism="trigger", words=("vessel",))
     zeros = torch.zeros_like(batch.maskable)
-    return card._explanation_scores(cell, None, batch, torch.tensor([1] * len(ids)), zeros, zeros, spec, None)
+    return card._explanation_scores(cell, None, batch, torch.tensor([1] * len(ids)), zeros, zeros, spec, None, memo=MEMO)
 
 
 def test_a_measures_scores_are_computed_once_for_every_operator_of_a_process(counting):
@@ -72,7 +75,7 @@ def test_measure_options_reach_the_explainer_and_enter_the_key_only_when_given(c
 ])
 def test_card_cells_refuse_an_option_the_measure_lacks_before_loading_anything(options, says):
     with pytest.raises(InvalidInputError, match=says):
-        card.card_cells("no-such-model", measures=["ig-sign"], measure_options=options)
+        card_cells("no-such-model", measures=["ig-sign"], measure_options=options)
 
 
 def test_the_option_flag_parses_measure_key_value_and_refuses_other_shapes():

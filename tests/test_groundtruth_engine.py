@@ -153,7 +153,7 @@ def test_constructed_explanations_put_the_right_token_first():
 
 
 def test_recovery_ranks_by_signed_score_and_shares_absolute_mass():
-    from engine.groundtruth.card import recovery
+    from engine.groundtruth.recovery import recovery
 
     scores = torch.tensor([[0.0, 2.0, -3.0, 1.0, 0.0], [0.0, 0.5, 1.0, 4.0, 0.0]])
     maskable = torch.tensor([[False, True, True, True, False]] * 2)
@@ -170,7 +170,7 @@ def test_recovery_ranks_by_signed_score_and_shares_absolute_mass():
 def test_recovery_keeps_a_batchs_other_inputs_when_one_lacks_its_planted_token():
     """A byte-level BPE spells a word at the start of the text without its leading space (another token): that
     input gets NaN, and the batch's other inputs keep their recovery (all of the batch's rows were dropped before)."""
-    from engine.groundtruth.card import recovery
+    from engine.groundtruth.recovery import recovery
 
     scores = torch.tensor([[0.0, 2.0, 1.0, 3.0], [0.0, 2.0, 1.0, 3.0], [0.0, 1.0, 5.0, 2.0]])
     maskable = torch.tensor([[False, True, True, True]] * 3)
@@ -251,7 +251,7 @@ def test_a_planted_word_first_in_the_text_is_found_under_a_byte_level_bpe():
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    from engine.groundtruth.card import planted_positions
+    from engine.groundtruth.recovery import planted_positions
 
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

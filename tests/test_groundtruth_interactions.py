@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from card_stubs import card_stubs  # noqa: F401 (a fixture)
 from handbuilt_models import VOCAB, batch_of, handbuilt
 
 from engine.errors import NotApplicableError
@@ -95,9 +96,8 @@ def test_the_table_gives_shares_with_wilson_cis_and_states_the_threshold_gives_n
     assert t["expected"] == "0" and np.isnan(t["sign"]) and t["top_pair"] == 0.5
 
 
-def _as_planted(toy_classifier, spec: PlantSpec, model_id: str):
+def _as_planted(toy_classifier, spec: PlantSpec, model_id: str, stubs):
     from engine.groundtruth import establish_truth, register_variant
-    from engine.groundtruth.card import _CACHE
     from engine.models import load_classifier, save_classifier
 
     name = register_variant(spec)
@@ -109,34 +109,31 @@ def _as_planted(toy_classifier, spec: PlantSpec, model_id: str):
     truth = establish_truth(loaded, min_deciding=1)
     truth.inputs["decides"] = True
     truth = dataclasses.replace(truth, learned=True)
-    _CACHE[("classifier", model_id)] = loaded
-    _CACHE[("truth", model_id, 0, 1)] = truth
+    stubs.classifiers[model_id] = loaded
+    stubs.truths[model_id] = truth
     return truth
 
 
 @pytest.fixture()
-def clean_cache():
-    from engine.groundtruth.card import _CACHE
-
-    _CACHE.clear()
-    yield
-    _CACHE.clear()
+def clean_cache(card_stubs):  # noqa: F811
+    return card_stubs
 
 
 def test_the_opt_in_cell_runs_on_the_card_and_leaves_the_other_cells_keys(models_cache, tmp_path, toy_classifier,
                                                                          clean_cache, capsys, monkeypatch):
     from engine.cli import main
     from engine.groundtruth import run_report_card
-    from engine.groundtruth.card import InteractionCell, card_cells, card_store
+    from engine.groundtruth.card import card_store
+    from engine.groundtruth.card_cells import InteractionCell, card_cells
     from engine.groundtruth.tables import interaction_table
     from engine.reports.groundtruth_tables import interaction_markdown
 
     spec = PlantSpec(base_dataset="toy", mechanism="and", words=("vessel", "orbit"))
     monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path))
-    truth = _as_planted(toy_classifier, spec, "toy-and")
-    plain = card_cells("toy-and", ("loo-sign",), ("mask",), ("comprehensiveness",), limit=5, min_deciding=1)
-    opted = card_cells("toy-and", ("loo-sign",), ("mask",), ("comprehensiveness",), limit=5, min_deciding=1,
-                       interactions=True, interaction_budget=64)
+    truth = _as_planted(toy_classifier, spec, "toy-and", clean_cache)
+    options = dict(measures=("loo-sign",), operators=("mask",), metrics=("comprehensiveness",), limit=5, min_deciding=1)
+    plain = card_cells("toy-and", **options)
+    opted = card_cells("toy-and", **options, interactions=True, interaction_budget=64)
     assert not any(isinstance(c, InteractionCell) for c in plain)
     assert [c.key() for c in opted if not isinstance(c, InteractionCell)] == [c.key() for c in plain]
     (cell,) = [c for c in opted if isinstance(c, InteractionCell)]

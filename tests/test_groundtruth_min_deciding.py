@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from card_stubs import card_stubs  # noqa: F401 (a fixture)
 from handbuilt_models import batch_of, handbuilt
 
 from engine.data.types import Dataset, Example
@@ -41,21 +42,18 @@ def _words_dataset() -> Dataset:
 
 
 @pytest.fixture()
-def planted(monkeypatch):
-    """The hand-built planted classifier, its data served as the base dataset, and the card's process cache
-    holding it under MODEL (cleared before and after)."""
+def planted(monkeypatch, card_stubs):  # noqa: F811
+    """The hand-built planted classifier, its data served as the base dataset, and the card loading it for MODEL
+    (tests/card_stubs.py)."""
     import engine.data
-    from engine.groundtruth.card import _CACHE
 
     classifier = handbuilt("or", k=5.0)
     classifier.metadata.update({"id": MODEL, "planted": SPEC.to_dict()})
     classifier.batch_of = lambda examples: batch_of([e.primary for e in examples])  # its own whitespace tokenizer
     data = _words_dataset()
     monkeypatch.setattr(engine.data, "get_dataset", lambda name, split_seed=0: data)
-    _CACHE.clear()
-    _CACHE[("classifier", MODEL)] = classifier
-    yield classifier
-    _CACHE.clear()
+    card_stubs.classifiers[MODEL] = classifier
+    return classifier
 
 
 def test_the_toy_mechanism_is_learned_but_decides_fewer_inputs_than_the_default(planted):
@@ -87,7 +85,7 @@ def test_a_refusal_for_a_weak_flip_rate_does_not_point_at_min_deciding(planted, 
 
 
 def test_card_cells_refuse_by_default_and_carry_a_lower_min_deciding_into_every_cell(planted):
-    from engine.groundtruth.card import TruthCell, card_cells
+    from engine.groundtruth.card_cells import TruthCell, card_cells
 
     options = dict(measures=("random",), operators=("mask",), metrics=("comprehensiveness",), limit=5)
     with pytest.raises(MechanismNotLearned, match="--min-deciding"):
@@ -107,10 +105,10 @@ def test_min_deciding_below_one_or_not_whole_is_refused(planted, bad):
 
 
 def test_the_cli_passes_min_deciding_to_the_card(monkeypatch):
-    """`report-card --min-deciding 5` reaches card_cells (which checks the models before any work)."""
+    """`report-card --min-deciding 5` reaches the card's plan (which checks the models before any work)."""
     import argparse
 
-    import engine.groundtruth.card as card
+    import engine.groundtruth.card_plan as card
     from engine.cli import report_card
 
     parser = argparse.ArgumentParser()
@@ -122,11 +120,11 @@ def test_the_cli_passes_min_deciding_to_the_card(monkeypatch):
     class Stop(Exception):
         pass
 
-    def fake_card_cells(*positional, **keywords):
-        seen.update(keywords)
+    def fake_plan_card(model, config):
+        seen.update(vars(config))
         raise Stop
 
-    monkeypatch.setattr(card, "card_cells", fake_card_cells)
+    monkeypatch.setattr(card, "plan_card", fake_plan_card)
     with pytest.raises(Stop):
         report_card.run(args)
     assert seen["min_deciding"] == 5

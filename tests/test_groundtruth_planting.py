@@ -58,11 +58,13 @@ def test_planting_into_the_users_registered_model_and_data_records_provenance_an
 
     # One report-card cell on its deciding inputs (thresholds lowered: the toy test split has 40 inputs).
     import engine.groundtruth.truth as truth_module
-    from engine.groundtruth.card import _CACHE, ReportCardCell, compute_card_cell
+    from engine.groundtruth.card_cells import ReportCardCell
+    from engine.groundtruth.card_compute import compute_card_cell
+    from engine.groundtruth.card_plan import _WORKER_PLANS
     from engine.sweeps import CellContext
 
     monkeypatch.setattr(truth_module, "LEARNED_LOWER_BOUND", 0.0)
-    _CACHE.clear()
+    _WORKER_PLANS.clear()
     # a precondition of the cell, asserted: the trigger at rate 0.5 on seed 0 leaves deciding inputs on the toy split
     # (a skip here hid a planting that decided nothing)
     assert len(establish_truth(loaded, min_deciding=1).deciding), "no deciding input on the toy split"
@@ -72,7 +74,7 @@ def test_planting_into_the_users_registered_model_and_data_records_provenance_an
     assert set(rows["kind"]) == {"metric", "recovery"}
     assert rows["uid"].nunique() <= 4
     assert result.provenance["planted"]["words"] == ["vessel"]
-    _CACHE.clear()
+    _WORKER_PLANS.clear()
 
 
 def test_a_model_that_cannot_be_fine_tuned_is_refused_with_the_reason(models_cache):

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from card_stubs import card_stubs  # noqa: F401 (a fixture)
 
 from engine.errors import InvalidInputError, NotApplicableError
 from engine.groundtruth.mechanisms import PlantSpec
@@ -28,7 +29,7 @@ from engine.groundtruth.selfexplain_card import (
     names_word,
     removes_cause,
 )
-from engine.groundtruth.truth import MIN_DECIDING, Truth
+from engine.groundtruth.truth import Truth
 from engine.selfexplain import Generator, SelfExplanation
 from engine.stats import wilson_ci
 
@@ -113,26 +114,24 @@ def fake_truth(classifier, spec: PlantSpec = SPEC) -> Truth:
 
 
 @pytest.fixture()
-def planted_lm(bert_tokenizer, monkeypatch, tmp_path):
-    """The toy planted prompted LM and its truth in the card's process cache, the scripted generator in place of
-    the real one (with its own cache file), and the store under tmp_path."""
+def planted_lm(bert_tokenizer, monkeypatch, tmp_path, card_stubs):  # noqa: F811
+    """The toy planted prompted LM and its truth handed to the card (tests/card_stubs.py), the scripted generator in
+    place of the real one (with its own cache file), and the store under tmp_path."""
     import engine.selfexplain
-    from engine.groundtruth.card import _CACHE
     from engine.selfexplain import GenerationCache
 
     classifier = prompted_lm(bert_tokenizer)
-    _CACHE.clear()
-    _CACHE[("classifier", MODEL)] = classifier
-    _CACHE[("truth", MODEL, 0, MIN_DECIDING)] = fake_truth(classifier)
+    card_stubs.classifiers[MODEL] = classifier
+    card_stubs.truths[MODEL] = fake_truth(classifier)
     cache = GenerationCache(tmp_path / "generations.sqlite3")
     monkeypatch.setattr(engine.selfexplain, "Generator",
                         lambda clf, settings=None: ScriptedGenerator(clf, settings, cache=cache))
-    yield classifier
-    _CACHE.clear()
+    return classifier
 
 
 def run_cell(kind: str, tmp_path):
-    from engine.groundtruth.card import card_store, compute_cell
+    from engine.groundtruth.card import card_store
+    from engine.groundtruth.card_compute import compute_cell
     from engine.sweeps import run_cells
 
     store = card_store(tmp_path / "results" / "groundtruth")
@@ -305,23 +304,19 @@ def test_a_run_without_self_explanation_cells_says_so_in_one_line(monkeypatch):
 
 # -- which cells a card has, the CLI, and the [REDACTED] operator ------------------------------------------------
 @pytest.fixture()
-def planted_encoder():
-    """A hand-built planted sequence classifier (tests/handbuilt_models.py) with a learned truth, in the cache."""
+def planted_encoder(card_stubs):  # noqa: F811
+    """A hand-built planted sequence classifier (tests/handbuilt_models.py) with a learned truth, handed to the card."""
     from handbuilt_models import handbuilt
-
-    from engine.groundtruth.card import _CACHE
 
     classifier = handbuilt("or", k=5.0)
     classifier.metadata.update({"id": "handbuilt-planted", "planted": SPEC.to_dict()})
-    _CACHE.clear()
-    _CACHE[("classifier", "handbuilt-planted")] = classifier
-    _CACHE[("truth", "handbuilt-planted", 0, MIN_DECIDING)] = fake_truth(classifier)
-    yield classifier
-    _CACHE.clear()
+    card_stubs.classifiers["handbuilt-planted"] = classifier
+    card_stubs.truths["handbuilt-planted"] = fake_truth(classifier)
+    return classifier
 
 
 def test_a_prompted_lm_gets_all_three_kinds_by_default_and_none_on_request(planted_lm):
-    from engine.groundtruth.card import card_cells
+    from engine.groundtruth.card_cells import card_cells
 
     options = dict(measures=("random",), operators=("mask",), metrics=("comprehensiveness",), limit=3)
     kinds = [c.kind for c in card_cells(MODEL, **options) if isinstance(c, SelfExplanationCell)]
@@ -334,7 +329,7 @@ def test_a_prompted_lm_gets_all_three_kinds_by_default_and_none_on_request(plant
 
 
 def test_an_encoder_gets_no_self_explanation_cells_and_refuses_them_when_asked(planted_encoder):
-    from engine.groundtruth.card import card_cells
+    from engine.groundtruth.card_cells import card_cells
 
     options = dict(measures=("random",), operators=("mask",), metrics=("comprehensiveness",), limit=3)
     assert not any(isinstance(c, SelfExplanationCell) for c in card_cells("handbuilt-planted", **options))
@@ -370,7 +365,7 @@ def test_the_help_example_of_a_prompted_lm_parses_into_its_kinds_and_none_runs_n
 
 
 def test_the_redacted_operator_is_a_redacting_prompted_lms_own_replacement_and_refused_elsewhere(bert_tokenizer):
-    from engine.groundtruth.card import operator_classifier, supported_operators
+    from engine.groundtruth.card_plan import operator_classifier, supported_operators
 
     redacting = prompted_lm(bert_tokenizer)
     assert operator_classifier(redacting, "redacted") == (redacting, "mask")

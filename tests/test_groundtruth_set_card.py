@@ -8,9 +8,10 @@ import pandas as pd
 import pytest
 import torch
 
-from engine.groundtruth.card import CARD, SEPARATION_BEST, set_recovery
+from engine.groundtruth.card_cells import CARD
 from engine.groundtruth.explanations import JUDGE_PAIRS, constructed_scores
 from engine.groundtruth.mechanisms import MECHANISMS, PlantSpec
+from engine.groundtruth.recovery import SEPARATION_BEST, set_recovery
 
 GRADED = PlantSpec(mechanism="graded-set", words=("a", "b", "c", "d"), strengths=(0.95, 0.8, 0.65, 0.5))
 # one input, T = 8: [CLS] a x b c y d [SEP]: the planted words at 1, 3, 4, 6, the others at 2, 5

@@ -13,15 +13,15 @@ import dataclasses
 
 import numpy as np
 import pytest
+from card_stubs import card_stubs  # noqa: F401 (a fixture)
 
 from engine.groundtruth.mechanisms import WORD_POOL, PlantSpec
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def _as_planted(toy_classifier, spec: PlantSpec, model_id: str):
+def _as_planted(toy_classifier, spec: PlantSpec, model_id: str, stubs):
     from engine.groundtruth import establish_truth, register_variant
-    from engine.groundtruth.card import _CACHE
     from engine.models import load_classifier, save_classifier
 
     name = register_variant(spec)
@@ -33,18 +33,14 @@ def _as_planted(toy_classifier, spec: PlantSpec, model_id: str):
     truth = establish_truth(loaded, min_deciding=1)
     truth.inputs["decides"] = True
     truth = dataclasses.replace(truth, learned=True)
-    _CACHE[("classifier", model_id)] = loaded
-    _CACHE[("truth", model_id, 0, 1)] = truth
+    stubs.classifiers[model_id] = loaded
+    stubs.truths[model_id] = truth
     return truth
 
 
 @pytest.fixture()
-def clean_cache():
-    from engine.groundtruth.card import _CACHE
-
-    _CACHE.clear()
-    yield
-    _CACHE.clear()
+def clean_cache(card_stubs):  # noqa: F811
+    return card_stubs
 
 
 def test_graded_set_card_stores_the_order_statistics_and_judges_the_swapped_orders(models_cache, tmp_path,
@@ -56,7 +52,7 @@ def test_graded_set_card_stores_the_order_statistics_and_judges_the_swapped_orde
 
     spec = PlantSpec(base_dataset="toy", mechanism="graded-set", words=WORD_POOL[:3], strengths=(0.95, 0.7, 0.5))
     monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path))  # the command's store: <results>/groundtruth
-    truth = _as_planted(toy_classifier, spec, "toy-graded-set")
+    truth = _as_planted(toy_classifier, spec, "toy-graded-set", clean_cache)
     n = min(8, len(truth.deciding))
     report = run_report_card("toy-graded-set", run="set", measures=("loo-sign", "grad-l2"), operators=("mask",),
                              metrics=("comprehensiveness",), limit=8, min_deciding=1)
@@ -88,7 +84,7 @@ def test_cancellation_card_checks_each_words_sign_and_judges_the_flipped_sign(mo
     from engine.groundtruth.tables import judge_table
 
     spec = PlantSpec(base_dataset="toy", mechanism="cancellation", words=("vessel", "orbit"))
-    _as_planted(toy_classifier, spec, "toy-cancellation")
+    _as_planted(toy_classifier, spec, "toy-cancellation", clean_cache)
     report = run_report_card("toy-cancellation", run="c", measures=("loo-sign", "grad-l2"), operators=("mask",),
                              metrics=("comprehensiveness",), limit=6, min_deciding=1, results_dir=tmp_path)
     assert not report.failed, report.failed

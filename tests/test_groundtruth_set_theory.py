@@ -152,8 +152,8 @@ def test_redundant_set_statistics_separate_split_credit_from_no_credit():
     """On the word level: exact Shapley puts the whole set in the top 3 (set-top-share 1), LOO's zeros tie the set
     with the two fillers and ties count against it (the top 3: both fillers, then one planted word: 1/3); the mass
     share is 1 for Shapley and 0 for LOO."""
-    from engine.groundtruth.card import set_recovery
     from engine.groundtruth.mechanisms import PlantSpec
+    from engine.groundtruth.recovery import set_recovery
 
     clf = model("redundant")
     spec = PlantSpec(mechanism="redundant", words=("w1", "w2", "w3"))
@@ -195,8 +195,8 @@ def test_cancellation_signed_measures_score_each_word_toward_its_own_class(measu
     """logit_1 = k (n_up - n_down) is additive: phi_up = +k, phi_down = -k (they offset: logit_1 = 0). Every signed
     additive-exact measure gives these values, so explaining class 1 "up" is positive and "down" negative, and the
     card's sign statistic is right for both words."""
-    from engine.groundtruth.card import set_recovery
     from engine.groundtruth.mechanisms import PlantSpec
+    from engine.groundtruth.recovery import set_recovery
 
     clf = model("cancel")
     s = scores(clf, measure, CANCEL)
@@ -217,8 +217,8 @@ def test_cancellation_signed_measures_score_each_word_toward_its_own_class(measu
 def test_cancellation_unsigned_measures_cannot_give_the_opposing_word_its_sign(measure):
     """An unsigned measure scores both words >= 0: the opposing word "down" is never scored against class 1, so the
     sign check fails on it (sign-other-word 0) while the supporting word passes."""
-    from engine.groundtruth.card import set_recovery
     from engine.groundtruth.mechanisms import PlantSpec
+    from engine.groundtruth.recovery import set_recovery
 
     clf = model("cancel")
     spec = PlantSpec(mechanism="cancellation", words=("up", "down"))

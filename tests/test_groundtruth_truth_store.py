@@ -10,6 +10,7 @@ import json
 
 import pandas as pd
 import pytest
+from card_stubs import card_stubs  # noqa: F401 (a fixture)
 from test_groundtruth_min_deciding import MODEL, N_DECIDING, SPEC, _words_dataset, planted  # noqa: F401 (fixture)
 
 import engine.groundtruth.truth as truth_module
@@ -85,7 +86,8 @@ def test_the_truth_cell_counts_establishing_the_truth_once(planted, monkeypatch)
     twice the truth's cost (it added the recorded cost to a process time that already held it)."""
     import time
 
-    from engine.groundtruth.card import TruthCell, compute_truth_cell
+    from engine.groundtruth.card_cells import TruthCell
+    from engine.groundtruth.card_compute import compute_truth_cell
     from engine.sweeps import CellContext
 
     real = truth_module.establish_truth
@@ -109,7 +111,9 @@ def test_the_truth_cell_counts_establishing_the_truth_once(planted, monkeypatch)
 def test_the_cost_table_reads_a_truth_cells_cost_from_the_truth_it_recorded(planted, tmp_path):  # noqa: F811
     """Truth cells stored before the fix hold twice the truth's cost in cpu_seconds: the table takes the cost the
     truth recorded (options.cpu_seconds)."""
-    from engine.groundtruth.card import TruthCell, card_store, compute_truth_cell
+    from engine.groundtruth.card import card_store
+    from engine.groundtruth.card_cells import TruthCell
+    from engine.groundtruth.card_compute import compute_truth_cell
     from engine.reports.groundtruth_tables import cost_markdown
     from engine.sweeps import CellContext
 

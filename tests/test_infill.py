@@ -122,7 +122,8 @@ def test_the_card_and_evaluate_offer_the_infill_operators(tiny_tokenizer_classif
     """The report card's operators and `evaluate --operator` take retrieval and mlm; supported_operators offers them
     to a model with a dataset and the tiny vocabulary; operator_classifier gives a twin that fills in, removal 'mask'."""
     from engine.cli import build_parser
-    from engine.groundtruth.card import OPERATORS, operator_classifier, supported_operators
+    from engine.groundtruth.card_config import OPERATORS
+    from engine.groundtruth.card_plan import operator_classifier, supported_operators
 
     assert {"retrieval", "mlm"} <= set(OPERATORS)
     clf = SimpleNamespace(**vars(tiny_tokenizer_classifier))
@@ -138,6 +139,6 @@ def test_the_card_and_evaluate_offer_the_infill_operators(tiny_tokenizer_classif
 def test_report_card_offers_every_operator_the_card_knows():
     """The command's choices are the card's operators (the infill ones were refused before this test)."""
     from engine.cli.report_card import OPERATOR_CHOICES
-    from engine.groundtruth.card import OPERATORS
+    from engine.groundtruth.card_config import OPERATORS
 
     assert set(OPERATOR_CHOICES) == set(OPERATORS)

@@ -65,7 +65,7 @@ def test_the_orders_in_stored_cells_keys_are_those_the_cells_were_written_with()
         "naopc-comprehensiveness", "ffid-plus", "ffid-minus", "soft-comprehensiveness", "soft-sufficiency",
         "deletion-area", "insertion-area", "top1-flip", "randomisation-win-rate"]
     assert registry.judges()["acu"] == ("RACU (fixed ranking)", "higher")
-    from engine.groundtruth.card import DEFAULT_METRIC_FAMILIES
+    from engine.groundtruth.card_config import DEFAULT_METRIC_FAMILIES
     from engine.groundtruth.tables import JUDGE_ORDER
 
     assert list(DEFAULT_METRIC_FAMILIES) == registry.default_card_families() and JUDGE_ORDER == tuple(registry.judges())

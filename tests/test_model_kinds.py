@@ -131,10 +131,8 @@ def test_the_sidebar_and_pages_read_the_typed_catalogue_and_metadata():
 #: the strategy or source recorded in a dict.
 OTHER_WAYS = re.compile(r"isinstance\([^)]*PromptedClassifier|getattr\([^)]*[\"']spec[\"']|strategy[\"']\]? ?== ?[\"']prompted|"
                         r"[\"']source[\"']\) ?== ?[\"']lora")
-#: The places that still ask another way, in engine/groundtruth, which the report card's rewrite (a plan built once) redoes:
-#: each is to become `classifier.kind is ModelKind.PROMPTED`; none may be added. (truth_store.py came with the move
-#: of the truth's key out of engine/ood, as `getattr(classifier, "spec", None)`.)
-NOT_YET = {"engine/groundtruth/card.py", "engine/groundtruth/selfexplain_card.py", "engine/groundtruth/truth_store.py"}
+#: Every place asks `classifier.kind` (or `model_kind` / `CheckpointMeta.kind` before loading); none may ask another way.
+NOT_YET: set[str] = set()
 
 
 def test_prompted_is_asked_one_way():

@@ -1,6 +1,6 @@
 """The Report card view (app/report_card_view.py): its plain-words verdicts (a share, its CI and whether the CI lies
 above or below chance), the colour direction of every column, and the page on a small store written in the card's
-row format (engine/groundtruth/card.py): the verdicts it prints, its shared URL both ways, and refusals. A real
+row format (engine/groundtruth/card_compute.py): the verdicts it prints, its shared URL both ways, and refusals. A real
 card is planted, computed and read end to end in tests/test_browser_groundtruth.py."""
 from __future__ import annotations
 
@@ -227,8 +227,8 @@ def test_the_run_form_passes_the_fewest_deciding_inputs_to_the_card(tmp_path, mo
 
     seen = {}
 
-    def fake_card(models, **kwargs):
-        seen.update(kwargs)
+    def fake_card(models, config, **kwargs):
+        seen.update(vars(config), **kwargs)
         return SweepReport(run=kwargs["run"], done=[], skipped=[], failed=[])
 
     monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))

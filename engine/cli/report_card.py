@@ -17,14 +17,14 @@ from engine.faithfulness.registry import (
 HELP = "report card of measures, metrics and masking operators against a planted model's known mechanism"
 
 DEFAULT_MEASURES = ("random", "attention-mean", "grad-l2", "x-grad-sign", "x-grad-abs", "ig-sign", "deeplift",
-                    "loo-sign", "loo-abs", "occlusion", "shapley-sampling")  # engine.groundtruth.card.DEFAULT_MEASURES
-OPERATOR_CHOICES = ("mask", "delete", "unk", "pad", "redacted", *INFILL_OPERATORS)  # engine.groundtruth.card.OPERATORS
+                    "loo-sign", "loo-abs", "occlusion", "shapley-sampling")  # engine.groundtruth.card_config's
+OPERATOR_CHOICES = ("mask", "delete", "unk", "pad", "redacted", *INFILL_OPERATORS)  # engine.groundtruth.card_config's
 MIN_DECIDING = 20  # engine.groundtruth.truth.MIN_DECIDING (not imported: --help stays fast)
 SELF_EXPLANATION_CHOICES = ("counterfactual", "attribution", "redaction")  # engine.groundtruth.selfexplain_card
 
 
 def parse_measure_options(pairs) -> dict[str, dict[str, str]]:
-    """`--option MEASURE:KEY=VALUE` pairs -> {measure: {key: value}} (checked against the measures by card_cells)."""
+    """`--option MEASURE:KEY=VALUE` pairs -> {measure: {key: value}} (checked against the measures by CardConfig)."""
     from engine.errors import InvalidInputError
 
     out: dict[str, dict[str, str]] = {}
@@ -135,7 +135,9 @@ def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from engine.errors import InvalidInputError
-    from engine.groundtruth.card import card_cells, card_store, run_report_card
+    from engine.groundtruth.card import card_store, run_report_card
+    from engine.groundtruth.card_cells import card_cells
+    from engine.groundtruth.card_plan import plan_card
     from engine.groundtruth.selfexplain_card import SelfExplanationCell
     from engine.groundtruth.tables import (
         interaction_table,
@@ -148,18 +150,13 @@ def run(args: argparse.Namespace) -> int:
     )
 
     backend = sweep_backend(args)
-    kinds = self_explanation_kinds(args.self_explanations)
-    options = parse_measure_options(args.option)
     if args.max_new_tokens < 1:
         raise InvalidInputError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
+    config = card_config(args)
     store = card_store()
-    cells = []
-    for model in args.model:  # every model checked (learned, operators, self-explanations) before any work
-        cells += card_cells(model, args.measures, args.operator, args.metrics, args.limit, args.seed,
-                            args.ffid_draws, args.random_sets, args.naopc_beam, args.truth_only,
-                            min_deciding=args.min_deciding, self_explanations=kinds,
-                            max_new_tokens=args.max_new_tokens, measure_options=options,
-                            interactions=args.interactions, interaction_budget=args.interaction_budget)
+    # every model planned (learned, operators, self-explanations checked) before any work; the run uses these plans
+    plans = [plan_card(model, config) for model in args.model]
+    cells = [cell for plan in plans for cell in card_cells(plan, config)]
     command = getattr(args, "command_line", None) or "python -m engine report-card " + " ".join(sys.argv[1:])
     with tqdm(total=len(cells), desc=f"report card {args.run}", unit="cell") as bar:
         bar.update(sum(store.has_cell(args.run, c.key()) for c in cells))
@@ -170,14 +167,8 @@ def run(args: argparse.Namespace) -> int:
                                                          "interactions" if hasattr(cell, "budget") else "truth")
             bar.set_postfix_str(f"{getattr(cell, 'operator', '')} {what}: {done}/{total}")
 
-        report = run_report_card(args.model, run=args.run, measures=args.measures, operators=args.operator,
-                                 metrics=args.metrics, limit=args.limit, seed=args.seed, ffid_draws=args.ffid_draws,
-                                 random_sets=args.random_sets, naopc_beam=args.naopc_beam,
-                                 truth_only=args.truth_only, min_deciding=args.min_deciding,
-                                 self_explanations=kinds, max_new_tokens=args.max_new_tokens,
-                                 measure_options=options, interactions=args.interactions,
-                                 interaction_budget=args.interaction_budget, backend=backend,
-                                 command=command, progress=lambda i, n, key: bar.update(1), cell_progress=within)
+        report = run_report_card(plans, config, run=args.run, backend=backend, command=command,
+                                 progress=lambda i, n, key: bar.update(1), cell_progress=within)
     print(f"{len(report.done)} cells computed, {len(report.skipped)} already in the store, {len(report.failed)} failed "
           f"-> {store.root / args.run}")
     for key, error in report.failed:
@@ -234,8 +225,23 @@ def run(args: argparse.Namespace) -> int:
     return 1 if report.failed else 0
 
 
+def card_config(args: argparse.Namespace):
+    """The CardConfig of the command's options. Its defaults are the command's (--help), which differ from
+    CardConfig's in one place: --random-sets defaults to the registry's 99 (a per-input p-value fine enough for a
+    verdict), CardConfig to 20, the value the cards shipped before that default were run with; a cell's key holds
+    it, so changing either default would leave the cells already stored unreachable."""
+    from engine.groundtruth.card_config import CardConfig
+
+    return CardConfig(measures=args.measures, operators=args.operator, metrics=args.metrics, limit=args.limit,
+                      seed=args.seed, ffid_draws=args.ffid_draws, random_sets=args.random_sets,
+                      naopc_beam=args.naopc_beam, truth_only=args.truth_only, min_deciding=args.min_deciding,
+                      self_explanations=self_explanation_kinds(args.self_explanations),
+                      max_new_tokens=args.max_new_tokens, measure_options=parse_measure_options(args.option),
+                      interactions=args.interactions, interaction_budget=args.interaction_budget)
+
+
 def self_explanation_kinds(given: list[str] | None) -> tuple[str, ...] | None:
-    """--self-explanations as card_cells takes it: None (not given: the default per model), () for none, or the
+    """--self-explanations as CardConfig takes it: None (not given: the default per model), () for none, or the
     kinds. 'none' with a kind beside it is refused."""
     from engine.errors import InvalidInputError
 

@@ -2,11 +2,11 @@
 established by intervention on the planted model (flip rates), and the report card that scores every importance
 measure, faithfulness metric and masking operator against it.
 
-    from engine.groundtruth import PlantSpec, plant_model, establish_truth, run_report_card
+    from engine.groundtruth import CardConfig, PlantSpec, plant_model, establish_truth, run_report_card
     spec = PlantSpec(base_dataset="rt", mechanism="graded", words=("vessel",), rate=0.3, q=0.8, seed=0)
     classifier = plant_model(spec, "tiny")              # masked fine-tuning; metadata['planted'] = spec
     truth = establish_truth(classifier)                 # flip rates with Wilson CIs, deciding inputs
-    report = run_report_card(classifier.id, run="tiny-rt-card")
+    report = run_report_card(classifier.id, CardConfig(limit=50), run="tiny-rt-card")
 
 Layer: above engine.faithfulness, engine.selfexplain and engine.sweeps; below engine.reports and engine.cli.
 """
@@ -24,17 +24,15 @@ from engine.groundtruth.truth import MechanismNotLearned, Truth, establish_truth
 
 # The card and its tables import the faithfulness metrics (torch): imported lazily by name.
 _LAZY = {
-    "ReportCardCell": "engine.groundtruth.card", "TruthCell": "engine.groundtruth.card",
-    "card_cells": "engine.groundtruth.card", "card_store": "engine.groundtruth.card",
-    "run_report_card": "engine.groundtruth.card", "operator_classifier": "engine.groundtruth.card",
-    "supported_operators": "engine.groundtruth.card", "DEFAULT_MEASURES": "engine.groundtruth.card",
-    "DEFAULT_OPERATORS": "engine.groundtruth.card", "DEFAULT_METRIC_FAMILIES": "engine.groundtruth.card",
-    "OPERATORS": "engine.groundtruth.card",
-    "SelfExplanationCell": "engine.groundtruth.selfexplain_card", "SELF_KINDS": "engine.groundtruth.selfexplain_card",
-    "truth_table": "engine.groundtruth.tables", "recovery_table": "engine.groundtruth.tables",
-    "judge_table": "engine.groundtruth.tables", "spearman_table": "engine.groundtruth.tables",
-    "separation_table": "engine.groundtruth.tables", "separation_summary": "engine.groundtruth.tables",
-    "operator_table": "engine.groundtruth.tables", "verdicts": "engine.groundtruth.tables",
+    **dict.fromkeys(("CardConfig", "DEFAULT_MEASURES", "DEFAULT_METRIC_FAMILIES", "DEFAULT_OPERATORS", "OPERATORS"),
+                    "engine.groundtruth.card_config"),
+    **dict.fromkeys(("CardPlan", "plan_card", "operator_classifier", "supported_operators"),
+                    "engine.groundtruth.card_plan"),
+    **dict.fromkeys(("ReportCardCell", "TruthCell", "InteractionCell", "card_cells"), "engine.groundtruth.card_cells"),
+    **dict.fromkeys(("card_store", "run_report_card"), "engine.groundtruth.card"),
+    **dict.fromkeys(("SelfExplanationCell", "SELF_KINDS"), "engine.groundtruth.selfexplain_card"),
+    **dict.fromkeys(("truth_table", "recovery_table", "judge_table", "spearman_table", "separation_table",
+                     "separation_summary", "operator_table", "verdicts"), "engine.groundtruth.tables"),
 }
 
 

@@ -84,7 +84,7 @@ def interaction_recovery(classifier, batch, target, ordered: list[torch.Tensor],
                          seed: int, should_stop=None) -> tuple[dict[str, np.ndarray], dict]:
     """Per input [B] of `batch` (explaining class `target` [B]): the four statistics, from `shapley-interactions` over
     words with `budget` evaluations per input (`index` k-SII or FSII, `seed`); `ordered`: one [B, T] mask per planted
-    word (engine.groundtruth.card.word_positions). Returns (statistics, the measure's options)."""
+    word (engine.groundtruth.recovery.word_positions). Returns (statistics, the measure's options)."""
     from engine.importance import get_explainer
 
     expected = expected_sign(spec)

@@ -84,7 +84,7 @@ def _model_kind(model: str) -> str:
     if model in PACKAGED_ENCODERS:
         return "encoder"
     try:
-        folder, _ = checkpoint.model_folders(model)
+        checkpoint.model_folders(model)
     except Exception as err:  # an id that is neither a checkpoint nor registered: maybe an encoder folder/hub id
         from engine.models.encoders import resolve_encoder
 
@@ -99,16 +99,10 @@ def _model_kind(model: str) -> str:
         checkpoint.validate_model(model)
     except Exception as err:
         raise NotApplicableError(f"cannot fine-tune {model!r}: {err}") from None
-    if (folder / "prompt_spec.json").is_file() or _is_prompted_registration(model):
-        return "prompted"
-    return "classifier"
+    from engine.models.catalogue import model_kind
+    from engine.models.kinds import ModelKind
 
-
-def _is_prompted_registration(model: str) -> bool:
-    from engine.models.registry import builtin_manifest, read_manifest
-
-    manifest = read_manifest(model) or builtin_manifest(model) or {}
-    return bool(manifest.get("prompt") or manifest.get("kind") == "prompted")
+    return "prompted" if model_kind(model) is ModelKind.PROMPTED else "classifier"
 
 
 def _tokenizer_of(model: str, kind: str):

@@ -2,7 +2,7 @@
 explanation of itself name the planted word, and does the self-explanation test's verdict agree with the truth?
 
 A SelfExplanationCell runs one self-explanation kind of engine.selfexplain (counterfactual, attribution, redaction)
-on the same first `limit` deciding inputs x+ as the card's other cells (engine.groundtruth.card). The explained class
+on the same first `limit` deciding inputs x+ as the card's other cells (engine.groundtruth.card_plan). The explained class
 is the model's own prediction on x+ (the class the planted word sets), passed as the label with misclassified inputs
 explained too, so no input is skipped for a wrong gold label: x+ has no gold label of its own (the planted word
 overrides the text's). A counterfactual asks for the class opposite that prediction.
@@ -53,6 +53,7 @@ import pandas as pd
 
 from engine.errors import InvalidInputError, NotApplicableError
 from engine.groundtruth.truth import MIN_DECIDING
+from engine.models.kinds import ModelKind
 from engine.sweeps import CellContext, CellResult, provenance
 
 SELF_CARD = "report-card self-explanation"
@@ -106,23 +107,18 @@ def check_kinds(kinds) -> tuple[str, ...]:
     return tuple(dict.fromkeys(kinds))
 
 
-def is_prompted(classifier) -> bool:
-    from engine.models.prompted import PromptedClassifier
-
-    return isinstance(classifier, PromptedClassifier)
-
-
-def self_explanation_kinds(classifier, requested) -> tuple[str, ...]:
+def self_explanation_kinds(classifier, requested: tuple[str, ...] | None) -> tuple[str, ...]:
     """The self-explanation kinds a card of `classifier` runs: `requested` None is the default (all three for a
-    prompted LM, none for any other model); () runs none.
+    prompted LM, none for any other model); () runs none (the kinds checked by CardConfig.check).
 
     Raises:
-        InvalidInputError: an unknown kind. NotApplicableError: kinds asked of a model that is not a prompted LM.
+        NotApplicableError: kinds asked of a model that is not a prompted LM.
     """
+    prompted = classifier.kind is ModelKind.PROMPTED
     if requested is None:
-        return SELF_KINDS if is_prompted(classifier) else ()
+        return SELF_KINDS if prompted else ()
     kinds = check_kinds(requested)
-    if kinds and not is_prompted(classifier):
+    if kinds and not prompted:
         raise NotApplicableError(f"self-explanations ({', '.join(kinds)}) need a prompted language model (a planted "
                                  f"--model smollm2-rt-prompt, say); {classifier.id!r} is a sequence classifier: leave "
                                  f"--self-explanations out or pass --self-explanations none")
@@ -205,31 +201,30 @@ def class_changed_verdict(record, judge) -> dict:
             "verdict": verdict(record.kind, prediction, again, record.target, ())}
 
 
-def compute_self_explanation_cell(cell: SelfExplanationCell, context: CellContext, inputs: tuple,
+def compute_self_explanation_cell(cell: SelfExplanationCell, context: CellContext, plan,
                                   generator=None) -> CellResult:
     """Compute one self-explanation cell (module docstring): per deciding input, ask the model for its `kind`
     explanation of the class it predicts, apply it, classify again under both rules, and score against the truth.
 
     Args:
         cell: the cell. context: the sweep's context (progress per input, cancellation between inputs).
-        inputs: (classifier, truth, examples) of the card's first `cell.limit` deciding inputs, each Example's label
-            the class the model predicts on it (engine.groundtruth.card's input selection, shared by every cell).
+        plan: the card's plan (engine.groundtruth.card_plan.CardPlan): the model, its spec and truth, and the first
+            `cell.limit` deciding inputs, each Example's label the class the model predicts on it (shared by every cell).
         generator: an engine.selfexplain.Generator (default: greedy, cell.max_new_tokens, the on-disk cache).
 
     Raises:
         MechanismNotLearned: the model does not follow its mechanism; NotApplicableError: not a prompted LM.
     """
     from engine.errors import Cancelled
-    from engine.groundtruth.planting import planted_spec
     from engine.selfexplain import ABSTAIN, DecodingSettings, Generator, explain_one, judge_classifier
     from engine.selfexplain.check import check_prompted
     from engine.selfexplain.parsing import ATTRIBUTION_PROMPT, COUNTERFACTUAL_PROMPT, REDACTION_PROMPT
 
     check_kinds([cell.kind])
+    examples = plan.inputs(cell.limit)
     started, cpu_started = time.time(), time.process_time()
-    classifier, truth, examples = inputs
+    classifier, truth, spec = plan.classifier, plan.truth, plan.spec
     check_prompted(classifier)
-    spec = planted_spec(classifier)
     generator = generator or Generator(classifier, DecodingSettings(max_new_tokens=cell.max_new_tokens))
     published = judge_classifier(classifier, ABSTAIN)
     plain = judge_classifier(classifier, ())

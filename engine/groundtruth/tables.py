@@ -11,9 +11,10 @@ import pandas as pd
 from scipy import stats
 
 from engine.faithfulness.registry import judges
-from engine.groundtruth.card import CARD, INTERACTION_CARD, SEPARATION_BEST, TRUTH
+from engine.groundtruth.card_cells import CARD, INTERACTION_CARD, TRUTH
 from engine.groundtruth.explanations import JUDGE_PAIRS, PREFIX
 from engine.groundtruth.interactions import INTERACTION_BEST
+from engine.groundtruth.recovery import SEPARATION_BEST
 from engine.groundtruth.selfexplain_card import RULES, SELF_CARD, SELF_KINDS
 from engine.stats import benjamini_hochberg, bootstrap_ci, paired_effect_size, preference_p_value, wilson_ci
 
@@ -113,7 +114,7 @@ def recovery_table(df: pd.DataFrame, cis: bool = True) -> pd.DataFrame:
     rows = []
     for (model, measure), g in part.groupby(["model", "measure"], sort=False):
         g = g[g["operator"] == g["operator"].iloc[0]]  # recovery does not depend on the operator
-        # NaN: an input whose planted word was not found among its tokens (engine.groundtruth.card.recovery)
+        # NaN: an input whose planted word was not found among its tokens (engine.groundtruth.recovery.recovery)
         v = {m: gg["value"].dropna().to_numpy(float) for m, gg in g.groupby("metric")}
         row = {"model": model, "mechanism": g["mechanism"].iloc[0], "measure": measure}
         if "top-hit" in v:
@@ -474,7 +475,7 @@ SEPARATION_MAIN = {"graded-set": "order-spearman", "redundant": "set-top-share",
 
 
 def separation_table(df: pd.DataFrame, cis: bool = True) -> pd.DataFrame:
-    """Per (model, measure, statistic) of the set mechanisms (engine.groundtruth.card.set_recovery): the mean over
+    """Per (model, measure, statistic) of the set mechanisms (engine.groundtruth.recovery.set_recovery): the mean over
     the deciding inputs (each carrying every planted word) with its bootstrap 95% CI, n, and the statistic's best
     possible value (`best`: 1 for each, so a value reads against its ceiling, not against another statistic's).
 

@@ -25,21 +25,39 @@ TRUTH_PREFIX = "truth-"
 
 
 def truth_key(classifier, seed: int = 0, min_deciding: int = MIN_DECIDING, split: str = "test",
-              limit: int | None = None) -> dict:
-    """Everything the planted `classifier`'s Truth depends on (module docstring), as a JSON-able dict."""
+              limit: int | None = None, **known) -> dict:
+    """Everything the planted `classifier`'s Truth depends on (module docstring), as a JSON-able dict. known: what
+    the caller resolved already (a card's plan): `spec` (its PlantSpec), `weights_sha256`, `prompt_sha256`; the rest
+    is resolved here."""
     from engine.data import dataset_sha256
-    from engine.groundtruth.planting import planted_spec
-    from engine.models.checkpoint import weights_sha256
-    from engine.models.prompt_digest import prompt_sha256
     from engine.runtime import code_version
 
-    spec = planted_spec(classifier)
-    return {"weights_sha256": weights_sha256(classifier.folder), "planted": spec.to_dict(),
-            "prompt_sha256": prompt_sha256(getattr(classifier, "spec", None)),
+    spec, weights, prompt = _identity(classifier, **known)
+    return {"weights_sha256": weights, "planted": spec.to_dict(), "prompt_sha256": prompt,
             "inputs_sha256": dataset_sha256(spec.base_dataset, spec.split_seed, split, limit),
             "split": split, "limit": limit, "seed": int(seed), "min_deciding": int(min_deciding),
             "learned_lower_bound": truth_module.LEARNED_LOWER_BOUND,
             "device": classifier.device.type, "code_version": code_version()}
+
+
+def _identity(classifier, spec: PlantSpec | None = None, weights_sha256: str | None = None,
+              prompt_sha256: str | None = None) -> tuple[PlantSpec, str | None, str | None]:
+    """(planted spec, weights' hash, prompt digest) of `classifier`, each as given or resolved now."""
+    from engine.models.kinds import ModelKind
+
+    if spec is None:
+        from engine.groundtruth.planting import planted_spec
+
+        spec = planted_spec(classifier)
+    if weights_sha256 is None:
+        from engine.models.checkpoint import weights_sha256 as hash_weights
+
+        weights_sha256 = hash_weights(classifier.folder)
+    if prompt_sha256 is None:
+        from engine.models.prompt_digest import prompt_sha256 as digest
+
+        prompt_sha256 = digest(classifier.spec if classifier.kind is ModelKind.PROMPTED else None)
+    return spec, weights_sha256, prompt_sha256
 
 
 def _files(folder, key: dict):
@@ -49,15 +67,15 @@ def _files(folder, key: dict):
 
 
 def load_or_establish_truth(classifier, seed: int = 0, min_deciding: int = MIN_DECIDING, split: str = "test",
-                            limit: int | None = None, store: bool = True) -> Truth:
-    """The stored Truth of `classifier` under its key (`truth_key`), else `establish_truth` now (and stored when the
-    model has an artifacts folder and `store`). A stored pair whose recorded key differs, or that cannot be read, is
-    established again and overwritten.
+                            limit: int | None = None, store: bool = True, **known) -> Truth:
+    """The stored Truth of `classifier` under its key (`truth_key`; known: as there), else `establish_truth` now (and
+    stored when the model has an artifacts folder and `store`). A stored pair whose recorded key differs, or that
+    cannot be read, is established again and overwritten.
 
     Returns:
         The Truth; its `options["stored"]` says where it was read from (absent when established now)."""
     folder = classifier.artifacts_dir
-    key = truth_key(classifier, seed, min_deciding, split, limit) if folder is not None else None
+    key = truth_key(classifier, seed, min_deciding, split, limit, **known) if folder is not None else None
     if key is not None:
         table, meta = _files(folder, key)
         if table.is_file() and meta.is_file():
@@ -71,7 +89,8 @@ def load_or_establish_truth(classifier, seed: int = 0, min_deciding: int = MIN_D
                                  options={**recorded["options"], "stored": str(table)})
             except (OSError, ValueError, KeyError, TypeError):
                 pass  # unreadable or another format: established again below, and overwritten
-    truth = truth_module.establish_truth(classifier, split=split, limit=limit, seed=seed, min_deciding=min_deciding)
+    truth = truth_module.establish_truth(classifier, known.get("spec"), split=split, limit=limit, seed=seed,
+                                         min_deciding=min_deciding)
     if key is not None and store:
         _save(truth, key, folder)
     return truth

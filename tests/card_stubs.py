@@ -1,0 +1,39 @@
+"""Models and truths handed to the report card by id in a test.
+
+The card plans a model (engine.groundtruth.card_plan.plan_card) by loading it (`engine.models.load_classifier`) and
+reading its truth (`engine.groundtruth.truth_store.load_or_establish_truth`); the `card_stubs` fixture answers both
+for the ids it holds (any other id is loaded and established as always) and forgets the plans this process built
+(`plan_of`'s) before and after the test, so a plan of one test's stand-in never serves another's."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+
+@dataclass
+class CardStubs:
+    """classifiers: model id -> the classifier loaded for it; truths: model id -> its truth (any seed and
+    min_deciding)."""
+
+    classifiers: dict = field(default_factory=dict)
+    truths: dict = field(default_factory=dict)
+
+
+@pytest.fixture()
+def card_stubs(monkeypatch):
+    import engine.models
+    from engine.groundtruth import truth_store
+    from engine.groundtruth.card_plan import _WORKER_PLANS
+
+    stubs = CardStubs()
+    load, establish = engine.models.load_classifier, truth_store.load_or_establish_truth
+    monkeypatch.setattr(engine.models, "load_classifier",
+                        lambda model, *a, **k: stubs.classifiers[model] if model in stubs.classifiers
+                        else load(model, *a, **k))
+    monkeypatch.setattr(truth_store, "load_or_establish_truth",
+                        lambda classifier, *a, **k: stubs.truths[classifier.id] if classifier.id in stubs.truths
+                        else establish(classifier, *a, **k))
+    _WORKER_PLANS.clear()
+    yield stubs
+    _WORKER_PLANS.clear()
