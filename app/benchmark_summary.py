@@ -252,6 +252,21 @@ def with_published(table: pd.DataFrame, dataset: str, method: str) -> tuple[pd.D
     return out, label
 
 
+NOT_PUBLISHED = "not published"
+PUBLISHED_COLUMNS = (PUBLISHED, "published_racu_low", "published_racu_high")
+
+
+def published_as_text(table: pd.DataFrame) -> pd.DataFrame:
+    """The ranking as shown: the published columns as text with one decimal, and where the paper has no number for a
+    measure, "not published" (its interval columns an em dash) instead of a blank the grid draws as "None"."""
+    out = table.copy()
+    for column in PUBLISHED_COLUMNS:
+        if column in out:
+            missing = NOT_PUBLISHED if column == PUBLISHED else "\u2014"
+            out[column] = [missing if pd.isna(v) else f"{v:.1f}" for v in out[column]]
+    return out
+
+
 def column_order(table: pd.DataFrame) -> list[str]:
     """Results first; a grouping column is shown only where it varies (the filters above name the rest)."""
     varying = [c for c in table.columns if c not in AREA_ORDER and table[c].nunique(dropna=False) > 1]
@@ -366,11 +381,12 @@ def render_summary(view: View | None, model_id: str | None) -> None:
                               if published else ""))
                 overrides = {}
                 if published:
-                    overrides = {PUBLISHED: (published, "Madsen et al. 2024, Table 1; blank: not published"),
+                    overrides = {PUBLISHED: (published, "Madsen et al. 2024, Table 1"),
                                  "published_racu_low": ("published 95% CI low", None),
                                  "published_racu_high": ("published 95% CI high", None)}
-                table_view(table, f"ranking-{view.run}-{view.dataset}-{view.model}", key="bench_ranking",
-                           hide_index=True, column_config=column_config(table, overrides),
+                shown = published_as_text(table)
+                table_view(shown, f"ranking-{view.run}-{view.dataset}-{view.model}", key="bench_ranking", export=table,
+                           hide_index=True, column_config=column_config(shown, overrides),
                            column_order=column_order(table))
                 explain_links(view, ranked, model_id)
                 paired_comparison(view.data, ranked)
