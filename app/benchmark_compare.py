@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app import palette
+from app.follow_sidebar import follow
 from app.text import md
 
 MODEL_A, MODEL_B = "bench_compare_a", "bench_compare_b"
@@ -171,9 +172,9 @@ def render_comparison(everything: pd.DataFrame, view, checkpoint: str | None) ->
         return Side.from_key(key).words(seeds.get(key))
 
     a0, b0 = default_pair(sides, view, checkpoint)
-    for state_key, default in ((MODEL_A, a0), (MODEL_B, b0)):
-        if st.session_state.get(state_key) not in keys:  # another view: its own defaults, never a stale choice
-            st.session_state[state_key] = default.key
+    # another view, or another sidebar model: its own defaults, never a stale choice
+    follow(MODEL_A, keys, choose=lambda: a0.key)
+    follow(MODEL_B, keys, choose=lambda: b0.key)
     c1, c2 = st.columns(2)
     a = Side.from_key(c1.selectbox("Model A", keys, key=MODEL_A, format_func=words))
     b = Side.from_key(c2.selectbox("Model B", keys, key=MODEL_B, format_func=words,

@@ -12,12 +12,15 @@ import time
 
 import streamlit as st
 
-from engine.importance.completeness import DEFAULT_MAX_STEPS, RELATIVE_TOLERANCE, escalation
+from engine.importance.completeness import ABSOLUTE_TOLERANCE, DEFAULT_MAX_STEPS, RELATIVE_TOLERANCE, escalation
 
 IG_MEASURES = ("ig-sign", "ig-abs")
 STEPS_KEY, BUDGET_KEY, TOLERANCE_KEY = "explain_ig_steps", "explain_ig_max_steps", "explain_ig_tolerance"
+ABS_TOLERANCE_KEY = "explain_ig_abs_tolerance"
+DEFAULT_STEPS = 20  # the measure's own default (engine: _IntegratedGradients.defaults)
+DEFAULTS = {STEPS_KEY: DEFAULT_STEPS, BUDGET_KEY: DEFAULT_MAX_STEPS, TOLERANCE_KEY: RELATIVE_TOLERANCE,
+            ABS_TOLERANCE_KEY: ABSOLUTE_TOLERANCE}
 SPENT_KEY = "explanation_ig_spent"  # (measure, points done, budget) of the IG run in progress, or None
-DEFAULT_STEPS = 20
 MIN_INTERVAL_S = 0.25  # app/progress.py: four updates a second read as continuous and cost the browser little
 
 
@@ -26,11 +29,10 @@ def ig_options(measures: list[str]) -> dict[str, dict]:
     chosen), as explain_text's `options`; {} without IG."""
     if not any(m in IG_MEASURES for m in measures):
         return {}
-    st.session_state.setdefault(STEPS_KEY, DEFAULT_STEPS)
-    st.session_state.setdefault(BUDGET_KEY, DEFAULT_MAX_STEPS)
-    st.session_state.setdefault(TOLERANCE_KEY, RELATIVE_TOLERANCE)
+    for key, value in DEFAULTS.items():
+        st.session_state.setdefault(key, value)
     with st.expander(f"Integrated gradients' step budget: {budget_words(steps(), max_steps())}"):
-        c1, c2, c3 = st.columns(3)
+        c1, c2, c3, c4 = st.columns(4)
         c1.number_input("Starting steps", 1, 1000, key=STEPS_KEY,
                         help="IG's path points per input on the first try (midpoint rule).")
         c2.number_input("Step budget (max steps)", 1, 5000, key=BUDGET_KEY,
@@ -38,10 +40,14 @@ def ig_options(measures: list[str]) -> dict[str, dict]:
                              "recomputed with 3x, 9x, ... the steps (Gauss-Legendre) up to this many; equal to the "
                              "starting steps: no escalation.")
         c3.number_input("Tolerance (share of f(x) - f(baseline))", 0.0, 1.0, step=0.01, key=TOLERANCE_KEY,
-                        help="The completeness gap allowed, relative (at least 0.01 logits).")
+                        help="The completeness gap allowed, relative to f(x) - f(baseline).")
+        c4.number_input("Least tolerance (logits)", 0.0, 10.0, step=0.01, key=ABS_TOLERANCE_KEY,
+                        help="The gap allowed however small f(x) - f(baseline) is (the larger of the two counts).")
         st.caption("A prompted LLM's IG often needs the whole budget (SmolLM2: 180 steps); Estimate the time says what "
                    "it will cost, and Cancel stops it between two passes.")
-    options = {"steps": steps(), "max_steps": max(max_steps(), steps()), "tolerance": float(st.session_state[TOLERANCE_KEY])}
+    options = {"steps": steps(), "max_steps": max(max_steps(), steps()),
+               "tolerance": float(st.session_state[TOLERANCE_KEY]),
+               "abs_tolerance": float(st.session_state[ABS_TOLERANCE_KEY])}
     return {m: options for m in IG_MEASURES if m in measures}
 
 
@@ -98,3 +104,29 @@ def stopped_words() -> str | None:
         return None
     measure, done, total = spent
     return f"{measure} had computed {done} of up to {total} path points"
+
+
+def _bounded(kind, low, high):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            return None
+        return value if low <= value <= high else None
+    return parse
+
+
+#: the URL's view of the step options (app/share.py's fields): a shared view reproduces IG's budget too
+URL_FIELDS = {"ig_steps": (STEPS_KEY, _bounded(int, 1, 1000)), "ig_max_steps": (BUDGET_KEY, _bounded(int, 1, 5000)),
+              "ig_tolerance": (TOLERANCE_KEY, _bounded(float, 0.0, 1.0)),
+              "ig_abs_tolerance": (ABS_TOLERANCE_KEY, _bounded(float, 0.0, 10.0))}
+
+
+def url_view(options: dict[str, dict]) -> dict[str, str]:
+    """The step options in the URL where IG is chosen and they are not the defaults ({} otherwise)."""
+    chosen = next(iter(options.values()), None)
+    if chosen is None or (chosen["steps"], chosen["max_steps"], chosen["tolerance"], chosen["abs_tolerance"]) == (
+            DEFAULT_STEPS, DEFAULT_MAX_STEPS, RELATIVE_TOLERANCE, ABSOLUTE_TOLERANCE):
+        return {}
+    return {"ig_steps": str(chosen["steps"]), "ig_max_steps": str(chosen["max_steps"]),
+            "ig_tolerance": f"{chosen['tolerance']:g}", "ig_abs_tolerance": f"{chosen['abs_tolerance']:g}"}

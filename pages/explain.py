@@ -16,7 +16,9 @@ from app.figure_export import chart
 from app.figure_export import table as table_view
 from app.follow_sidebar import sidebar_model
 from app.heatmap import LEGEND_ABSOLUTE, LEGEND_SIGNED, token_heatmap_html
+from app.ig_budget import URL_FIELDS as IG_URL_FIELDS
 from app.ig_budget import StepReporter, ig_options, stopped_words
+from app.ig_budget import url_view as ig_url_view
 from app.input_check import check_batch, check_input
 from app.limits import PublicLimitError, admitted, capped
 from app.lora_suggestion import suggest_masked_lora
@@ -76,6 +78,7 @@ from_url = arrived_from_url("explain", {
     "level": ("explain_level", lambda v: v if v in LEVELS else None),
     "agg": ("explain_aggregation", lambda v: v if v in AGGREGATIONS else None),
     "compare": (COMPARE_KEY, str),  # the second model of the side-by-side view (checked against the catalogue)
+    **IG_URL_FIELDS,  # IG's step budget
 })
 
 
@@ -125,7 +128,7 @@ options = ig_options(measures)  # IG's step budget (app/ig_budget.py), shown whi
 
 def _view() -> dict:
     return {"model": classifier.id, "text": text, "aux": aux if paired else None, "measures": ",".join(measures),
-            "target": target_choice, "level": level, "agg": aggregation, "compare": compare_id}
+            "target": target_choice, "level": level, "agg": aggregation, "compare": compare_id, **ig_url_view(options)}
 
 
 def _heatmap(col, result, measure: str, units, level_scores) -> None:
