@@ -27,7 +27,7 @@ from app.share import arrived_from_url, publish, split_list
 from app.shared import selected_classifier
 from app.text import md
 from engine.data import dataset_names, get_dataset
-from engine.errors import DataFileError, EngineError
+from engine.errors import DataFileError, EngineError, UnknownDatasetError
 from engine.explain import LIVE_MEASURES, by_cost, explain_text
 from engine.export import FORMATS, MIME, SUFFIX, explanation_record, write
 from engine.faithfulness.measure_agreement import agreement_matrix
@@ -64,6 +64,8 @@ if source and source != "(none)":
     except DataFileError as err:  # a registered file that moved or changed: typing a text still works
         st.warning(f"No test examples to pick from: dataset {md(repr(source))} cannot be loaded.")
         st.code(str(err), language=None, wrap_lines=True)
+    except UnknownDatasetError:  # e.g. a planted model's data, made when it was planted and not registered
+        st.caption(f"No test examples to pick from: dataset {md(source)} is not registered here; type a text.")
 availability = measure_availability(classifier)
 available = [m for m, why in availability.items() if not why and m != "random"]
 not_here = "; ".join(f"{m}: {why}" for m, why in availability.items() if why)

@@ -159,6 +159,14 @@ def page_urls(url: str, model: str | None, second: str | None, pages: list[str] 
     return out
 
 
+def error_boxes(driver) -> int:
+    """Exception boxes on the page (a traceback, or the redacted "This app has encountered an error")."""
+    from selenium.webdriver.common.by import By
+
+    return len(driver.find_elements(By.CSS_SELECTOR, "[data-testid='stException']")) + (
+        "This app has encountered an error" in driver.find_element(By.TAG_NAME, "body").text)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", help="the sidebar's model (a checkpoint id; default: the sidebar's own default)")
@@ -175,8 +183,11 @@ def main() -> int:
         use_scratch_folders()
         args.model, args.second, args.pages = smoke_checkpoint(), None, ["home", "explain"]
         args.out = Path(os.environ.get("ENGINE_SMOKE_DIR", "/tmp")) / "screenshots"
+    # a SIGTERM ends the run through the finally clauses below: the server and the browser are stopped too
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     port = _free_port()
     proc = start_dashboard(port, args.smoke)
+    failed = []
     try:
         driver = new_driver()
         try:
@@ -184,14 +195,24 @@ def main() -> int:
                 started = time.time()
                 driver.set_window_size(WIDTH, 1600)
                 driver.get(url)
-                wait_settled(driver, args.timeout)
-                full_page_png(driver, args.out / f"{stem}.png", args.timeout)
-                print(f"{stem}: {args.out / (stem + '.png')} ({time.time() - started:.1f} s)", flush=True)
+                path = args.out / f"{stem}.png"
+                try:
+                    wait_settled(driver, args.timeout)
+                    full_page_png(driver, path, args.timeout)
+                except TimeoutError as err:  # saved as it stands, for a look at what it waits for
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    driver.save_screenshot(str(path))
+                    failed.append(f"{stem}: {err}")
+                if error_boxes(driver):
+                    failed.append(f"{stem}: an exception box on the page")
+                print(f"{stem}: {path} ({time.time() - started:.1f} s)", flush=True)
         finally:
             driver.quit()
     finally:
         stop_dashboard(proc)
-    return 0
+    for line in failed:
+        print(f"NOT RIGHT: {line}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
