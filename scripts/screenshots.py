@@ -2,8 +2,8 @@
 
 Starts the dashboard with the README's start command (`bash scripts/start.sh`, headless, on a free loopback port),
 opens every page of the admin's navigation in headless Chromium (Debian's chromium + chromedriver) with the chosen
-model, waits until the page has settled (its script run ended and stayed ended for a while, no spinner, no "Running"
-in the status widget, every plotly chart drawn), then widens the window to the page's full height and saves a
+model, waits until the page has settled (its script run ended and stayed ended for a while, no spinner, no progress
+bar short of full, no "Running" in the status widget, every plotly chart drawn), then widens the window to the page's full height and saves a
 full-page PNG per page. Explain opens on an explained text (with two models side by side where a second model is
 given), Masking on a masked one with three measures to compare, Benchmarks on its summary.
 
@@ -87,8 +87,8 @@ def new_driver():
 
 
 def _busy(driver) -> str | None:
-    """Why the page is not settled yet, or None: its script runs, a spinner or a progress bar is drawn, the status
-    widget says Running, or a plotly chart has not drawn its plot yet."""
+    """Why the page is not settled yet, or None: its script runs, a spinner or a progress bar short of full is drawn,
+    the status widget says Running, or a plotly chart has not drawn its plot yet."""
     from selenium.webdriver.common.by import By
 
     apps = driver.find_elements(By.CSS_SELECTOR, "[data-testid='stApp']")
@@ -96,8 +96,12 @@ def _busy(driver) -> str | None:
         return "script running"
     if not driver.find_elements(By.CSS_SELECTOR, "[data-testid='stMain'] h1"):
         return "nothing drawn yet"
-    if driver.find_elements(By.CSS_SELECTOR, "[data-testid='stSpinner'], [data-testid='stProgress']"):
-        return "a spinner or progress bar"
+    if driver.find_elements(By.CSS_SELECTOR, "[data-testid='stSpinner']"):
+        return "a spinner"
+    # a bar left full ("done") is the page's record of a finished run; one short of full is work still going
+    bars = driver.find_elements(By.CSS_SELECTOR, "[data-testid='stProgress'] [role='progressbar']")
+    if any(float(b.get_attribute("aria-valuenow") or 0) < float(b.get_attribute("aria-valuemax") or 100) for b in bars):
+        return "a progress bar short of full"
     status = driver.find_elements(By.CSS_SELECTOR, "[data-testid='stStatusWidget']")
     if status and "Running" in status[0].text:
         return "Running"
