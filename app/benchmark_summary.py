@@ -17,6 +17,7 @@ import pandas as pd
 import streamlit as st
 
 from app.column_labels import column_config
+from app.follow_sidebar import follow, other_model_note
 from app.text import md
 from engine.results.store import RECURSIVE_MASKING, ResultsStore, cell_key, is_count_schedule
 
@@ -26,7 +27,7 @@ PART_KEY = "bench_part"
 URL_APPLIED = "bench_url_applied"
 #: the page's parts after the summary, each computed only when chosen (st.segmented_control), in reading order
 PARTS = {"curves": "Curves", "masf": "MaSF", "roar": "ROAR", "plausibility": "Plausibility", "budget": "Budget",
-         "own": "Own explanations", "evaluation": "Evaluation suite"}
+         "compare": "Two models", "own": "Own explanations", "evaluation": "Evaluation suite"}
 #: the README summary's recursive-masking runs, in its order (engine.reports.masking_tables.RACU_RUNS; a test keeps the two
 #: equal: importing the report module costs over a second on 2 cores, on a page that must open in two)
 HEADLINE_RUNS = ("tiny-rt-3seeds", "minilm-rt-3seeds", "tiny-babi1-3seeds", "minilm-babi1-full")
@@ -162,8 +163,9 @@ def select_view(store: ResultsStore, model_id: str | None) -> View | None:
         st.info(f"The results store ({md(store.root)}) has no benchmark runs yet. Produce one with "
                 "`python -m engine mask-sweep --help`.")
         return None
-    if st.session_state.get(RUN_KEY) not in runs:  # open on the headline results, not the first name in the list
-        st.session_state[RUN_KEY] = opening_run_of(store, model_id)
+    # open on the sidebar's model's headline run (not the first name in the list), and move to its run when the
+    # sidebar's model changes
+    follow(RUN_KEY, runs, choose=lambda: opening_run_of(store, model_id))
     c1, c2, c3 = st.columns(3)
     run = c1.selectbox("Run", runs, key=RUN_KEY)
     everything = run_rows(store, run)
@@ -179,7 +181,11 @@ def select_view(store: ResultsStore, model_id: str | None) -> View | None:
         # A sweep of another split in the same run measures other examples: one split at a time.
         data = data[data["split"] == st.radio("Split", splits, horizontal=True, key="bench_split", format_func=md)]
     split = data["split"].iloc[0]
-    model = c3.selectbox("Model", sorted(data["base_model"].dropna().unique()), key="bench_model")
+    models = sorted(data["base_model"].dropna().unique())
+    follow("bench_model", models)
+    model = c3.selectbox("Model", models, key="bench_model")
+    other_model_note(model, "no benchmark run here measured it (compute one in the form above, or "
+                            "`python -m engine benchmark --help`).")
     data = data[data["base_model"] == model]
     methods = sorted(data["method"].unique())
     method = st.radio("Method", methods, horizontal=True, key="bench_method", help=METHOD_HELP) if len(methods) > 1 else methods[0]
@@ -250,6 +256,21 @@ def with_published(table: pd.DataFrame, dataset: str, method: str) -> tuple[pd.D
     out["published_racu_low"] = out[PUBLISHED] - out["measure"].map(fmm["racu_minus"]).astype(float)
     out["published_racu_high"] = out[PUBLISHED] + out["measure"].map(fmm["racu_plus"]).astype(float)
     return out, label
+
+
+NOT_PUBLISHED = "not published"
+PUBLISHED_COLUMNS = (PUBLISHED, "published_racu_low", "published_racu_high")
+
+
+def published_as_text(table: pd.DataFrame) -> pd.DataFrame:
+    """The ranking as shown: the published columns as text with one decimal, and where the paper has no number for a
+    measure, "not published" (its interval columns an em dash) instead of a blank the grid draws as "None"."""
+    out = table.copy()
+    for column in PUBLISHED_COLUMNS:
+        if column in out:
+            missing = NOT_PUBLISHED if column == PUBLISHED else "\u2014"
+            out[column] = [missing if pd.isna(v) else f"{v:.1f}" for v in out[column]]
+    return out
 
 
 def column_order(table: pd.DataFrame) -> list[str]:
@@ -366,11 +387,12 @@ def render_summary(view: View | None, model_id: str | None) -> None:
                               if published else ""))
                 overrides = {}
                 if published:
-                    overrides = {PUBLISHED: (published, "Madsen et al. 2024, Table 1; blank: not published"),
+                    overrides = {PUBLISHED: (published, "Madsen et al. 2024, Table 1"),
                                  "published_racu_low": ("published 95% CI low", None),
                                  "published_racu_high": ("published 95% CI high", None)}
-                table_view(table, f"ranking-{view.run}-{view.dataset}-{view.model}", key="bench_ranking",
-                           hide_index=True, column_config=column_config(table, overrides),
+                shown = published_as_text(table)
+                table_view(shown, f"ranking-{view.run}-{view.dataset}-{view.model}", key="bench_ranking", export=table,
+                           hide_index=True, column_config=column_config(shown, overrides),
                            column_order=column_order(table))
                 explain_links(view, ranked, model_id)
                 paired_comparison(view.data, ranked)

@@ -14,7 +14,7 @@ import streamlit as st
 from app.column_labels import column_config, metric_help, metric_label
 from app.figure_export import chart
 from app.figure_export import table as table_view
-from app.follow_sidebar import other_model_note, preferred_index, sidebar_model
+from app.follow_sidebar import follow, other_model_note, sidebar_model
 from app.results_cache import area_table_of, evaluation_table_of, state_of, store_rows
 from app.text import md
 from engine.csv_safe import frame_to_csv
@@ -45,10 +45,12 @@ def _erasure_section(table: pd.DataFrame) -> None:
     c1, c2 = st.columns(2)
     datasets = sorted(table["dataset"].unique())
     meta = sidebar_model() or {}
-    dataset = c1.selectbox("Dataset", datasets, key="eval_dataset", index=preferred_index(datasets, [meta.get("dataset")]))
+    follow("eval_dataset", datasets, [meta.get("dataset")])  # the sidebar's model's, and again when it changes
+    dataset = c1.selectbox("Dataset", datasets, key="eval_dataset")
     table = table[table["dataset"] == dataset]
     models = sorted(table["base_model"].dropna().unique())
-    model = c2.selectbox("Model", models, key="eval_model", index=preferred_index(models))  # the sidebar's first
+    follow("eval_model", models)
+    model = c2.selectbox("Model", models, key="eval_model")  # the sidebar's first
     other_model_note(str(model), "this evaluation run has no rows of it on this dataset.")
     table = table[table["base_model"] == model]
     removals = sorted(table["removal"].unique())
@@ -160,7 +162,8 @@ def render_evaluation_tab() -> None:
         st.info("No evaluation results yet: `python -m engine metrics --help` (docs/evaluation.md).")
     else:
         runs = sorted(data["run"].unique())
-        run = st.selectbox("Evaluation run", runs, key="eval_run", index=preferred_index(runs))  # tiny-rt-... for tiny
+        follow("eval_run", runs)
+        run = st.selectbox("Evaluation run", runs, key="eval_run")  # tiny-rt-... for tiny
         data = data[data["run"] == run]
         if (data["method"] == ERASURE).any():
             _erasure_section(evaluation_table_of(str(store.root), state, run))

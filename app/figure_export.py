@@ -45,10 +45,11 @@ def csv_button(frame: pd.DataFrame, stem: str, key: str, label: str = "CSV") -> 
                        icon=":material/download:", on_click="ignore")
 
 
-def table(frame, stem: str, key: str, **dataframe_args) -> None:
-    """st.dataframe(frame, **dataframe_args) with its CSV download under it. A pandas Styler is exported as its data."""
+def table(frame, stem: str, key: str, export: pd.DataFrame | None = None, **dataframe_args) -> None:
+    """st.dataframe(frame, **dataframe_args) with its CSV download under it: of `export` where given (the numbers
+    behind a frame shown with words in some cells), else of the frame. A pandas Styler is exported as its data."""
     st.dataframe(frame, **dataframe_args)
-    data = getattr(frame, "data", frame)  # a Styler keeps the frame it styles
+    data = export if export is not None else getattr(frame, "data", frame)  # a Styler keeps the frame it styles
     if isinstance(data, pd.DataFrame):
         index = not dataframe_args.get("hide_index", False) and not isinstance(data.index, pd.RangeIndex)
         csv_button(data.reset_index() if index else data, stem, key=f"{key}_csv")

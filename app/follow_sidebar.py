@@ -1,9 +1,9 @@
-"""The pages that show stored results of some model (the Report card, the evaluation suite, Simulability, Attention)
-open on the sidebar's model where the store has results of it, and otherwise say in one line whose results they show
-and why. Nothing is loaded: the sidebar's entry is read from the catalogue (app.shared.usable_checkpoints)."""
+"""The pages that show stored results of some model (Benchmarks, the Report card, the evaluation suite, Simulability,
+Attention) open on the sidebar's model where the store has results of it, move to it when the sidebar's model changes
+(`follow`), and otherwise say in one line whose results they show and why. Nothing is loaded: the sidebar's entry is read from the catalogue (app.shared.usable_checkpoints)."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import streamlit as st
 
@@ -56,3 +56,27 @@ def other_model_note(shown: str, why: str) -> None:
     if meta is None or shown in sidebar_names():
         return
     st.caption(f":material/info: Shown: {md(shown)}, not the sidebar's model ({md(meta['id'])}): {why}")
+
+
+def follow(key: str, options: Sequence[str], names: Sequence[str] | None = None,
+           choose: Callable[[], str | None] | None = None) -> None:
+    """Before the selectbox keyed `key` over `options` is drawn: when the sidebar's model changed since the box was
+    last drawn, its value becomes the sidebar's model's option (`choose()`, else `preferred(options, names)`; a box
+    none of whose options is the model's keeps its value), so the page follows the sidebar; a value that is not an
+    option becomes that choice or the first option. A value set before the box's first draw (a shared URL's) and a
+    choice made for the same sidebar model are kept.
+
+    Set by assignment before the widget is drawn (a keyed selectbox keeps its value whatever its `index`: Streamlit
+    identifies it by its key alone), so the browser's box and the numbers under it agree."""
+    model = st.session_state.get(MODEL_KEY)
+    seen = f"{key}__sidebar_model"
+    changed = seen in st.session_state and st.session_state[seen] != model
+    st.session_state[seen] = model
+    current = st.session_state.get(key)
+    if not options or not (changed or current not in options):
+        return
+    hit = choose() if choose is not None else preferred(options, names)
+    if hit in options:
+        st.session_state[key] = hit
+    elif current not in options:
+        st.session_state[key] = options[0]

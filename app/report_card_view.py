@@ -16,7 +16,7 @@ import streamlit as st
 
 from app.admin import AdminRequired, ensure_admin, is_admin
 from app.figure_export import table as table_view
-from app.follow_sidebar import other_model_note, preferred
+from app.follow_sidebar import follow, other_model_note, preferred
 from app.progress import ThrottledProgress
 from app.results_cache import state_of
 from app.share import current_view, publish
@@ -516,6 +516,7 @@ def render_report_card() -> None:
     state = state_of(store)  # a digest: the card store's file list has thousands of cells to hash a call
     c1, c2, c3, c4 = st.columns(4)
     with c1:  # first the run named after the sidebar's model (tiny-rt-card for a tiny model), when there is one
+        follow(URL_FIELDS["run"], runs)  # again when the sidebar's model changes
         run = _select("Run", runs, URL_FIELDS["run"], prefer=preferred(runs))
     truth = planted_models_of(_rows(root, run, state))
     if truth.empty:
@@ -523,6 +524,7 @@ def render_report_card() -> None:
         return
     families = families_and_mechanisms(truth)
     with c2:
+        follow(URL_FIELDS["family"], list(families))
         family = _select("Model family (planted into)", list(families), URL_FIELDS["family"],
                          prefer=preferred(list(families)))
     with c3:

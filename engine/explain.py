@@ -158,11 +158,25 @@ class Explanation:
         return out
 
 
+def _within_measure(measure: str, progress, on_steps) -> Callable[[int, int], None] | None:
+    """The measure's own progress callback: to `progress` for beam search alone (it can take seconds; the others
+    are one pass, or report to `on_steps`), and to `on_steps` for every measure that reports (IG, pass by pass)."""
+    targets = [f for f in ((progress if measure == "beam" else None), on_steps) if f is not None]
+    if not targets:
+        return None
+
+    def report(done: int, total: int) -> None:
+        for f in targets:
+            f(measure, done, total)
+    return report
+
+
 def explain_text(classifier: Classifier, text: str, auxiliary: str | None = None, measures: Sequence[str] = LIVE_MEASURES,
                  target: int | str | None = None, options: dict[str, dict] | None = None,
                  progress: Callable[[str, int, int], None] | None = None,
                  should_stop: Callable[[], bool] | None = None,
-                 on_measure: Callable[[str, Explanation], None] | None = None) -> Explanation:
+                 on_measure: Callable[[str, Explanation], None] | None = None,
+                 on_steps: Callable[[str, int, int], None] | None = None) -> Explanation:
     """Predict and explain one input with each measure, in the order given. A measure that fails (e.g.
     attention on a model without it) is reported in `errors` instead of stopping the others.
 
@@ -177,6 +191,9 @@ def explain_text(classifier: Classifier, text: str, auxiliary: str | None = None
         on_measure(measure, result): called as soon as each measure is done (its scores, or its error, are in
             `result`, which then holds every measure so far) so that a caller can show it at once (the Explain
             page streams its heatmaps so).
+        on_steps(measure, done, total): within a measure that reports its own progress, in its units (IG: path
+            points per input out of its step budget, after every pass; beam: steps), so that a caller can show the
+            budget spent and stop between passes (an exception raised by the callback ends the call).
 
     Returns:
         An Explanation: the maskable tokens [N], the probabilities [C], the target, per measure the scores [N]
@@ -197,8 +214,7 @@ def explain_text(classifier: Classifier, text: str, auxiliary: str | None = None
     for i, measure in enumerate(measures):
         if progress is not None:
             progress(measure, i, len(measures))
-        # only beam search streams its own progress (it can take seconds); the others are one pass
-        stream = (lambda done, total, m=measure: progress(m, done, total)) if progress and measure == "beam" else None
+        stream = _within_measure(measure, progress, on_steps)
         try:
             explainer = get_explainer(measure, classifier, **(options or {}).get(measure, {}))
             imp = explainer.attribute(batch, [target], progress=stream, should_stop=should_stop)

@@ -155,9 +155,9 @@ if view is not None:  # the view in the URL, shareable; marked applied, so only 
     st.query_params.from_dict(shown)
     st.session_state[URL_APPLIED] = shown
 if part is None:
-    st.caption("Choose a part above: the curves, MaSF's p-values, ROAR, plausibility, budget, your own explanations "
-               "or the evaluation suite.")
-elif part in ("curves", "masf", "roar") and view is None:
+    st.caption("Choose a part above: the curves, MaSF's p-values, ROAR, two models side by side, plausibility, "
+               "budget, your own explanations or the evaluation suite.")
+elif part in ("curves", "masf", "roar", "compare") and view is None:
     st.info("This part needs a benchmark run (above).")
 elif part == "curves":
     curves_part(view)
@@ -165,6 +165,11 @@ elif part == "masf":
     masf_part(view)
 elif part == "roar":
     roar_part(store, view)
+elif part == "compare":
+    from app.benchmark_compare import render_comparison
+    from app.results_cache import rows_of
+
+    render_comparison(rows_of(store), view, _model_id)
 elif part == "plausibility":
     from app.benchmark_views import render_faith_plausibility
 

@@ -10,10 +10,15 @@ import plotly.express as px
 import streamlit as st
 
 from app import palette
+from app.availability import ADMIN, current_role
+from app.explain_compare import COMPARE_KEY, pick_second_model, render_side_by_side, second_explanation
 from app.figure_export import chart
 from app.figure_export import table as table_view
 from app.follow_sidebar import sidebar_model
 from app.heatmap import LEGEND_ABSOLUTE, LEGEND_SIGNED, token_heatmap_html
+from app.ig_budget import URL_FIELDS as IG_URL_FIELDS
+from app.ig_budget import StepReporter, ig_options, stopped_words
+from app.ig_budget import url_view as ig_url_view
 from app.input_check import check_batch, check_input
 from app.interaction_view import show_pairs
 from app.limits import PublicLimitError, admitted, capped
@@ -23,7 +28,7 @@ from app.share import arrived_from_url, publish, split_list
 from app.shared import selected_classifier
 from app.text import md
 from engine.data import dataset_names, get_dataset
-from engine.errors import DataFileError, EngineError
+from engine.errors import DataFileError, EngineError, UnknownDatasetError
 from engine.explain import LIVE_MEASURES, by_cost, explain_text
 from engine.export import FORMATS, MIME, SUFFIX, explanation_record, write
 from engine.faithfulness.measure_agreement import agreement_matrix
@@ -60,6 +65,8 @@ if source and source != "(none)":
     except DataFileError as err:  # a registered file that moved or changed: typing a text still works
         st.warning(f"No test examples to pick from: dataset {md(repr(source))} cannot be loaded.")
         st.code(str(err), language=None, wrap_lines=True)
+    except UnknownDatasetError:  # e.g. a planted model's data, made when it was planted and not registered
+        st.caption(f"No test examples to pick from: dataset {md(source)} is not registered here; type a text.")
 availability = measure_availability(classifier)
 available = [m for m, why in availability.items() if not why and m != "random"]
 not_here = "; ".join(f"{m}: {why}" for m, why in availability.items() if why)
@@ -73,6 +80,8 @@ from_url = arrived_from_url("explain", {
     "target": ("explain_target", lambda v: v if v in target_options else None),
     "level": ("explain_level", lambda v: v if v in LEVELS else None),
     "agg": ("explain_aggregation", lambda v: v if v in AGGREGATIONS else None),
+    "compare": (COMPARE_KEY, str),  # the second model of the side-by-side view (checked against the catalogue)
+    **IG_URL_FIELDS,  # IG's step budget
 })
 
 
@@ -116,11 +125,13 @@ level = l1.segmented_control("Show", LEVELS, format_func=LEVEL_LABELS.get, key="
                                   "each scored from its pieces (see 'Word score').") or "token"
 aggregation = l2.selectbox("Word score", AGGREGATIONS, key="explain_aggregation", help=AGGREGATION_HELP,
                            disabled=level == "token")
+compare_id = pick_second_model(classifier.id, current_role() == ADMIN)  # two models side by side (app/explain_compare.py)
+options = ig_options(measures)  # IG's step budget (app/ig_budget.py), shown while it runs
 
 
 def _view() -> dict:
     return {"model": classifier.id, "text": text, "aux": aux if paired else None, "measures": ",".join(measures),
-            "target": target_choice, "level": level, "agg": aggregation}
+            "target": target_choice, "level": level, "agg": aggregation, "compare": compare_id, **ig_url_view(options)}
 
 
 def _heatmap(col, result, measure: str, units, level_scores) -> None:
@@ -152,7 +163,7 @@ if b2.button("Estimate the time", key="explain_estimate",
         check_input(classifier, text, aux if paired else None)
         from engine.explain import estimate_seconds
 
-        estimates = estimate_seconds(classifier, by_cost(measures), text, aux if paired else None)
+        estimates = estimate_seconds(classifier, by_cost(measures), text, aux if paired else None, options)
         st.caption("Estimated time on this machine: " + "; ".join(
             f"{md(measure_label(m))}: {md(e.words())}" for m, e in estimates.items()))
     except EngineError as err:
@@ -180,12 +191,17 @@ if explain_clicked or from_url:
             for name in partial.scores:
                 _heatmap(st, partial, name, units, level_scores)
 
+    def measures_done() -> int:
+        partial = st.session_state.get("explanation")
+        return 0 if partial is None else len(partial.scores) + len(partial.errors)
+
     try:
         check_input(classifier, text, aux if paired else None)  # an empty text is refused in words, before any work
         # served to a network, a visitor's request is bounded (app/limits.py): a refusal, or the measures done
         # before the cap, each with a message
         with admitted("Explain"), capped(classifier, "Explain"):
-            result_ = explain_text(classifier, text, aux if paired else None, order, target, on_measure=show)
+            result_ = explain_text(classifier, text, aux if paired else None, order, target, options=options,
+                                   on_measure=show, on_steps=StepReporter(bar, order, measures_done))
         st.session_state["explanation"] = result_
         st.session_state["explanation_stopped"] = None
         streamed.empty()  # the full view below takes over (same order)
@@ -202,6 +218,8 @@ elif st.session_state.get("explanation") is not None and st.session_state.get("e
     publish("explain", _view())  # a new level or word score keeps the URL in step with the view
 
 result = st.session_state.get("explanation")
+if result is None and stopped_words() and not explain_clicked:  # stopped before any measure was done
+    st.info(f"Stopped: {md(stopped_words())}; press Explain to compute again.")
 if result is not None:
     probs = result.probabilities
     predicted = int(probs.argmax())
@@ -222,7 +240,9 @@ if result is not None:
         st.text(" ".join(u.text for u in units))  # the units as text when no measure was chosen
     stopped = st.session_state.get("explanation_stopped")
     if stopped:
-        st.info(f"Stopped after {stopped[0]} of {stopped[1]} measures; press Explain to compute them all.")
+        ig_spent = stopped_words()
+        st.info(f"Stopped after {stopped[0]} of {stopped[1]} measures" + (f" ({md(ig_spent)})" if ig_spent else "")
+                + "; press Explain to compute them all.")
     names = list(result.scores)
     # how each shown measure fared on this model (its benchmark run's RACU rank, its own report card): app/trust.py
     evidence = evidence_for(sidebar_model()) if names else ()
@@ -232,6 +252,13 @@ if result is not None:
             with col:
                 _heatmap(col, result, measure, units, level_scores)
                 render_standing(col, measure, evidence)
+    if compare_id and result.text == text:
+        try:
+            second, second_result, notes = second_explanation(compare_id, classifier.classes, result.text,
+                                                              aux if paired else None, names, target_choice)
+            render_side_by_side(classifier, result, second, second_result, notes, level, aggregation, _heatmap)
+        except (EngineError, PublicLimitError) as err:
+            st.warning(f"{md(compare_id)}: {md(err)}")
     if names:
         st.subheader("Take it away")
         record = explanation_record(result, classifier, level=level, aggregation=aggregation,

@@ -59,11 +59,11 @@ else:
     example = None
     if meta.get("dataset"):
         from engine.data import get_dataset
-        from engine.errors import DataFileError
+        from engine.errors import DataFileError, UnknownDatasetError
 
         try:
             example = get_dataset(meta["dataset"], meta.get("split_seed", 0)).split("test")[0]
-        except (DataFileError, IndexError):
+        except (DataFileError, UnknownDatasetError, IndexError):  # a planted model's data is not registered
             example = None
 
     for k, item in enumerate(found.evidence):

@@ -175,6 +175,7 @@ if run or from_url:
     except EngineError as err:  # an empty input, or a MaSF that cannot be calibrated (too few inputs): a message
         st.session_state.pop("masking_result", None)
         st.session_state.pop("masking_compared", None)
+        bar.empty()  # a bar left at "starting ..." reads as still running
         st.warning(md(err))
     finally:
         cancel.empty()  # nothing left to cancel

@@ -8,7 +8,7 @@ import streamlit as st
 
 from app.figure_export import chart
 from app.figure_export import table as table_view
-from app.follow_sidebar import other_model_note, preferred_index
+from app.follow_sidebar import follow, other_model_note
 from engine.simulability.results import (
     head_auc_vs_weight,
     head_weight_history,
@@ -30,7 +30,8 @@ if not runs:
             "--student tiny --budgets 250 500 --seeds 0 1 --explainers none attention-all smat`.")
     st.stop()
 
-run = st.selectbox("Run", runs, key="simulability_run", index=preferred_index(runs))  # the sidebar's model's run first
+follow("simulability_run", runs)  # the sidebar's model's run first, and again when the sidebar's model changes
+run = st.selectbox("Run", runs, key="simulability_run")
 data = load_simulability(run)
 meta = data.iloc[0]
 st.caption(f"Teacher {meta['model']} ({meta['strategy']} fine-tuning) on {meta['dataset']}, student {meta['student']}.")

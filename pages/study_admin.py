@@ -13,8 +13,9 @@ import streamlit as st
 
 from app.admin import ensure_admin, require_admin
 from app.figure_export import table as table_view
+from app.follow_sidebar import follow
 from app.progress import ThrottledProgress
-from app.shared import MODEL_KEY, get_classifier, usable_checkpoints
+from app.shared import get_classifier, usable_checkpoints
 from app.text import md
 from engine.annotation.studies import (
     CHECK_KINDS,
@@ -83,9 +84,8 @@ with st.expander("New study", icon=":material/add:", expanded=not studies):
     if not models:
         st.info("No model yet: build one on the Models page.")
     else:
-        current = st.session_state.get(MODEL_KEY)
-        model_id = st.selectbox("Model", models, index=models.index(current) if current in models else 0,
-                                key="study_model")
+        follow("study_model", models)  # the sidebar's model, and again when the sidebar's model changes
+        model_id = st.selectbox("Model", models, key="study_model")
         try:
             classifier = get_classifier(model_id)
         except EngineError as err:

@@ -73,6 +73,21 @@ def test_fmms_published_numbers_stand_beside_ours_for_the_same_task_only():
     assert with_published(ours, "toy", "recursive masking")[1] is None
 
 
+def test_a_measure_fmm_did_not_publish_reads_not_published_in_the_shown_ranking_not_none():
+    """The shown ranking writes "not published" (its interval an em dash) where FMM has no number, never a blank the
+    grid draws as "None"; a published number keeps one decimal; the CSV's frame keeps the numbers (NaN)."""
+    from app.benchmark_summary import NOT_PUBLISHED, PUBLISHED, published_as_text, with_published
+
+    ours = pd.DataFrame({"measure": ["loo-sign", "attention-rollout"], "racu_pct": [290.0, 10.0]})
+    table, _ = with_published(ours, "rt", "recursive masking")
+    shown = published_as_text(table).set_index("measure")
+    assert shown.loc["attention-rollout", PUBLISHED] == NOT_PUBLISHED
+    assert shown.loc["attention-rollout", "published_racu_low"] == "\u2014" == shown.loc["attention-rollout",
+                                                                                          "published_racu_high"]
+    assert shown.loc["loo-sign", PUBLISHED] == f"{table.set_index('measure').loc['loo-sign', PUBLISHED]:.1f}"
+    assert not shown.isna().any().any() and pd.isna(table.set_index("measure").loc["attention-rollout", PUBLISHED])
+
+
 @pytest.fixture()
 def shipped_model(models_cache, toy_classifier, tmp_path, monkeypatch):
     """The toy classifier under the shipped run's model id with dataset rt, over a results store holding copies of
@@ -113,7 +128,7 @@ def test_the_page_opens_on_the_summary_reading_only_its_run_and_computes_a_part_
 
     ranking = at.dataframe[0].value
     assert ranking["racu_pct"].is_monotonic_decreasing and ranking["measure"].iloc[-1] == "random"
-    assert ranking.set_index("measure").loc["loo-sign", "published_racu_pct"] == 171.3  # FMM SST2, Table 1
+    assert ranking.set_index("measure").loc["loo-sign", "published_racu_pct"] == "171.3"  # FMM SST2, Table 1
     config = json.loads(at.dataframe[0].proto.columns)
     assert config["published_racu_pct"]["label"] == "FMM SST2 RACU % (published)"
     links = [p for p in at.page_link if p.proto.query_string]
@@ -149,7 +164,7 @@ def test_a_linked_view_opens_on_its_run_and_part(shipped_model):
     _run(at)
     _run(at)
     assert at.selectbox(key="bench_run").value == "tiny-rt-3seeds"
-    assert at.dataframe[0].value.set_index("measure").loc["loo-sign", "published_racu_pct"] == 171.3
+    assert at.dataframe[0].value.set_index("measure").loc["loo-sign", "published_racu_pct"] == "171.3"
 
 
 def test_opening_the_page_does_not_load_the_sidebars_model(shipped_model, monkeypatch):

@@ -9,7 +9,7 @@ import urllib.parse
 
 import pytest
 from test_browser import CHROMEDRIVER, CHROMIUM, ROOT, SHOTS, _wait, serve_app
-from test_browser_home import _wait_for_links
+from test_browser_home import _linked_measures, _wait_for_links_in_order
 from test_browser_views import _button, _driver
 
 pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
@@ -62,16 +62,8 @@ def test_a_benchmarks_ranking_opens_explain_on_an_example_with_that_measure_and_
                             "masked")
     browser.get(f"{flow_app}/benchmarks")
     _wait(browser, "h1", text="Benchmarks")
-    # The links are read until the page has drawn all of them (it streams, and a rerun redraws the table: a read in
-    # between saw 6 of the 8, out of order); a wrong order still fails once the page has settled.
-    deadline = time.time() + 60
-    while True:
-        links = _wait_for_links(browser)
-        measures = [urllib.parse.parse_qs(urllib.parse.urlparse(h).query)["measures"][0] for _, h in links]
-        if measures == order or time.time() > deadline:
-            break
-        time.sleep(0.5)
-    assert measures == order, "one link per ranked measure, in the ranking's order"
+    links = _wait_for_links_in_order(browser, order)
+    assert _linked_measures(links) == order, "one link per ranked measure, in the ranking's order"
     _, href = links[1]
     anchor = next(a for a in browser.find_elements(By.CSS_SELECTOR, "[data-testid='stMain'] a")
                   if (a.get_attribute("href") or "") == href)

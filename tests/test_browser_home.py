@@ -58,6 +58,23 @@ def _wait_for_links(driver, timeout: float = 90) -> list[tuple[str, str]]:
     return links
 
 
+def _linked_measures(links: list[tuple[str, str]]) -> list[str]:
+    """The measure each (label, href) link into Explain opens with, in page order."""
+    return [urllib.parse.parse_qs(urllib.parse.urlparse(h).query)["measures"][0] for _, h in links]
+
+
+def _wait_for_links_in_order(driver, order: list[str], timeout: float = 60) -> list[tuple[str, str]]:
+    """The ranking's links once the page has drawn them all: read until they name `order` or `timeout` passes (the
+    page streams, and a rerun redraws the table: a read in between saw 6 of the 8, out of order). Returns the last
+    read; the caller asserts its order, so a wrong one still fails once the page has settled."""
+    deadline = time.time() + timeout
+    while True:
+        links = _wait_for_links(driver)
+        if _linked_measures(links) == order or time.time() > deadline:
+            return links
+        time.sleep(0.5)
+
+
 def test_the_app_opens_on_home_ranks_the_sidebars_model_and_follows_a_switch(home_app, browser):  # noqa: F811
     """/ shows the home page for the default model (the shipped run's): its card, leave one out ranked first on
     RACU with the run named, a link per measure; choosing the model without evidence changes the card and says
@@ -70,14 +87,8 @@ def test_the_app_opens_on_home_ranks_the_sidebars_model_and_follows_a_switch(hom
     browser.get(home_app)
     _wait(browser, "h1", text=TITLE)
     _wait_text(browser, f"The model: {SHIPPED}")
-    deadline = time.time() + 60  # read until every link is drawn (the page streams; a wrong order still fails)
-    while True:
-        links = _wait_for_links(browser)
-        measures = [urllib.parse.parse_qs(urllib.parse.urlparse(h).query)["measures"][0] for _, h in links]
-        if measures == order or time.time() > deadline:
-            break
-        time.sleep(0.5)
-    assert measures == order
+    links = _wait_for_links_in_order(browser, order)
+    assert _linked_measures(links) == order
     text = _page_text(browser)
     assert "results/tiny-rt-3seeds" in text and "RACU %" in text and "higher: more faithful" in text
     assert links[0][0].endswith("1. leave one out (signed)"), links[0]  # after its icon's name

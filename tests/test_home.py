@@ -267,3 +267,37 @@ def test_the_report_card_switch_adds_the_familys_card_ranking_with_its_source(tw
     for table, run in zip(tables[1:], cards):
         assert list(table["id"]) == trust.card_evidence(CARDS.load(run), run, "its family").order
         assert any(f"results/groundtruth/{run}" in c.value for c in at.caption)
+
+
+def test_home_and_explain_open_for_a_model_whose_data_is_not_registered(models_cache, toy_classifier):
+    """A planted model records the data it was planted on (`rt-planted-...`), which no registry can load: Home and
+    Explain open for it without an exception (Explain says it has no test examples to pick from, in one line)."""
+    from engine.models import save_classifier
+
+    folder = Path(save_classifier(toy_classifier, "gt-toy-planted") or models_cache / "gt-toy-planted")
+    meta = json.loads((folder / "metadata.json").read_text(encoding="utf-8"))
+    (folder / "metadata.json").write_text(json.dumps({**meta, "dataset": "rt-planted-threshold-x-s0-0000"}),
+                                          encoding="utf-8")
+    at = _run(AppTest.from_file(MAIN, default_timeout=180))
+    assert at.subheader[0].value == "The model: gt-toy-planted"
+    at.switch_page(str(ROOT / "pages" / "explain.py"))
+    _run(at)
+    assert any("is not registered here" in c.value for c in at.caption)
+
+
+def test_masking_a_model_whose_data_is_not_registered_says_so_and_leaves_no_progress_bar(models_cache, toy_classifier):
+    """Masking needs MaSF fitted on the model's data; for a planted model's unregistered data the page says why in a
+    warning, and its progress bar goes (a bar left at "starting ..." read as a run that never ends)."""
+    from engine.models import save_classifier
+
+    folder = Path(save_classifier(toy_classifier, "gt-toy-planted") or models_cache / "gt-toy-planted")
+    meta = json.loads((folder / "metadata.json").read_text(encoding="utf-8"))
+    (folder / "metadata.json").write_text(json.dumps({**meta, "dataset": "rt-planted-threshold-x-s0-0000"}),
+                                          encoding="utf-8")
+    at = AppTest.from_file(MAIN, default_timeout=180)
+    at.query_params.update({"model": "gt-toy-planted", "text": "a fine film", "measure": "loo-sign"})
+    _run(at)
+    at.switch_page(str(ROOT / "pages" / "masking.py"))
+    _run(at)
+    assert any("unknown dataset" in w.value for w in at.warning), [w.value for w in at.warning]
+    assert not at.get("progress"), "the bar is gone once the run has ended"

@@ -138,13 +138,14 @@ class BatchedPasses:
 
     def embedding_gradients(self, call: Call, n: int, make_embeds: Callable[[slice], torch.Tensor],
                             rows: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None = None,
-                            ) -> tuple[torch.Tensor, torch.Tensor]:
+                            on_rows: Callable[[int], None] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Sum over path rows of the gradient of weight[n] * logit_{target[n]} w.r.t. the word embeddings.
 
         n rows; `make_embeds(slice)` returns the word embeddings [m, T, H] of rows slice (built lazily so
         n x T x H never has to fit in memory at once); row n uses the attention/type ids of batch row
         `rows[n]` and its gradient is added to out[rows[n]]. Returns (out [B, T, H], logits [n, C]).
-        Rows go through in as few forward+backward passes as the memory budget allows."""
+        Rows go through in as few forward+backward passes as the memory budget allows; `on_rows(done)` is called
+        after each pass with the rows done so far (a UI's progress, and its chance to stop between passes)."""
         b = call.batch
         B, T = b.input_ids.shape
         out = None
@@ -174,6 +175,8 @@ class BatchedPasses:
                 out = torch.zeros(B, T, g.shape[-1], dtype=g.dtype, device=g.device)
             out[:, :L].index_add_(0, r, g)
             logits_all.append(logits.detach())
+            if on_rows is not None:
+                on_rows(sl.stop)
         return out, torch.cat(logits_all)
 
 

@@ -16,7 +16,10 @@ Convergence (engine.importance.completeness): an input whose |gap| exceeds max(t
 abs_tolerance) (defaults 5% and 0.01 logits) is recomputed with Gauss-Legendre nodes at 3x, 9x, ... the steps,
 until it is within or the step budget `max_steps` (default 180) is spent; `extras` records per input the steps and
 rule used, the path points computed over all attempts (`path_points`: the cost), the first and the final gap and
-whether it is `complete`. An input already within the tolerance keeps
+whether it is `complete`. Progress (`attribute(progress=...)`) is reported after every forward+backward pass in path
+points per input: (points computed, the budget: the configured steps plus every escalation stage's), so a UI can show
+the budget spent and stop between passes (`should_stop`, or its own exception from the callback); a converged input
+ends it at (budget, budget). An input already within the tolerance keeps
 the configured rule's scores, so the numbers of a model whose IG converges at 20 midpoint steps (the encoders)
 do not change. `max_steps=steps` turns the escalation off (the check is still reported).
 
@@ -80,8 +83,7 @@ class _IntegratedGradients(Explainer):
     def passes(self, n_tokens: int) -> PassEstimate:
         """Its steps, and up to every escalation stage's steps besides where completeness does not hold (each stage
         recomputes the whole path: 20, then 60, then 180 by default, 260 rows in all)."""
-        k = int(self.options["steps"])
-        total = k + sum(steps for _, steps in escalation(self.options["rule"], k, int(self.options["max_steps"])))
+        k, total = int(self.options["steps"]), self.budget()
         return PassEstimate(forward=k, backward=k, up_to_forward=total, up_to_backward=total)
 
     def _check_options(self) -> None:
@@ -112,9 +114,15 @@ class _IntegratedGradients(Explainer):
             base = self.classifier.word_embeddings(torch.full_like(batch.input_ids, int(tok))).detach()
         return torch.where(batch.maskable[..., None], base, e)
 
+    def budget(self) -> int:
+        """Path points per input at most: the configured steps plus every escalation stage's (20 + 60 + 180)."""
+        k = int(self.options["steps"])
+        return k + sum(steps for _, steps in escalation(self.options["rule"], k, int(self.options["max_steps"])))
+
     def _path_integral(self, call: Call, rows_of: torch.Tensor, rule: str, k: int, e: torch.Tensor,
-                       base: torch.Tensor) -> torch.Tensor:
-        """IG [B, T] (float64) with `rule` and `k` steps for the batch rows `rows_of` (others: 0)."""
+                       base: torch.Tensor, spent: int = 0) -> torch.Tensor:
+        """IG [B, T] (float64) with `rule` and `k` steps for the batch rows `rows_of` (others: 0); progress is
+        reported as `spent` (points per input before this stage) plus this stage's points so far."""
         alphas, weights = quadrature(rule, k)
         diff = e - base
         dev = e.device
@@ -128,7 +136,13 @@ class _IntegratedGradients(Explainer):
             r = rows[sl]
             return base[r] + alpha[sl, None, None] * diff[r]
 
-        gsum, _ = self.embedding_gradients(call, n * k, make, rows, target, weight)
+        on_rows = None
+        if call.progress is not None:
+            budget = self.budget()
+
+            def on_rows(done: int) -> None:
+                call.progress(spent + done // max(n, 1), budget)
+        gsum, _ = self.embedding_gradients(call, n * k, make, rows, target, weight, on_rows=on_rows)
         return (diff.to(torch.float64) * gsum.to(torch.float64)).sum(-1)
 
     def _integrated(self, call: Call) -> tuple[torch.Tensor, dict]:
@@ -152,17 +166,21 @@ class _IntegratedGradients(Explainer):
             rules_used = [rule] * B
             # Inputs whose scores do not add up are recomputed with more (Gauss-Legendre) steps, until they do or
             # the step budget is spent; inputs already within the tolerance keep the configured rule's scores.
+            spent = k
             for next_rule, next_k in escalation(rule, k, self.options["max_steps"]):
                 todo = (gap.abs() > allowed).nonzero().flatten()
                 if not len(todo):
                     break
-                finer = self._path_integral(call, todo, next_rule, next_k, e, base)
+                finer = self._path_integral(call, todo, next_rule, next_k, e, base, spent)
+                spent += next_k
                 ig[todo] = finer[todo]
                 gap[todo] = (finer[todo] * b.maskable[todo]).sum(1) - (f_x - f_b)[todo]
                 steps_used[todo.cpu()] = next_k
                 path_points[todo.cpu()] += next_k
                 for i in todo.tolist():
                     rules_used[i] = next_rule
+            if call.progress is not None:
+                call.progress(self.budget(), self.budget())  # done: converged, or the budget spent
             extras = completeness_extras(gap, f_x, f_b, allowed)
             extras.update({"initial_gap": initial_gap.cpu(), "steps_used": steps_used, "rule_used": rules_used,
                            "path_points": path_points})
