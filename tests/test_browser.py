@@ -126,7 +126,14 @@ def _explain(driver, text, expect):
     area = _wait(driver, "textarea")
     area.send_keys(Keys.CONTROL, "a")  # React-controlled: clear() does not reach Streamlit's state
     area.send_keys(Keys.DELETE)
-    area.send_keys(text)
+    if any(ord(c) > 0xFFFF for c in text):
+        # ChromeDriver types only characters of the Basic Multilingual Plane (chrome 150 refuses an emoji): set the
+        # React-controlled value through the native setter and send the input event React listens to
+        driver.execute_script(
+            "Object.getOwnPropertyDescriptor(HTMLTextAreaElement.prototype, 'value').set.call(arguments[0], arguments[1]);"
+            "arguments[0].dispatchEvent(new Event('input', {bubbles: true}));", area, text)
+    else:
+        area.send_keys(text)
     # Streamlit commits a text area on blur: move focus away, then press the button
     driver.find_element(By.TAG_NAME, "h1").click()
     time.sleep(0.5)
