@@ -169,9 +169,11 @@ def colour_scale_html(scale: float, signed: bool) -> str:
 
 
 def heatmap_html(units: Sequence[str], scores: Sequence[float] | None, signed: bool,
-                 masked: Sequence[bool] | None = None, title: str | None = None, scale_bar: bool = True) -> str:
+                 masked: Sequence[bool] | None = None, title: str | None = None, scale_bar: bool = True,
+                 title_tip: str | None = None) -> str:
     """One line of tokens (or words, sentences) coloured by score, with the colour scale under it.
-    `masked` marks units shown as [MASK] (struck through and outlined)."""
+    `masked` marks units shown as [MASK] (struck through and outlined); `title_tip`: the title's tooltip (e.g. the
+    measure's formula, while the title says its name in words)."""
     values = [float(s) for s in scores] if scores is not None else [0.0] * len(units)
     if len(values) != len(units):
         raise InvalidInputError(f"{len(units)} units but {len(values)} scores")
@@ -187,7 +189,9 @@ def heatmap_html(units: Sequence[str], scores: Sequence[float] | None, signed: b
             style += ";text-decoration:line-through;outline:1px dashed #666;opacity:0.75"
         tip = (f"{value:+.4g}" if signed else f"{value:.4g}") if scores is not None else "no score"
         spans.append(f'<span title="{html.escape(tip)}" style="{style}">{text}</span>')
-    head = f'<div style="font-weight:600;font-size:0.95rem;margin-bottom:2px">{html.escape(title)}</div>' if title else ""
+    head_tip = f' title="{html.escape(title_tip, quote=True)}"' if title_tip else ""
+    head = (f'<div class="heatmap-title"{head_tip} style="font-weight:600;font-size:0.95rem;margin-bottom:2px">'
+            f'{html.escape(title)}</div>') if title else ""
     bar = colour_scale_html(scale, signed) if scale_bar and scores is not None else ""
     return (f'<div class="token-heatmap" style="line-height:2;font-family:sans-serif">{head}{"".join(spans)}'
             f"{bar}</div>")

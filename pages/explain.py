@@ -137,7 +137,7 @@ def _view() -> dict:
 def _heatmap(col, result, measure: str, units, level_scores) -> None:
     """One measure's heatmap with its legend (and IG's completeness gap) in `col`."""
     col.html(token_heatmap_html([u.text for u in units], level_scores[measure], result.signed[measure],
-                                title=describe(measure)))
+                                title=f"{measure_label(measure)} ({measure})", title_tip=describe(measure)))
     col.caption(LEGEND_SIGNED if result.signed[measure] else LEGEND_ABSOLUTE)
     show_pairs(col, result, measure)  # shapley-interactions: its top pairs (app/interaction_view.py)
     extras = result.extras.get(measure, {})

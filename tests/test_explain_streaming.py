@@ -2,7 +2,9 @@
 the built-in prompted language models are listed (CLI `models`, the dashboard's sidebar) without loading them."""
 from __future__ import annotations
 
+import html
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -71,8 +73,6 @@ def test_on_measure_is_called_after_each_measure_with_its_scores_and_changes_not
 def test_explain_page_shows_one_heatmap_per_measure_cheapest_first(models_cache, toy_classifier):
     """Measures chosen dearest first are computed and shown cheapest first: gradients, then IG, then LOO; the
     agreement table and the Cancel button's removal after the run leave the rest of the page as it was."""
-    import html
-
     from engine.importance import describe
 
     save_classifier(toy_classifier, "toy-app")
@@ -89,6 +89,12 @@ def test_explain_page_shows_one_heatmap_per_measure_cheapest_first(models_cache,
     assert len(set(titles)) == len(titles)
     shown = [next(m for m, t in zip(expected, titles) if t in h) for h in heatmaps]
     assert shown == expected, shown
+    # each heatmap is titled by its measure's name in words (and id); the formula is the title's tooltip only
+    from engine.importance import measure_label
+    for m, h in zip(expected, heatmaps):
+        head = re.search(r'<div class="heatmap-title" title="([^"]*)"[^>]*>([^<]*)</div>', h)
+        assert head and head.group(2) == html.escape(f"{measure_label(m)} ({m})"), h[:300]
+        assert head.group(1) == html.escape(describe(m), quote=True) and head.group(1) not in head.group(2)
     assert any("feature_agreement" in d.value.columns for d in at.dataframe), "the agreement table is still shown"
     assert not [b for b in at.button if b.key == "explain_cancel"], "no Cancel button once the computation is done"
 
