@@ -12,14 +12,14 @@ import time
 
 import streamlit as st
 
-from engine.importance.completeness import ABSOLUTE_TOLERANCE, DEFAULT_MAX_STEPS, RELATIVE_TOLERANCE, escalation
+from engine.importance.completeness import escalation
+from engine.importance.integrated_gradients import IntegratedGradientsSign
 
 IG_MEASURES = ("ig-sign", "ig-abs")
 STEPS_KEY, BUDGET_KEY, TOLERANCE_KEY = "explain_ig_steps", "explain_ig_max_steps", "explain_ig_tolerance"
 ABS_TOLERANCE_KEY = "explain_ig_abs_tolerance"
-DEFAULT_STEPS = 20  # the measure's own default (engine: _IntegratedGradients.defaults)
-DEFAULTS = {STEPS_KEY: DEFAULT_STEPS, BUDGET_KEY: DEFAULT_MAX_STEPS, TOLERANCE_KEY: RELATIVE_TOLERANCE,
-            ABS_TOLERANCE_KEY: ABSOLUTE_TOLERANCE}
+#: widget key -> the option of IG's own defaults it starts from
+OPTION_OF = {STEPS_KEY: "steps", BUDGET_KEY: "max_steps", TOLERANCE_KEY: "tolerance", ABS_TOLERANCE_KEY: "abs_tolerance"}
 SPENT_KEY = "explanation_ig_spent"  # (measure, points done, budget) of the IG run in progress, or None
 MIN_INTERVAL_S = 0.25  # app/progress.py: four updates a second read as continuous and cost the browser little
 
@@ -29,7 +29,7 @@ def ig_options(measures: list[str]) -> dict[str, dict]:
     chosen), as explain_text's `options`; {} without IG."""
     if not any(m in IG_MEASURES for m in measures):
         return {}
-    for key, value in DEFAULTS.items():
+    for key, value in defaults().items():
         st.session_state.setdefault(key, value)
     with st.expander(f"Integrated gradients' step budget: {budget_words(steps(), max_steps())}"):
         c1, c2, c3, c4 = st.columns(4)
@@ -51,12 +51,18 @@ def ig_options(measures: list[str]) -> dict[str, dict]:
     return {m: options for m in IG_MEASURES if m in measures}
 
 
+def defaults() -> dict[str, float]:
+    """The widgets' starting values: the measure's own defaults, read when the page runs (one source: the engine's
+    `IntegratedGradientsSign.defaults`, which ig-abs shares), not a copy of them."""
+    return {key: IntegratedGradientsSign.defaults[option] for key, option in OPTION_OF.items()}
+
+
 def steps() -> int:
-    return int(st.session_state.get(STEPS_KEY, DEFAULT_STEPS))
+    return int(st.session_state.get(STEPS_KEY, defaults()[STEPS_KEY]))
 
 
 def max_steps() -> int:
-    return int(st.session_state.get(BUDGET_KEY, DEFAULT_MAX_STEPS))
+    return int(st.session_state.get(BUDGET_KEY, defaults()[BUDGET_KEY]))
 
 
 def budget(k: int, top: int) -> int:
@@ -125,8 +131,8 @@ URL_FIELDS = {"ig_steps": (STEPS_KEY, _bounded(int, 1, 1000)), "ig_max_steps": (
 def url_view(options: dict[str, dict]) -> dict[str, str]:
     """The step options in the URL where IG is chosen and they are not the defaults ({} otherwise)."""
     chosen = next(iter(options.values()), None)
-    if chosen is None or (chosen["steps"], chosen["max_steps"], chosen["tolerance"], chosen["abs_tolerance"]) == (
-            DEFAULT_STEPS, DEFAULT_MAX_STEPS, RELATIVE_TOLERANCE, ABSOLUTE_TOLERANCE):
+    if chosen is None or all(chosen[option] == value for option, value in
+                             zip(OPTION_OF.values(), defaults().values())):
         return {}
     return {"ig_steps": str(chosen["steps"]), "ig_max_steps": str(chosen["max_steps"]),
             "ig_tolerance": f"{chosen['tolerance']:g}", "ig_abs_tolerance": f"{chosen['abs_tolerance']:g}"}

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ENTRY_FOLDERS = ("bench", "scripts", "scripts/experiments", "scripts/tools")
 ENTRIES = sorted(p.relative_to(ROOT).as_posix() for folder in ENTRY_FOLDERS for p in (ROOT / folder).iterdir()
                  if p.is_file() and p.suffix in (".py", ".sh") and not p.name.startswith("_"))
-NEEDS_BROWSER = {"bench/dashboard.py", "bench/benchmarks_page.py", "scripts/screenshots.py"}
+NEEDS_BROWSER = {"bench/dashboard.py", "bench/benchmarks_page.py", "scripts/tools/screenshots.py"}
 
 
 @pytest.fixture(scope="session")

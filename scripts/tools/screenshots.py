@@ -7,10 +7,10 @@ bar short of full, no "Running" in the status widget, every plotly chart drawn),
 full-page PNG per page. Explain opens on an explained text (with two models side by side where a second model is
 given), Masking on a masked one with three measures to compare, Benchmarks on its summary.
 
-    python scripts/screenshots.py                                 # docs/screenshots/, the sidebar's default model
-    python scripts/screenshots.py --model gt-tiny-rt-threshold --second tiny-rt-masked-s0
-    python scripts/screenshots.py --out /tmp/shots --pages home explain
-    python scripts/screenshots.py --smoke                         # CI: the smoke checkpoint, Home and Explain
+    python scripts/tools/screenshots.py                                 # docs/screenshots/, the sidebar's default model
+    python scripts/tools/screenshots.py --model gt-tiny-rt-threshold --second tiny-rt-masked-s0
+    python scripts/tools/screenshots.py --out /tmp/shots --pages home explain
+    python scripts/tools/screenshots.py --smoke                         # CI: the smoke checkpoint, Home and Explain
 
 The models and results are the environment's (ENGINE_MODELS_CACHE, ENGINE_RESULTS_DIR); nothing is written but the
 PNGs.
@@ -28,7 +28,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TEXT = "an unredeemable mess, but the cast is wonderful and the last act is a joy"
 WIDTH = 1400
 
@@ -220,7 +220,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))  # app.availability, when run as `python scripts/screenshots.py`
     from engine.settings import offline
 
     offline()  # an entry point: no hub at run time (engine/settings.py)
