@@ -31,6 +31,7 @@ from engine.reports.erasure_tables import (
 )
 from engine.reports.groundtruth_tables import (
     cost_markdown,
+    interaction_markdown,
     judge_markdown,
     operator_markdown,
     recovery_markdown,
@@ -117,6 +118,22 @@ GROUND_TRUTH_TABLES = (
     Table("ground-truth-set2-separation-tiny-rt", GROUND_TRUTH_DOC, separation_markdown("tiny-rt-set-card")),
     Table("ground-truth-set2-judges-tiny-rt-mask", GROUND_TRUTH_DOC, judge_markdown("tiny-rt-set-card", "mask")),
     Table("ground-truth-set2-wrong-tiny-rt", GROUND_TRUTH_DOC, wrong_markdown("tiny-rt-set-card", "mask")),
+    # threshold 2 of 4, every metric family, [MASK] and retrieval infill
+    Table("ground-truth-threshold-truth-tiny-rt", GROUND_TRUTH_DOC, set_truth_markdown("tiny-rt-threshold-card")),
+    Table("ground-truth-threshold-separation-tiny-rt", GROUND_TRUTH_DOC,
+          separation_markdown("tiny-rt-threshold-card")),
+    Table("ground-truth-threshold-judges-tiny-rt-mask", GROUND_TRUTH_DOC,
+          judge_markdown("tiny-rt-threshold-card", "mask")),
+    Table("ground-truth-threshold-judges-tiny-rt-retrieval", GROUND_TRUTH_DOC,
+          judge_markdown("tiny-rt-threshold-card", "retrieval")),
+    Table("ground-truth-threshold-wrong-tiny-rt", GROUND_TRUTH_DOC, wrong_markdown("tiny-rt-threshold-card", "mask")),
+    # interaction recovery on AND / OR / threshold (report-card --interactions)
+    Table("ground-truth-interactions-tiny-rt", GROUND_TRUTH_DOC, interaction_markdown("tiny-rt-interaction-card")),
+    # MiniLM (rt): the graded set and redundant k = 3
+    Table("ground-truth-set-truth-minilm-rt", GROUND_TRUTH_DOC, set_truth_markdown("minilm-rt-set-card")),
+    Table("ground-truth-set-separation-minilm-rt", GROUND_TRUTH_DOC, separation_markdown("minilm-rt-set-card")),
+    Table("ground-truth-set-judges-minilm-rt-mask", GROUND_TRUTH_DOC, judge_markdown("minilm-rt-set-card", "mask")),
+    Table("ground-truth-set-wrong-minilm-rt", GROUND_TRUTH_DOC, wrong_markdown("minilm-rt-set-card", "mask")),
 )
 
 
