@@ -127,6 +127,10 @@ GROUND_TRUTH_TABLES = (
     Table("ground-truth-threshold-judges-tiny-rt-retrieval", GROUND_TRUTH_DOC,
           judge_markdown("tiny-rt-threshold-card", "retrieval")),
     Table("ground-truth-threshold-wrong-tiny-rt", GROUND_TRUTH_DOC, wrong_markdown("tiny-rt-threshold-card", "mask")),
+    # the graded set's new measures (NoiseTunnel, value zeroing) on a re-plant of its recipe
+    Table("ground-truth-new-measures-tiny-rt", GROUND_TRUTH_DOC, separation_markdown("tiny-rt-graded-new-measures")),
+    Table("ground-truth-new-measures-judges-tiny-rt-mask", GROUND_TRUTH_DOC,
+          judge_markdown("tiny-rt-graded-new-measures", "mask")),
     # interaction recovery on AND / OR / threshold (report-card --interactions)
     Table("ground-truth-interactions-tiny-rt", GROUND_TRUTH_DOC, interaction_markdown("tiny-rt-interaction-card")),
     # MiniLM (rt): the graded set and redundant k = 3
