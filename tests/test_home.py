@@ -68,7 +68,8 @@ def test_report_card_evidence_pools_the_models_that_learned_and_leaves_out_the_c
     out), with Wilson intervals; a planted model's own card holds its cells only."""
     # every shipped tiny (rt) card is the family's evidence (the trigger family's, the graded set's, the other sets')
     assert trust.card_runs_for(CARDS, "tiny-rt-masked-s0", "tiny", "rt") == [
-        ("tiny-rt-card", "its family"), ("tiny-rt-graded-card", "its family"), ("tiny-rt-set-card", "its family")]
+        (run, "its family") for run in ("tiny-rt-card", "tiny-rt-graded-card", "tiny-rt-graded-new-measures",
+                                        "tiny-rt-interaction-card", "tiny-rt-set-card", "tiny-rt-threshold-card")]
     assert trust.card_runs_for(CARDS, "gt-tiny-rt-decoy", "tiny", "rt")[0] == ("tiny-rt-card", "this model")
     rows = CARDS.load("tiny-rt-card")
     family = trust.card_evidence(rows, "tiny-rt-card", "its family")
@@ -261,8 +262,11 @@ def test_the_report_card_switch_adds_the_familys_card_ranking_with_its_source(tw
     at.toggle(key="home_cards").set_value(True)
     _run(at)
     tables = [d.value for d in at.dataframe if "rank" in d.value.columns]
-    # one ranking per shipped card of the family (tiny-rt-card, tiny-rt-graded-card), each in card_evidence's order
-    cards = [run for run, _ in trust.card_runs_for(CARDS, "tiny-rt-masked-s0", "tiny", "rt")]
+    # one ranking per shipped card of the family that ranks measures (the interaction card scores only `random`
+    # beside its interaction cells: no ranking), each in card_evidence's order
+    cards = [run for run, _ in trust.card_runs_for(CARDS, "tiny-rt-masked-s0", "tiny", "rt")
+             if trust.card_evidence(CARDS.load(run), run, "its family") is not None]
+    assert "tiny-rt-interaction-card" not in cards and "tiny-rt-threshold-card" in cards
     assert len(tables) == 1 + len(cards)
     for table, run in zip(tables[1:], cards):
         assert list(table["id"]) == trust.card_evidence(CARDS.load(run), run, "its family").order
