@@ -11,7 +11,7 @@ import os
 import time
 
 import pytest
-from test_browser import CHROMEDRIVER, CHROMIUM, _wait, browser, serve_app  # noqa: F401 (browser: the fixture)
+from test_browser import CHROMEDRIVER, CHROMIUM, _buttons, _explain, _wait, browser, serve_app  # noqa: F401 (browser: the fixture)
 
 pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
 
@@ -204,12 +204,13 @@ def test_own_model_and_data_explained_masked_and_benchmarked(app, browser, own_f
     # 3. Explain a typed review with the registered model.
     _page(browser, "Explain")
     _wait(browser, "h1", text="Explain a prediction")
-    area = _wait(browser, "textarea")
-    area.send_keys(REVIEW)
-    browser.find_element(By.TAG_NAME, "h1").click()
-    time.sleep(0.5)
-    _click(browser, "Explain")
-    _wait(browser, ".token-heatmap", text="acting")
+    # type only once the page has drawn its form to the end (the Explain button): a rerun of the page while it was
+    # still drawing (the newly registered model loading) replaced the text area and lost the typed review
+    deadline = time.time() + 120
+    while not _buttons(browser, "Explain"):
+        assert time.time() < deadline, "the Explain page never drew its button"
+        time.sleep(0.3)
+    _explain(browser, REVIEW, "acting")
     from engine.explain import explain_text
     from engine.models.foreign import load_foreign
 
