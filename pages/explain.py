@@ -111,8 +111,12 @@ if gold is not None:
     st.caption(f"A test example of {md(source)}: its gold label is **{md(gold)}**.")
 aux = st.text_input("Question (auxiliary sequence, never masked)", key="explain_aux") if paired else None
 c1, c2 = st.columns([3, 1])
-if "explain_measures" not in st.session_state:
-    st.session_state["explain_measures"] = [m for m in LIVE_MEASURES if m in available]
+# the measures offered to this model: what is still chosen of them, or the page's defaults where none is (a first
+# visit, or a switch from a model whose choice this one does not offer: an empty choice would explain nothing)
+if st.session_state.get("explain_measures_for") != classifier.id or "explain_measures" not in st.session_state:
+    kept = [m for m in st.session_state.get("explain_measures") or [] if m in available]
+    st.session_state["explain_measures"] = kept or [m for m in LIVE_MEASURES if m in available]
+    st.session_state["explain_measures_for"] = classifier.id
 measures = c1.multiselect("Importance measures", available,
                           help="grad, x-grad, IG and LOO answer within a second; beam and the sampling-based captum "
                           "measures take longer. Only the measures this model supports are offered"
