@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 if [ "${ENGINE_SMOKE:-}" = 1 ]; then
   # collects one module (the real suite, run after, imports every module anyway): the command line is what is checked
-  exec "${PYTHON:-python3}" -m pytest -q --collect-only "${@:-tests/test_cli.py}"
+  exec "${PYTHON:-python3}" -m pytest -q --collect-only "${@:-tests/engine/test_cli.py}"
 fi
 # Cached bytecode (gitignored __pycache__ folders), even where PYTHONDONTWRITEBYTECODE is set: the suite starts about 150
 # Python processes (test workers, servers, scripts, pool workers) and each compiled the engine's sources again.

@@ -39,6 +39,10 @@ TEST_DEVICE = os.environ.get("ENGINE_TEST_DEVICE", "cpu")
 os.environ["ENGINE_DEVICE"] = TEST_DEVICE
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The folders pytest puts on sys.path (pytest.ini `pythonpath`): tests/ for the helpers beside this file, and each layer's
+#: folder (engine/, app/, browser/, architecture/), so a test imports a helper of another test module by its name
+#: whichever files a run collects; a Ray worker is given the same (`_local_ray_running`).
+TEST_PATHS = ("tests", "tests/engine", "tests/app", "tests/browser", "tests/architecture")
 # One worker's share of the cores under pytest-xdist (PYTEST_XDIST_WORKER_COUNT is set in each worker); the
 # subprocesses a test starts (servers, spawned sweep workers) inherit it through OMP_NUM_THREADS.
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
@@ -62,14 +66,14 @@ def pytest_configure(config):
 # Node-id prefixes; tests marked `ray` are slow too. Under xdist they are also handed out first, so that the
 # longest work does not start last.
 SLOW = (
-    "tests/test_browser",
-    "tests/test_smoke_entrypoints.py::test_entry_runs_in_smoke_mode",
-    "tests/test_attention_diagnostics.py::test_diagnostics_sweep_in_a_pool",
-    "tests/test_simulability.py::test_pool_run_equals_the_one_process_run",
-    "tests/test_admin.py::test_server_refuses_to_start_open_to_the_network_without_a_secret",
-    "tests/test_bilstm.py::test_trains_saves_and_reloads",
-    "tests/test_study_load.py::test_30_annotators_in_three_processes",
-    "tests/test_study_load.py::test_a_sigkilled_annotating_process",
+    "tests/browser/",
+    "tests/architecture/test_smoke_entrypoints.py::test_entry_runs_in_smoke_mode",
+    "tests/engine/test_attention_diagnostics.py::test_diagnostics_sweep_in_a_pool",
+    "tests/engine/test_simulability.py::test_pool_run_equals_the_one_process_run",
+    "tests/app/test_admin.py::test_server_refuses_to_start_open_to_the_network_without_a_secret",
+    "tests/engine/test_bilstm.py::test_trains_saves_and_reloads",
+    "tests/engine/test_study_load.py::test_30_annotators_in_three_processes",
+    "tests/engine/test_study_load.py::test_a_sigkilled_annotating_process",
 )
 _CHEAP_FIXTURES = {"one_thread"}  # module-scoped but costs nothing: no reason to keep its module on one worker
 
@@ -350,7 +354,7 @@ def _local_ray_running(request):
 
     if not ray.is_initialized():
         env = request.getfixturevalue("local_ray")
-        start_local_ray({**env, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])})
+        start_local_ray({**env, "PYTHONPATH": os.pathsep.join([str(ROOT), *(str(ROOT / p) for p in TEST_PATHS)])})
         _LOCAL_RAY.update(env)
 
 
