@@ -506,7 +506,7 @@ def fresh_admin_sign_in_backoff():
 @pytest.fixture(autouse=True)
 def _spawnable_main(monkeypatch):
     """Under pytest-xdist a worker's __main__ is execnet's bootstrap file, which a child started with 'spawn' would run
-    again before its target (NameError: __args; every writer of tests/test_plausibility.py exited 1 in CI): hide its
+    again before its target (NameError: __args; every writer of tests/engine/test_plausibility.py exited 1 in CI): hide its
     path, so a spawned child imports only the module of its target."""
     import sys
 

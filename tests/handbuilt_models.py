@@ -1,4 +1,4 @@
-"""Hand-built classifiers whose reasons are known exactly, for tests/test_groundtruth_unit.py.
+"""Hand-built classifiers whose reasons are known exactly, for tests/engine/test_groundtruth_unit.py.
 
 Each is a 2-class `engine.models.Classifier` around a small float64 nn.Module: logit_0 = 0 and logit_1 = a
 closed-form function of the word embeddings, so every measure's right answer can be derived by hand.

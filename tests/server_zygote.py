@@ -2,8 +2,8 @@
 plotly, the engine and app/ modules the pages import) once, and starts each test's server as a fork of itself that
 becomes `python -m streamlit run app/main.py ...`: the request's whole environment, cwd, argv, stdin from
 /dev/null, stdout and stderr to a log file, and then Streamlit's own CLI, run as `python -m` runs it (so its
-config, signal handling and page loading are its own). ServerZygote is the client tests/test_browser.py's
-`serve_app` uses; tests/test_browser_server_zygote.py checks both.
+config, signal handling and page loading are its own). ServerZygote is the client tests/browser/test_browser.py's
+`serve_app` uses; tests/browser/test_browser_server_zygote.py checks both.
 
 Why: the browser tests start about twenty servers, and each fresh interpreter spent about 4 CPU-seconds importing
 that stack before it served its first page, on a 2-core machine where the suite is CPU-bound. A fork shares the

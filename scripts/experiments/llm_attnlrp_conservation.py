@@ -70,7 +70,7 @@ def softmax_absorbed(classifier, batch, target: int) -> tuple[float, float]:
     """(what AttnLRP's softmax rule absorbs, summed over every attention softmax of the LM; sum R over the tokens),
     from one more forward + backward under the rules with each softmax's input S and output A recorded: the rule
     passes sum(A g_A) / 2 of the attention's relevance into its softmax branch and returns sum(S g_S) / 2 of it to
-    the query and key, so (sum(A g_A) - sum(S g_S)) / 2 is lost there (tests/test_attnlrp.py checks the same
+    the query and key, so (sum(A g_A) - sum(S g_S)) / 2 is lost there (tests/engine/test_attnlrp.py checks the same
     term against an explicit computation). A diagnostic: torch.nn.functional.softmax is wrapped for this pass only."""
     import torch
     import torch.nn.functional as F

@@ -1,7 +1,7 @@
 """Ship a masked-LoRA run as a built-in id (engine/models/builtin_llms.py): copy its adapter (LoRA weights only,
 safetensors) into engine/models/builtin/<id>/adapter/, write training.json (the run's metadata and command),
 results/llm/<id>.json (the same with this step's provenance, for the docs' tables) and reference_logits.json (the
-built-in id's class log-probabilities on a few fixed sentences, which tests/test_gemma.py compares against).
+built-in id's class log-probabilities on a few fixed sentences, which tests/engine/test_gemma.py compares against).
 
 Before writing the reference it checks that the built-in id (fresh base + shipped adapter, merged) gives the same
 logits as the trained folder's merged model, within 1e-4.

@@ -1,6 +1,6 @@
 """Reference values of Quantus 0.6 for faithfulness correlation, Sensitivity-n (Ancona et al.'s per-input form),
 sparseness and complexity on fixed seeded inputs: tests/data/quantus_reference.json, read by
-tests/test_metric_reference.py, which computes the project's metrics on the same inputs and compares.
+tests/engine/test_metric_reference.py, which computes the project's metrics on the same inputs and compares.
 
 Quantus needs no torch for this: its metrics' `evaluate_batch` takes any object with `predict` and `shape_input`,
 so the model here is the numpy twin of the tests' `known_classifier` (a bag of words: p_1(x) = sigmoid(sum of the
@@ -30,7 +30,7 @@ try:  # only the writing run needs Quantus (a virtualenv of its own); --smoke re
 except ImportError:  # pragma: no cover - the project's .venv has no Quantus
     quantus = None
 
-#: the inputs: token ids (4.. index WEIGHTS[id - 4]), as in tests/test_metric_families.py
+#: the inputs: token ids (4.. index WEIGHTS[id - 4]), as in tests/engine/test_metric_families.py
 WEIGHTS = [1.5, -0.7, 0.3, 2.2, -1.1, 0.8, 0.05, -0.4]
 ROWS = [[4, 5, 6, 7, 8, 9, 10, 11], [7, 4, 9, 11, 6], [11, 10, 9, 8, 7, 6, 5, 4, 5, 7]]
 SUBSETS = 20

@@ -2,7 +2,7 @@
 app/self_explain_view.py), on random-weight tiny Llamas with the packaged `tiny` BERT tokenizer (plain prompts):
 the editor's fields make the spec the CLI takes, its preview is the engine's exact prompt, registration is the
 CLI's, LoRA fine-tuning from the page saves a loadable masked-fine-tuned model, and a self-explanation asked twice
-is generated once. The browser flow with the real SmolLM2 is tests/test_browser_llm.py."""
+is generated once. The browser flow with the real SmolLM2 is tests/browser/test_browser_llm.py."""
 from __future__ import annotations
 
 import copy

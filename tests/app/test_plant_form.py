@@ -1,6 +1,6 @@
 """The Models page's plant form (app/plant_form.py): the spec it builds, the command it shows (one the CLI accepts,
 meaning the same plant), its refusals, and the admin gate on the action. The planting itself runs end to end in
-tests/test_browser_groundtruth.py."""
+tests/browser/test_browser_groundtruth.py."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,7 +1,7 @@
 """The Report card view (app/report_card_view.py): its plain-words verdicts (a share, its CI and whether the CI lies
 above or below chance), the colour direction of every column, and the page on a small store written in the card's
 row format (engine/groundtruth/card_compute.py): the verdicts it prints, its shared URL both ways, and refusals. A real
-card is planted, computed and read end to end in tests/test_browser_groundtruth.py."""
+card is planted, computed and read end to end in tests/browser/test_browser_groundtruth.py."""
 from __future__ import annotations
 
 import re

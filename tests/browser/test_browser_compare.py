@@ -1,5 +1,5 @@
 """Two models side by side, a page that follows the sidebar's model, and IG's budget shown and cancelled, in a real
-headless Chromium (as tests/test_browser.py): Explain explains one text under the sidebar's model and a second one,
+headless Chromium (as tests/browser/test_browser.py): Explain explains one text under the sidebar's model and a second one,
 each heatmap labelled with its model under each prediction; Benchmarks sets two models of one setting side by side
 (a checkpoint of the shipped tiny run against the shipped MiniLM run); Benchmarks moves to the sidebar's model's run
 when the sidebar changes; a long IG run shows its budget spent and Cancel stops it, the finished measure still shown.

@@ -1,4 +1,4 @@
-"""The home page in a real browser (headless Debian chromium with selenium, as tests/test_browser.py): the app opens
+"""The home page in a real browser (headless Debian chromium with selenium, as tests/browser/test_browser.py): the app opens
 on it, it ranks the measures for the sidebar's model from the shipped results, switching the sidebar's model changes
 the card and the ranking, and a ranked measure's link opens Explain on an example with that measure."""
 from __future__ import annotations

@@ -132,7 +132,7 @@ def test_a_forked_server_is_streamlit_run_with_the_requests_environment_and_its_
 
 
 def test_serve_app_serves_the_dashboard_stops_it_and_shows_why_one_did_not_come_up(tmp_path, monkeypatch):
-    """serve_app (tests/test_browser.py) on the zygote: app/main.py answers the health check and exits 0 on the
+    """serve_app (tests/browser/test_browser.py) on the zygote: app/main.py answers the health check and exits 0 on the
     SIGTERM at the end; a server that cannot start (its port taken) fails the test at once with its own output."""
     import test_browser
 

@@ -5,7 +5,7 @@ family's under that operator (before, the boxes kept the old run's values while 
 
 Models: "Build" with its defaults, then any other interaction: the prompt editor below keeps its fields.
 
-A small store written in the card's row format (tests/test_report_card_view.py's rows); no model trained (the toy
+A small store written in the card's row format (tests/app/test_report_card_view.py's rows); no model trained (the toy
 classifier of the test cache, saved under the Build form's default id, so that Build answers at once)."""
 from __future__ import annotations
 

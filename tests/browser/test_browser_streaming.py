@@ -1,5 +1,5 @@
 """The Explain page in a real browser: the cheap measure's heatmap shows while a dear one still runs, and Cancel
-stops the run, keeping what was done (needs chromium and chromium-driver, like tests/test_browser.py)."""
+stops the run, keeping what was done (needs chromium and chromium-driver, like tests/browser/test_browser.py)."""
 from __future__ import annotations
 
 import time

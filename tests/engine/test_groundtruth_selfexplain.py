@@ -1,5 +1,5 @@
 """The report card's self-explanation rows (engine.groundtruth.selfexplain_card) on a planted prompted LM, built here
-as in tests/test_selfexplain.py: a random-weight tiny Llama with the packaged `tiny` BERT tokenizer (plain-text
+as in tests/engine/test_selfexplain.py: a random-weight tiny Llama with the packaged `tiny` BERT tokenizer (plain-text
 prompt, [REDACTED] replacement), planted with a trigger "vessel" in its metadata. The model's answers are scripted
 (a Generator whose generation step returns a fixed answer per request, through the real cache and parsing path),
 and where the verdicts must be known its classification is the planted mechanism itself: "positive" iff the text
@@ -62,7 +62,7 @@ def bert_tokenizer():
 
 
 def prompted_lm(tokenizer, replacement: str = "redacted", planted: PlantSpec | None = SPEC, model_id: str = MODEL):
-    """A tiny random Llama behind a plain-text sentiment prompt (as tests/test_selfexplain.py builds it), carrying
+    """A tiny random Llama behind a plain-text sentiment prompt (as tests/engine/test_selfexplain.py builds it), carrying
     `planted` in its metadata like a checkpoint of `python -m engine plant`."""
     import transformers
 

@@ -93,7 +93,7 @@ def test_word_players_from_offsets_and_space_marks():
 
 
 def test_threshold_pairs_follow_theory():
-    """At least 2 of 4 (tests/test_groundtruth_set_theory.py's model): with exactly two planted words present the
+    """At least 2 of 4 (tests/engine/test_groundtruth_set_theory.py's model): with exactly two planted words present the
     pair is an AND (+k); with all four present, a pair's discrete derivative is +k when neither other planted word is
     in the coalition, -k when one is, 0 when both are, each count equally likely under the Shapley weights: 0."""
     from test_groundtruth_set_theory import K, batch_of, model

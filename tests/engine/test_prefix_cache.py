@@ -1,7 +1,7 @@
 """The prompt prefix computed once (engine/models/prefix_cache.py): with the key/value cache of the
 prompt before the input slot, a prompted LM's logits, its MaSF features and every perturbation measure's scores
 equal those of the plain forward, per family (random-weight tiny causal LMs built here, the families of
-tests/test_prompted.py plus Gemma 3 with a sliding window shorter than the prompt), for each replacement
+tests/engine/test_prompted.py plus Gemma 3 with a sliding window shorter than the prompt), for each replacement
 (positions fixed, and [REDACTED] / delete, whose suffixes differ in length per row), and for multi-token label
 words. Tolerance: 1e-5 on logits and scores (float32; measured differences are 0 to ~1e-6)."""
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Ray cells record the attempt Ray ran them on: the driver side, with Ray's scheduling replaced by
 a stand-in that runs each task at once and reports it as its second attempt for one cell. The real Ray path (a worker
-killed mid-cell) is tests/test_sweeps.py::test_a_ray_worker_killed_mid_cell_has_its_task_retried_and_the_cell_written_once."""
+killed mid-cell) is tests/engine/test_sweeps.py::test_a_ray_worker_killed_mid_cell_has_its_task_retried_and_the_cell_written_once."""
 from __future__ import annotations
 
 import sys

@@ -3,7 +3,7 @@ attention checks, quality flags, ratings and agreement against hand-computed cas
 
 The studies here run on the packaged `toy` sentences with made-up scores (`engine.annotation.studies.drills.demo_tasks`): the
 properties under test are about assignment, storage and statistics, not about what the explanations say
-(tests/test_study_cli.py builds a study from a real trained model)."""
+(tests/engine/test_study_cli.py builds a study from a real trained model)."""
 from __future__ import annotations
 
 import csv

@@ -1,6 +1,6 @@
 """scripts/tools/study_server_drill.py fails (exit status 1) when any property of the server drill fails, not only
 when it crashes: its `verdict` names each broken property. The drill itself (a Streamlit server, headless
-Chromium, a SIGKILL) runs in CI through its --smoke mode in tests/test_smoke_entrypoints.py."""
+Chromium, a SIGKILL) runs in CI through its --smoke mode in tests/architecture/test_smoke_entrypoints.py."""
 from __future__ import annotations
 
 import importlib.util

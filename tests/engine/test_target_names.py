@@ -80,7 +80,7 @@ def test_the_commands_take_a_class_name(toy_classifier, models_cache, capsys):
 
 def _prompted() -> PromptedClassifier:
     """A random-weight 2-layer Llama over the packaged `tiny` BERT tokenizer, prompted with label words 'bad' for
-    negative and 'good', 'great' for positive (as tests/test_prompted.py builds them)."""
+    negative and 'good', 'great' for positive (as tests/engine/test_prompted.py builds them)."""
     import transformers
     from transformers import AutoTokenizer
 

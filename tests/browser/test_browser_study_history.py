@@ -3,7 +3,7 @@ browser's history API (pushState to another page's path, then popstate, as a bac
 the app in the same session with a URL that carries no study token. That rerun must show the study again, with no
 sidebar and no other page, both on localhost and served as to a network (ENGINE_NETWORK=1 with an admin secret).
 
-Headless Debian chromium with selenium, as tests/test_browser_study.py; the study is made in the store directly
+Headless Debian chromium with selenium, as tests/browser/test_browser_study.py; the study is made in the store directly
 (no model is needed to show it)."""
 from __future__ import annotations
 

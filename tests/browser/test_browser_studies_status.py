@@ -1,6 +1,6 @@
 """The Studies page's status line reads whole in a browser (it cut "0 of 4 needed" to
 "0 of 4 ne..."): no metric value on the page is clipped by its column. Only a browser lays the text out, so this is
-a headless Debian chromium test (selenium, as tests/test_browser_study.py), on localhost, where the one user is the
+a headless Debian chromium test (selenium, as tests/browser/test_browser_study.py), on localhost, where the one user is the
 admin."""
 from __future__ import annotations
 
