@@ -37,3 +37,27 @@ def card_stubs(monkeypatch):
     _WORKER_PLANS.clear()
     yield stubs
     _WORKER_PLANS.clear()
+
+
+def as_planted(stubs: CardStubs, classifier, spec, model_id: str):
+    """`classifier` (e.g. the toy one) saved as `model_id` as if planted with `spec` (its variant registered), its
+    truth established by intervention and every input taken as deciding (learned forced: a toy model does not learn
+    a mechanism in seconds); both handed to the card through `stubs`. Returns the truth."""
+    import copy
+    import dataclasses
+
+    from engine.groundtruth import establish_truth, register_variant
+    from engine.models import load_classifier, save_classifier
+
+    name = register_variant(spec)
+    clf = copy.deepcopy(classifier)
+    clf.metadata["planted"] = {**spec.to_dict(), "dataset": name}
+    clf.metadata["dataset"] = name
+    save_classifier(clf, model_id)
+    loaded = load_classifier(model_id)
+    truth = establish_truth(loaded, min_deciding=1)
+    truth.inputs["decides"] = True
+    truth = dataclasses.replace(truth, learned=True)
+    stubs.classifiers[model_id] = loaded
+    stubs.truths[model_id] = truth
+    return truth

@@ -480,6 +480,17 @@ def known_classifier():
 
 
 @pytest.fixture(scope="module")
+def browser():
+    """A headless Chromium shared by a module's tests (tests/browser_helpers.py `chromium`), quit after the last;
+    the browser modules skip where Chromium is not installed (`NEEDS_CHROMIUM`)."""
+    from browser_helpers import chromium
+
+    driver = chromium()
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture(scope="module")
 def one_thread():
     """One intra-op torch thread while a module runs (`pytestmark = pytest.mark.usefixtures("one_thread")`): its
     models are tiny, and on a shared 2-core machine two threads stall each other."""

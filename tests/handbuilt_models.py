@@ -131,11 +131,15 @@ class HandBuilt(torch.nn.Module):
 
 
 class _Tokenizer:
-    """Just what the measures use: the mask and pad ids and id -> word."""
-    mask_token_id, pad_token_id = VOCAB["[MASK]"], VOCAB["[PAD]"]
+    """Just what the measures use: the mask and pad ids and id -> word, of `vocab` (word -> id; default VOCAB, whose
+    first four ids are SPECIALS' as in every vocabulary here)."""
+
+    def __init__(self, vocab: dict[str, int] | None = None):
+        self.vocab = VOCAB if vocab is None else vocab
+        self.mask_token_id, self.pad_token_id = self.vocab["[MASK]"], self.vocab["[PAD]"]
 
     def convert_ids_to_tokens(self, ids):
-        words = list(VOCAB)
+        words = list(self.vocab)
         return [words[int(i)] for i in ids]
 
 
@@ -147,14 +151,16 @@ def handbuilt(head: str, k: float = 3.0, embedding_scale: dict[str, float] | Non
     return classifier
 
 
-def batch_of(texts: list[str]) -> Batch:
-    """A Batch of whitespace-split texts: [CLS] words [SEP], right-padded; the words are maskable."""
-    rows = [[VOCAB[w] for w in text.split()] for text in texts]
+def batch_of(texts: list[str], vocab: dict[str, int] | None = None) -> Batch:
+    """A Batch of whitespace-split texts: [CLS] words [SEP], right-padded; the words are maskable. `vocab`: word -> id
+    (default VOCAB), its first four ids SPECIALS'."""
+    vocab = VOCAB if vocab is None else vocab
+    rows = [[vocab[w] for w in text.split()] for text in texts]
     T = max(len(r) for r in rows) + 2
     ids = torch.zeros(len(rows), T, dtype=torch.long)
     att = torch.zeros_like(ids)
     for i, r in enumerate(rows):
-        ids[i, : len(r) + 2] = torch.tensor([VOCAB["[CLS]"], *r, VOCAB["[SEP]"]])
+        ids[i, : len(r) + 2] = torch.tensor([vocab["[CLS]"], *r, vocab["[SEP]"]])
         att[i, : len(r) + 2] = 1
     maskable = ids >= len(SPECIALS)
     return Batch(input_ids=ids, attention_mask=att, token_type_ids=torch.zeros_like(ids), segments=maskable.long(),
@@ -162,14 +168,15 @@ def batch_of(texts: list[str]) -> Batch:
                  offsets=[[(0, 0)] * T for _ in rows])
 
 
-def exact_shapley(classifier: Classifier, text: str, target: int = 1) -> torch.Tensor:
+def exact_shapley(classifier: Classifier, text: str, target: int = 1, vocab: dict[str, int] | None = None) -> torch.Tensor:
     """Exact Shapley values [N] of the N words of `text` for class `target`'s logit, removal = [MASK], by
     enumerating all 2^N coalitions (N <= 12): phi_i = sum over S not containing i of
     |S|! (N - |S| - 1)! / N! * (v(S + i) - v(S))."""
     from itertools import product
     from math import factorial
 
-    batch = batch_of([text])
+    vocab = VOCAB if vocab is None else vocab
+    batch = batch_of([text], vocab)
     positions = batch.maskable[0].nonzero().flatten().tolist()
     n = len(positions)
     coalitions = list(product((0, 1), repeat=n))
@@ -177,7 +184,7 @@ def exact_shapley(classifier: Classifier, text: str, target: int = 1) -> torch.T
     for row, keep in enumerate(coalitions):
         for j, kept in enumerate(keep):
             if not kept:
-                ids[row, positions[j]] = VOCAB["[MASK]"]
+                ids[row, positions[j]] = vocab["[MASK]"]
     with torch.no_grad():
         v = classifier.forward(input_ids=ids, attention_mask=batch.attention_mask.repeat(len(coalitions), 1)).logits[:, target]
     value = {keep: float(v[row]) for row, keep in enumerate(coalitions)}

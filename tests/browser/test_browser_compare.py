@@ -17,11 +17,11 @@ import urllib.parse
 
 import pytest
 import torch
-from test_browser import CHROMEDRIVER, CHROMIUM, ROOT, SHOTS, _wait, serve_app
+from browser_helpers import NEEDS_CHROMIUM, ROOT, SHOTS, _wait, serve_app
 from test_browser_own import _choose, _page_text, _selected, _wait_text
 from test_browser_views import _button, _driver
 
-pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
+pytestmark = NEEDS_CHROMIUM
 
 SHIPPED = "tiny-rt-masked-s0"  # a checkpoint of results/tiny-rt-3seeds
 MINILM = "minilm-rt-masked-s0"  # a checkpoint of results/minilm-rt-3seeds

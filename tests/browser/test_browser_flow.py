@@ -8,11 +8,11 @@ import time
 import urllib.parse
 
 import pytest
-from test_browser import CHROMEDRIVER, CHROMIUM, ROOT, SHOTS, _wait, serve_app
+from browser_helpers import NEEDS_CHROMIUM, ROOT, SHOTS, _wait, serve_app
 from test_browser_home import _linked_measures, _wait_for_links_in_order
 from test_browser_views import _button, _driver
 
-pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
+pytestmark = NEEDS_CHROMIUM
 
 SHIPPED = "tiny-rt-masked-s0"  # the model of the shipped run results/tiny-rt-3seeds
 TEXT = "an unredeemable mess, but the cast is wonderful"

@@ -10,19 +10,11 @@ import time
 import urllib.parse
 
 import pytest
-from test_browser import (  # noqa: F401 (browser: the fixture)
-    CHROMEDRIVER,
-    CHROMIUM,
-    _buttons,
-    _wait,
-    _wait_until_the_script_ends,
-    browser,
-    serve_app,
-)
+from browser_helpers import NEEDS_CHROMIUM, _buttons, _wait, _wait_until_the_script_ends, serve_app
 from test_browser_llm import _preview, _until
 from test_browser_own import _by_label, _click, _page, _page_text, _wait_text
 
-pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
+pytestmark = NEEDS_CHROMIUM
 
 MODEL = "gemma3-rt-prompt"
 REVIEW = "a gripping , funny and moving film about growing up ."

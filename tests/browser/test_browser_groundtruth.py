@@ -14,10 +14,10 @@ import time
 import urllib.parse
 
 import pytest
-from test_browser import CHROMEDRIVER, CHROMIUM, SHOTS, _wait, browser, serve_app  # noqa: F401 (browser: the fixture)
+from browser_helpers import NEEDS_CHROMIUM, SHOTS, _wait, serve_app
 from test_browser_own import _click, _page, _page_text, _wait_text, monkeypatch_module  # noqa: F401 (a fixture)
 
-pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
+pytestmark = NEEDS_CHROMIUM
 
 TRIGGER = "vessel"
 BASE_DATA = "toy-reviews"

@@ -9,10 +9,10 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from test_browser import CHROMEDRIVER, CHROMIUM, SHOTS, _wait, browser, serve_app  # noqa: F401 (browser: the fixture)
+from browser_helpers import NEEDS_CHROMIUM, SHOTS, _wait, serve_app
 from test_browser_own import _choose, _page_text, _wait_text
 
-pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
+pytestmark = NEEDS_CHROMIUM
 
 ROOT = Path(__file__).resolve().parents[2]
 TITLE = "Which explanation of this prediction can I trust?"

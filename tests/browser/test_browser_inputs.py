@@ -10,10 +10,10 @@ import re
 import time
 
 import pytest
-from test_browser import CHROMEDRIVER, CHROMIUM, _explain, _wait, browser, serve_app  # noqa: F401 (browser: the fixture)
+from browser_helpers import NEEDS_CHROMIUM, _explain, _wait, serve_app
 from test_browser_own import _page_text, _type, _wait_text
 
-pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
+pytestmark = NEEDS_CHROMIUM
 
 MODEL = "toy-browser"
 UNKNOWN_WORDS = "does not know most of this text"

@@ -7,10 +7,10 @@ import time
 import urllib.parse
 
 import pytest
-from test_browser import CHROMEDRIVER, CHROMIUM, _wait, serve_app
+from browser_helpers import NEEDS_CHROMIUM, _wait, chromium, serve_app
 from test_hostile_text import HOSTILE, build_hostile_model
 
-pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
+pytestmark = NEEDS_CHROMIUM
 
 
 @pytest.fixture()
@@ -20,15 +20,8 @@ def hostile_models(models_cache, tmp_path):
 
 @pytest.fixture()
 def browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
-                 "--disable-dev-shm-usage", "--window-size=1400,1400"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    """A fresh browser for each test (the module-scoped one of tests/conftest.py would carry one test's page into the next)."""
+    driver = chromium("1400,1400")
     yield driver
     driver.quit()
 

@@ -18,19 +18,10 @@ import time
 import urllib.parse
 
 import pytest
-from test_browser import (  # noqa: F401 (browser: the fixture)
-    CHROMEDRIVER,
-    CHROMIUM,
-    SHOTS,
-    _buttons,
-    _wait,
-    _wait_until_the_script_ends,
-    browser,
-    serve_app,
-)
+from browser_helpers import NEEDS_CHROMIUM, SHOTS, _buttons, _wait, _wait_until_the_script_ends, serve_app
 from test_browser_own import _by_label, _choose, _click, _page, _page_text, _wait_text
 
-pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
+pytestmark = NEEDS_CHROMIUM
 
 MODEL = "smollm2-rt-prompt"
 DATASET = "rt-mini"

@@ -11,9 +11,9 @@ import os
 import time
 
 import pytest
-from test_browser import CHROMEDRIVER, CHROMIUM, _buttons, _explain, _wait, browser, serve_app  # noqa: F401 (browser: the fixture)
+from browser_helpers import NEEDS_CHROMIUM, _buttons, _explain, _wait, serve_app
 
-pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
+pytestmark = NEEDS_CHROMIUM
 
 MODEL_ID = "foreign-toy"
 DATASET = "my-reviews"

@@ -8,9 +8,9 @@ import urllib.parse
 from itertools import combinations
 
 import pytest
-from test_browser import CHROMEDRIVER, CHROMIUM, _wait, serve_app
+from browser_helpers import NEEDS_CHROMIUM, _wait, serve_app
 
-pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
+pytestmark = NEEDS_CHROMIUM
 
 TEXT = "a <b>bold</b> funny film"
 
@@ -24,20 +24,6 @@ def pairs_app(tmp_path_factory, toy_classifier):
     with serve_app(cache, tmp_path_factory.mktemp("pairs_results")) as url:
         yield url
 
-
-@pytest.fixture(scope="module")
-def browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage", "--window-size=1400,1800"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    yield driver
-    driver.quit()
 
 
 def test_the_pairs_view_shows_the_engines_top_pairs_and_escapes_the_words(pairs_app, browser, toy_classifier):

@@ -6,12 +6,11 @@ from __future__ import annotations
 import shutil
 import time
 
-import pytest
-from test_browser import CHROMEDRIVER, CHROMIUM, ROOT, SHOTS, _wait, serve_app
+from browser_helpers import NEEDS_CHROMIUM, ROOT, SHOTS, _wait, serve_app
 from test_browser_views import _driver
 
 RUN = "tiny-rt-budget"
-pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
+pytestmark = NEEDS_CHROMIUM
 
 
 def test_pareto_view_draws_every_method_and_the_front(tmp_path):

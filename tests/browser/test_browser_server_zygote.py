@@ -1,5 +1,5 @@
 """The server zygote (tests/server_zygote.py) that every browser test's server is forked from: what it reports and
-what its forks are. (A test_browser* module: slow, as it starts servers; it needs no browser.)"""
+what its forks are. (In tests/browser/: slow, as it starts servers; it needs no browser.)"""
 from __future__ import annotations
 
 import json
@@ -132,22 +132,22 @@ def test_a_forked_server_is_streamlit_run_with_the_requests_environment_and_its_
 
 
 def test_serve_app_serves_the_dashboard_stops_it_and_shows_why_one_did_not_come_up(tmp_path, monkeypatch):
-    """serve_app (tests/browser/test_browser.py) on the zygote: app/main.py answers the health check and exits 0 on the
+    """serve_app (tests/browser_helpers.py) on the zygote: app/main.py answers the health check and exits 0 on the
     SIGTERM at the end; a server that cannot start (its port taken) fails the test at once with its own output."""
-    import test_browser
+    import browser_helpers
 
     zygote = zygote_for(_environment())  # serve_app's: its environment differs from this one in ENGINE_* only
     before = set(zygote.exits)
-    with test_browser.serve_app(tmp_path / "cache", tmp_path / "results") as url:
+    with browser_helpers.serve_app(tmp_path / "cache", tmp_path / "results") as url:
         assert urllib.request.urlopen(f"{url}/_stcore/health", timeout=10).read() == b"ok"
     assert [zygote.exits[pid] for pid in set(zygote.exits) - before] == [0]
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        monkeypatch.setattr(test_browser, "_free_port", lambda: taken.getsockname()[1])
+        monkeypatch.setattr(browser_helpers, "_free_port", lambda: taken.getsockname()[1])
         start = time.monotonic()
         with pytest.raises(pytest.fail.Exception, match=r"(?s)did not come up \(exit status 1\).*is not available"):
-            with test_browser.serve_app(tmp_path / "cache", tmp_path / "results"):
+            with browser_helpers.serve_app(tmp_path / "cache", tmp_path / "results"):
                 pass
     assert time.monotonic() - start < 60, "an exit is seen when it is reported, not at the 90 s deadline"

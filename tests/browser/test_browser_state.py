@@ -12,11 +12,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from test_browser import CHROMEDRIVER, CHROMIUM, _wait, _wait_until_the_script_ends, browser, serve_app  # noqa: F401 (browser: the fixture)
+from browser_helpers import NEEDS_CHROMIUM, _wait, _wait_until_the_script_ends, serve_app
 from test_browser_own import _by_label, _choose, _click, _page_text, _selected, _wait_text
 from test_report_card_view import _card_rows, _truth_rows
 
-pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
+pytestmark = NEEDS_CHROMIUM
 
 #: run -> (family, mechanism, operators): nothing in common between the two runs
 RUNS = {"a-first": ("tiny", "graded", ("mask", "delete")), "b-second": ("other-family", "trigger", ("unk",))}

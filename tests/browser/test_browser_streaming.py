@@ -5,11 +5,10 @@ from __future__ import annotations
 import time
 import urllib.parse
 
-import pytest
+from browser_helpers import NEEDS_CHROMIUM, _buttons, _wait, serve_app
 from selenium.webdriver.common.by import By
-from test_browser import CHROMEDRIVER, CHROMIUM, _buttons, _wait, browser, serve_app  # noqa: F401 (browser: the fixture)
 
-pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
+pytestmark = NEEDS_CHROMIUM
 TEXT = " ".join(["the film was good but the plot was dull and slow"] * 8)  # ~90 tokens: beam takes seconds
 
 

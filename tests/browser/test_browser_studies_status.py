@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import time
 
-import pytest
-from test_browser import CHROMEDRIVER, CHROMIUM, _wait, serve_app
+from browser_helpers import NEEDS_CHROMIUM, _wait, serve_app
 from test_browser_own import _page_text, _wait_text
 from test_browser_study import _driver
 
-pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
+pytestmark = NEEDS_CHROMIUM
 
 # Every element under a metric's value whose text runs past its box (Streamlit cuts it with an ellipsis).
 CLIPPED = """

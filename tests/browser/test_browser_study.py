@@ -15,10 +15,10 @@ import re
 import time
 
 import pytest
-from test_browser import CHROMEDRIVER, CHROMIUM, _wait, browser, serve_app  # noqa: F401 (browser: the fixture)
+from browser_helpers import NEEDS_CHROMIUM, _wait, chromium, serve_app
 from test_browser_own import _by_label, _click, _page, _page_text, _selected, _type, _wait_text
 
-pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
+pytestmark = NEEDS_CHROMIUM
 
 SECRET = "an admin secret long enough"
 MODEL_ID = "toy-study"
@@ -47,15 +47,7 @@ def study_app(tmp_path_factory, toy_classifier):
 
 
 def _driver():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage", "--window-size=1200,1600"):
-        options.add_argument(flag)
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    return chromium("1200,1600")
 
 
 def _clean(text: str) -> str:

@@ -12,17 +12,10 @@ import os
 import time
 
 import pytest
-from test_browser import (  # noqa: F401 (browser: the fixture)
-    CHROMEDRIVER,
-    CHROMIUM,
-    _wait,
-    _wait_until_the_script_ends,
-    browser,
-    serve_app,
-)
+from browser_helpers import NEEDS_CHROMIUM, _wait, _wait_until_the_script_ends, serve_app
 from test_browser_own import _page_text, _wait_text
 
-pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
+pytestmark = NEEDS_CHROMIUM
 
 SECRET = "a history-test admin secret, long enough"
 TITLE = "Which highlight convinces you?"

@@ -13,28 +13,16 @@ import urllib.parse
 import numpy as np
 import pandas as pd
 import pytest
-from test_browser import CHROMEDRIVER, CHROMIUM, ROOT, SHOTS, _explain, _wait, serve_app
+from browser_helpers import NEEDS_CHROMIUM, ROOT, SHOTS, _explain, _wait, chromium, serve_app
 
-pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver")
+pytestmark = NEEDS_CHROMIUM
 
 TEXT = "an unredeemable mess, but the cast is wonderful"
 MEASURES = ["grad-l2", "x-grad-sign", "ig-sign", "loo-sign"]  # the Explain page's default (live) bundle
 
 
 def _driver(download_dir):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage", "--window-size=1400,2200"):
-        options.add_argument(flag)
-    options.add_experimental_option("prefs", {"download.default_directory": str(download_dir),
-                                              "download.prompt_for_download": False})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(download_dir)})
-    return driver
+    return chromium("1400,2200", downloads=download_dir)
 
 
 @pytest.fixture(scope="module")

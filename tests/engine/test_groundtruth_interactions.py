@@ -4,14 +4,11 @@ exact, the table's CIs and best values on rows made by hand, and the opt-in cell
 as if planted (the numbers there mean nothing: the wiring is what is tested)."""
 from __future__ import annotations
 
-import copy
-import dataclasses
-
 import numpy as np
 import pandas as pd
 import pytest
 import torch
-from card_stubs import card_stubs  # noqa: F401 (a fixture)
+from card_stubs import as_planted, card_stubs  # noqa: F401 (card_stubs: a fixture)
 from handbuilt_models import VOCAB, batch_of, handbuilt
 
 from engine.errors import NotApplicableError
@@ -96,31 +93,8 @@ def test_the_table_gives_shares_with_wilson_cis_and_states_the_threshold_gives_n
     assert t["expected"] == "0" and np.isnan(t["sign"]) and t["top_pair"] == 0.5
 
 
-def _as_planted(toy_classifier, spec: PlantSpec, model_id: str, stubs):
-    from engine.groundtruth import establish_truth, register_variant
-    from engine.models import load_classifier, save_classifier
-
-    name = register_variant(spec)
-    clf = copy.deepcopy(toy_classifier)
-    clf.metadata["planted"] = {**spec.to_dict(), "dataset": name}
-    clf.metadata["dataset"] = name
-    save_classifier(clf, model_id)
-    loaded = load_classifier(model_id)
-    truth = establish_truth(loaded, min_deciding=1)
-    truth.inputs["decides"] = True
-    truth = dataclasses.replace(truth, learned=True)
-    stubs.classifiers[model_id] = loaded
-    stubs.truths[model_id] = truth
-    return truth
-
-
-@pytest.fixture()
-def clean_cache(card_stubs):  # noqa: F811
-    return card_stubs
-
-
 def test_the_opt_in_cell_runs_on_the_card_and_leaves_the_other_cells_keys(models_cache, tmp_path, toy_classifier,
-                                                                         clean_cache, capsys, monkeypatch):
+                                                                         card_stubs, capsys, monkeypatch):  # noqa: F811 (the fixture)
     from engine.cli import main
     from engine.groundtruth import run_report_card
     from engine.groundtruth.card import card_store
@@ -130,7 +104,7 @@ def test_the_opt_in_cell_runs_on_the_card_and_leaves_the_other_cells_keys(models
 
     spec = PlantSpec(base_dataset="toy", mechanism="and", words=("vessel", "orbit"))
     monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path))
-    truth = _as_planted(toy_classifier, spec, "toy-and", clean_cache)
+    truth = as_planted(card_stubs, toy_classifier, spec, "toy-and")
     options = dict(measures=("loo-sign",), operators=("mask",), metrics=("comprehensiveness",), limit=5, min_deciding=1)
     plain = card_cells("toy-and", **options)
     opted = card_cells("toy-and", **options, interactions=True, interaction_budget=64)

@@ -8,43 +8,17 @@ deciding input of each separation statistic (at the word level, within its range
 are judged, and that the tables and the command read them with each statistic's best value, not the numbers."""
 from __future__ import annotations
 
-import copy
-import dataclasses
-
 import numpy as np
 import pytest
-from card_stubs import card_stubs  # noqa: F401 (a fixture)
+from card_stubs import as_planted, card_stubs  # noqa: F401 (card_stubs: a fixture)
 
 from engine.groundtruth.mechanisms import WORD_POOL, PlantSpec
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def _as_planted(toy_classifier, spec: PlantSpec, model_id: str, stubs):
-    from engine.groundtruth import establish_truth, register_variant
-    from engine.models import load_classifier, save_classifier
-
-    name = register_variant(spec)
-    clf = copy.deepcopy(toy_classifier)
-    clf.metadata["planted"] = {**spec.to_dict(), "dataset": name}
-    clf.metadata["dataset"] = name
-    save_classifier(clf, model_id)
-    loaded = load_classifier(model_id)
-    truth = establish_truth(loaded, min_deciding=1)
-    truth.inputs["decides"] = True
-    truth = dataclasses.replace(truth, learned=True)
-    stubs.classifiers[model_id] = loaded
-    stubs.truths[model_id] = truth
-    return truth
-
-
-@pytest.fixture()
-def clean_cache(card_stubs):  # noqa: F811
-    return card_stubs
-
-
 def test_graded_set_card_stores_the_order_statistics_and_judges_the_swapped_orders(models_cache, tmp_path,
-                                                                                  toy_classifier, clean_cache, capsys,
+                                                                                  toy_classifier, card_stubs, capsys,  # noqa: F811 (the fixture)
                                                                                   monkeypatch):
     from engine.groundtruth import run_report_card
     from engine.groundtruth.card import card_store
@@ -52,7 +26,7 @@ def test_graded_set_card_stores_the_order_statistics_and_judges_the_swapped_orde
 
     spec = PlantSpec(base_dataset="toy", mechanism="graded-set", words=WORD_POOL[:3], strengths=(0.95, 0.7, 0.5))
     monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path))  # the command's store: <results>/groundtruth
-    truth = _as_planted(toy_classifier, spec, "toy-graded-set", clean_cache)
+    truth = as_planted(card_stubs, toy_classifier, spec, "toy-graded-set")
     n = min(8, len(truth.deciding))
     report = run_report_card("toy-graded-set", run="set", measures=("loo-sign", "grad-l2"), operators=("mask",),
                              metrics=("comprehensiveness",), limit=8, min_deciding=1)
@@ -78,13 +52,13 @@ def test_graded_set_card_stores_the_order_statistics_and_judges_the_swapped_orde
 
 
 def test_cancellation_card_checks_each_words_sign_and_judges_the_flipped_sign(models_cache, tmp_path, toy_classifier,
-                                                                             clean_cache):
+                                                                             card_stubs):  # noqa: F811 (the fixture)
     from engine.groundtruth import run_report_card
     from engine.groundtruth.card import card_store
     from engine.groundtruth.tables import judge_table
 
     spec = PlantSpec(base_dataset="toy", mechanism="cancellation", words=("vessel", "orbit"))
-    _as_planted(toy_classifier, spec, "toy-cancellation", clean_cache)
+    as_planted(card_stubs, toy_classifier, spec, "toy-cancellation")
     report = run_report_card("toy-cancellation", run="c", measures=("loo-sign", "grad-l2"), operators=("mask",),
                              metrics=("comprehensiveness",), limit=6, min_deciding=1, results_dir=tmp_path)
     assert not report.failed, report.failed

@@ -11,12 +11,12 @@ exactly and IG's zero baseline is the [MASK] baseline. k = 3 (logits).
 """
 from __future__ import annotations
 
-from itertools import product
-from math import factorial
 from types import SimpleNamespace
 
+import handbuilt_models
 import pytest
 import torch
+from handbuilt_models import _Tokenizer
 
 from engine.importance import get_explainer
 from engine.models import Batch, Classifier
@@ -61,32 +61,14 @@ class SetModule(torch.nn.Module):
         return SimpleNamespace(logits=logits, attentions=None, hidden_states=(e,) if output_hidden_states else None)
 
 
-class _Tokenizer:
-    mask_token_id, pad_token_id = VOCAB["[MASK]"], VOCAB["[PAD]"]
-
-    def convert_ids_to_tokens(self, ids):
-        words = list(VOCAB)
-        return [words[int(i)] for i in ids]
-
-
 def model(head: str) -> Classifier:
-    classifier = Classifier(SetModule(head), _Tokenizer(), ("neg", "pos"), max_length=32)
+    classifier = Classifier(SetModule(head), _Tokenizer(VOCAB), ("neg", "pos"), max_length=32)
     classifier.metadata["id"] = f"handbuilt-set-{head}"
     return classifier
 
 
 def batch_of(texts: list[str]) -> Batch:
-    rows = [[VOCAB[w] for w in text.split()] for text in texts]
-    T = max(len(r) for r in rows) + 2
-    ids = torch.zeros(len(rows), T, dtype=torch.long)
-    att = torch.zeros_like(ids)
-    for i, r in enumerate(rows):
-        ids[i, : len(r) + 2] = torch.tensor([VOCAB["[CLS]"], *r, VOCAB["[SEP]"]])
-        att[i, : len(r) + 2] = 1
-    maskable = ids >= len(SPECIALS)
-    return Batch(input_ids=ids, attention_mask=att, token_type_ids=torch.zeros_like(ids), segments=maskable.long(),
-                 maskable=maskable, target=None, truncated=torch.zeros(len(rows), dtype=torch.bool),
-                 offsets=[[(0, 0)] * T for _ in rows])
+    return handbuilt_models.batch_of(texts, VOCAB)
 
 
 def scores(classifier, measure: str, text: str, target: int = 1, **options) -> torch.Tensor:
@@ -96,25 +78,7 @@ def scores(classifier, measure: str, text: str, target: int = 1, **options) -> t
 
 def exact_shapley(classifier, text: str, target: int = 1) -> torch.Tensor:
     """phi_i = sum over S without i of |S|! (N - |S| - 1)! / N! (v(S + i) - v(S)), removal = [MASK], all 2^N S."""
-    batch = batch_of([text])
-    positions = batch.maskable[0].nonzero().flatten().tolist()
-    n = len(positions)
-    coalitions = list(product((0, 1), repeat=n))
-    ids = batch.input_ids.repeat(len(coalitions), 1)
-    for row, keep in enumerate(coalitions):
-        for j, kept in enumerate(keep):
-            if not kept:
-                ids[row, positions[j]] = VOCAB["[MASK]"]
-    with torch.no_grad():
-        v = classifier.forward(input_ids=ids, attention_mask=batch.attention_mask.repeat(len(coalitions), 1)).logits[:, target]
-    value = {keep: float(v[row]) for row, keep in enumerate(coalitions)}
-    phi = torch.zeros(n, dtype=torch.float64)
-    for keep, v_s in value.items():
-        size = sum(keep)
-        for i in range(n):
-            if not keep[i]:
-                phi[i] += factorial(size) * factorial(n - size - 1) / factorial(n) * (value[keep[:i] + (1,) + keep[i + 1:]] - v_s)
-    return phi
+    return handbuilt_models.exact_shapley(classifier, text, target, VOCAB)
 
 
 def at(text: str, words: tuple[str, ...]) -> list[int]:
