@@ -53,10 +53,11 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve_app(cache, results):
+def serve_app(cache, results, environ: dict[str, str | None] | None = None):
     """`streamlit run app/main.py` on a free loopback port over the models cache `cache` and the results store
     `results` (annotations go to a database beside the results, never the project's); yields its URL and stops it
-    on exit. The server is `python -m streamlit run ...` forked from this test process's server zygote
+    on exit. `environ`: variables the server gets beside this process's (None: the server does not get it), e.g.
+    {"ENGINE_NETWORK": "1", "ENGINE_ADMIN_SECRET": ...} to serve as to a network. The server is `python -m streamlit run ...` forked from this test process's server zygote
     (tests/server_zygote.py: the stack is imported once, not once a server) with this process's environment."""
     from server_zygote import log_dir, zygote_for  # here: bench/dashboard.py loads this file without tests/ on its path
 
@@ -65,6 +66,8 @@ def serve_app(cache, results):
     port = _free_port()
     env = dict(os.environ, ENGINE_MODELS_CACHE=str(cache), ENGINE_RESULTS_DIR=str(results),
                ENGINE_ANNOTATIONS_DB=str(Path(results) / "annotations.sqlite3"))
+    for name, value in (environ or {}).items():
+        env.pop(name, None) if value is None else env.__setitem__(name, value)
     zygote = zygote_for(env)
     fd, out = tempfile.mkstemp(prefix=f"streamlit-{port}-", suffix=".log", dir=log_dir())
     os.close(fd)

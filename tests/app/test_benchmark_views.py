@@ -10,6 +10,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from explanation_rows import loo_score_rows
 
 from engine.results.budget_pareto import CORRECT
 
@@ -112,18 +113,7 @@ LIMIT = 5
 @pytest.fixture()
 def loo_file_rows(toy_classifier):
     """[(example, tokens, offsets, maskable, loo-sign scores)] of the first LIMIT toy test inputs (gold label)."""
-    from engine.data import get_dataset
-    from engine.importance import get_explainer
-
-    examples = get_dataset("toy", toy_classifier.metadata.get("split_seed", 0)).split("test")[:LIMIT]
-    out = []
-    for ex in examples:
-        batch = toy_classifier.batch_of([ex])
-        imp = get_explainer("loo-sign", toy_classifier, memo=False).attribute(batch, batch.target)
-        n = int(batch.attention_mask[0].sum())
-        tokens = toy_classifier.tokenizer.convert_ids_to_tokens(batch.input_ids[0][:n].tolist())
-        out.append((ex, tokens, batch.offsets[0][:n], batch.maskable[0][:n].tolist(), imp.scores[0][:n].tolist()))
-    return out
+    return loo_score_rows(toy_classifier, LIMIT)
 
 
 def _csv_bytes(rows, shift: int = 0) -> bytes:

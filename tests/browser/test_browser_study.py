@@ -9,8 +9,6 @@ One streamlit server for the module; the admin's browser keeps its session (side
 reload is a new session and would have to sign in again)."""
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 import time
 
@@ -35,14 +33,7 @@ def study_app(tmp_path_factory, toy_classifier):
 
     cache, results = tmp_path_factory.mktemp("study_cache"), tmp_path_factory.mktemp("study_results")
     save_classifier(toy_classifier, MODEL_ID, cache_dir=cache)
-    saved = {k: os.environ.get(k) for k in ("ENGINE_NETWORK", "ENGINE_ADMIN_SECRET")}
-    os.environ.update(ENGINE_NETWORK="1", ENGINE_ADMIN_SECRET=SECRET)  # serve_app passes the environment on
-    with contextlib.ExitStack() as stack:
-        try:
-            url = stack.enter_context(serve_app(cache, results))
-        finally:
-            for k, v in saved.items():
-                os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    with serve_app(cache, results, {"ENGINE_NETWORK": "1", "ENGINE_ADMIN_SECRET": SECRET}) as url:
         yield url, results / "annotations.sqlite3"
 
 

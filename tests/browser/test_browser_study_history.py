@@ -7,8 +7,6 @@ Headless Debian chromium with selenium, as tests/browser/test_browser_study.py; 
 (no model is needed to show it)."""
 from __future__ import annotations
 
-import contextlib
-import os
 import time
 
 import pytest
@@ -36,17 +34,9 @@ def study_link(request, tmp_path_factory):
     study = store.create(StudyConfig(name=TITLE, model_id="history-model", measures=("x", "y"), n_examples=3,
                                      tasks_per_annotator=3, overlap=1, attention_checks=0), tasks, code_version="test")
     (link,) = store.invite(study.id, ["alice"])
-    network = {"ENGINE_NETWORK": "1", "ENGINE_ADMIN_SECRET": SECRET} if request.param == "network" else {}
-    saved = {k: os.environ.get(k) for k in ("ENGINE_NETWORK", "ENGINE_ADMIN_SECRET")}
-    for key in saved:
-        os.environ.pop(key, None)
-    os.environ.update(network)  # serve_app passes the environment on
-    with contextlib.ExitStack() as stack:
-        try:
-            url = stack.enter_context(serve_app(cache, results))
-        finally:
-            for k, v in saved.items():
-                os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    served = {"ENGINE_NETWORK": "1", "ENGINE_ADMIN_SECRET": SECRET} if request.param == "network" else \
+        {"ENGINE_NETWORK": None, "ENGINE_ADMIN_SECRET": None}
+    with serve_app(cache, results, served) as url:
         yield url, f"{url}/?study_token={link.token}"
 
 

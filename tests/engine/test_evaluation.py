@@ -1,42 +1,13 @@
 """The evaluation sweep and its commands: cells with provenance and cost in the evaluation store, resumable."""
 from __future__ import annotations
 
-import argparse
-import importlib
-import importlib.util
-from pathlib import Path
-
 import pytest
-
-
-def _command(name: str):
-    """engine/cli/<name>.py (imported by path while engine/cli.py still shadows the package)."""
-    try:
-        return importlib.import_module(f"engine.cli.{name}")
-    except ImportError:
-        path = Path(__file__).resolve().parents[2] / "engine" / "cli" / f"{name}.py"
-        spec = importlib.util.spec_from_file_location(f"engine_cli_{name}", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-
-
-def _run(name: str, argv: list[str]) -> int:
-    module = _command(name)
-    parser = argparse.ArgumentParser()
-    module.configure(parser)
-    args = parser.parse_args(argv)
-    args.command_line = f"python -m engine {name} " + " ".join(argv)
-    return module.run(args)
+from cli_helpers import run_command, save_for_commands
 
 
 @pytest.fixture()
 def saved_toy(toy_classifier, models_cache, tmp_path, monkeypatch):
-    from engine.models import save_classifier
-
-    monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
-    save_classifier(toy_classifier, "toy-masked-s0", overwrite=True)
-    return "toy-masked-s0"
+    return save_for_commands(toy_classifier, "toy-masked-s0", tmp_path, monkeypatch)
 
 
 def test_evaluate_writes_resumable_cells_with_provenance_and_cost(saved_toy, tmp_path, capsys):
@@ -44,7 +15,7 @@ def test_evaluate_writes_resumable_cells_with_provenance_and_cost(saved_toy, tmp
 
     argv = ["--model", saved_toy, "--dataset", "toy", "--measures", "random", "loo-sign", "--limit", "6",
             "--metrics", "comprehensiveness", "decision-flip", "--run", "t", "--agreement"]
-    assert _run("metrics", argv) == 0
+    assert run_command("metrics", argv) == 0
     store = evaluation_store()
     assert store.root == tmp_path / "results" / "evaluation"
     entries = store.provenance("t")
@@ -62,7 +33,7 @@ def test_evaluate_writes_resumable_cells_with_provenance_and_cost(saved_toy, tmp
     assert (loo["explanation_forward_rows"] > 1).all() and (loo["explanation_backward_rows"] == 0).all()
     assert set(data["better"]) == {"higher", "lower"} and data["p_below_005"].between(0, 1).all()
     assert {"aopc-comprehensiveness", "flip-fraction", "top1-flip"} <= set(data["metric"])
-    assert _run("metrics", argv) == 0  # everything is in the store: nothing is recomputed
+    assert run_command("metrics", argv) == 0  # everything is in the store: nothing is recomputed
     assert "0 cells computed, 3 already in the store" in capsys.readouterr().out
     table = evaluation_table(data)
     assert set(table["measure"]) == {"random", "loo-sign"} and table["ci"].eq("none: 1 value").all()
@@ -71,7 +42,7 @@ def test_evaluate_writes_resumable_cells_with_provenance_and_cost(saved_toy, tmp
 def test_sanity_command_stores_the_curve_and_the_verdict(saved_toy):
     from engine.faithfulness.evaluation import SANITY_MODEL, evaluation_store
 
-    assert _run("sanity", ["--model", saved_toy, "--dataset", "toy", "--measures", "random", "--checks", "model",
+    assert run_command("sanity", ["--model", saved_toy, "--dataset", "toy", "--measures", "random", "--checks", "model",
                            "--limit", "6", "--run", "s"]) == 0
     data = evaluation_store().load("s")
     assert set(data["method"]) == {SANITY_MODEL}
@@ -84,7 +55,7 @@ def test_unknown_measure_is_refused_before_any_work(saved_toy):
     from engine.errors import InvalidInputError
 
     with pytest.raises(InvalidInputError, match="known"):
-        _run("metrics", ["--model", saved_toy, "--dataset", "toy", "--measures", "nope"])
+        run_command("metrics", ["--model", saved_toy, "--dataset", "toy", "--measures", "nope"])
 
 
 def test_benchmark_cells_record_wall_time_and_rows_per_explanation(saved_toy, tmp_path):

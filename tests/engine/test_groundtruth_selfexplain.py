@@ -16,8 +16,8 @@ import shlex
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 from card_stubs import card_stubs  # noqa: F401 (a fixture)
+from tiny_lms import SENTIMENT_PROMPT, tiny_llama
 
 from engine.errors import InvalidInputError, NotApplicableError
 from engine.groundtruth.mechanisms import PlantSpec
@@ -64,20 +64,12 @@ def bert_tokenizer():
 def prompted_lm(tokenizer, replacement: str = "redacted", planted: PlantSpec | None = SPEC, model_id: str = MODEL):
     """A tiny random Llama behind a plain-text sentiment prompt (as tests/engine/test_selfexplain.py builds it), carrying
     `planted` in its metadata like a checkpoint of `python -m engine plant`."""
-    import transformers
-
     from engine.models.prompt_spec import PromptSpec
     from engine.models.prompted import PromptedClassifier
 
     tok = copy.deepcopy(tokenizer)
-    config = transformers.LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, pad_token_id=tok.pad_token_id,
-                                      bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id)
-    torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
-    spec = PromptSpec.from_dict({"instruction": "is the review positive or negative ?", "input_format": "review : {input}",
-                                 "template": "plain", "answer_prefix": "answer :", "replacement": replacement,
-                                 "verbalizer": {"negative": ["bad"], "positive": ["good"]}})
+    model = tiny_llama(tok)
+    spec = PromptSpec.from_dict({**SENTIMENT_PROMPT, "replacement": replacement})
     metadata = {"id": model_id, "dataset": "rt-planted-toy"}
     if planted is not None:
         metadata["planted"] = planted.to_dict()

@@ -3,7 +3,6 @@ a built-in measure, evaluate exactly as that measure does; rows that cannot be m
 naming the row."""
 from __future__ import annotations
 
-import argparse
 import base64
 import csv
 import json
@@ -11,6 +10,8 @@ import json
 import numpy as np
 import pytest
 import torch
+from cli_helpers import run_command, save_for_commands
+from explanation_rows import loo_score_rows
 
 pytestmark = pytest.mark.device  # depends on the torch device: a lent GPU runs it (-m device, docs/gpu.md)
 
@@ -18,41 +19,16 @@ LIMIT = 6
 FAMILIES = ["comprehensiveness", "sufficiency", "deletion", "insertion", "decision-flip", "soft"]
 
 
-def _run(argv: list[str]) -> int:
-    from engine.cli import metrics as metrics_command
-
-    parser = argparse.ArgumentParser()
-    metrics_command.configure(parser)
-    args = parser.parse_args(argv)
-    args.command_line = "python -m engine metrics " + " ".join(argv)
-    return metrics_command.run(args)
-
-
 @pytest.fixture()
 def saved_toy(toy_classifier, models_cache, tmp_path, monkeypatch):
-    from engine.models import save_classifier
-
-    monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
-    save_classifier(toy_classifier, "toy-masked-s0", overwrite=True)
-    return "toy-masked-s0"
+    return save_for_commands(toy_classifier, "toy-masked-s0", tmp_path, monkeypatch)
 
 
 @pytest.fixture()
 def loo_rows(toy_classifier):
     """[(example, tokens of the whole input, offsets, maskable, loo-sign scores [T])] of the first LIMIT test
     examples, the gold label explained (as `evaluate` does)."""
-    from engine.data import get_dataset
-    from engine.importance import get_explainer
-
-    examples = get_dataset("toy", toy_classifier.metadata.get("split_seed", 0)).split("test")[:LIMIT]
-    out = []
-    for ex in examples:
-        batch = toy_classifier.batch_of([ex])
-        imp = get_explainer("loo-sign", toy_classifier, memo=False).attribute(batch, batch.target)
-        n = int(batch.attention_mask[0].sum())
-        tokens = toy_classifier.tokenizer.convert_ids_to_tokens(batch.input_ids[0][:n].tolist())
-        out.append((ex, tokens, batch.offsets[0][:n], batch.maskable[0][:n].tolist(), imp.scores[0][:n].tolist()))
-    return out
+    return loo_score_rows(toy_classifier, LIMIT)
 
 
 def _our_csv(path, rows):
@@ -116,7 +92,7 @@ def test_imported_files_in_four_formats_evaluate_exactly_as_the_measure_they_wer
     argv = ["--model", saved_toy, "--dataset", "toy", "--measures", "loo-sign", "--limit", str(LIMIT),
             "--scores", str(tmp_path / "mine.csv"), str(tmp_path / "ferret.json"), str(tmp_path / "inseq.json"),
             str(tmp_path / "captum.jsonl"), "--run", "own", "--soft-draws", "2", "--metrics", *FAMILIES]
-    assert _run(argv) == 0
+    assert run_command("metrics", argv) == 0
     data = evaluation_store().load("own")
     data = data[data.method == "erasure"]
     imported_names = ("imported:mine", "imported:loo-by-ferret", "imported:loo-by-inseq", "imported:captum")
@@ -155,7 +131,7 @@ def test_misaligned_offsets_refuse_the_file_naming_the_row(saved_toy, loo_rows, 
         why = (re.escape(f"offsets ({s}, {e}) read {text[s:e]!r} but its token is {tok!r}") if with_token else
                r"unit \(\d+, \d+\) '\w+' cuts the model's token '\w+'")
         with pytest.raises(InvalidInputError, match=rf"bad\.csv, line {first + 2}: {why}"):
-            _run(argv)
+            run_command("metrics", argv)
     assert not (evaluation_store().root / "bad").exists()
 
 
@@ -171,7 +147,7 @@ def test_a_row_explaining_another_class_than_the_gold_label_is_refused(saved_toy
             "--metrics", "comprehensiveness"]
     with pytest.raises(InvalidInputError, match=r"ferret\.json, record 3: it explains class '\w+' but `metrics` "
                                                 r"explains the gold label"):
-        _run(argv)
+        run_command("metrics", argv)
 
 
 def test_rows_that_name_no_example_or_carry_bad_numbers_are_refused_naming_the_row(toy_classifier, loo_rows,

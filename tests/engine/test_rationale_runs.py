@@ -2,36 +2,22 @@
 faithfulness-against-plausibility view and report table that read the shipped run."""
 from __future__ import annotations
 
-import argparse
 import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from cli_helpers import run_command, save_for_commands
 
 from engine.errors import InvalidInputError
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _run(argv: list[str]) -> int:
-    from engine.cli import rationales
-
-    parser = argparse.ArgumentParser()
-    rationales.configure(parser)
-    args = parser.parse_args(argv)
-    args.command_line = "python -m engine rationales " + " ".join(argv)
-    return rationales.run(args)
-
-
 @pytest.fixture()
 def saved_babi(babi_classifier, models_cache, tmp_path, monkeypatch):
-    from engine.models import save_classifier
-
-    monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
-    save_classifier(babi_classifier, "babi-masked-s0", overwrite=True)
-    return "babi-masked-s0"
+    return save_for_commands(babi_classifier, "babi-masked-s0", tmp_path, monkeypatch)
 
 
 def test_rationales_command_stores_per_input_auprc_equal_to_the_supporting_fact_metrics_and_resumes(
@@ -46,7 +32,7 @@ def test_rationales_command_stores_per_input_auprc_equal_to_the_supporting_fact_
     measures = ["random", "grad-l2", "loo-sign"]
     argv = ["--model", saved_babi, "--dataset", "babi-1", "--measures", *measures, "--limit", "6",
             "--target", "predicted", "--run", "t"]
-    assert _run(argv) == 0
+    assert run_command("rationales", argv) == 0
     store = rationale_store()
     assert store.root == tmp_path / "results" / "rationales"
     entries = store.provenance("t")
@@ -64,7 +50,7 @@ def test_rationales_command_stores_per_input_auprc_equal_to_the_supporting_fact_
         assert table.loc[m, "value"] == pytest.approx(reference[m]["auprc"], abs=1e-9)
         assert table.loc[m, "n"] == reference[m]["n_auprc"]
         assert table.loc[m, "low"] <= table.loc[m, "value"] <= table.loc[m, "high"]
-    assert _run(argv) == 0
+    assert run_command("rationales", argv) == 0
     assert "0 cells computed, 3 already in the store" in capsys.readouterr().out
 
 
@@ -76,7 +62,7 @@ def test_rationales_refuse_a_dataset_without_supporting_facts(toy_classifier, mo
     monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
     save_classifier(toy_classifier, "toy-s0", overwrite=True)
     with pytest.raises(InvalidInputError, match="babi-1"):
-        _run(["--model", "toy-s0", "--dataset", "toy", "--measures", "grad-l2", "--limit", "3", "--run", "t"])
+        run_command("rationales", ["--model", "toy-s0", "--dataset", "toy", "--measures", "grad-l2", "--limit", "3", "--run", "t"])
     assert rationale_store().runs() == []
 
 

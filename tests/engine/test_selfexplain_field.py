@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from tiny_lms import SENTIMENT_PROMPT, tiny_llama
 
 from engine.models.prompt_spec import PromptSpec
 from engine.models.prompted import PromptedClassifier
@@ -24,24 +25,17 @@ LABELS = ["negative", "positive", "bad", "good"]
 
 @pytest.fixture(scope="module")
 def tiny():
-    import transformers
     from transformers import AutoTokenizer
 
     from engine.models.encoders import resolve_encoder
 
     tok = AutoTokenizer.from_pretrained(resolve_encoder("tiny"))
-    config = transformers.LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, pad_token_id=tok.pad_token_id,
-                                      bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id)
-    torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    model = tiny_llama(tok)
     with torch.no_grad():
         for p in model.parameters():
             if p.dim() > 1:
                 p.mul_(10)
-    spec = PromptSpec.from_dict({"instruction": "is the review positive or negative ?", "input_format": "review : {input}",
-                                 "template": "plain", "answer_prefix": "answer :",
-                                 "verbalizer": {"negative": ["bad"], "positive": ["good"]}, "replacement": "redacted"})
+    spec = PromptSpec.from_dict({**SENTIMENT_PROMPT, "replacement": "redacted"})
     return PromptedClassifier(model, copy.deepcopy(tok), spec, max_length=128)
 
 

@@ -1,0 +1,21 @@
+"""The random-weight tiny Llama the self-explanation tests prompt: 2 layers, hidden 32, over the packaged `tiny` BERT
+tokenizer's vocabulary (its [CLS] / [SEP] as bos / eos), behind a plain-text sentiment prompt."""
+from __future__ import annotations
+
+#: the plain-text sentiment prompt (a PromptSpec's fields): "bad" is class 0's word, "good" class 1's
+SENTIMENT_PROMPT = {"instruction": "is the review positive or negative ?", "input_format": "review : {input}",
+                    "template": "plain", "answer_prefix": "answer :",
+                    "verbalizer": {"negative": ["bad"], "positive": ["good"]}}
+
+
+def tiny_llama(tok):
+    """A causal Llama (2 layers, hidden 32, 4 heads, 2 key/value heads, eager attention) over `tok`'s vocabulary,
+    its weights drawn after torch.manual_seed(0), in eval mode."""
+    import torch
+    import transformers
+
+    config = transformers.LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, pad_token_id=tok.pad_token_id,
+                                      bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id)
+    torch.manual_seed(0)
+    return transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
