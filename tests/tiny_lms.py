@@ -19,3 +19,22 @@ def tiny_llama(tok):
                                       bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id)
     torch.manual_seed(0)
     return transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+
+
+class FakeGenerator:
+    """A self-explanation generator that answers without a model: `reply` is the reply to every request, or a
+    function of the request (the prompt) that gives it. Counts its calls and keeps the requests."""
+
+    def __init__(self, reply):
+        self.reply = reply if callable(reply) else (lambda request: reply)
+        self.last_cached = False
+        self.calls = 0
+        self.requests = []
+
+    def chat_prompt(self, request: str) -> str:
+        return request
+
+    def generate(self, prompt: str, **_) -> str:
+        self.calls += 1
+        self.requests.append(prompt)
+        return self.reply(prompt)

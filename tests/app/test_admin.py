@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from app_runs import run_without_exception
 from streamlit.testing.v1 import AppTest
 
 from app import admin
@@ -91,9 +92,7 @@ def network(monkeypatch, models_cache, toy_classifier, tmp_path):
 
 
 def _run(at: AppTest) -> AppTest:
-    at.run(timeout=120)
-    assert not at.exception, [e.message for e in at.exception]
-    return at
+    return run_without_exception(at, timeout=120)
 
 
 def test_open_to_the_network_without_a_secret_the_app_serves_nothing(monkeypatch, models_cache):

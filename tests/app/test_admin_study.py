@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from app_runs import run_without_exception
 from streamlit.testing.v1 import AppTest
 
 from app import admin
@@ -38,9 +39,7 @@ def study(tmp_path, monkeypatch, models_cache):
 
 
 def _run(at: AppTest) -> AppTest:
-    at.run(timeout=120)
-    assert not at.exception, [e.message for e in at.exception]
-    return at
+    return run_without_exception(at, timeout=120)
 
 
 def _open(token: str) -> AppTest:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from app_runs import run_without_exception
 from streamlit.testing.v1 import AppTest
 
 from engine.annotation import AnnotationStore
@@ -44,9 +45,7 @@ def _page(name: str | None = None) -> AppTest:
 
 
 def _run(at: AppTest) -> AppTest:
-    at.run(timeout=120)
-    assert not at.exception, [e.message for e in at.exception]
-    return at
+    return run_without_exception(at, timeout=120)
 
 
 def _shown_input(at: AppTest) -> str:

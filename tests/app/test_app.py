@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from app_runs import run_without_exception
 from streamlit.testing.v1 import AppTest
 
 from engine.models import save_classifier
@@ -18,9 +19,7 @@ def cache_with_toy(models_cache, toy_classifier):
 
 
 def _run(at: AppTest) -> AppTest:
-    at.run(timeout=120)
-    assert not at.exception, [e.message for e in at.exception]
-    return at
+    return run_without_exception(at, timeout=120)
 
 
 def _explain_page(at: AppTest) -> AppTest:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from app_runs import run_without_exception
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,9 +22,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _run(at: AppTest) -> AppTest:
-    at.run(timeout=300)
-    assert not at.exception, [e.message for e in at.exception]
-    return at
+    return run_without_exception(at, timeout=300)
 
 
 def test_the_summarys_constants_are_the_reports():

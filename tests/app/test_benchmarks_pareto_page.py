@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+from app_runs import run_without_exception
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -14,9 +15,7 @@ RUN = "tiny-rt-budget"
 
 
 def _run(at: AppTest) -> AppTest:
-    at.run(timeout=120)
-    assert not at.exception, [e.message for e in at.exception]
-    return at
+    return run_without_exception(at, timeout=120)
 
 
 def test_benchmarks_page_draws_the_shipped_budget_run_with_its_pareto_front(models_cache, tmp_path, monkeypatch):

@@ -13,6 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
+from app_runs import run_without_exception
 from streamlit.testing.v1 import AppTest
 
 from app.figure_export import FORMATS, colour, csv_bytes, figure_bytes, to_matplotlib
@@ -23,9 +24,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _run(at: AppTest) -> AppTest:
-    at.run(timeout=300)
-    assert not at.exception, [e.message for e in at.exception]
-    return at
+    return run_without_exception(at, timeout=300)
 
 
 def assert_valid(data: bytes, fmt: str) -> None:

@@ -9,6 +9,7 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
+from app_runs import run_without_exception
 from streamlit.testing.v1 import AppTest
 
 from app import trust
@@ -24,9 +25,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _run(at: AppTest) -> AppTest:
-    at.run(timeout=300)
-    assert not at.exception, [e.message for e in at.exception]
-    return at
+    return run_without_exception(at, timeout=300)
 
 
 def _shipped_evidence():

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from app_runs import run_without_exception
 from streamlit.testing.v1 import AppTest
 from test_report_card_view import _card_rows, _truth_rows
 
@@ -18,9 +19,7 @@ NOTE = "not the sidebar's model"
 
 
 def _run(at: AppTest) -> AppTest:
-    at.run(timeout=180)
-    assert not at.exception, [e.message for e in at.exception]
-    return at
+    return run_without_exception(at, timeout=180)
 
 
 @pytest.fixture()

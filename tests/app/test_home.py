@@ -9,6 +9,7 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
+from app_runs import run_without_exception
 from streamlit.testing.v1 import AppTest
 
 from app import trust
@@ -115,9 +116,7 @@ def two_models(models_cache, toy_classifier):
 
 
 def _run(at: AppTest) -> AppTest:
-    at.run(timeout=180)
-    assert not at.exception, [e.message for e in at.exception]
-    return at
+    return run_without_exception(at, timeout=180)
 
 
 def _ranking(at: AppTest) -> list[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from app_runs import run_without_exception
 from streamlit.testing.v1 import AppTest
 
 from app.input_check import MOSTLY_UNKNOWN, check_input
@@ -30,9 +31,7 @@ def cache_with_toy(models_cache, toy_classifier):
 
 
 def _run(at: AppTest) -> AppTest:
-    at.run(timeout=300)
-    assert not at.exception, [e.message for e in at.exception]
-    return at
+    return run_without_exception(at, timeout=300)
 
 
 def _explain_page() -> AppTest:

@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from app_runs import run_without_exception
 from streamlit.testing.v1 import AppTest
 
 from engine.models import save_classifier
@@ -23,9 +24,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _run(at: AppTest) -> AppTest:
-    at.run(timeout=300)
-    assert not at.exception, [e.message for e in at.exception]
-    return at
+    return run_without_exception(at, timeout=300)
 
 
 def _masking_page() -> AppTest:

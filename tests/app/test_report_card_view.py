@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from app_runs import run_without_exception
 from streamlit.testing.v1 import AppTest
 
 from app.report_card_view import percent_range, shade, verdict_css, verdict_word, verdicts
@@ -109,9 +110,7 @@ def card_results(tmp_path, monkeypatch, models_cache):
 
 
 def _run(at: AppTest) -> AppTest:
-    at.run(timeout=180)
-    assert not at.exception, [e.message for e in at.exception]
-    return at
+    return run_without_exception(at, timeout=180)
 
 
 def _verdict_lines(at: AppTest) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+from app_runs import run_without_exception
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,9 +21,7 @@ def _curve(measure: str, seed: int, drop: float) -> pd.DataFrame:
 
 
 def _run(at: AppTest) -> AppTest:
-    at.run(timeout=120)
-    assert not at.exception, [e.message for e in at.exception]
-    return at
+    return run_without_exception(at, timeout=120)
 
 
 def test_a_rerun_reads_no_cell_of_an_unchanged_store_and_a_new_cell_on_the_next(models_cache, tmp_path, monkeypatch):

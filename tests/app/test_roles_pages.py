@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from app_runs import run_without_exception
 from streamlit.testing.v1 import AppTest
 
 from app import admin, availability
@@ -22,9 +23,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _run(at: AppTest) -> AppTest:
-    at.run(timeout=180)
-    assert not at.exception, [e.message for e in at.exception]
-    return at
+    return run_without_exception(at, timeout=180)
 
 
 def _offered(at: AppTest, probe: tuple[str, str]) -> bool:

@@ -8,7 +8,7 @@ import copy
 
 import pytest
 import torch
-from tiny_lms import SENTIMENT_PROMPT, tiny_llama
+from tiny_lms import SENTIMENT_PROMPT, FakeGenerator, tiny_llama
 
 from engine.models.prompt_spec import PromptSpec
 from engine.models.prompted import PromptedClassifier
@@ -107,22 +107,6 @@ def _tiny_prompted(tokenizer) -> PromptedClassifier:
     model = tiny_llama(tok)
     spec = PromptSpec.from_dict(SENTIMENT_PROMPT)
     return PromptedClassifier(model, tok, spec, max_length=96)
-
-
-class FakeGenerator:
-    """Answers every request with one fixed reply (no model generates it)."""
-
-    def __init__(self, reply: str):
-        self.reply = reply
-        self.last_cached = False
-        self.calls = 0
-
-    def chat_prompt(self, request: str) -> str:
-        return request
-
-    def generate(self, prompt: str, **_) -> str:
-        self.calls += 1
-        return self.reply
 
 
 @pytest.mark.parametrize("kind", ["counterfactual", "attribution", "redaction"])

@@ -9,7 +9,7 @@ import copy
 from types import SimpleNamespace
 
 import pytest
-from tiny_lms import SENTIMENT_PROMPT, tiny_llama
+from tiny_lms import SENTIMENT_PROMPT, FakeGenerator, tiny_llama
 
 from engine.models.prompt_spec import PromptSpec
 from engine.models.prompted import PromptedClassifier
@@ -61,25 +61,9 @@ def tiny():
     return PromptedClassifier(model, copy.deepcopy(tok), spec, max_length=128)
 
 
-class FakeGenerator:
-    """Answers with reply(x), x the input text the request shows (its last "Text: " line)."""
-
-    def __init__(self, reply):
-        self.reply = reply
-        self.last_cached = False
-        self.calls = 0
-
-    def chat_prompt(self, request: str) -> str:
-        return request
-
-    def generate(self, prompt: str, **_) -> str:
-        self.calls += 1
-        return self.reply(prompt.rsplit("Text: ", 1)[1].split("\n\n")[0])
-
-
 def _judge(tiny, kind: str, reply) -> list[str]:
     """The verdicts of `kind` on TEXT when the model answers reply(x)."""
-    gen = FakeGenerator(reply)
+    gen = FakeGenerator(lambda request: reply(request.rsplit("Text: ", 1)[1].split("\n\n")[0]))  # the input shown
     ex = [SimpleNamespace(primary=TEXT, label=1)]
     if kind in MADSEN:
         r = explain_one(tiny, gen, kind, TEXT, label="positive", only_correct=False)

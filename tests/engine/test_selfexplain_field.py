@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from tiny_lms import SENTIMENT_PROMPT, tiny_llama
+from tiny_lms import SENTIMENT_PROMPT, FakeGenerator, tiny_llama
 
 from engine.models.prompt_spec import PromptSpec
 from engine.models.prompted import PromptedClassifier
@@ -37,22 +37,6 @@ def tiny():
                 p.mul_(10)
     spec = PromptSpec.from_dict({**SENTIMENT_PROMPT, "replacement": "redacted"})
     return PromptedClassifier(model, copy.deepcopy(tok), spec, max_length=128)
-
-
-class FakeGenerator:
-    """Answers with reply(request) (no model generates it)."""
-
-    def __init__(self, reply):
-        self.reply = reply if callable(reply) else (lambda request: reply)
-        self.last_cached = False
-        self.requests = []
-
-    def chat_prompt(self, request: str) -> str:
-        return request
-
-    def generate(self, prompt: str, **_) -> str:
-        self.requests.append(prompt)
-        return self.reply(prompt)
 
 
 NOT_AN_EXPLANATION = {"empty": "", "whitespace": "  \n ", "refusal": "I'm sorry, I cannot help with that.",
