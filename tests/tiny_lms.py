@@ -7,6 +7,24 @@ SENTIMENT_PROMPT = {"instruction": "is the review positive or negative ?", "inpu
                     "template": "plain", "answer_prefix": "answer :",
                     "verbalizer": {"negative": ["bad"], "positive": ["good"]}}
 
+#: family -> (its transformers config class, the tiny sizes): the random-weight causal LMs the prompted tests build
+#: (tests/engine/test_prompted.py every family, test_prefix_cache.py three beside Gemma 3)
+TINY_LM_FAMILIES = {
+    "llama": ("LlamaConfig", {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+                              "num_attention_heads": 4, "num_key_value_heads": 2}),
+    "gpt2": ("GPT2Config", {"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 256}),
+    "qwen2": ("Qwen2Config", {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+                              "num_attention_heads": 4, "num_key_value_heads": 2}),
+    "qwen3": ("Qwen3Config", {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+                              "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8}),
+    "mistral": ("MistralConfig", {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+                                  "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8}),
+    "gemma": ("GemmaConfig", {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+                              "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8}),
+    "phi3": ("Phi3Config", {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+                            "num_attention_heads": 4, "num_key_value_heads": 2}),
+}
+
 
 def tiny_llama(tok):
     """A causal Llama (2 layers, hidden 32, 4 heads, 2 key/value heads, eager attention) over `tok`'s vocabulary,

@@ -10,6 +10,7 @@ import copy
 
 import pytest
 import torch
+from tiny_lms import TINY_LM_FAMILIES
 
 from engine.importance import get_explainer
 from engine.models.prefix_cache import shared_prefix_length
@@ -21,11 +22,7 @@ pytestmark = pytest.mark.device  # depends on the torch device: a lent GPU runs 
 TOL = 1e-5
 TEXTS = ["a gripping , funny and moving film", "dull , tedious and far too long", "fine"]
 FAMILIES = {
-    "llama": ("LlamaConfig", {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-                              "num_attention_heads": 4, "num_key_value_heads": 2}),
-    "gpt2": ("GPT2Config", {"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 256}),
-    "qwen2": ("Qwen2Config", {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-                              "num_attention_heads": 4, "num_key_value_heads": 2}),
+    **{name: TINY_LM_FAMILIES[name] for name in ("llama", "gpt2", "qwen2")},
     # Gemma 3: sliding-window layers (window 8, shorter than the prompt) between full-attention ones
     "gemma3": ("Gemma3TextConfig", {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 3,
                                     "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,

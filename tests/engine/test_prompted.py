@@ -8,6 +8,7 @@ import json
 
 import pytest
 import torch
+from tiny_lms import TINY_LM_FAMILIES
 
 from engine.importance import get_explainer
 from engine.models.masking import mask_all_primary
@@ -16,21 +17,7 @@ from engine.models.prompted import PromptedClassifier
 
 pytestmark = pytest.mark.device  # depends on the torch device: a lent GPU runs it (-m device, docs/gpu.md)
 
-FAMILIES = {
-    "llama": ("LlamaConfig", {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-                              "num_attention_heads": 4, "num_key_value_heads": 2}),
-    "gpt2": ("GPT2Config", {"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 256}),
-    "qwen2": ("Qwen2Config", {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-                              "num_attention_heads": 4, "num_key_value_heads": 2}),
-    "qwen3": ("Qwen3Config", {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-                              "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8}),
-    "mistral": ("MistralConfig", {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-                                  "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8}),
-    "gemma": ("GemmaConfig", {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-                              "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8}),
-    "phi3": ("Phi3Config", {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-                            "num_attention_heads": 4, "num_key_value_heads": 2}),
-}
+FAMILIES = TINY_LM_FAMILIES
 TEXT = "a gripping , funny and moving film"
 TEXTS = [TEXT, "dull , tedious and far too long"]
 
