@@ -61,3 +61,17 @@ def as_planted(stubs: CardStubs, classifier, spec, model_id: str):
     stubs.classifiers[model_id] = loaded
     stubs.truths[model_id] = truth
     return truth
+
+
+def card_on_handbuilt(monkeypatch, word: str = "trig") -> None:
+    """The card computed for a hand-built planted model (tests/handbuilt_models.py): without MaSF (its shares are
+    NaN), and with the planted `word` found by its id, as the hand-built tokenizer only maps ids to words."""
+    import torch
+    from handbuilt_models import VOCAB
+
+    import engine.groundtruth.card_compute as card_compute
+    import engine.ood
+
+    monkeypatch.setattr(engine.ood, "load_or_fit_masf", lambda classifier, dataset: None)
+    monkeypatch.setattr(card_compute, "planted_positions", lambda classifier, batch, spec: (
+        (batch.input_ids == VOCAB[word]) & batch.maskable, torch.zeros_like(batch.maskable)))

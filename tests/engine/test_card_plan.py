@@ -4,26 +4,20 @@ hash. On the hand-built planted model of test_groundtruth_min_deciding (12 decid
 from __future__ import annotations
 
 import pytest
-from card_stubs import card_stubs  # noqa: F401 (a fixture)
+from card_stubs import card_on_handbuilt, card_stubs  # noqa: F401 (card_stubs: a fixture)
 from test_groundtruth_min_deciding import MODEL, N_DECIDING, planted  # noqa: F401 (the hand-built planted model)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_a_card_of_several_cells_resolves_its_model_once(planted, card_stubs, tmp_path, monkeypatch):  # noqa: F811
-    import torch
-    from handbuilt_models import VOCAB
 
-    import engine.groundtruth.card_compute as card_compute
     import engine.groundtruth.planting as planting
     import engine.models
     import engine.models.checkpoint as checkpoint
-    import engine.ood
     from engine.groundtruth import run_report_card
 
-    monkeypatch.setattr(engine.ood, "load_or_fit_masf", lambda classifier, dataset: None)  # no MaSF
-    monkeypatch.setattr(card_compute, "planted_positions", lambda classifier, batch, spec: (  # its own vocabulary
-        (batch.input_ids == VOCAB["trig"]) & batch.maskable, torch.zeros_like(batch.maskable)))
+    card_on_handbuilt(monkeypatch)  # no MaSF; the planted word found by its id
     loads, specs, hashes = [], [], []
     load, read_spec = engine.models.load_classifier, planting.planted_spec
     monkeypatch.setattr(engine.models, "load_classifier", lambda model, *a, **k: loads.append(model) or load(model))

@@ -7,27 +7,21 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
-from card_stubs import card_stubs  # noqa: F401 (a fixture)
+from card_stubs import card_on_handbuilt, card_stubs  # noqa: F401 (card_stubs: a fixture)
 from test_groundtruth_min_deciding import MODEL, N_DECIDING, planted  # noqa: F401  (the hand-built planted model beside this file)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_the_true_explanation_passes_the_cards_randomisation_test_on_every_input(planted, monkeypatch):  # noqa: F811
-    from handbuilt_models import VOCAB
 
-    import engine.groundtruth.card_compute as card
-    import engine.ood
     from engine.faithfulness.randomisation import p_value_floor
     from engine.faithfulness.registry import better
     from engine.groundtruth.card_cells import ReportCardCell
     from engine.groundtruth.card_compute import compute_card_cell
     from engine.sweeps import CellContext
 
-    monkeypatch.setattr(engine.ood, "load_or_fit_masf", lambda classifier, dataset: None)  # no MaSF: shares NaN
-    monkeypatch.setattr(card, "planted_positions", lambda classifier, batch, spec: (
-        (batch.input_ids == VOCAB["trig"]) & batch.maskable, torch.zeros_like(batch.maskable)))
+    card_on_handbuilt(monkeypatch)  # no MaSF; the planted word found by its id
     cell = ReportCardCell(model=MODEL, operator="mask", explanation="explanation:true", limit=8,
                           metrics=("randomisation", "sensitivity-n"), min_deciding=N_DECIDING, random_sets=40)
     rows = compute_card_cell(cell, CellContext("test", None, None)).rows
