@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     for n, text in enumerate(texts):
         batch = clf.batch([text])
         T = int(batch.input_ids.shape[1])
-        P = shared_prefix_length(batch.input_ids, batch.attention_mask, clf._template_prefix_ids())
+        P = shared_prefix_length(batch.input_ids, batch.attention_mask, clf.template_prefix_ids())
         with torch.no_grad():
             target = torch.tensor([int(clf.logits(batch).argmax())])
         for m in args.measures:

@@ -111,10 +111,10 @@ def cached_limit(classifier, batch, sizes) -> tuple[float, int, int]:
         ids = batch.input_ids.repeat(bs, 1)
         ids[torch.arange(bs), slot[torch.arange(bs) % len(slot)]] = classifier.mask_token_id
         mask = batch.attention_mask.repeat(bs, 1)
-        P = shared_prefix_length(ids, mask, classifier._template_prefix_ids())
+        P = shared_prefix_length(ids, mask, classifier.template_prefix_ids())
         with torch.no_grad():
             classifier.forward(input_ids=ids, attention_mask=mask)  # warm: the prefix is cached
-            kv = classifier._prefix_kv()
+            kv = classifier.prefix_kv()
             before = kv.suffix_tokens
             _, t = timed(lambda: classifier.forward(input_ids=ids, attention_mask=mask))
             tokens = kv.suffix_tokens - before
@@ -235,7 +235,7 @@ def main(argv=None) -> int:
             for m in ours:
                 ex = get_explainer(m, clf, memo=False, **options.get(m, {}))
                 clf.prefix_cache = True
-                kv = clf._prefix_kv()
+                kv = clf.prefix_kv()
                 before = kv.suffix_tokens
                 with counting_rows(clf.counted_module) as rows:
                     _, t_ours = timed(lambda ex=ex: ex.attribute(batch, target=torch.tensor([target])))

@@ -85,8 +85,8 @@ def main(argv=None) -> int:
             batch = classifier.batch_of(examples[:64])
             out = classifier.model.base_model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
             last = classifier.pooled_positions(batch.attention_mask)
-            logp = classifier._head(out.last_hidden_state[torch.arange(len(batch)), last])
-            ids = torch.tensor([t[0] for _, t in classifier._words])
+            logp = classifier.vocabulary_log_probs(out.last_hidden_state[torch.arange(len(batch)), last])
+            ids = torch.tensor([t[0] for _, t in classifier.label_word_tokens])
             coverage = float(logp[:, ids].exp().sum(1).mean())
     from engine.sweeps import provenance
 
