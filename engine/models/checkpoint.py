@@ -180,16 +180,18 @@ def load_classifier(model_id_or_path: str | os.PathLike, device: str | None = No
     configure()
     if not is_path(model_id_or_path):
         model_id = check_model_id(str(model_id_or_path))
-        recover_folder(models_cache_dir() / model_id)  # a save killed mid-swap where no atomic exchange exists
-        if not (models_cache_dir() / model_id).exists():
+        folder = models_cache_dir() / model_id
+        recover_folder(folder)  # a save killed mid-swap where no atomic exchange exists
+        if not folder.exists():
             if read_manifest(model_id) is not None:
                 return load_registered(model_id, device=device, dtype=dtype, attention=attention)
             known = [m["id"] for m in list_checkpoints() + registered_models() if "error" not in m]
             raise CheckpointError(f"no checkpoint or registered model {model_id!r} (known: {', '.join(known) or 'none'}); "
                                   "register a folder with `python -m engine models add PATH`")
-    elif not (Path(model_id_or_path) / "metadata.json").is_file() and Path(model_id_or_path).is_dir():
+        return _load_checkpoint(folder, device, dtype, attention)  # the id resolved once: checkpoint_dir's folder
+    if not (Path(model_id_or_path) / "metadata.json").is_file() and Path(model_id_or_path).is_dir():
         return load_foreign(model_id_or_path, device=device, dtype=dtype, attention=attention)
-    return _load_checkpoint(checkpoint_dir(model_id_or_path), device, dtype, attention)
+    return _load_checkpoint(Path(model_id_or_path), device, dtype, attention)
 
 
 def _load_checkpoint(folder: Path, device: str | None, dtype: str | None = None, attention: str | None = None) -> Classifier:
