@@ -39,12 +39,12 @@ import sys
 import time
 
 import torch
-from _llm_smoke import tiny_prompted
-from _smoke import SMOKE_HELP, use_scratch_folders
+from _llm_smoke import start_bench, tiny_prompted
+from _smoke import SMOKE_HELP
 
 from engine.faithfulness.cost import counting_rows
 from engine.importance import get_explainer
-from engine.runtime import code_version, configure
+from engine.runtime import code_version
 
 CLOCK = time.process_time
 OURS_TO_CAPTUM = {"loo-sign": "FeatureAblation", "kernel-shap": "KernelShap", "lime": "Lime",
@@ -199,10 +199,8 @@ def main(argv=None) -> int:
                         "the better part of an hour)")
     p.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = p.parse_args(argv)
-    configure()
-    torch.set_num_threads(1)
+    start_bench(args.smoke)
     if args.smoke:
-        use_scratch_folders()
         base, args.inputs, args.shots, args.n_samples, args.ig_steps, sizes = tiny_prompted(), 1, [0], 8, 4, (4,)
         texts = ["a gripping , funny and moving film"]
     else:
