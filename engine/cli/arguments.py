@@ -69,6 +69,13 @@ def annotation_database(args: argparse.Namespace, create: bool, first: str) -> s
     return path
 
 
+def print_listing(entries: list[dict], line, broken) -> None:
+    """One printed line per entry of a listing (checkpoints, registered models, datasets): `line(entry)`, or
+    `broken(entry)` for an entry that could not be read (it carries an `error`)."""
+    for entry in entries:
+        print(broken(entry) if "error" in entry else line(entry))
+
+
 def print_area_table(run: str) -> None:
     """ACU / RACU (mean over seeds, 95% BCa CI) of every method and measure in the run, as markdown."""
     import pandas as pd
