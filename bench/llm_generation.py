@@ -36,9 +36,7 @@ def main(argv=None) -> int:
     p.add_argument("--wall", action="store_true", help="wall time instead of this process's CPU time")
     p.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = p.parse_args(argv)
-    start_bench(args.smoke)
-    if args.wall:
-        CLOCK = time.perf_counter
+    CLOCK = start_bench(args.smoke, args.wall)
     from engine.selfexplain import DecodingSettings, Generator
     from engine.selfexplain.parsing import explanation_request
 
