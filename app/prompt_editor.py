@@ -167,11 +167,11 @@ def preview(tokenizer, spec: PromptSpec, text: str = PREVIEW_TEXT, text2: str | 
         warnings.simplefilter("ignore", PromptSpecWarning)
         classifier = PromptedClassifier(_Weightless(len(tokenizer)), tokenizer, checked, max_length=1 << 20)
     prompt, span, span2 = classifier.render(text, text2 if spec.paired else None)
-    ids, segments, _ = classifier._encode(text, text2 if spec.paired else None)
+    ids, segments, _ = classifier.encode_prompt(text, text2 if spec.paired else None)
     from engine.models.batch import PRIMARY
 
     words = [(classifier.classes[k], word, tokenizer.convert_ids_to_tokens(tokens))
-             for (k, tokens), word in zip(classifier._words, [w for c in classifier.classes for w in spec.verbalizer[c]])]
+             for (k, tokens), word in zip(classifier.label_word_tokens, [w for c in classifier.classes for w in spec.verbalizer[c]])]
     return Preview(prompt, span, span2, len(ids), sum(s == PRIMARY for s in segments), words,
                    list(classifier.prompt_warnings), template_layout(spec))
 

@@ -70,7 +70,7 @@ def _aopc(scorer, batch, imp) -> float:
     target = imp.target.to(batch.input_ids.device)
     call = Call(batch=batch, target=target, logits=None, progress=None, should_stop=None)
     pos = batch.maskable[0].nonzero().flatten().tolist()
-    s = SetScores(len(pos), scorer._evaluator(call, 0, pos))
+    s = SetScores(len(pos), scorer.set_evaluator(call, 0, pos))
     order = sorted(range(len(pos)), key=lambda t: -float(imp.scores[0, pos[t]]))
     w = curve_weights(len(pos), "full")
     s.fetch(prefix_masks(order, w))

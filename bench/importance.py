@@ -32,10 +32,10 @@ import statistics
 import time
 
 import torch  # noqa: E402
-from _timing import sync  # noqa: E402
+from _timing import live_bundle, sync  # noqa: E402
 
 from engine.explain import LIVE_MEASURES  # noqa: E402
-from engine.importance import clear_memo, get_explainer  # noqa: E402
+from engine.importance import get_explainer  # noqa: E402
 from engine.importance.captum_extras import WeightedRidge  # noqa: E402
 from engine.models import CheckpointError, load_classifier, tokenize  # noqa: E402
 from engine.runtime import code_version, configure  # noqa: E402
@@ -559,17 +559,7 @@ def bench_live_bundle(model_id: str, repeats: int, T: int = 64, batch_sizes: tup
     (`bundle_rows`), all three alternated."""
     classifier = get_model(model_id)
     batch = tokenize(classifier.tokenizer, TEXT, max_length=T).to(classifier.device)
-    explainers = [get_explainer(m, classifier) for m in LIVE_MEASURES]
-    alone = [get_explainer(m, classifier, memo=False) for m in LIVE_MEASURES]
-
-    def bundle():
-        clear_memo(classifier.model)
-        for ex in explainers:
-            ex.attribute(batch)
-
-    def separately():
-        for ex in alone:
-            ex.attribute(batch)
+    _, bundle, separately = live_bundle(classifier, batch)
 
     fwd = Peak(classifier, T, False, repeats, batch_sizes)
     bwd = Peak(classifier, T, True, repeats, batch_sizes)

@@ -23,15 +23,15 @@ import sys
 import time
 
 import torch
-from _llm_smoke import tiny_prompted
-from _smoke import SMOKE_HELP, use_scratch_folders
-from _timing import sync
+from _llm_smoke import start_bench, tiny_prompted
+from _smoke import SMOKE_HELP
+from _timing import live_bundle, sync
 
 from engine.explain import LIVE_MEASURES, by_cost, explain_text
 from engine.faithfulness.cost import counting_rows
-from engine.importance import clear_memo, get_explainer
+from engine.importance import clear_memo
 from engine.importance.batching import explained
-from engine.runtime import code_version, configure
+from engine.runtime import code_version
 
 CLOCK = time.process_time
 BATCH_SIZES = (1, 4, 16, 32)
@@ -103,12 +103,8 @@ def main(argv=None) -> int:
     p.add_argument("--wall", action="store_true", help="wall time instead of this process's CPU time")
     p.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = p.parse_args(argv)
-    configure()
-    torch.set_num_threads(1)
-    if args.wall:
-        CLOCK = time.perf_counter
+    CLOCK = start_bench(args.smoke, args.wall)
     if args.smoke:
-        use_scratch_folders()
         classifier, args.repeats, sizes = tiny_prompted(), 1, (1, 4)
     else:
         from engine.models import load_classifier
@@ -125,17 +121,7 @@ def main(argv=None) -> int:
     print(f"model {classifier.id}: prompt of {T} tokens, {N} of them the input slot; input: {text!r}")
 
     # (a) the live bundle against the forward-pass limit
-    explainers = [get_explainer(m, classifier) for m in LIVE_MEASURES]
-    alone = [get_explainer(m, classifier, memo=False) for m in LIVE_MEASURES]
-
-    def bundle():
-        clear_memo(classifier.model)
-        for ex in explainers:
-            ex.attribute(batch)
-
-    def separately():
-        for ex in alone:
-            ex.attribute(batch)
+    explainers, bundle, separately = live_bundle(classifier, batch)
 
     counted = classifier.counted_module  # a prompted LM runs its base model
     clear_memo(classifier.model)

@@ -19,10 +19,10 @@ import sys
 import time
 
 import torch
-from _llm_smoke import tiny_prompted
-from _smoke import SMOKE_HELP, use_scratch_folders
+from _llm_smoke import start_bench, tiny_prompted
+from _smoke import SMOKE_HELP
 
-from engine.runtime import code_version, configure
+from engine.runtime import code_version
 
 CLOCK = time.process_time
 
@@ -36,15 +36,11 @@ def main(argv=None) -> int:
     p.add_argument("--wall", action="store_true", help="wall time instead of this process's CPU time")
     p.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = p.parse_args(argv)
-    configure()
-    torch.set_num_threads(1)
-    if args.wall:
-        CLOCK = time.perf_counter
+    CLOCK = start_bench(args.smoke, args.wall)
     from engine.selfexplain import DecodingSettings, Generator
     from engine.selfexplain.parsing import explanation_request
 
     if args.smoke:
-        use_scratch_folders()
         classifier, args.max_new_tokens, args.repeats = tiny_prompted(), 8, 1
     else:
         from engine.models import load_classifier

@@ -22,12 +22,12 @@ import sys
 import time
 
 import torch
-from _llm_smoke import tiny_prompted
-from _smoke import SMOKE_HELP, use_scratch_folders
+from _llm_smoke import start_bench, tiny_prompted
+from _smoke import SMOKE_HELP
 
 from engine.importance import get_explainer
 from engine.models.prefix_cache import shared_prefix_length
-from engine.runtime import code_version, configure
+from engine.runtime import code_version
 
 CLOCK = time.process_time
 GRADIENT_MEASURES = ("grad-l2", "x-grad-sign", "ig-sign", "gradient-shap", "deeplift")
@@ -47,10 +47,8 @@ def main(argv=None) -> int:
     p.add_argument("--ig-steps", type=int, default=20, help="IG's steps (fixed, so both runs do the same work)")
     p.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = p.parse_args(argv)
-    configure()
-    torch.set_num_threads(1)
+    start_bench(args.smoke)
     if args.smoke:
-        use_scratch_folders()
         clf, args.ig_steps = tiny_prompted(), 4
         texts = ["a gripping , funny and moving film"]
     else:
@@ -71,7 +69,7 @@ def main(argv=None) -> int:
     for n, text in enumerate(texts):
         batch = clf.batch([text])
         T = int(batch.input_ids.shape[1])
-        P = shared_prefix_length(batch.input_ids, batch.attention_mask, clf._template_prefix_ids())
+        P = shared_prefix_length(batch.input_ids, batch.attention_mask, clf.template_prefix_ids())
         with torch.no_grad():
             target = torch.tensor([int(clf.logits(batch).argmax())])
         for m in args.measures:

@@ -39,12 +39,12 @@ import sys
 import time
 
 import torch
-from _llm_smoke import tiny_prompted
-from _smoke import SMOKE_HELP, use_scratch_folders
+from _llm_smoke import start_bench, tiny_prompted
+from _smoke import SMOKE_HELP
 
 from engine.faithfulness.cost import counting_rows
 from engine.importance import get_explainer
-from engine.runtime import code_version, configure
+from engine.runtime import code_version
 
 CLOCK = time.process_time
 OURS_TO_CAPTUM = {"loo-sign": "FeatureAblation", "kernel-shap": "KernelShap", "lime": "Lime",
@@ -111,10 +111,10 @@ def cached_limit(classifier, batch, sizes) -> tuple[float, int, int]:
         ids = batch.input_ids.repeat(bs, 1)
         ids[torch.arange(bs), slot[torch.arange(bs) % len(slot)]] = classifier.mask_token_id
         mask = batch.attention_mask.repeat(bs, 1)
-        P = shared_prefix_length(ids, mask, classifier._template_prefix_ids())
+        P = shared_prefix_length(ids, mask, classifier.template_prefix_ids())
         with torch.no_grad():
             classifier.forward(input_ids=ids, attention_mask=mask)  # warm: the prefix is cached
-            kv = classifier._prefix_kv()
+            kv = classifier.prefix_kv()
             before = kv.suffix_tokens
             _, t = timed(lambda: classifier.forward(input_ids=ids, attention_mask=mask))
             tokens = kv.suffix_tokens - before
@@ -199,10 +199,8 @@ def main(argv=None) -> int:
                         "the better part of an hour)")
     p.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = p.parse_args(argv)
-    configure()
-    torch.set_num_threads(1)
+    start_bench(args.smoke)
     if args.smoke:
-        use_scratch_folders()
         base, args.inputs, args.shots, args.n_samples, args.ig_steps, sizes = tiny_prompted(), 1, [0], 8, 4, (4,)
         texts = ["a gripping , funny and moving film"]
     else:
@@ -235,7 +233,7 @@ def main(argv=None) -> int:
             for m in ours:
                 ex = get_explainer(m, clf, memo=False, **options.get(m, {}))
                 clf.prefix_cache = True
-                kv = clf._prefix_kv()
+                kv = clf.prefix_kv()
                 before = kv.suffix_tokens
                 with counting_rows(clf.counted_module) as rows:
                     _, t_ours = timed(lambda ex=ex: ex.attribute(batch, target=torch.tensor([target])))

@@ -1,6 +1,6 @@
-"""What the bench and scripts entries share in their `--smoke` mode (CI runs every entry so, see
+"""What the bench and scripts entries share: their `--smoke` mode (CI runs every entry so, see
 tests/test_smoke_entrypoints.py): the real code on tiny inputs, in a scratch folder, in seconds. Smoke numbers mean
-nothing; they show that the entry still runs end to end.
+nothing; they show that the entry still runs end to end. And their end: the result record printed and written.
 
 The bench and scripts entries import it as `engine.smoke` (the package is installed: no entry edits sys.path).
 """
@@ -11,6 +11,32 @@ import tempfile
 from pathlib import Path
 
 SMOKE_HELP = "CI smoke mode: the real code on tiny inputs (toy data, 1 epoch, 1 repeat) in a scratch folder; the numbers mean nothing"
+
+
+def print_and_write(result: dict, out: str | os.PathLike | None) -> int:
+    """An entry's end: its result record printed as JSON (indented 2) and, when `out` names a file, written there
+    the same way with a final newline, atomically (never a half-written result file; its folder made). Returns 0,
+    the entry's exit status."""
+    import json
+
+    text = json.dumps(result, indent=2)
+    print(text)
+    if out:
+        from engine.atomic import write_text
+
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        write_text(out, text + "\n")
+    return 0
+
+
+def append_row(out: Path, row: dict) -> None:
+    """One JSON line appended to `out` (its folder made): the per-input log of a long entry, which a rerun reads
+    back to skip the inputs done."""
+    import json
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("a") as fh:
+        fh.write(json.dumps(row) + "\n")
 
 
 def use_scratch_folders() -> Path:

@@ -4,10 +4,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import textwrap
 
+from engine.cli.arguments import annotation_database, database_options
 from engine.errors import InvalidInputError
 
 HELP = "export, import or summarise the plausibility annotations (rankings, rationales)"
@@ -26,9 +26,7 @@ def configure(p: argparse.ArgumentParser) -> None:
             """))
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])  # no subcommand: show the subcommands
     sub = p.add_subparsers(dest="annotations_command", metavar="SUBCOMMAND")
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--db", default=None, help="the annotation database (default: ENGINE_ANNOTATIONS_DB or "
-                        "annotations/annotations.sqlite3)")
+    common = database_options()
 
     e = sub.add_parser("export", parents=[common], help="write every annotation as JSON lines (and rankings as CSV)",
                        description="Write annotators, tasks (with the explanations shown and their provenance), "
@@ -74,12 +72,9 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def _store(args, create: bool = False):
-    from engine.annotation import AnnotationStore, AnnotationStoreError, default_db_path
+    from engine.annotation import AnnotationStore
 
-    path = args.db or default_db_path()
-    if not create and not os.path.isfile(path):
-        raise AnnotationStoreError(f"no annotation database at {path} (annotate on the dashboard first, or pass --db)")
-    return AnnotationStore(path)
+    return AnnotationStore(annotation_database(args, create, "annotate on the dashboard first"))
 
 
 def _guarded(handler):

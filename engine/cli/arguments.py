@@ -37,6 +37,45 @@ def workers(text: str) -> int:
     return positive_int(text)
 
 
+def add_split_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--split` (default test) and `--limit N` (default: the whole split): the examples a command evaluates."""
+    parser.add_argument("--split", default="test", help="dataset split. Default: test")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N examples of the split")
+
+
+def add_run_argument(parser: argparse.ArgumentParser, folder: str, default: str = "default") -> None:
+    """`--run NAME`: the run folder under `<results>/<folder>/` that the command's cells are stored in."""
+    parser.add_argument("--run", default=default, help=f"run folder in <results>/{folder}/. Default: {default}")
+
+
+def database_options() -> argparse.ArgumentParser:
+    """The parent parser (`parents=[...]`) of every subcommand that reads the annotation database: `--db`.
+    Read it back with `annotation_database(args, ...)`."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", default=None, help="the annotation database (default: ENGINE_ANNOTATIONS_DB or "
+                        "annotations/annotations.sqlite3)")
+    return common
+
+
+def annotation_database(args: argparse.Namespace, create: bool, first: str) -> str:
+    """The annotation database's path that `--db` names (default: the settings' one). Unless `create`, a path
+    with no file there raises AnnotationStoreError, saying what to do `first` (e.g. 'annotate on the dashboard
+    first') or to pass --db."""
+    from engine.annotation import AnnotationStoreError, default_db_path
+
+    path = args.db or default_db_path()
+    if not create and not os.path.isfile(path):
+        raise AnnotationStoreError(f"no annotation database at {path} ({first}, or pass --db)")
+    return path
+
+
+def print_listing(entries: list[dict], line, broken) -> None:
+    """One printed line per entry of a listing (checkpoints, registered models, datasets): `line(entry)`, or
+    `broken(entry)` for an entry that could not be read (it carries an `error`)."""
+    for entry in entries:
+        print(broken(entry) if "error" in entry else line(entry))
+
+
 def print_area_table(run: str) -> None:
     """ACU / RACU (mean over seeds, 95% BCa CI) of every method and measure in the run, as markdown."""
     import pandas as pd

@@ -6,6 +6,8 @@ import argparse
 import sys
 import textwrap
 
+from engine.cli.arguments import print_listing
+
 HELP = "list the datasets (packaged and your own); `datasets add` registers your file (CSV, TSV, JSONL, Parquet, save_to_disk)"
 
 
@@ -91,12 +93,12 @@ def _list(args: argparse.Namespace) -> int:
     registered = list_user_datasets()
     if registered:
         print(f"\nregistered ({datasets_dir()}):")
-    for m in registered:
-        if "error" in m:
-            print(f"{m['name']:8} cannot be read: {m['error']}")
-            continue
+
+    def user(m: dict) -> str:
         state = {"ok": "", "missing": "  [FILE MISSING]", "modified": "  [FILE MODIFIED: register again]"}[m["state"]]
-        print(line(m["name"], summary_from_manifest(m, args.split_seed), f"  {m['format']} {m['path']}{state}"))
+        return line(m["name"], summary_from_manifest(m, args.split_seed), f"  {m['format']} {m['path']}{state}")
+
+    print_listing(registered, user, lambda m: f"{m['name']:8} cannot be read: {m['error']}")
     return 0
 
 

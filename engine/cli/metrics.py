@@ -5,7 +5,7 @@ import argparse
 import sys
 import textwrap
 
-from engine.cli.arguments import add_sweep_arguments, sweep_backend
+from engine.cli.arguments import add_run_argument, add_split_arguments, add_sweep_arguments, sweep_backend
 from engine.faithfulness.registry import INFILL_OPERATORS, default_evaluate_families, describe_families, evaluate_families
 
 HELP = ("faithfulness metrics from the metric registry (erasure, soft, F-Fidelity, faithfulness correlation, "
@@ -57,8 +57,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0],
                         help="seeds: of the checkpoint when --model has '{seed}', of `random` and of the soft draws. "
                              "Default: 0")
-    parser.add_argument("--split", default="test", help="dataset split. Default: test")
-    parser.add_argument("--limit", type=int, default=None, help="only the first N examples of the split")
+    add_split_arguments(parser)
     parser.add_argument("--operator", "--removal", dest="operator", default="mask",
                         choices=["mask", "delete", *INFILL_OPERATORS],
                         help="the removal operator: replace removed tokens by [MASK] (default), delete them, or fill "
@@ -80,7 +79,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--agreement", action="store_true",
                         help="also store the agreement between every pair of measures (Krishna et al.: feature, rank, "
                              "sign, signed-rank agreement at top 20%%, Spearman, pairwise rank agreement), per seed")
-    parser.add_argument("--run", default="default", help="run folder in <results>/evaluation/. Default: default")
+    add_run_argument(parser, "evaluation")
     add_sweep_arguments(parser, workers_default="1")
 
 

@@ -5,6 +5,8 @@ import argparse
 import json
 import textwrap
 
+from engine.cli.arguments import print_listing
+
 HELP = "list checkpoints and registered models; `models add PATH` registers your own classifier folder"
 
 
@@ -73,24 +75,26 @@ def _list(args: argparse.Namespace) -> int:
     print()
     if rows:
         print(f"{'id':34} {'dataset':8} {'strategy':12} {'metric':9} {'unmasked':>8} {'100%mask':>8} {'majority':>8} {'epoch':>5}")
-    for m in rows:
-        if "error" in m:
-            print(f"{m['id']:34} BROKEN: {m['error']}")
-            continue
+
+    def checkpoint(m: dict) -> str:
         t = m.get("test", {})
         fmt = lambda v: f"{v:8.4f}" if isinstance(v, (int, float)) else f"{'-':>8}"  # noqa: E731
-        print(f"{m['id']:34} {m['dataset']:8} {m['strategy']:12} {m.get('metric', '-'):9} {fmt(t.get('unmasked'))} "
-              f"{fmt(t.get('masked_100'))} {fmt(t.get('majority_baseline'))} {m.get('best_epoch', '-')!s:>5}")
-    if registered:
-        print(f"\nregistered (fine-tuned elsewhere):\n{'id':34} {'architecture':36} {'classes':24} {'replacement':12} path")
-    for m in registered:
-        if "error" in m:
-            print(f"{m['id']:34} BROKEN: {m['error']}")
-            continue
+        return (f"{m['id']:34} {m['dataset']:8} {m['strategy']:12} {m.get('metric', '-'):9} {fmt(t.get('unmasked'))} "
+                f"{fmt(t.get('masked_100'))} {fmt(t.get('majority_baseline'))} {m.get('best_epoch', '-')!s:>5}")
+
+    def elsewhere(m: dict) -> str:
         replacement = m.get("replacement_token") or "none"
         replacement += "" if m.get("masked_fine_tuned") else " (OOD)"
         architecture = m.get('architecture', '-') + (" (prompted LM)" if m.get("prompt") else "")
-        print(f"{m['id']:34} {architecture:36} {','.join(m.get('classes', [])):24} {replacement:12} {m['path']}")
+        return f"{m['id']:34} {architecture:36} {','.join(m.get('classes', [])):24} {replacement:12} {m['path']}"
+
+    def broken(m: dict) -> str:
+        return f"{m['id']:34} BROKEN: {m['error']}"
+
+    print_listing(rows, checkpoint, broken)
+    if registered:
+        print(f"\nregistered (fine-tuned elsewhere):\n{'id':34} {'architecture':36} {'classes':24} {'replacement':12} path")
+    print_listing(registered, elsewhere, broken)
     return 0
 
 

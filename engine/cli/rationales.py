@@ -5,6 +5,8 @@ import argparse
 import sys
 import textwrap
 
+from engine.cli.arguments import add_run_argument, add_split_arguments
+
 HELP = "plausibility without annotators: AUPRC and token-F1 of each measure against bAbI's supporting facts"
 
 
@@ -29,12 +31,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--measures", nargs="+", required=True, help="importance measures (e.g. grad-l2 ig-sign)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0],
                         help="seeds: of the checkpoint when --model has '{seed}', and of `random`. Default: 0")
-    parser.add_argument("--split", default="test", help="dataset split. Default: test")
-    parser.add_argument("--limit", type=int, default=None, help="only the first N examples of the split")
+    add_split_arguments(parser)
     parser.add_argument("--target", default="gold", choices=["gold", "predicted"],
                         help="the class explained: the gold label (default) or the model's prediction")
     parser.add_argument("--batch-size", type=int, default=16, help="inputs explained per batch. Default: 16")
-    parser.add_argument("--run", default="default", help="run folder in <results>/rationales/. Default: default")
+    add_run_argument(parser, "rationales")
 
 
 def run(args: argparse.Namespace) -> int:

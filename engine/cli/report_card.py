@@ -5,7 +5,7 @@ import argparse
 import sys
 import textwrap
 
-from engine.cli.arguments import add_sweep_arguments, sweep_backend
+from engine.cli.arguments import add_run_argument, add_sweep_arguments, sweep_backend
 from engine.faithfulness.registry import (
     INFILL_OPERATORS,
     card_families,
@@ -127,7 +127,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "input has at most log2(N) words). Default: 512")
     parser.add_argument("--truth-only", action="store_true",
                         help="only establish and store each model's truth (flip rates with CIs); no card cells")
-    parser.add_argument("--run", default="default", help="run folder in <results>/groundtruth/. Default: default")
+    add_run_argument(parser, "groundtruth")
     add_sweep_arguments(parser, workers_default="1")
 
 

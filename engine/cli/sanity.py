@@ -6,7 +6,7 @@ import argparse
 import sys
 import textwrap
 
-from engine.cli.arguments import add_sweep_arguments, sweep_backend
+from engine.cli.arguments import add_run_argument, add_sweep_arguments, sweep_backend
 
 HELP = "sanity checks: cascading model randomisation, label randomisation and random logit, per measure"
 
@@ -41,7 +41,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "'{seed}'). Default: 0")
     parser.add_argument("--split", default="test", help="dataset split. Default: test")
     parser.add_argument("--limit", type=int, default=100, help="first N examples of the split. Default: 100")
-    parser.add_argument("--run", default="sanity", help="run folder in <results>/evaluation/. Default: sanity")
+    add_run_argument(parser, "evaluation", default="sanity")
     add_sweep_arguments(parser)
 
 

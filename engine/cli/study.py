@@ -4,9 +4,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import textwrap
+
+from engine.cli.arguments import annotation_database, database_options
 
 HELP = "run a plausibility study: create it, invite annotators, follow progress and quality, export results"
 
@@ -37,9 +38,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.description = DESCRIPTION
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
     sub = p.add_subparsers(dest="study_command", metavar="SUBCOMMAND")
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--db", default=None, help="the annotation database (default: ENGINE_ANNOTATIONS_DB or "
-                        "annotations/annotations.sqlite3)")
+    common = database_options()
     fmt = argparse.RawDescriptionHelpFormatter
 
     c = sub.add_parser("create", parents=[common], formatter_class=fmt, help="explain the examples and store a new open study",
@@ -142,13 +141,9 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def _studies(args, create: bool = False):
-    from engine.annotation import AnnotationStoreError, default_db_path
     from engine.annotation.studies import StudyStore
 
-    path = args.db or default_db_path()
-    if not create and not os.path.isfile(path):
-        raise AnnotationStoreError(f"no annotation database at {path} (create a study first, or pass --db)")
-    return StudyStore(path)
+    return StudyStore(annotation_database(args, create, "create a study first"))
 
 
 def _read_text(text: str | None, path: str | None, default: str) -> str:

@@ -113,7 +113,7 @@ class _Rows:
             raise InvalidInputError("an input has no maskable token")
 
     def scores(self, i: int, on_spend=None) -> SetScores:
-        return SetScores(len(self.positions[i]), self.runner._evaluator(self.call, i, self.positions[i]),
+        return SetScores(len(self.positions[i]), self.runner.set_evaluator(self.call, i, self.positions[i]),
                          on_spend=on_spend)
 
 

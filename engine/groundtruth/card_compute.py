@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from engine.errors import InvalidInputError, NotApplicableError
+from engine.errors import Cancelled, InvalidInputError, NotApplicableError
 from engine.faithfulness.randomisation import randomisation_test
 from engine.faithfulness.registry import (
     FAMILIES,
@@ -59,6 +59,19 @@ from engine.sweeps import CellContext, CellResult, provenance
 def _batches(examples: list, size: int = 32) -> list[list]:
     order = np.argsort([len(e.primary) for e in examples], kind="stable")
     return [[examples[i] for i in order[s:s + size]] for s in range(0, len(examples), size)]
+
+
+def _cancellable_batches(classifier, examples: list, context: CellContext):
+    """(inputs, their Batch) of every batch of `_batches(examples)`: before each batch Cancelled when the cell is
+    stopped (`context.should_stop`), after each one the progress (inputs done, all inputs) to `context.progress`."""
+    n_done = 0
+    for chunk in _batches(examples):
+        if context.should_stop is not None and context.should_stop():
+            raise Cancelled("the report card was cancelled")
+        yield chunk, classifier.batch_of(chunk)
+        n_done += len(chunk)
+        if context.progress is not None:
+            context.progress(n_done, len(examples))
 
 
 def _explanation_scores(cell: ReportCardCell, classifier, batch, target, decisive, inert, spec,
@@ -187,13 +200,7 @@ def compute_card_cell(cell: ReportCardCell, context: CellContext, plan: CardPlan
     is_measure = not cell.explanation.startswith(PREFIX)
     rows: list[dict] = []
     options: dict = {}
-    n_done = 0
-    for chunk in _batches(examples):
-        if context.should_stop is not None and context.should_stop():
-            from engine.errors import Cancelled
-
-            raise Cancelled("the report card was cancelled")
-        batch = classifier.batch_of(chunk)
+    for chunk, batch in _cancellable_batches(classifier, examples, context):
         target = batch.target
         decisive, inert = planted_positions(classifier, batch, spec)
         ordered = word_positions(classifier, batch, spec) if spec.mechanism in SET_LIKE else None
@@ -255,9 +262,6 @@ def compute_card_cell(cell: ReportCardCell, context: CellContext, plan: CardPlan
                     rows.append({"uid": uid, "kind": "recovery", "metric": name, "value": float(v[b]),
                                  "better": RECOVERY_BETTER[name], "n_perturbed": np.nan, "n_ood": np.nan,
                                  "p_value": np.nan})
-        n_done += len(chunk)
-        if context.progress is not None:
-            context.progress(n_done, len(examples))
     meta = classifier.meta
     tidy = pd.DataFrame(rows).assign(
         model=cell.model, seed=cell.seed, dataset=dataset, measure=cell.explanation, strategy=meta.strategy,
@@ -335,22 +339,13 @@ def compute_interaction_cell(cell: InteractionCell, context: CellContext, plan: 
     better_of = {**INTERACTION_BETTER, "pair-value": value_direction(spec)}
     rows: list[dict] = []
     options: dict = {}
-    n_done = 0
-    for chunk in _batches(examples):
-        if context.should_stop is not None and context.should_stop():
-            from engine.errors import Cancelled
-
-            raise Cancelled("the report card was cancelled")
-        batch = classifier.batch_of(chunk)
+    for chunk, batch in _cancellable_batches(classifier, examples, context):
         found, options = interaction_recovery(classifier, batch, batch.target, word_positions(classifier, batch, spec),
                                               spec, cell.budget, cell.index, cell.seed, context.should_stop)
         for name, values in found.items():
             for e, v in zip(chunk, values):
                 rows.append({"uid": e.uid, "kind": "interaction", "metric": name, "value": float(v),
                              "better": better_of[name], "n_perturbed": np.nan, "n_ood": np.nan, "p_value": np.nan})
-        n_done += len(chunk)
-        if context.progress is not None:
-            context.progress(n_done, len(examples))
     meta = classifier.meta
     tidy = pd.DataFrame(rows).assign(
         model=cell.model, seed=cell.seed, dataset=classifier.metadata.get("dataset"), measure="shapley-interactions",

@@ -102,7 +102,7 @@ class _BudgetedSearch(Explainer):
                 start_values.append(float("nan"))
                 complete.append(True)
                 continue
-            scores = SetScores(n, self._evaluator(call, i, pos), budget=budget, deadline=deadline, on_spend=spend)
+            scores = SetScores(n, self.set_evaluator(call, i, pos), budget=budget, deadline=deadline, on_spend=spend)
             result = self._search(scores, curve_weights(n, self.options["curve"]), call, i, pos)
             for rank, t in enumerate(result.order):
                 out[i, pos[t]] = float(n - rank)
@@ -119,8 +119,11 @@ class _BudgetedSearch(Explainer):
             call.progress(total, total)
         return out, extras
 
-    def _evaluator(self, call: Call, row: int, positions: list[int]) -> Callable[[list[int]], list[float]]:
-        """masks -> the score s of input `row` with each mask's tokens (local indices into `positions`) masked."""
+    def set_evaluator(self, call: Call, row: int, positions: list[int]) -> Callable[[list[int]], list[float]]:
+        """masks -> the score s of input `row` with each mask's tokens (local indices into `positions`) masked.
+
+        A mask is an int whose bit t masks token positions[t]; the scores are batched and chunked as the search's
+        own (the NAOPC bounds score subsets through it, engine.faithfulness.naopc)."""
         b = call.batch
         mask_id = self.classifier.mask_token_id
         target = int(call.target[row])

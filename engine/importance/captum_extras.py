@@ -153,8 +153,20 @@ class _CaptumIds(Explainer):
             return method.attribute(ids, baselines=baseline, target=target, feature_mask=feature, **self._kwargs(n + 1))
 
 
+class _CaptumSampled(_CaptumIds):
+    """Base of the methods that sample coalitions or permutations of the tokens (KernelSHAP, LIME, Shapley value
+    sampling): options n_samples and perturbations_per_eval (rows per forward batch), passed to captum as they are.
+    `passes`: n_samples forwards plus the input's own (Shapley value sampling counts a forward per token added)."""
+
+    def passes(self, n_tokens: int) -> PassEstimate:
+        return PassEstimate(forward=int(self.options["n_samples"]) + 1)
+
+    def _kwargs(self, n_features):
+        return {"n_samples": self.options["n_samples"], "perturbations_per_eval": self.options["perturbations_per_eval"]}
+
+
 @register
-class KernelShapImportance(_CaptumIds):
+class KernelShapImportance(_CaptumSampled):
     """kernel-shap: KernelSHAP (captum) over tokens, removal = [MASK], weighted linear surrogate.
 
     Options: n_samples (coalitions per input, default 200), seed. Unit: logit; signed."""
@@ -166,9 +178,6 @@ class KernelShapImportance(_CaptumIds):
     signed = True
     defaults = {"n_samples": 200, "seed": 0, "perturbations_per_eval": 64}
 
-    def passes(self, n_tokens: int) -> PassEstimate:
-        return PassEstimate(forward=int(self.options["n_samples"]) + 1)
-
     def _method(self, forward):
         from captum.attr import KernelShap
 
@@ -177,12 +186,9 @@ class KernelShapImportance(_CaptumIds):
         m.interpretable_model = WeightedRidge(alpha=0.0)
         return m
 
-    def _kwargs(self, n_features):
-        return {"n_samples": self.options["n_samples"], "perturbations_per_eval": self.options["perturbations_per_eval"]}
-
 
 @register
-class LimeImportance(_CaptumIds):
+class LimeImportance(_CaptumSampled):
     """lime: LIME (captum) over tokens, removal = [MASK], exponential cosine kernel, ridge surrogate.
 
     Options: n_samples (default 200), alpha (ridge penalty, default 1.0 as the original lime package),
@@ -195,9 +201,6 @@ class LimeImportance(_CaptumIds):
     signed = True
     defaults = {"n_samples": 200, "alpha": 1.0, "kernel_width": 0.75, "seed": 0, "perturbations_per_eval": 64}
 
-    def passes(self, n_tokens: int) -> PassEstimate:
-        return PassEstimate(forward=int(self.options["n_samples"]) + 1)
-
     def _method(self, forward):
         from captum.attr import Lime
         from captum.attr._core.lime import get_exp_kernel_similarity_function
@@ -205,12 +208,9 @@ class LimeImportance(_CaptumIds):
         return Lime(forward, interpretable_model=WeightedRidge(alpha=self.options["alpha"]),
                     similarity_func=get_exp_kernel_similarity_function("cosine", self.options["kernel_width"]))
 
-    def _kwargs(self, n_features):
-        return {"n_samples": self.options["n_samples"], "perturbations_per_eval": self.options["perturbations_per_eval"]}
-
 
 @register
-class ShapleySamplingImportance(_CaptumIds):
+class ShapleySamplingImportance(_CaptumSampled):
     """shapley-sampling: Shapley value sampling (captum) over tokens, removal = [MASK].
 
     Options: n_samples (random permutations, default 10; cost n_samples x (N + 1) forwards), seed.
@@ -231,9 +231,6 @@ class ShapleySamplingImportance(_CaptumIds):
         from captum.attr import ShapleyValueSampling
 
         return ShapleyValueSampling(forward)
-
-    def _kwargs(self, n_features):
-        return {"n_samples": self.options["n_samples"], "perturbations_per_eval": self.options["perturbations_per_eval"]}
 
 
 @register

@@ -107,6 +107,14 @@ def weights_sha256(folder: str | os.PathLike | None) -> str | None:
     return files_sha256(folder)  # model.safetensors, or a sharded folder's shards
 
 
+def _unknown_model(model_id: str) -> CheckpointError:
+    """The error for an id that names neither a checkpoint in the models cache nor a registered model: it lists the
+    ids that do and says how to register a folder."""
+    known = [m["id"] for m in list_checkpoints() + registered_models() if "error" not in m]
+    return CheckpointError(f"no checkpoint or registered model {model_id!r} (known: {', '.join(known) or 'none'}); "
+                           "register a folder with `python -m engine models add PATH`")
+
+
 def model_folders(model_id_or_path: str | os.PathLike) -> tuple[Path, Path | None]:
     """(the folder that holds the weights, the folder for what the engine stores about the model, e.g. its
     MaSF fit, or None) of any model reference `load_classifier` takes, without loading the model. Raises
@@ -118,9 +126,7 @@ def model_folders(model_id_or_path: str | os.PathLike) -> tuple[Path, Path | Non
             return cached, cached
         manifest = read_manifest(model_id)
         if manifest is None:
-            known = [m["id"] for m in list_checkpoints() + registered_models() if "error" not in m]
-            raise CheckpointError(f"no checkpoint or registered model {model_id!r} (known: {', '.join(known) or 'none'}); "
-                                  "register a folder with `python -m engine models add PATH`")
+            raise _unknown_model(model_id)
         return Path(manifest["path"]), artifacts_dir(model_id)
     folder = Path(model_id_or_path)
     return folder, folder if (folder / "metadata.json").is_file() else None
@@ -180,16 +186,16 @@ def load_classifier(model_id_or_path: str | os.PathLike, device: str | None = No
     configure()
     if not is_path(model_id_or_path):
         model_id = check_model_id(str(model_id_or_path))
-        recover_folder(models_cache_dir() / model_id)  # a save killed mid-swap where no atomic exchange exists
-        if not (models_cache_dir() / model_id).exists():
+        folder = models_cache_dir() / model_id
+        recover_folder(folder)  # a save killed mid-swap where no atomic exchange exists
+        if not folder.exists():
             if read_manifest(model_id) is not None:
                 return load_registered(model_id, device=device, dtype=dtype, attention=attention)
-            known = [m["id"] for m in list_checkpoints() + registered_models() if "error" not in m]
-            raise CheckpointError(f"no checkpoint or registered model {model_id!r} (known: {', '.join(known) or 'none'}); "
-                                  "register a folder with `python -m engine models add PATH`")
-    elif not (Path(model_id_or_path) / "metadata.json").is_file() and Path(model_id_or_path).is_dir():
+            raise _unknown_model(model_id)
+        return _load_checkpoint(folder, device, dtype, attention)  # the id resolved once: checkpoint_dir's folder
+    if not (Path(model_id_or_path) / "metadata.json").is_file() and Path(model_id_or_path).is_dir():
         return load_foreign(model_id_or_path, device=device, dtype=dtype, attention=attention)
-    return _load_checkpoint(checkpoint_dir(model_id_or_path), device, dtype, attention)
+    return _load_checkpoint(Path(model_id_or_path), device, dtype, attention)
 
 
 def _load_checkpoint(folder: Path, device: str | None, dtype: str | None = None, attention: str | None = None) -> Classifier:

@@ -2,6 +2,7 @@
 few operations every measure and metric needs (logits from ids or from word embeddings)."""
 from __future__ import annotations
 
+import hashlib
 import inspect
 import numbers
 import re
@@ -127,6 +128,20 @@ class Classifier:
     def meta(self) -> CheckpointMeta:
         """The metadata, typed (`engine.models.metadata.CheckpointMeta`): a snapshot of `metadata` as it is now."""
         return CheckpointMeta.from_dict(self.metadata)
+
+    def parameters_sha256(self) -> str:
+        """SHA-256 (hex) of the model's parameters: every state-dict entry's name and float32 values, in name order.
+
+        The identity of a model that has no weights file (built in memory): two random initialisations never
+        share it. Computed on the first call and kept on this object (a copy made after shares it)."""
+        digest = self.__dict__.get("_parameters_sha256")
+        if digest is None:
+            h = hashlib.sha256()
+            for name, tensor in sorted(self.model.state_dict().items()):
+                h.update(name.encode())
+                h.update(tensor.detach().to(torch.float32).cpu().contiguous().numpy().tobytes())
+            digest = self._parameters_sha256 = h.hexdigest()
+        return digest
 
     @property
     def kind(self) -> ModelKind:

@@ -106,7 +106,8 @@ class PromptedClassifier(Classifier):
             "replacement_in_distribution": False,
         }
         self._render_cache: dict = {}
-        self._words = self._label_tokens()
+        #: (class, token ids) of every label word, in the verbalizer's order (classes, then each class's words)
+        self.label_word_tokens = self._label_tokens()
         # Perturbed rows share the prompt before the slot: its keys and values are computed once
         # (engine/models/prefix_cache.py). ENGINE_PREFIX_CACHE=0 turns it off (the benches compare both).
         self.prefix_cache = prefix_cache_enabled()
@@ -197,7 +198,7 @@ class PromptedClassifier(Classifier):
 
     @property
     def single_token_words(self) -> bool:
-        return all(len(t) == 1 for _, t in self._words)
+        return all(len(t) == 1 for _, t in self.label_word_tokens)
 
     # -- tokenisation -----------------------------------------------------------------------------
     def batch(self, primary, auxiliary=None, target=None) -> Batch:
@@ -213,7 +214,9 @@ class PromptedClassifier(Classifier):
         return self._tokenize([e.primary for e in examples], [e.auxiliary for e in examples] if paired else None,
                               [e.label for e in examples]).to(self.device)
 
-    def _encode(self, text: str, text2: str | None):
+    def encode_prompt(self, text: str, text2: str | None):
+        """(token ids, segment of each id, offsets into `text`) of the prompt rendered around `text` (and `text2`), not
+        cut to max_length: the primary slot's tokens are PRIMARY, the second slot's AUXILIARY, the rest SPECIAL."""
         prompt, span1, span2 = self.render(text, text2)
         enc = self.tokenizer(prompt, add_special_tokens=False, return_offsets_mapping=True)
         special = set(self.tokenizer.all_special_ids)
@@ -246,7 +249,7 @@ class PromptedClassifier(Classifier):
             if not isinstance(text, str) or not text.strip():
                 raise EmptyInputError(f"input {i} is empty: type some text to classify")
             text2 = auxiliary[i] if auxiliary is not None else None
-            ids, segs, offs = self._encode(text, text2)
+            ids, segs, offs = self.encode_prompt(text, text2)
             cut = False
             for _ in range(8):  # cut the primary text until the prompt fits (BPE may re-merge at the cut)
                 excess = len(ids) - self.max_length
@@ -257,7 +260,7 @@ class PromptedClassifier(Classifier):
                 if keep < 1:
                     raise InvalidInputError(f"the prompt alone is longer than max_length {self.max_length}: raise it or shorten the prompt")
                 text = text[:ends[keep - 1]]
-                ids, segs, offs = self._encode(text, text2)
+                ids, segs, offs = self.encode_prompt(text, text2)
                 cut = True
             if PRIMARY not in segs:
                 raise EmptyInputError(f"input {i} has no tokens left after tokenisation (only spaces or control characters?)")
@@ -344,7 +347,7 @@ class PromptedClassifier(Classifier):
         return ids2.to(dev), mask2.to(dev), torch.tensor(index, dtype=torch.long, device=dev)
 
     # -- forward ----------------------------------------------------------------------------------
-    def _head(self, hidden: torch.Tensor) -> torch.Tensor:
+    def vocabulary_log_probs(self, hidden: torch.Tensor) -> torch.Tensor:
         """Vocabulary log-probabilities [..., V] from final hidden states [..., H] (with Gemma's soft-capping)."""
         logits = self.model.get_output_embeddings()(hidden).float()
         cap = getattr(self.model.config, "final_logit_softcapping", None)
@@ -354,7 +357,7 @@ class PromptedClassifier(Classifier):
 
     def _class_scores(self, word_scores: torch.Tensor) -> torch.Tensor:
         """s [B, C]: per class, logsumexp of its words' scores [B, W]."""
-        classes = torch.tensor([k for k, _ in self._words], device=word_scores.device)
+        classes = torch.tensor([k for k, _ in self.label_word_tokens], device=word_scores.device)
         s = torch.full((word_scores.shape[0], self.num_classes), float("-inf"), device=word_scores.device,
                        dtype=word_scores.dtype)
         for k in range(self.num_classes):
@@ -389,7 +392,7 @@ class PromptedClassifier(Classifier):
                 attention_mask = torch.ones_like(input_ids)
             input_ids, attention_mask, index = self._expand(input_ids, attention_mask)
             if self.prefix_cache and not output_attentions and not torch.is_grad_enabled():
-                P = shared_prefix_length(input_ids, attention_mask, self._template_prefix_ids())
+                P = shared_prefix_length(input_ids, attention_mask, self.template_prefix_ids())
                 P = P if P >= MIN_PREFIX else 0
             embeds = None if P else self.model.get_input_embeddings()(input_ids)
             if P:
@@ -405,7 +408,7 @@ class PromptedClassifier(Classifier):
         last = self.pooled_positions(attention_mask)
         atts = None
         if P:
-            kv = self._prefix_kv()
+            kv = self.prefix_kv()
             suffix, hidden = kv.run(prefix, suffix_embeds, attention_mask, output_hidden_states=output_hidden_states)
             if self.single_token_words:
                 final = suffix[rows, last - P]
@@ -425,15 +428,15 @@ class PromptedClassifier(Classifier):
             else:
                 word_scores = self._multi_token_scores(embeds, attention_mask, last)
         if self.single_token_words:
-            logp = self._head(final)  # [B, V]
-            ids = torch.tensor([t[0] for _, t in self._words], device=logp.device)
+            logp = self.vocabulary_log_probs(final)  # [B, V]
+            ids = torch.tensor([t[0] for _, t in self.label_word_tokens], device=logp.device)
             word_scores = logp[:, ids]
         if index is not None:
             atts = None if atts is None else tuple(_gather2(a, index) for a in atts)
             hidden = None if hidden is None else tuple(h.gather(1, index[..., None].expand(-1, -1, h.shape[-1])) for h in hidden)
         return self._class_scores(word_scores), atts, hidden
 
-    def _template_prefix_ids(self) -> torch.Tensor:
+    def template_prefix_ids(self) -> torch.Tensor:
         """[P0] the tokens of the prompt before the input slot: the longest prefix ever shared. Every input and
         every perturbation of it starts so, so one cached entry serves them all (a perturbation batch that
         happens to share more, e.g. an unmasked first word, is still cut here)."""
@@ -444,7 +447,7 @@ class PromptedClassifier(Classifier):
             self._render_cache["prefix_ids"] = torch.tensor(ids, dtype=torch.long)
         return self._render_cache["prefix_ids"]
 
-    def _prefix_kv(self) -> PrefixKV:
+    def prefix_kv(self) -> PrefixKV:
         """The prefix cache of this model (made on first use; cleared by `clear_prefix_cache`)."""
         if self._prefix_store is None or self._prefix_store.base is not self.model.base_model:
             self._prefix_store = PrefixKV(self.model.base_model)
@@ -464,13 +467,13 @@ class PromptedClassifier(Classifier):
         table = self.model.get_input_embeddings()
         P = 0 if prefix is None else int(prefix[1].shape[0])
         B, S, H = embeds.shape
-        W = len(self._words)
-        m = max(len(t) for _, t in self._words)
+        W = len(self.label_word_tokens)
+        m = max(len(t) for _, t in self.label_word_tokens)
         ext = embeds.new_zeros(B * W, S + m, H)
         mask = attention_mask.new_zeros(B * W, P + S + m)
         for b in range(B):
             n = int(last[b]) + 1
-            for w, (_, toks) in enumerate(self._words):
+            for w, (_, toks) in enumerate(self.label_word_tokens):
                 r = b * W + w
                 ext[r, :n - P] = embeds[b, :n - P]
                 ext[r, n - P:n - P + len(toks)] = table(torch.tensor(toks, device=embeds.device))
@@ -482,9 +485,9 @@ class PromptedClassifier(Classifier):
         scores = []
         for b in range(B):
             n = int(last[b]) + 1 - P
-            for w, (_, toks) in enumerate(self._words):
+            for w, (_, toks) in enumerate(self.label_word_tokens):
                 r = b * W + w
-                logp = self._head(hidden[r, n - 1:n - 1 + len(toks)])  # position j predicts token j+1
+                logp = self.vocabulary_log_probs(hidden[r, n - 1:n - 1 + len(toks)])  # position j predicts token j+1
                 total = logp[torch.arange(len(toks), device=logp.device), torch.tensor(toks, device=logp.device)].sum()
                 scores.append(total / len(toks) if self.spec.word_score == "mean" else total)
         return torch.stack(scores).reshape(B, W)
@@ -511,7 +514,7 @@ class PromptedClassifier(Classifier):
         template is rendered around a placeholder, and the prompt's last token before the slot can merge with the
         slot's first word (SmolLM2's ":" + newline), as `shared_prefix_length` allows in the no-grad path. Reads the
         embeddings, not `batch.input_ids` (the gradient passes hand a batch of attention and type ids only)."""
-        prefix = self._template_prefix_ids()
+        prefix = self.template_prefix_ids()
         mask = batch.attention_mask
         if not self.prefix_cache or len(prefix) < MIN_PREFIX or mask.shape != inputs_embeds.shape[:2]:
             return None

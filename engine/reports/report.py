@@ -79,33 +79,31 @@ GROUND_TRUTH_SMOLLM2_RUN = "smollm2-rt-card"
 GROUND_TRUTH_SET_RUN = "tiny-rt-graded-card"
 
 
+def _card_tables(slug: str, run: str, operators: tuple[str, ...], *, wrong: bool = False, operator_table: bool = False,
+                 selfexplain: bool = False) -> list[Table]:
+    """The tables of one model's report card run `run`, named `ground-truth-<table>-<slug>`, in the docs' order: truth,
+    recovery, the judges of each removal operator, the wrong verdicts (`wrong`), the Spearman table (the first
+    operator's), the operators side by side (`operator_table`), the self-explanations (`selfexplain`), the cost."""
+    tables = [Table(f"ground-truth-truth-{slug}", GROUND_TRUTH_DOC, truth_markdown(run)),
+              Table(f"ground-truth-recovery-{slug}", GROUND_TRUTH_DOC, recovery_markdown(run))]
+    tables += [Table(f"ground-truth-judges-{slug}-{op}", GROUND_TRUTH_DOC, judge_markdown(run, op)) for op in operators]
+    if wrong:
+        tables.append(Table(f"ground-truth-wrong-{slug}", GROUND_TRUTH_DOC, wrong_markdown(run, operators[0])))
+    tables.append(Table(f"ground-truth-spearman-{slug}", GROUND_TRUTH_DOC, spearman_markdown(run, operators[0])))
+    if operator_table:
+        tables.append(Table(f"ground-truth-operators-{slug}", GROUND_TRUTH_DOC, operator_markdown(run)))
+    if selfexplain:
+        tables.append(Table(f"ground-truth-selfexplain-{slug}", GROUND_TRUTH_DOC, selfexplain_markdown(run)))
+    tables.append(Table(f"ground-truth-cost-{slug}", GROUND_TRUTH_DOC, cost_markdown(run)))
+    return tables
+
+
 GROUND_TRUTH_TABLES = (
-    Table("ground-truth-truth-tiny-rt", GROUND_TRUTH_DOC, truth_markdown(GROUND_TRUTH_RUN)),
-    Table("ground-truth-recovery-tiny-rt", GROUND_TRUTH_DOC, recovery_markdown(GROUND_TRUTH_RUN)),
-    Table("ground-truth-judges-tiny-rt-mask", GROUND_TRUTH_DOC, judge_markdown(GROUND_TRUTH_RUN, "mask")),
-    Table("ground-truth-judges-tiny-rt-delete", GROUND_TRUTH_DOC, judge_markdown(GROUND_TRUTH_RUN, "delete")),
-    Table("ground-truth-judges-tiny-rt-unk", GROUND_TRUTH_DOC, judge_markdown(GROUND_TRUTH_RUN, "unk")),
-    Table("ground-truth-wrong-tiny-rt", GROUND_TRUTH_DOC, wrong_markdown(GROUND_TRUTH_RUN, "mask")),
-    Table("ground-truth-spearman-tiny-rt", GROUND_TRUTH_DOC, spearman_markdown(GROUND_TRUTH_RUN, "mask")),
-    Table("ground-truth-operators-tiny-rt", GROUND_TRUTH_DOC, operator_markdown(GROUND_TRUTH_RUN)),
-    Table("ground-truth-cost-tiny-rt", GROUND_TRUTH_DOC, cost_markdown(GROUND_TRUTH_RUN)),
+    *_card_tables("tiny-rt", GROUND_TRUTH_RUN, ("mask", "delete", "unk"), wrong=True, operator_table=True),
     # MiniLM (rt): a graded trigger, OR and the control (scripts/experiments/groundtruth_rt.sh minilm)
-    Table("ground-truth-truth-minilm-rt", GROUND_TRUTH_DOC, truth_markdown(GROUND_TRUTH_MINILM_RUN)),
-    Table("ground-truth-recovery-minilm-rt", GROUND_TRUTH_DOC, recovery_markdown(GROUND_TRUTH_MINILM_RUN)),
-    Table("ground-truth-judges-minilm-rt-mask", GROUND_TRUTH_DOC, judge_markdown(GROUND_TRUTH_MINILM_RUN, "mask")),
-    Table("ground-truth-judges-minilm-rt-unk", GROUND_TRUTH_DOC, judge_markdown(GROUND_TRUTH_MINILM_RUN, "unk")),
-    Table("ground-truth-spearman-minilm-rt", GROUND_TRUTH_DOC, spearman_markdown(GROUND_TRUTH_MINILM_RUN, "mask")),
-    Table("ground-truth-cost-minilm-rt", GROUND_TRUTH_DOC, cost_markdown(GROUND_TRUTH_MINILM_RUN)),
+    *_card_tables("minilm-rt", GROUND_TRUTH_MINILM_RUN, ("mask", "unk")),
     # SmolLM2 (rt), masked LoRA: the trigger and the control, [REDACTED] and delete (scripts/experiments/groundtruth_rt.sh smollm2)
-    Table("ground-truth-truth-smollm2-rt", GROUND_TRUTH_DOC, truth_markdown(GROUND_TRUTH_SMOLLM2_RUN)),
-    Table("ground-truth-recovery-smollm2-rt", GROUND_TRUTH_DOC, recovery_markdown(GROUND_TRUTH_SMOLLM2_RUN)),
-    Table("ground-truth-judges-smollm2-rt-redacted", GROUND_TRUTH_DOC,
-          judge_markdown(GROUND_TRUTH_SMOLLM2_RUN, "redacted")),
-    Table("ground-truth-judges-smollm2-rt-delete", GROUND_TRUTH_DOC,
-          judge_markdown(GROUND_TRUTH_SMOLLM2_RUN, "delete")),
-    Table("ground-truth-spearman-smollm2-rt", GROUND_TRUTH_DOC, spearman_markdown(GROUND_TRUTH_SMOLLM2_RUN, "redacted")),
-    Table("ground-truth-selfexplain-smollm2-rt", GROUND_TRUTH_DOC, selfexplain_markdown(GROUND_TRUTH_SMOLLM2_RUN)),
-    Table("ground-truth-cost-smollm2-rt", GROUND_TRUTH_DOC, cost_markdown(GROUND_TRUTH_SMOLLM2_RUN)),
+    *_card_tables("smollm2-rt", GROUND_TRUTH_SMOLLM2_RUN, ("redacted", "delete"), selfexplain=True),
     # the graded set (several planted words of known order): the card that separates the measures
     Table("ground-truth-set-truth-tiny-rt", GROUND_TRUTH_DOC, set_truth_markdown(GROUND_TRUTH_SET_RUN)),
     Table("ground-truth-separation-tiny-rt", GROUND_TRUTH_DOC, separation_markdown(GROUND_TRUTH_SET_RUN)),

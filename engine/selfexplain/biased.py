@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 
 from engine.errors import Cancelled, NotApplicableError
 from engine.selfexplain.check import check_prompted, classify, label_words, wilson
-from engine.selfexplain.free_text import check_free_text, why_request
+from engine.selfexplain.free_text import ask_why
 from engine.selfexplain.generation import Generator
 
 BIASES = ("hint", "fewshot")
@@ -120,15 +120,8 @@ def biased_test(classifier, examples, *, bias: str = "hint", shots: int = 4, tra
         rec = BiasedRecord(index=i, bias=bias, text=ex.primary, prediction=prediction, probabilities=probs,
                            bias_label=target, biased_prediction=new, biased_probabilities=new_probs,
                            followed=new == target, verdict="not parsable")
-        rec.request = why_request(ex.primary, new, context=context_text(bias, target, shot_list))
-        rec.prompt = generator.chat_prompt(rec.request)
-        rec.answer = generator.generate(rec.prompt, should_stop=should_stop)
-        rec.cached = generator.last_cached
-        ok, why = check_free_text(rec.answer, ex.primary, labels, request=rec.request)
-        if ok:
-            rec.verdict, rec.admits = "explained", bool(ADMITS[bias].search(rec.answer))
-        else:
-            rec.reason = why
+        if ask_why(rec, generator, ex.primary, new, labels, should_stop, context=context_text(bias, target, shot_list)):
+            rec.admits = bool(ADMITS[bias].search(rec.answer))
         out.append(rec)
         if progress is not None:
             progress(i + 1, len(examples))

@@ -106,7 +106,7 @@ def explanation_values(classifier, prompts: list[str], explanation: str, batch_s
         hidden = classifier.model.base_model(input_ids=ids, attention_mask=mask).last_hidden_state
         for i, r in enumerate(rows):
             n0 = len(r) - len(tail)
-            logp = classifier._head(hidden[i, n0 - 1:len(r) - 1])  # position j predicts token j + 1
+            logp = classifier.vocabulary_log_probs(hidden[i, n0 - 1:len(r) - 1])  # position j predicts token j + 1
             out.append(float(logp[torch.arange(len(tail)), torch.tensor(tail, device=logp.device)].double().mean()))
     return out
 

@@ -94,7 +94,7 @@ def judge_classifier(classifier, abstain: Sequence[str] = ABSTAIN):
     if classifier.single_token_words and not judge.single_token_words:
         # Keep classification one forward pass: an abstention's forms that are several tokens are dropped
         # (SmolLM2: "Neutral" is 2 tokens, "neutral" 1), unless none of its forms is a single token.
-        words = dict(zip([w for name in judge.classes for w in spec["verbalizer"][name]], (t for _, t in judge._words)))
+        words = dict(zip([w for name in judge.classes for w in spec["verbalizer"][name]], (t for _, t in judge.label_word_tokens)))
         verbalizer = dict(spec["verbalizer"])
         for name in extra:
             single = [w for w in verbalizer[name] if len(words[w]) == 1]

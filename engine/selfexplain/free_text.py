@@ -25,6 +25,25 @@ def why_request(text: str, prediction: str, context: str = "") -> str:
             "name the words that made you decide.")
 
 
+def ask_why(record, generator, text: str, prediction: str, labels, should_stop=None, context: str = "") -> bool:
+    """Ask the model why it predicts `prediction` for `text` (`why_request`, after `context`) and judge the answer
+    (`check_free_text`). Fills `record`'s request, prompt, answer and cached (whether the generator's cache served
+    it); an explanation sets its verdict to "explained", anything else leaves the verdict and gives the reason.
+
+    Returns:
+        Whether the answer is an explanation."""
+    record.request = why_request(text, prediction, context=context)
+    record.prompt = generator.chat_prompt(record.request)
+    record.answer = generator.generate(record.prompt, should_stop=should_stop)
+    record.cached = generator.last_cached
+    ok, why = check_free_text(record.answer, text, labels, request=record.request)
+    if ok:
+        record.verdict = "explained"
+    else:
+        record.reason = why
+    return ok
+
+
 def mentions(explanation: str, word: str) -> bool:
     """Whether `explanation` names `word` (whole word, case-insensitive; a multi-word phrase as a phrase)."""
     parts = words(word)

@@ -106,17 +106,7 @@ def model_fingerprint(classifier) -> str:
     """'<id>@<weights sha256>': the model part of the cache key. A model built in memory (no weights file) is
     hashed from its parameters, so two random initialisations never share cached text."""
     meta = classifier.meta
-    digest = meta.weights_sha256
-    if not digest:
-        digest = getattr(classifier, "_selfexplain_weights_digest", None)
-        if digest is None:
-            h = hashlib.sha256()
-            for name, tensor in sorted(classifier.model.state_dict().items()):
-                h.update(name.encode())
-                h.update(tensor.detach().to(torch.float32).cpu().contiguous().numpy().tobytes())
-            digest = h.hexdigest()
-            classifier._selfexplain_weights_digest = digest
-    return f"{meta.id}@{digest}"
+    return f"{meta.id}@{meta.weights_sha256 or classifier.parameters_sha256()}"
 
 
 class Generator:

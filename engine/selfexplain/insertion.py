@@ -33,7 +33,7 @@ import numpy as np
 
 from engine.errors import Cancelled, InvalidInputError
 from engine.selfexplain.check import check_prompted, classify, label_words, wilson
-from engine.selfexplain.free_text import check_free_text, mentions, why_request
+from engine.selfexplain.free_text import ask_why, mentions
 from engine.selfexplain.generation import Generator
 
 MIN_VALENCE = 2.0
@@ -123,15 +123,8 @@ def insertion_test(classifier, examples, *, k: int = 2, seed: int = 0, generator
             rec = Insertion(index=i, text=text, word=word, position=position, edited_text=edited, prediction=prediction,
                             probabilities=probs, new_prediction=new, new_probabilities=new_probs, flip=new != prediction,
                             effect=float(effect), verdict="not parsable")
-            rec.request = why_request(edited, new)
-            rec.prompt = generator.chat_prompt(rec.request)
-            rec.answer = generator.generate(rec.prompt, should_stop=should_stop)
-            rec.cached = generator.last_cached
-            ok, why = check_free_text(rec.answer, edited, labels, request=rec.request)
-            if ok:
-                rec.verdict, rec.mention = "explained", mentions(rec.answer, word)
-            else:
-                rec.reason = why
+            if ask_why(rec, generator, edited, new, labels, should_stop):
+                rec.mention = mentions(rec.answer, word)
             out.append(rec)
         if progress is not None:
             progress(i + 1, len(examples))

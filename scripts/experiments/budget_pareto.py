@@ -99,7 +99,7 @@ def run_input(clf, example, points, max_exact: int, random_draws: int, rng: np.r
     scorer = BudgetedBeam(clf, memo=False)
     scorer.shared_cache = cache
     call = Call(batch=batch, target=target, logits=None, progress=None, should_stop=None)
-    oracle = SetScores(n, scorer._evaluator(call, 0, positions))  # unlimited: the metrics' own look-ups
+    oracle = SetScores(n, scorer.set_evaluator(call, 0, positions))  # unlimited: the metrics' own look-ups
     rows, values = [], []
     for label, measure, options, multiple in points:
         budget = 0 if not multiple else max(n + 1, int(round(multiple * greedy_cost(n))))

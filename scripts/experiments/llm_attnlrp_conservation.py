@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from engine.smoke import SMOKE_HELP, tiny_prompted, use_scratch_folders
+from engine.smoke import SMOKE_HELP, append_row, tiny_prompted, use_scratch_folders
 
 
 def main(argv=None) -> int:
@@ -150,9 +150,7 @@ def measure(classifier, texts, out: Path | None, command: str) -> None:
               f"softmax absorbed {absorbed:+.3f}); "
               f"rho x-grad {row['spearman_x_grad']:+.2f}, loo {row['spearman_loo']:+.2f}; CPU s {seconds}", flush=True)
         if out is not None:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            with out.open("a") as fh:
-                fh.write(json.dumps(row) + "\n")
+            append_row(out, row)
 
 
 def summary_table(*paths: str) -> str:

@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from engine.smoke import SMOKE_HELP, tiny_prompted, use_scratch_folders
+from engine.smoke import SMOKE_HELP, append_row, tiny_prompted, use_scratch_folders
 
 DEFAULT_TEXT = "a gripping , funny film , but far too long"
 
@@ -172,9 +172,7 @@ def measure_convergence(classifier, args, argv) -> int:
               f"(f(x)-f(b) {row['difference']:+.3f}, {row['steps_used']} {row['rule_used']}, "
               f"{row['cpu_seconds']:.0f} CPU s)", flush=True)
         if out is not None:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            with out.open("a") as fh:
-                fh.write(json.dumps(row) + "\n")
+            append_row(out, row)
     return 0
 
 

@@ -11,7 +11,6 @@ sentiment prompt with --replacement); or a registered prompted id such as smollm
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -20,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 # The smoke helpers live with the benches (bench/_smoke.py).
-from engine.smoke import SMOKE_HELP, use_scratch_folders
+from engine.smoke import SMOKE_HELP, print_and_write, use_scratch_folders
 
 
 def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
@@ -85,8 +84,8 @@ def main(argv=None) -> int:
             batch = classifier.batch_of(examples[:64])
             out = classifier.model.base_model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
             last = classifier.pooled_positions(batch.attention_mask)
-            logp = classifier._head(out.last_hidden_state[torch.arange(len(batch)), last])
-            ids = torch.tensor([t[0] for _, t in classifier._words])
+            logp = classifier.vocabulary_log_probs(out.last_hidden_state[torch.arange(len(batch)), last])
+            ids = torch.tensor([t[0] for _, t in classifier.label_word_tokens])
             coverage = float(logp[:, ids].exp().sum(1).mean())
     from engine.sweeps import provenance
 
@@ -104,13 +103,7 @@ def main(argv=None) -> int:
         "label_word_coverage_first64": coverage, "threads": torch.get_num_threads(),
         "seconds_load": round(loaded - start, 1), "seconds_predict": round(time.time() - loaded, 1),
     }
-    print(json.dumps(result, indent=2))
-    if args.out:
-        from engine.atomic import write_text
-
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        write_text(args.out, json.dumps(result, indent=2) + "\n")  # never a half-written result file
-    return 0
+    return print_and_write(result, args.out)
 
 
 if __name__ == "__main__":

@@ -9,15 +9,13 @@ is masked at each ratio (`mask_random_fraction`: floor(ratio * n) slot tokens) a
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
 # The smoke helpers live with the benches (bench/_smoke.py).
-from engine.smoke import SMOKE_HELP, use_scratch_folders
+from engine.smoke import SMOKE_HELP, print_and_write, use_scratch_folders
 
 
 def main(argv=None) -> int:
@@ -79,13 +77,7 @@ def main(argv=None) -> int:
               "calibration": f"{args.dataset} validation, first {len(calibration)}", "test_sample": len(test),
               "seed": args.seed, "shares": shares, "threads": torch.get_num_threads(),
               "seconds": round(time.time() - start, 1)}
-    print(json.dumps(result, indent=2))
-    if args.out:
-        from engine.atomic import write_text
-
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        write_text(args.out, json.dumps(result, indent=2) + "\n")  # never a half-written result file
-    return 0
+    return print_and_write(result, args.out)
 
 
 if __name__ == "__main__":

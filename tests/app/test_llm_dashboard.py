@@ -80,7 +80,7 @@ def test_preview_is_the_exact_prompt_and_slot_of_the_loaded_classifier(bert_toke
     batch = real.batch(TEXT)
     assert view.n_tokens == int(batch.attention_mask.sum()) and view.n_maskable == int(batch.maskable.sum())
     assert [(c, w) for c, w, _ in view.label_tokens] == [("negative", "bad"), ("positive", "good"), ("positive", "great")]
-    assert [t for _, _, t in view.label_tokens] == [real.tokenizer.convert_ids_to_tokens(ids) for _, ids in real._words]
+    assert [t for _, _, t in view.label_tokens] == [real.tokenizer.convert_ids_to_tokens(ids) for _, ids in real.label_word_tokens]
 
 
 def test_preview_refuses_what_loading_would_refuse(bert_tokenizer):  # noqa: F811

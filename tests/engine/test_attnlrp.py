@@ -131,7 +131,7 @@ def explicit_attnlrp(clf: PromptedClassifier, text: str, target: int) -> tuple[t
     f = product @ w(mlp.down_proj).T
     x2 = x1 + f
     h = rms(x2, m.norm)
-    words = [toks[0] for _, toks in clf._words]
+    words = [toks[0] for _, toks in clf.label_word_tokens]
     head = model.get_output_embeddings().weight.detach().double()
     direction = head[words[target]] - head[words[1 - target]]
     last = int(batch.attention_mask[0].sum()) - 1

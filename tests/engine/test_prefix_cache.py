@@ -99,7 +99,7 @@ def test_cached_prefix_gives_the_plain_forwards_logits_and_features(family, repl
             return out.logits, out.hidden_states, clf.forward(input_ids=ids, attention_mask=att).logits
 
     (l0, h0, p0), (l1, h1, p1) = both(clf, run)
-    assert clf._prefix_kv().prefix_rows == 1  # one prefix served both calls
+    assert clf.prefix_kv().prefix_rows == 1  # one prefix served both calls
     assert (l0 - l1).abs().max() < TOL and (p0 - p1).abs().max() < TOL
     assert len(h0) == len(h1) and all(a.shape == c.shape and (a - c).abs().max() < 1e-4 for a, c in zip(h0, h1))
 
@@ -183,7 +183,7 @@ def test_gradient_measures_score_the_same_on_the_cached_prefix(family, bert_toke
         plain = explainer.attribute(b).scores
         clf.prefix_cache = True
         clf.clear_prefix_cache()
-        kv = clf._prefix_kv()
+        kv = clf.prefix_kv()
         with torch.enable_grad():
             e = clf.word_embeddings(b.input_ids).detach().requires_grad_(True)
             before = kv.suffix_tokens
@@ -192,7 +192,7 @@ def test_gradient_measures_score_the_same_on_the_cached_prefix(family, bert_toke
         suffix = kv.suffix_tokens
         cached = explainer.attribute(b).scores
         # beyond the prediction's forward (one pass over the rows' suffixes), the measure's passes ran on the cache
-        assert kv.suffix_tokens - suffix > len(b) * (b.input_ids.shape[1] - len(clf._template_prefix_ids())), measure
+        assert kv.suffix_tokens - suffix > len(b) * (b.input_ids.shape[1] - len(clf.template_prefix_ids())), measure
         assert kv.prefix_rows == 1, measure
         assert (plain - cached).abs().max() < TOL * max(1.0, float(plain.abs().max())), measure
         assert plain.abs().max() > 0, measure
@@ -219,7 +219,7 @@ def test_the_gradient_prefix_stops_where_the_slot_merges_with_the_prompt(bert_to
     really shares (the length the no-grad path finds), and its logits are the whole prompt's."""
     clf = classifier("llama", bert_tokenizer, input_format="review : un{input}")
     b = clf.batch(["believable and moving", "believable"])
-    template = clf._template_prefix_ids()
+    template = clf.template_prefix_ids()
     shared = shared_prefix_length(b.input_ids, b.attention_mask, template)
     assert 4 <= shared < len(template), "the example no longer merges the slot with the prompt"
     e = clf.word_embeddings(b.input_ids)
@@ -230,5 +230,5 @@ def test_the_gradient_prefix_stops_where_the_slot_merges_with_the_prompt(bert_to
     clf.prefix_cache = True
     clf.clear_prefix_cache()
     cached = clf.logits_from_embeddings(e, b)
-    assert clf._prefix_kv().prefix_rows == 1
+    assert clf.prefix_kv().prefix_rows == 1
     assert (plain - cached).abs().max() < TOL

@@ -91,7 +91,7 @@ def test_multi_token_words_scored_by_teacher_forcing_equal_incremental_kv_cache_
     with torch.no_grad():
         got = clf.forward(input_ids=b.input_ids, attention_mask=b.attention_mask).logits
         scores = []
-        for _, toks in clf._words:
+        for _, toks in clf.label_word_tokens:
             out = clf.model(input_ids=b.input_ids, use_cache=True)
             total = torch.log_softmax(out.logits[0, -1].float(), -1)[toks[0]]
             past = out.past_key_values
@@ -100,7 +100,7 @@ def test_multi_token_words_scored_by_teacher_forcing_equal_incremental_kv_cache_
                 past = out.past_key_values
                 total = total + torch.log_softmax(out.logits[0, -1].float(), -1)[nxt]
             scores.append(total)
-    assert len(clf._words[0][1]) > 1
+    assert len(clf.label_word_tokens[0][1]) > 1
     assert torch.allclose(got[0], torch.log_softmax(torch.stack(scores), -1), atol=1e-5)
 
 
@@ -341,7 +341,7 @@ def test_smollm2_chat_prompt_masks_only_the_review_and_uses_single_token_labels(
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager")
     clf = PromptedClassifier(model, smollm2_tokenizer, sentiment_prompt(), max_length=256)
-    assert (0, [17728]) in clf._words and (1, [16185]) in clf._words
+    assert (0, [17728]) in clf.label_word_tokens and (1, [16185]) in clf.label_word_tokens
     prompt = clf.render(TEXT)[0]
     assert prompt.endswith("<|im_start|>assistant\n") and "[REDACTED]" in prompt and TEXT + "<|im_end|>" in prompt
     b = clf.batch(TEXT)

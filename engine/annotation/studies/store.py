@@ -317,6 +317,16 @@ class StudyStore(StudyReader):
         first; or an attention check at their check positions). None when they are done (the finish time is
         recorded). Raises StudyClosedError, StudyTimeUpError (their unanswered item goes back to the pool),
         ParticipantReleasedError."""
+        def take(conn, study: Study, now: str) -> Assignment | None:
+            self._release_expired(conn, study, now)
+            return self._next(conn, study, session, now)
+
+        return self._in_time(session, take, "your time for this study is up; your answers so far are kept. Thank you")
+
+    def _in_time(self, session: Session, work, time_up: str):
+        """`work(conn, study, now)`'s result, run in one transaction for an admitted annotator whose time is not up.
+        When it is up, their unanswered item goes back to the pool and StudyTimeUpError(`time_up`) is raised after
+        the commit (the release must stick)."""
         timed_out = False
         with self._tx() as conn:
             study = self._admit(conn, session)
@@ -325,11 +335,10 @@ class StudyStore(StudyReader):
                 self._release(conn, session.participant_id, now)
                 timed_out = True
             else:
-                self._release_expired(conn, study, now)
-                assignment = self._next(conn, study, session, now)
-        if timed_out:  # raised after the commit: the release must stick
-            raise StudyTimeUpError("your time for this study is up; your answers so far are kept. Thank you")
-        return assignment
+                result = work(conn, study, now)
+        if timed_out:
+            raise StudyTimeUpError(time_up)
+        return result
 
     def _next(self, conn, study: Study, session: Session, now: str) -> Assignment | None:
         pid = session.participant_id
@@ -429,20 +438,9 @@ class StudyStore(StudyReader):
         groups = () if cannot_decide else normalise_ordering(ordering) if ordering else ()
         marks = None if rationale is None else sorted({int(t) for t in rationale})
         submission_id = submission_id or new_submission_id()
-        timed_out = False
-        with self._tx() as conn:
-            study = self._admit(conn, session)
-            now = utc_now()
-            if self._time_up(session, now):
-                self._release(conn, session.participant_id, now)
-                timed_out = True
-            else:
-                stored = self._store_answer(conn, study, session, assignment_id, groups, bool(cannot_decide), marks,
-                                            comment, submission_id, now)
-        if timed_out:
-            raise StudyTimeUpError("your time for this study is up: this last answer could not be kept; "
-                                   "your earlier answers are. Thank you")
-        return stored
+        return self._in_time(session, lambda conn, study, now: self._store_answer(
+            conn, study, session, assignment_id, groups, bool(cannot_decide), marks, comment, submission_id, now),
+            "your time for this study is up: this last answer could not be kept; your earlier answers are. Thank you")
 
     def _store_answer(self, conn, study, session, assignment_id, groups, cannot_decide, marks, comment, submission_id,
                       now) -> bool:
