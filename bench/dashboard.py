@@ -67,7 +67,7 @@ def main() -> int:
     from selenium.webdriver.chrome.service import Service
 
     # The browser helpers live with the browser test; load that file by path (tests/ is not a package).
-    spec = importlib.util.spec_from_file_location("test_browser", ROOT / "tests" / "test_browser.py")
+    spec = importlib.util.spec_from_file_location("browser_helpers", ROOT / "tests" / "browser_helpers.py")
     test_browser = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(test_browser)
     CHROMEDRIVER, CHROMIUM, _explain, _free_port, _wait = (test_browser.CHROMEDRIVER, test_browser.CHROMIUM,
@@ -143,7 +143,7 @@ PAGE_BUDGET_S = 2.0
 def _browser_helpers():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("test_browser", ROOT / "tests" / "test_browser.py")
+    spec = importlib.util.spec_from_file_location("browser_helpers", ROOT / "tests" / "browser_helpers.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

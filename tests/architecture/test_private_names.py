@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ENGINE = Path(__file__).resolve().parent.parent / "engine"
+ENGINE = Path(__file__).resolve().parents[2] / "engine"
 
 
 def _private(name: str) -> bool:
