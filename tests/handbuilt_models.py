@@ -89,31 +89,44 @@ class _Peak(torch.nn.Module):
         return e[..., VALUE].sum(1) + self.k * n_a * (2 - n_a)
 
 
-class HandBuilt(torch.nn.Module):
+class EmbeddingModule(torch.nn.Module):
+    """The frame every hand-built module shares: a float64 word-embedding table [V, H] and the config the engine
+    reads (2 classes, one layer). Subclasses compute logit_1 from `embedded(...)`."""
+
+    def __init__(self, table: torch.Tensor):
+        super().__init__()
+        self.embed = torch.nn.Embedding(*table.shape, _weight=table)
+        self.config = SimpleNamespace(num_labels=2, hidden_size=table.shape[1], num_hidden_layers=1,
+                                      initializer_range=0.02)
+
+    def get_input_embeddings(self):
+        return self.embed
+
+    def embedded(self, input_ids, inputs_embeds):
+        """[B, T, H]: the ids' embeddings, or the embeddings given (captum's gradient measures pass those)."""
+        return self.embed(input_ids) if inputs_embeds is None else inputs_embeds
+
+
+class HandBuilt(EmbeddingModule):
     """The module a hand-built `Classifier` wraps: word embeddings [V, 5] (float64) and one head.
 
     forward(input_ids [B, T] or inputs_embeds [B, T, 5], attention_mask [B, T]) -> logits [B, 2]; padding is
     zeroed before the head. The attention head also returns attentions (1 layer of [B, 1, T, T])."""
 
     def __init__(self, head: str, k: float = 3.0, embedding_scale: dict[str, float] | None = None):
-        super().__init__()
         table = torch.zeros(len(VOCAB), 5, dtype=torch.float64)
         for word, features in WORDS.items():
             table[VOCAB[word]] = torch.tensor(features, dtype=torch.float64)
         for word, scale in (embedding_scale or {}).items():
             table[VOCAB[word]] *= scale
-        self.embed = torch.nn.Embedding(len(VOCAB), 5, _weight=table)
+        super().__init__(table)
         self.kind, self.k = head, float(k)
         heads = {"linear": _Linear, "or": _Or, "and": _And, "gated": _Gated, "peak": _Peak}
         self.head = heads[head](self.k) if head not in ("linear", "attention") else (_Linear() if head == "linear" else None)
-        self.config = SimpleNamespace(num_labels=2, hidden_size=5, num_hidden_layers=1, initializer_range=0.02)
-
-    def get_input_embeddings(self):
-        return self.embed
 
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, inputs_embeds=None,
                 output_attentions=False, output_hidden_states=False):
-        e = self.embed(input_ids) if inputs_embeds is None else inputs_embeds
+        e = self.embedded(input_ids, inputs_embeds)
         real = attention_mask.to(e.dtype)
         e = e * real[..., None]
         attentions = None

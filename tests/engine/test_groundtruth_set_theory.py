@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import handbuilt_models
 import pytest
 import torch
-from handbuilt_models import _Tokenizer
+from handbuilt_models import EmbeddingModule, _Tokenizer
 
 from engine.importance import get_explainer
 from engine.models import Batch, Classifier
@@ -32,22 +32,17 @@ WORDS = {"the": (0, 0, 0, 0), "film": (0, 0, 0, 0), "plot": (0, 0, 0, 0), "good"
 VOCAB = {**{s: i for i, s in enumerate(SPECIALS)}, **{w: i + len(SPECIALS) for i, w in enumerate(WORDS)}}
 
 
-class SetModule(torch.nn.Module):
+class SetModule(EmbeddingModule):
     def __init__(self, head: str, k: float = K):
-        super().__init__()
         table = torch.zeros(len(VOCAB), 4, dtype=torch.float64)
         for word, features in WORDS.items():
             table[VOCAB[word]] = torch.tensor(features, dtype=torch.float64)
-        self.embed = torch.nn.Embedding(len(VOCAB), 4, _weight=table)
+        super().__init__(table)
         self.head, self.k, self.relu = head, float(k), torch.nn.ReLU()
-        self.config = SimpleNamespace(num_labels=2, hidden_size=4, num_hidden_layers=1, initializer_range=0.02)
-
-    def get_input_embeddings(self):
-        return self.embed
 
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, inputs_embeds=None,
                 output_attentions=False, output_hidden_states=False):
-        e = self.embed(input_ids) if inputs_embeds is None else inputs_embeds
+        e = self.embedded(input_ids, inputs_embeds)
         e = e * attention_mask.to(e.dtype)[..., None]
         n = e[..., 1].sum(1)
         linear = e[..., 0].sum(1)

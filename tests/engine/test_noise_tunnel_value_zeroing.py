@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from handbuilt_models import EmbeddingModule
 
 from engine.importance import MEASURES, applicable_measures, get_explainer
 from engine.models import Batch, Classifier
@@ -93,23 +94,18 @@ class _Layer(torch.nn.Module):
         self.attention.self = _SelfAttention()
 
 
-class _Reach(torch.nn.Module):
+class _Reach(EmbeddingModule):
     """logit_1 = 2 * (the [CLS] output) + the count of all real tokens' VALUE feature through a path that is not
     attention (their own states): a token of REACH 0 moves the logit, but not through any value vector."""
 
     def __init__(self):
-        super().__init__()
-        table = torch.tensor([[0, 0], [0, 0], [0, 0], [0, 0], [1, 1.0], [0, 1.0], [1, 3.0]], dtype=torch.float64)
-        self.embed = torch.nn.Embedding(7, 2, _weight=table)
+        super().__init__(torch.tensor([[0, 0], [0, 0], [0, 0], [0, 0], [1, 1.0], [0, 1.0], [1, 3.0]],
+                                      dtype=torch.float64))
         self.layer = torch.nn.ModuleList([_Layer()])
-        self.config = SimpleNamespace(num_labels=2, hidden_size=2, num_hidden_layers=1, initializer_range=0.02)
-
-    def get_input_embeddings(self):
-        return self.embed
 
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, inputs_embeds=None,
                 output_attentions=False, output_hidden_states=False):
-        e = self.embed(input_ids) if inputs_embeds is None else inputs_embeds
+        e = self.embedded(input_ids, inputs_embeds)
         real = attention_mask.to(e.dtype)
         cls = self.layer[0].attention.self(e, real)  # [B, 1]
         logit = 2 * cls[:, 0] + (e[..., VALUE] * real).sum(1)
