@@ -138,10 +138,12 @@ def _view() -> dict:
             "target": target_choice, "level": level, "agg": aggregation, "compare": compare_id, **ig_url_view(options)}
 
 
-def _heatmap(col, result, measure: str, units, level_scores) -> None:
-    """One measure's heatmap with its legend (and IG's completeness gap) in `col`."""
+def _heatmap(col, result, measure: str, units, level_scores, scale: float | None = None) -> None:
+    """One measure's heatmap with its legend (and IG's completeness gap) in `col`; `scale`: the |score| of the full
+    colour (default: this heatmap's largest)."""
     col.html(token_heatmap_html([u.text for u in units], level_scores[measure], result.signed[measure],
-                                title=f"{measure_label(measure)} ({measure})", title_tip=describe(measure)))
+                                title=f"{measure_label(measure)} ({measure})", title_tip=describe(measure),
+                                scale=scale))
     col.caption(LEGEND_SIGNED if result.signed[measure] else LEGEND_ABSOLUTE)
     show_pairs(col, result, measure)  # shapley-interactions: its top pairs (app/interaction_view.py)
     extras = result.extras.get(measure, {})
