@@ -15,7 +15,8 @@ in Streamlit's round trip and rendering is visible.
 the home page) is timed once; then each page of the navigation is opened by its URL in a fresh browser session
 `--runs` times, timed from the request to the end of its script run (Streamlit's script state reads 'notRunning'
 and stays so for half a second; the half second is not counted), and checked for an exception box. Budgets: the
-first page <= 6 s, every other page <= 2 s.
+first page <= 6 s, every other page <= 2 s. Last, the floor: an almost empty Streamlit page on a server of its own,
+opened the same way (what a fresh session costs before any page's work).
 """
 from __future__ import annotations
 
@@ -233,15 +234,52 @@ def bench_pages(model_id: str, runs: int) -> int:
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+    floor = _floor_times(helpers, runs)
+    rows.append(("*floor: an almost empty page (a title, a line) of its own server, fresh session*", floor, 0, None))
+    print(f"  floor: {', '.join(f'{t:.2f}' for t in floor)} s", flush=True)
     print(f"# bench/dashboard.py --pages · code {code_version()} · model {model_id} · {platform.machine()} · "
           f"{os.cpu_count()} CPUs · load average {os.getloadavg()[0]:.2f} at the end")
     print(f"| page | open, fresh session (median of {runs}; s) | range (s) | budget (s) | within | exception boxes |")
     print("|---|---|---|---|---|---|")
     for title, times, errors, budget in rows:
         median = statistics.median(times)
-        print(f"| {title} | {median:.2f} | {min(times):.2f}-{max(times):.2f} | <= {budget:g} | "
-              f"{'yes' if median <= budget else '**no**'} | {errors} |")
+        within = "" if budget is None else ("yes" if median <= budget else "**no**")
+        print(f"| {title} | {median:.2f} | {min(times):.2f}-{max(times):.2f} | {'' if budget is None else f'<= {budget:g}'} | "
+              f"{within} | {errors} |")
     return 0
+
+
+FLOOR_APP = 'import streamlit as st\nst.title("Floor")\nst.write("An almost empty page.")\n'
+
+
+def _floor_times(helpers, runs: int) -> list[float]:
+    """The fixed cost of a fresh browser session, timed as the pages are: an almost empty Streamlit app on a server of
+    its own (the frontend's load, the websocket, the session, one trivial script run)."""
+    folder = Path(tempfile.mkdtemp())
+    (folder / "floor.py").write_text(FLOOR_APP, encoding="utf-8")
+    port = helpers._free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(folder / "floor.py"), "--server.port",
+                             str(port), "--server.address", "127.0.0.1", "--server.headless", "true"],
+                            cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    times = []
+    try:
+        for _ in range(240):
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                time.sleep(0.25)
+        for _ in range(runs):
+            driver = _new_driver(helpers.CHROMIUM, helpers.CHROMEDRIVER)
+            try:
+                times.append(_open_timed(driver, url)[0])
+            finally:
+                driver.quit()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    return times
 
 
 def _select_model(driver, model_id: str) -> None:
