@@ -99,7 +99,7 @@ ACTION = {a.name: a for a in ACTIONS}
 def role_of(query_params: Mapping[str, str], signed_in_admin: bool) -> str:
     """The role of a session: a study link makes an annotator whatever else holds; else the admin (always on
     loopback, where app.admin.is_admin is True) or an anonymous visitor."""
-    from app.study_view import is_study_link
+    from app.study_link import is_study_link
 
     if is_study_link(query_params):
         return ANNOTATOR

@@ -319,10 +319,17 @@ def explain_links(view: View, measures: list[str], model_id: str | None, key: st
                           query_params=query)
 
 
-def paired_comparison(data: pd.DataFrame, measures: list[str]) -> None:
-    """Is one measure more faithful than another on these seeds? RACU of a - b per seed, paired."""
+@st.cache_data(show_spinner=False, max_entries=32)
+def _compared(data: pd.DataFrame, a: str, b: str) -> dict:
+    """engine.faithfulness.summary.compare_measures of one view's rows, once per rows and pair (its per-seed areas and
+    bootstrap were recomputed on every rerun, collapsed expander or not)."""
     from engine.faithfulness.summary import compare_measures
 
+    return compare_measures(data, a, b)
+
+
+def paired_comparison(data: pd.DataFrame, measures: list[str]) -> None:
+    """Is one measure more faithful than another on these seeds? RACU of a - b per seed, paired."""
     if len(measures) < 2:
         return
     with st.expander("Paired comparison of two measures"):
@@ -333,7 +340,7 @@ def paired_comparison(data: pd.DataFrame, measures: list[str]) -> None:
             st.info("Pick two different measures.")
             return
         try:
-            res = compare_measures(data, a, b)
+            res = _compared(data, a, b)
         except ValueError as err:
             st.info(f"No paired comparison: {md(err)}")
             return

@@ -10,8 +10,7 @@ import streamlit as st
 from app.availability import may, require
 from app.progress import ThrottledProgress
 from app.text import md
-from engine import EngineError, dataset_names, measure_availability
-from engine.faithfulness.benchmark import Cell, run_sweep
+from engine.errors import EngineError
 
 RUN_KEY = "bench_run"  # the Benchmarks page's run selector: set to the new run so it opens there
 
@@ -33,6 +32,10 @@ def compute_cells_form(model_id: str | None, load_classifier) -> None:
                       on_change="rerun")
     if not box.open:
         return
+    # the engine's measures and sweep (torch) only once the form is opened: the home page imports run_name
+    from engine import dataset_names, measure_availability
+    from engine.faithfulness.benchmark import Cell, run_sweep
+
     with box:
         classifier = load_classifier()
         names = dataset_names()

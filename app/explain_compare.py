@@ -89,10 +89,19 @@ def prediction_words(classifier, result) -> str:
     return f"{classifier.classes[predicted]} ({result.probabilities[predicted]:.1%})"
 
 
+def shared_scale(score_lists) -> float:
+    """One colour scale for heatmaps drawn side by side: the largest finite |score| over all of them (each model's own
+    largest would colour a score twice as large the same)."""
+    from engine.colours import score_scale
+
+    return max((score_scale(scores) for scores in score_lists), default=0.0)
+
+
 def render_side_by_side(first, first_result, second, second_result, notes: list[str], level: str, aggregation: str,
                         heatmap: Callable) -> None:
     """Each model's prediction, then per measure one row: the sidebar model's heatmap left, the second model's right,
-    each labelled with its model. `heatmap(col, result, measure, units, level_scores)` draws one (the page's)."""
+    each labelled with its model, both on one colour scale (shared_scale: the same colour is the same score on both
+    sides). `heatmap(col, result, measure, units, level_scores, scale)` draws one (the page's)."""
     st.subheader(f"Side by side: {md(first.id)} and {md(second.id)}")
     for note in notes:
         st.caption(f":material/info: {md(note)}")
@@ -103,11 +112,12 @@ def render_side_by_side(first, first_result, second, second_result, notes: list[
                      f"class **{md(classifier.classes[result.target])}** ({md(result.target_source)})")
     for measure in first_result.scores:
         cols = st.columns(2)
+        scale = shared_scale([scores[measure] for _c, result, _u, scores in sides if measure in result.scores])
         for col, (classifier, result, units, scores) in zip(cols, sides):
             with col:
                 col.caption(f"{md(classifier.id)} · {md(measure)}")
                 if measure in result.scores:
-                    heatmap(col, result, measure, units, scores)
+                    heatmap(col, result, measure, units, scores, scale)
                 elif measure in result.errors:
                     col.warning(f"{md(measure)}: {md(result.errors[measure])}")
                 else:

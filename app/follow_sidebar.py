@@ -80,3 +80,20 @@ def follow(key: str, options: Sequence[str], names: Sequence[str] | None = None,
         st.session_state[key] = hit
     elif current not in options:
         st.session_state[key] = options[0]
+
+
+def follow_choice(key: str, options: Sequence[str], defaults: Sequence[str]) -> None:
+    """Before the multiselect keyed `key` over `options` is drawn: on its first draw, and when the sidebar's model
+    changed since it was last drawn, its value becomes what is still chosen of `options`, or `defaults` where none
+    is; otherwise the reader's choice stands (an empty one too).
+
+    Streamlit keeps a keyed multiselect's value when its options change, filtered to the new options: after a switch
+    to a model that offers none of the chosen measures the value is empty, and a page that explains the chosen ones
+    explains nothing (tests/test_follow_choice.py)."""
+    model = st.session_state.get(MODEL_KEY)
+    seen = f"{key}__sidebar_model"
+    changed = st.session_state.get(seen) != model
+    st.session_state[seen] = model
+    if changed or key not in st.session_state:
+        kept = [m for m in st.session_state.get(key) or [] if m in options]
+        st.session_state[key] = kept or [m for m in defaults if m in options]

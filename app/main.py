@@ -3,15 +3,18 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import admin, availability, study_view
+from app import admin, availability, study_link
 from app.shared import MODEL_KEY, PENDING_MODEL_KEY, usable_checkpoints
 from app.text import md
 from engine.models.kinds import ModelKind
-from engine.runtime import configure
+from engine.runtime import code_version
 from engine.settings import offline
 
 offline()  # the dashboard is an entry point: no hub at run time (engine/settings.py)
-configure()
+# The code version is read now, when the server starts with the code it imported (engine.runtime.configure's
+# reason); the rest of configure (transformers' log level, torch's threads) is done by the loaders, which call it
+# before a model is loaded: a page that loads none imports neither torch nor transformers.
+code_version()
 st.set_page_config(page_title="Faithfulness dashboard", page_icon=":material/search:", layout="wide")
 
 # Open to a network with no admin secret: serve nothing (scripts/start.sh refuses to start so; this catches a
@@ -24,7 +27,9 @@ role = availability.current_role()
 # A study link, or a session that ever came with one (a page switch through the browser's history drops the link's
 # parameters from the URL but not from the session): its holder sees the study and nothing else; with one page in
 # the navigation, any other URL path falls back to it, and no sidebar (model picker, sign-in) is drawn.
-if study_view.is_study_session(st.query_params, st.session_state) or role == availability.ANNOTATOR:
+if study_link.is_study_session(st.query_params, st.session_state) or role == availability.ANNOTATOR:
+    from app import study_view
+
     role = availability.ANNOTATOR
     st.navigation([st.Page(study_view.page, title="Study", icon=":material/rate_review:", default=True)],
                   position="hidden").run()

@@ -246,6 +246,9 @@ def register_prompted(source: str, spec: PromptSpec, model_id: str | None, overw
 def _tokenizer(folder: str, stamp: float):
     from transformers import AutoTokenizer
 
+    from engine.runtime import configure
+
+    configure()  # transformers' load reports quiet, as a loader has them
     return AutoTokenizer.from_pretrained(folder)
 
 

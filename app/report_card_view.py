@@ -157,11 +157,24 @@ def _store_at(root: str):
     return ResultsStore(root)
 
 
-@st.cache_data(show_spinner="Reading the report cards ...", max_entries=4)
 def _rows(root: str, run: str, state: str) -> pd.DataFrame:
-    """Every row of one run, read once per state of the store (app.results_cache.state_of is part of the cache
-    key, so cells a running card writes show on the next rerun)."""
+    """Every row of one run: engine.results.ResultsStore.load, which memoises a run per process under its cell files'
+    fingerprint and hands each caller a shallow copy (pandas' copy-on-write keeps it apart). Not st.cache_data: that
+    pickles the frame into the cache and unpickles a copy on every hit, about a second a page run for the 870k rows of
+    tiny-rt-card. Only the derived tables below are cached; `state` keeps the signature of the functions that call it."""
     return _store_at(root).load(run)
+
+
+@st.cache_data(show_spinner="Reading the report cards ...", max_entries=8)
+def _planted(root: str, run: str, state: str) -> pd.DataFrame:
+    """planted_models_of the run's rows (one row per planted model), once per state of the store."""
+    return planted_models_of(_rows(root, run, state))
+
+
+def _model_rows(root: str, run: str, state: str, models: tuple[str, ...]) -> pd.DataFrame:
+    """The run's rows of `models`: what the view's CSV holds (made when its button is pressed)."""
+    data = _rows(root, run, state)
+    return data[data["model"].isin(models)]
 
 
 @st.cache_data(show_spinner="Ranking the measures by each metric (bootstrap CIs) ...", max_entries=8)
@@ -170,20 +183,20 @@ def _spearman(root: str, run: str, state: str, models: tuple[str, ...]) -> pd.Da
     only when the reader asks)."""
     from engine.groundtruth import spearman_table
 
-    data = _rows(root, run, state)
     try:
-        return spearman_table(data[data["model"].isin(models)])
+        return spearman_table(_model_rows(root, run, state, models))
     except KeyError:
         return pd.DataFrame()
 
 
 @st.cache_data(show_spinner="Scoring the judges (bootstrap CIs) ...", max_entries=8)
-def _tables(root: str, run: str, state: str, models: tuple[str, ...]) -> dict[str, pd.DataFrame]:
-    """The card's tables for `models` of `run` (engine.groundtruth.tables), each empty when the run has none."""
+def _tables(root: str, run: str, state: str, models: tuple[str, ...]) -> dict:
+    """The card's tables for `models` of `run` (engine.groundtruth.tables), each empty when the run has none, and
+    "operators_seen": the masking operators of their rows, in the order they appear (the rows themselves stay out of
+    the cache: it copies what it holds on every hit)."""
     from engine.groundtruth import judge_table, operator_table, recovery_table, truth_table
 
-    data = _rows(root, run, state)
-    data = data[data["model"].isin(models)]
+    data = _model_rows(root, run, state, models)
     out = {}
     for name, make in (("truth", truth_table), ("recovery", recovery_table), ("judges", judge_table),
                        ("operators", operator_table)):
@@ -191,7 +204,7 @@ def _tables(root: str, run: str, state: str, models: tuple[str, ...]) -> dict[st
             out[name] = make(data)
         except KeyError:  # a run that holds only its truth so far (no card cell finished): no such rows yet
             out[name] = pd.DataFrame()
-    out["rows"] = data
+    out["operators_seen"] = list(dict.fromkeys(data["operator"].dropna())) if "operator" in data else []
     return out
 
 
@@ -518,7 +531,7 @@ def render_report_card() -> None:
     with c1:  # first the run named after the sidebar's model (tiny-rt-card for a tiny model), when there is one
         follow(URL_FIELDS["run"], runs)  # again when the sidebar's model changes
         run = _select("Run", runs, URL_FIELDS["run"], prefer=preferred(runs))
-    truth = planted_models_of(_rows(root, run, state))
+    truth = _planted(root, run, state)
     if truth.empty:
         st.info("This run holds no rows of a planted model yet.")
         return
@@ -531,8 +544,7 @@ def render_report_card() -> None:
         mechanism = _select("Mechanism", families[family], URL_FIELDS["mechanism"])
     models = tuple(truth[(truth["base_model"].astype(str) == family) & (truth["mechanism"] == mechanism)]["model"])
     tables = _tables(root, run, state, models)
-    card_rows = tables["rows"]
-    ops = [o for o in dict.fromkeys(card_rows["operator"].dropna())] if "operator" in card_rows else []
+    ops = tables["operators_seen"]
     with c4:
         operator = _select("Masking operator", ops or ["mask"], URL_FIELDS["operator"],
                            format_func=lambda o: OPERATOR_NAMES.get(o, o))
@@ -553,5 +565,6 @@ def render_report_card() -> None:
         _judge_table(judges, operator)
     _recovery_section(tables["recovery"], described)
     _agreement_sections(lambda: _spearman(root, run, state, models), tables["operators"], operator)
-    st.download_button("Download this view's rows (CSV)", frame_to_csv(card_rows).encode(),
+    # the CSV is made on the click (Streamlit calls the function then): made on every run, it cost seconds a rerun
+    st.download_button("Download this view's rows (CSV)", lambda: frame_to_csv(_model_rows(root, run, state, models)).encode(),
                        file_name=f"report-card-{run}-{family}-{mechanism}.csv", mime="text/csv")

@@ -7,12 +7,19 @@ from __future__ import annotations
 import streamlit as st
 
 from app.text import md
-from engine import load_classifier
-from engine.models import CheckpointError
+from engine.errors import CheckpointError
 from engine.models.catalogue import CatalogueEntry, model_catalogue
 
 MODEL_KEY = "model_id"
 PENDING_MODEL_KEY = "model_id_pending"  # set by a page that built a model; applied by the frame
+
+
+def load_classifier(model_id: str):
+    """engine.load_classifier, imported on the first load: the frame and a page that loads no model do not import
+    the loaders (torch, transformers)."""
+    from engine import load_classifier as load
+
+    return load(model_id)
 
 
 @st.cache_resource(show_spinner="Loading model ...", max_entries=4)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import streamlit as st
 
-from app.annotation_widgets import rank_pickers, rationale_picker, show_explanations, show_input
+from app.study_link import LINK_KEY, is_study_link, is_study_session  # noqa: F401 (the frame's check)
 from app.text import md
 from engine.annotation import new_submission_id, ordering_from_ranks
 from engine.annotation.invitations import TOKEN_PARAM
@@ -32,25 +32,6 @@ SESSION_KEY = "study_session"  # (link key, engine Session) of this browser sess
 UNAVAILABLE = "The study cannot be reached right now; please try again later."
 RESUME_NOTE = ("You can close this page at any time and come back with the same link: your answers are kept and "
                "you continue where you left off.")
-
-
-LINK_KEY = "study_link"  # the study link's parameters this browser session first came with
-
-
-def is_study_link(query_params: Mapping[str, str]) -> bool:
-    """Whether the URL is a study link (then the session sees only the study)."""
-    return TOKEN_PARAM in query_params
-
-
-def is_study_session(query_params: Mapping[str, str], session_state) -> bool:
-    """Whether this browser session is an annotator's: its URL is a study link, or it ever came with one. Once a study
-    link is seen, the session keeps to the study whatever the URL says next: a page switch in the browser (the history
-    API: pushState to another path, then popstate) reruns the app with that path's URL, without the token, in the
-    same session, and must not bring up the dashboard. The link's parameters are kept for `page()`."""
-    if is_study_link(query_params):
-        session_state[LINK_KEY] = {k: str(v) for k, v in query_params.items()}
-        return True
-    return LINK_KEY in session_state
 
 
 def _link_params() -> Mapping[str, str]:
@@ -105,6 +86,10 @@ def _done(store: StudyStore, session) -> None:
 
 
 def _task(store: StudyStore, session, assignment) -> None:
+    # imported here: the frame (app/main.py) imports this module on every page, and the widgets' heatmaps import the
+    # engine's measures (torch)
+    from app.annotation_widgets import rank_pickers, rationale_picker, show_explanations, show_input
+
     task = assignment.task
     aid = assignment.assignment_id
     if assignment.note:

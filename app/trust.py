@@ -218,7 +218,7 @@ def masf_status(folder: str | Path | None) -> str:
     """Whether MaSF (the masked-input out-of-distribution test) is calibrated for the checkpoint in `folder`, in
     words: the data of each stored fit (the JSON beside each `masf-<digest>.safetensors`), or that it is fitted on
     the first masking run."""
-    from engine.ood import LEGACY_MASF_FILE, MASF_FIT_VERSION, MASF_PREFIX
+    from engine.ood.files import LEGACY_MASF_FILE, MASF_FIT_VERSION, MASF_PREFIX
 
     if folder is None or not Path(folder).is_dir():
         return "not calibrated yet: fitted on the first masking run"

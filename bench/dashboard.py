@@ -10,12 +10,14 @@ in Streamlit's round trip and rendering is visible.
     python bench/dashboard.py --model minilm-rt-masked-s0 --runs 5
     python bench/dashboard.py --smoke               # CI: a toy checkpoint, one warm run
     python bench/dashboard.py --pages --runs 3      # every page: open time in a fresh browser session
+    python bench/dashboard.py --script-cpu --runs 3 # every page's script run alone: CPU seconds, no browser
 
 --pages: the page table of the speed budgets (docs/performance.md). The first page after the server starts (/,
 the home page) is timed once; then each page of the navigation is opened by its URL in a fresh browser session
 `--runs` times, timed from the request to the end of its script run (Streamlit's script state reads 'notRunning'
 and stays so for half a second; the half second is not counted), and checked for an exception box. Budgets: the
-first page <= 6 s, every other page <= 2 s.
+first page <= 6 s, every other page <= 2 s. Last, the floor: an almost empty Streamlit page on a server of its own,
+opened the same way (what a fresh session costs before any page's work).
 """
 from __future__ import annotations
 
@@ -54,10 +56,15 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=7, help="warm runs to time (median reported)")
     p.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     p.add_argument("--pages", action="store_true", help="time every page's opening against its budget instead")
+    p.add_argument("--script-cpu", action="store_true",
+                   help="instead: each page's script run in this process (Streamlit's AppTest, no browser), the CPU "
+                        "seconds of the script's thread, first run (imports, reads) and warm runs")
     args = p.parse_args()
     if args.smoke:
         use_scratch_folders()
         args.model, args.runs = smoke_checkpoint(), 1
+    if args.script_cpu:
+        return bench_script_cpu(args.model, args.runs)
     if args.pages:
         return bench_pages(args.model, args.runs)
 
@@ -233,15 +240,110 @@ def bench_pages(model_id: str, runs: int) -> int:
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+    floor = _floor_times(helpers, runs)
+    rows.append(("*floor: an almost empty page (a title, a line) of its own server, fresh session*", floor, 0, None))
+    print(f"  floor: {', '.join(f'{t:.2f}' for t in floor)} s", flush=True)
     print(f"# bench/dashboard.py --pages · code {code_version()} · model {model_id} · {platform.machine()} · "
           f"{os.cpu_count()} CPUs · load average {os.getloadavg()[0]:.2f} at the end")
     print(f"| page | open, fresh session (median of {runs}; s) | range (s) | budget (s) | within | exception boxes |")
     print("|---|---|---|---|---|---|")
     for title, times, errors, budget in rows:
         median = statistics.median(times)
-        print(f"| {title} | {median:.2f} | {min(times):.2f}-{max(times):.2f} | <= {budget:g} | "
-              f"{'yes' if median <= budget else '**no**'} | {errors} |")
+        within = "" if budget is None else ("yes" if median <= budget else "**no**")
+        print(f"| {title} | {median:.2f} | {min(times):.2f}-{max(times):.2f} | {'' if budget is None else f'<= {budget:g}'} | "
+              f"{within} | {errors} |")
     return 0
+
+
+HEAVY = ("torch", "transformers", "tokenizers", "scipy", "sklearn", "matplotlib", "plotly", "pandas", "pyarrow")
+
+
+def bench_script_cpu(model_id: str, runs: int) -> int:
+    """The server's share of a page's opening, without the browser: each page of the admin's navigation run as a fresh
+    session (AppTest) in this one process, in the navigation's order (so a page's first run pays the imports and reads
+    no page before it paid, as on a server), then `runs` more fresh sessions (warm: the caches filled). Each script
+    run is timed on its own thread's CPU clock (other processes do not inflate it) and on the wall clock."""
+    from streamlit.runtime.scriptrunner import script_runner
+    from streamlit.testing.v1 import AppTest
+
+    from app.availability import PAGES
+
+    spent: list[tuple[float, float]] = []
+    run_script = script_runner.exec_func_with_error_handling
+
+    def timed(func, ctx):
+        wall, cpu = time.perf_counter(), time.thread_time()
+        try:
+            return run_script(func, ctx)
+        finally:
+            spent.append((time.perf_counter() - wall, time.thread_time() - cpu))
+
+    script_runner.exec_func_with_error_handling = timed
+
+    def one(page) -> tuple[float, float, int]:
+        at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=600)
+        at.query_params["model"] = model_id
+        if page.key != "home":
+            at.switch_page(str(ROOT / "pages" / page.file))
+        before = len(spent)
+        at.run()
+        mine = spent[before:]
+        return sum(w for w, _ in mine), sum(c for _, c in mine), len(at.exception)
+
+    # the code version (engine.runtime) is read after the pages ran: importing it first could import for them what they
+    # import themselves
+    print(f"# bench/dashboard.py --script-cpu · model {model_id} · {os.cpu_count()} CPUs · load average "
+          f"{os.getloadavg()[0]:.2f} at the start")
+    print(f"| page | first run: CPU s (wall s) | imported by it | warm, median of {runs}: CPU s (wall s) | "
+          "exception boxes |")
+    print("|---|---|---|---|---|")
+    for page in PAGES:
+        if not page.file or "admin" not in page.roles:
+            continue
+        loaded = set(sys.modules)
+        wall, cpu, errors = one(page)
+        new = sorted({m.split(".")[0] for m in set(sys.modules) - loaded} & set(HEAVY))
+        warm = [one(page) for _ in range(runs)]
+        print(f"| {page.title} | {cpu:.2f} ({wall:.2f}) | {', '.join(new) or '-'} | "
+              f"{statistics.median(c for _, c, _ in warm):.2f} ({statistics.median(w for w, _, _ in warm):.2f}) | "
+              f"{errors + sum(e for _, _, e in warm)} |", flush=True)
+    from engine.runtime import code_version
+
+    print(f"# code {code_version()} · load average {os.getloadavg()[0]:.2f} at the end")
+    return 0
+
+
+FLOOR_APP = 'import streamlit as st\nst.title("Floor")\nst.write("An almost empty page.")\n'
+
+
+def _floor_times(helpers, runs: int) -> list[float]:
+    """The fixed cost of a fresh browser session, timed as the pages are: an almost empty Streamlit app on a server of
+    its own (the frontend's load, the websocket, the session, one trivial script run)."""
+    folder = Path(tempfile.mkdtemp())
+    (folder / "floor.py").write_text(FLOOR_APP, encoding="utf-8")
+    port = helpers._free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(folder / "floor.py"), "--server.port",
+                             str(port), "--server.address", "127.0.0.1", "--server.headless", "true"],
+                            cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    times = []
+    try:
+        for _ in range(240):
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                time.sleep(0.25)
+        for _ in range(runs):
+            driver = _new_driver(helpers.CHROMIUM, helpers.CHROMEDRIVER)
+            try:
+                times.append(_open_timed(driver, url)[0])
+            finally:
+                driver.quit()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    return times
 
 
 def _select_model(driver, model_id: str) -> None:

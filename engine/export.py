@@ -170,14 +170,15 @@ def colour_scale_html(scale: float, signed: bool) -> str:
 
 def heatmap_html(units: Sequence[str], scores: Sequence[float] | None, signed: bool,
                  masked: Sequence[bool] | None = None, title: str | None = None, scale_bar: bool = True,
-                 title_tip: str | None = None) -> str:
+                 title_tip: str | None = None, scale: float | None = None) -> str:
     """One line of tokens (or words, sentences) coloured by score, with the colour scale under it.
     `masked` marks units shown as [MASK] (struck through and outlined); `title_tip`: the title's tooltip (e.g. the
-    measure's formula, while the title says its name in words)."""
+    measure's formula, while the title says its name in words); `scale`: the |score| that gets the full colour
+    (default: the largest of these scores; heatmaps drawn to be compared pass one scale to each)."""
     values = [float(s) for s in scores] if scores is not None else [0.0] * len(units)
     if len(values) != len(units):
         raise InvalidInputError(f"{len(units)} units but {len(values)} scores")
-    scale = score_scale(values)
+    scale = score_scale(values) if scale is None else float(scale)
     spans = []
     for i, unit in enumerate(units):
         value = values[i]

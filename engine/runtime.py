@@ -9,15 +9,20 @@ import os
 import random
 import subprocess
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 import engine.settings as settings
 from engine.errors import InvalidInputError
 from engine.settings import PROJECT_ROOT
 from engine.version import __version__
 
+if TYPE_CHECKING:
+    import torch
+
+# torch is imported by the functions that use it: the code version and the settings are read by entry points that
+# compute nothing (the dashboard's frame and its pages of stored results), which then need not import it.
 # Importing this module sets no environment variable (tests/test_offline_default.py): the hub's offline policy is
 # `settings.offline()`, called by the entry points; TOKENIZERS_PARALLELISM is set by `configure`; cuBLAS's workspace
 # by `set_determinism`, which `pick_device` calls before the first CUDA kernel.
@@ -33,6 +38,7 @@ def configure() -> None:
         return
     # the tokenizers' own thread pool beside torch's and the sweeps' forked workers: it warns and can deadlock there
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import torch
     import transformers
 
     transformers.utils.logging.set_verbosity_error()
@@ -52,6 +58,8 @@ def pick_device(requested: str | None = None) -> torch.device:
     Picking CUDA turns deterministic algorithms on first (`ENGINE_DETERMINISTIC`, on by default), so no
     CUDA kernel runs before they are: `index_add_`, `scatter_add_` and the LSTM's gather backward
     accumulate in a nondeterministic order on a GPU otherwise."""
+    import torch
+
     requested = (requested or settings.device_request()).lower()
     if requested == "auto":
         requested = "cuda" if torch.cuda.is_available() else "cpu"
@@ -73,6 +81,8 @@ def set_determinism(on: bool) -> None:
     warn_only: an op with no deterministic kernel warns instead of stopping the run; the flag is recorded
     with every result (`determinism()`), so a number from such a run can be told apart. On a CPU the
     engine's kernels are deterministic for a fixed thread count either way."""
+    import torch
+
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.use_deterministic_algorithms(bool(on), warn_only=True)
     torch.backends.cudnn.deterministic = bool(on)
@@ -81,6 +91,8 @@ def set_determinism(on: bool) -> None:
 
 def determinism() -> dict:
     """The flags that decide whether a rerun gives the same bits, as recorded in provenance."""
+    import torch
+
     return {
         "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
         "deterministic_warn_only": torch.is_deterministic_algorithms_warn_only_enabled(),
@@ -95,6 +107,7 @@ def determinism() -> dict:
 def runtime_record(device: torch.device | str | None = None) -> dict:
     """Device (with the GPU's name), versions and the determinism flags: what provenance records about the
     machine a number was computed on."""
+    import torch
     import transformers
 
     record = {"device": str(device) if device is not None else None, "torch": torch.__version__,
@@ -106,6 +119,8 @@ def runtime_record(device: torch.device | str | None = None) -> dict:
 
 
 def seed_everything(seed: int) -> None:
+    import torch
+
     random.seed(seed)
     np.random.seed(seed % (2**32))
     torch.manual_seed(seed)

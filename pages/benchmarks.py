@@ -28,17 +28,23 @@ def md_plotly(text: str) -> str:
     return html.escape(str(text))
 
 
-def curves_part(view: View) -> None:
-    """The view's curves: each measure's mean over seeds with its 95% band, every seed faint, random grey."""
+@st.cache_data(show_spinner=False, max_entries=16)
+def _bands(data: pd.DataFrame) -> pd.DataFrame:
+    """engine.faithfulness.summary.curve_bands (a bootstrap band per measure and level) once per view's rows."""
     from engine.faithfulness.summary import curve_bands
 
+    return curve_bands(data)
+
+
+def curves_part(view: View) -> None:
+    """The view's curves: each measure's mean over seeds with its 95% band, every seed faint, random grey."""
     data, k_max = view.data, view.k_max
     st.subheader(f"{METHOD_TITLE.get(view.method, view.method)} curves")
     if view.retrained:
         st.caption("Each point is a model retrained on train/validation/test data with the measure's top tokens masked "
                    "(R-ROAR); the x-axis is " + ("the number of tokens masked per input (k)." if view.counted
                                                  else "the share of each input's tokens masked."))
-    bands = curve_bands(data)
+    bands = _bands(data)
     fig = go.Figure()
     colours = palette.measure_colours(sorted(bands["measure"].unique()))
     for measure, band in bands.groupby("measure"):

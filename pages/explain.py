@@ -14,7 +14,7 @@ from app.availability import ADMIN, current_role
 from app.explain_compare import COMPARE_KEY, pick_second_model, render_side_by_side, second_explanation
 from app.figure_export import chart
 from app.figure_export import table as table_view
-from app.follow_sidebar import sidebar_model
+from app.follow_sidebar import follow_choice, sidebar_model
 from app.heatmap import LEGEND_ABSOLUTE, LEGEND_SIGNED, token_heatmap_html
 from app.ig_budget import URL_FIELDS as IG_URL_FIELDS
 from app.ig_budget import StepReporter, ig_options, stopped_words
@@ -111,12 +111,8 @@ if gold is not None:
     st.caption(f"A test example of {md(source)}: its gold label is **{md(gold)}**.")
 aux = st.text_input("Question (auxiliary sequence, never masked)", key="explain_aux") if paired else None
 c1, c2 = st.columns([3, 1])
-# the measures offered to this model: what is still chosen of them, or the page's defaults where none is (a first
-# visit, or a switch from a model whose choice this one does not offer: an empty choice would explain nothing)
-if st.session_state.get("explain_measures_for") != classifier.id or "explain_measures" not in st.session_state:
-    kept = [m for m in st.session_state.get("explain_measures") or [] if m in available]
-    st.session_state["explain_measures"] = kept or [m for m in LIVE_MEASURES if m in available]
-    st.session_state["explain_measures_for"] = classifier.id
+# on a first visit and after a sidebar model switch: what is still chosen of this model's measures, else the defaults
+follow_choice("explain_measures", available, LIVE_MEASURES)
 measures = c1.multiselect("Importance measures", available,
                           help="grad, x-grad, IG and LOO answer within a second; beam and the sampling-based captum "
                           "measures take longer. Only the measures this model supports are offered"
@@ -138,10 +134,12 @@ def _view() -> dict:
             "target": target_choice, "level": level, "agg": aggregation, "compare": compare_id, **ig_url_view(options)}
 
 
-def _heatmap(col, result, measure: str, units, level_scores) -> None:
-    """One measure's heatmap with its legend (and IG's completeness gap) in `col`."""
+def _heatmap(col, result, measure: str, units, level_scores, scale: float | None = None) -> None:
+    """One measure's heatmap with its legend (and IG's completeness gap) in `col`; `scale`: the |score| of the full
+    colour (default: this heatmap's largest)."""
     col.html(token_heatmap_html([u.text for u in units], level_scores[measure], result.signed[measure],
-                                title=f"{measure_label(measure)} ({measure})", title_tip=describe(measure)))
+                                title=f"{measure_label(measure)} ({measure})", title_tip=describe(measure),
+                                scale=scale))
     col.caption(LEGEND_SIGNED if result.signed[measure] else LEGEND_ABSOLUTE)
     show_pairs(col, result, measure)  # shapley-interactions: its top pairs (app/interaction_view.py)
     extras = result.extras.get(measure, {})

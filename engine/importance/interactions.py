@@ -142,9 +142,11 @@ class ShapleyInteractions(Explainer):
             raise InvalidInputError(f"budget (game evaluations per input) must be at least 4, got {self.options['budget']}")
 
     def supports(self) -> tuple[bool, str]:
-        try:
-            import shapiq  # noqa: F401
-        except ImportError:
+        import importlib.util
+
+        # found, not imported: importing shapiq imports scikit-learn and matplotlib (about 2 CPU-s), and every page
+        # that lists the measures a model supports asks this; it is imported where the measure runs
+        if importlib.util.find_spec("shapiq") is None:
             return False, "it needs the shapiq package (pip install shapiq==1.4.1)"
         return super().supports()
 

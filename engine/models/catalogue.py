@@ -120,7 +120,7 @@ def model_catalogue() -> list[CatalogueEntry]:
     the built-in prompted LMs whose package is installed (masked-LoRA ids first). A broken checkpoint, a
     registration whose folder is gone and a built-in LM whose package is missing are left out (`python -m engine
     models` lists them with the reason)."""
-    from engine.models.checkpoint import list_checkpoints
+    from engine.models.listing import list_checkpoints
     from engine.models.registry import builtin_prompted, registered_models
 
     return ([checkpoint_entry(m) for m in list_checkpoints() if "error" not in m]

@@ -27,6 +27,7 @@ from engine.errors import InvalidInputError
 from engine.models import Batch, Classifier
 from engine.models.prompt_digest import classifier_prompt_sha256
 from engine.ood.features import calibration_features, hidden_state_features
+from engine.ood.files import LEGACY_MASF_FILE, LEGACY_MASF_META, MASF_FIT_VERSION, MASF_PREFIX  # noqa: F401
 from engine.ood.masf import (
     DEFAULT_FOLDS,
     CrossFitMaSF,
@@ -35,15 +36,6 @@ from engine.ood.masf import (
 )
 from engine.runtime import code_version
 
-# Version of the fitting code: bumped whenever a fit's stored levels would come out different (2: ties within a
-# tolerance, docs/masf.md; 3: prompted LMs pooled from the slot on; 4: cross-fitted over K folds, docs/masf.md). It is
-# part of the key, so a fit by older code is never reused: it is fitted again.
-# The git commit is recorded too (provenance), but is not part of the key: every commit would refit everything.
-MASF_FIT_VERSION = 4  # 4: cross-fitted over `folds` folds (CrossFitMaSF): no verdict hangs on one split
-# Files of the fits made before fits were keyed (one per checkpoint, calibrated on the checkpoint's own dataset).
-LEGACY_MASF_FILE = "masf.safetensors"
-LEGACY_MASF_META = "masf.json"
-MASF_PREFIX = "masf-"
 DEFAULT_MASK_SEED = 1234
 
 
