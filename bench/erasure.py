@@ -301,6 +301,8 @@ def references(args, classifier: Classifier, batch, scores, masf, explain, k, st
           "ours / reference | ours (MaSF on) / reference | reference / forward limit |")
     print("|---|---|---|---|---|---|---|---|")
     for family, name, ours, reference in rows:
+        if args.families and family not in args.families:
+            continue
         plain = partial(ours, None)
         fns = {"plain": plain, "reference": reference}
         if family != "randomisation":  # the randomisation test has no MaSF
@@ -355,6 +357,8 @@ def main() -> None:
                              "about 10 s a run on tiny). Default: 2")
     parser.add_argument("--large-repeats", type=int, default=1,
                         help=f"repeats of a family of more than {LARGE_ROWS} rows (NAOPC). Default: 1")
+    parser.add_argument("--families", nargs="+", default=None, choices=list(FAMILIES), metavar="FAMILY",
+                        help="only these metric families' rows (default: every one)")
     parser.add_argument("--smoke", action="store_true", help="CI smoke mode: toy data, 4 inputs, 1 repeat, MaSF on 40")
     args = parser.parse_args()
     if args.smoke:
@@ -385,6 +389,8 @@ def main() -> None:
     ids = batch.input_ids[torch.arange(step) % len(batch)]
     am, tt = batch.attention_mask[torch.arange(step) % len(batch)], batch.token_type_ids[torch.arange(step) % len(batch)]
     for family in kernel_families():
+        if args.families and family not in args.families:
+            continue
         kwargs = dict(target=batch.target, metrics=[family], soft_draws=5, seed=0)
         res = erasure_metrics(classifier, batch, scores, masf=masf, **kwargs)
         rows = res.forward_rows + res.soft_rows
@@ -426,6 +432,8 @@ def main() -> None:
              "randomisation": lambda masf_: randomisation_test(classifier, batch, scores, k, batch.target, "mask",
                                                                seed=0)}
     for family in FAMILIES:
+        if args.families and family not in args.families:
+            continue
         if family in extra:
             fn = extra[family]
         elif FAMILIES[family].function:
