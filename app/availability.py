@@ -1,6 +1,6 @@
 """What each kind of visitor may open and compute: the one table the navigation (app/main.py) and every gated
 action read, and the one that docs/configuration.md prints (`python -m app.availability` writes it;
-tests/test_roles_pages.py walks every page in every role against it).
+tests/app/test_roles_pages.py walks every page in every role against it).
 
 Three roles: the **admin** (on loopback, the default bind, every visitor is the admin; served to a network, a
 session signed in with the admin secret, app/admin.py), an **annotator** (a session opened from a study link:

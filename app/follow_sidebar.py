@@ -89,7 +89,7 @@ def follow_choice(key: str, options: Sequence[str], defaults: Sequence[str]) -> 
 
     Streamlit keeps a keyed multiselect's value when its options change, filtered to the new options: after a switch
     to a model that offers none of the chosen measures the value is empty, and a page that explains the chosen ones
-    explains nothing (tests/test_follow_choice.py)."""
+    explains nothing (tests/app/test_follow_choice.py)."""
     model = st.session_state.get(MODEL_KEY)
     seen = f"{key}__sidebar_model"
     changed = st.session_state.get(seen) != model

@@ -1,7 +1,7 @@
 """The top pairs of the shapley-interactions measure under its heatmap on the Explain page: a small table of the
 pairs of words (or tokens) whose pairwise Shapley interaction is largest in magnitude, each coloured on the signed
 scale of the heatmaps (orange: the two together add more than each alone, as an AND; purple: either suffices, as an
-OR). Built only from escaped text: the words are the user's (tests/test_interaction_view.py, test_browser_pairs.py)."""
+OR). Built only from escaped text: the words are the user's (tests/app/test_interaction_view.py, test_browser_pairs.py)."""
 from __future__ import annotations
 
 import html

@@ -7,7 +7,7 @@ messages to it stay queued, the connection never finishes closing, and the serve
 it. Here the graceful part is bounded: open connections get GRACE_S seconds to close (then uvicorn cancels them
 and runs the app's own shutdown), and should the process still be alive HARD_LIMIT_S after the first signal, it
 exits at once (the dashboard's stores are SQLite transactions and atomic file writes, so nothing half-written
-remains). scripts/start.sh and the study drills start the server through here; tests/test_serve_stop.py checks
+remains). scripts/start.sh and the study drills start the server through here; tests/app/test_serve_stop.py checks
 that it exits on SIGTERM within the bound with a frozen browser attached.
 """
 from __future__ import annotations

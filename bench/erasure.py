@@ -15,7 +15,7 @@ measure's own runs on the same rows plus the forwards of the MaSF p-values.
 The second table: ours against the reference implementation on the same inputs, with perturbations of the same kind
 and number (each drawn by its own generator): captum.metrics.infidelity and sensitivity_max (called directly, as
 captum's documentation does), Quantus 0.6's FaithfulnessCorrelation (faithfulness correlation, and Sensitivity-n as
-FaithfulnessCorrelation at subset size n, as tests/test_metric_reference.py compares them) and ice-faithfulness
+FaithfulnessCorrelation at subset size n, as tests/engine/test_metric_reference.py compares them) and ice-faithfulness
 1.0.1's randomisation test, the last two where importable (--reference-path: a folder made by
 `pip install --no-deps --target DIR 'quantus==0.6.*' scikit-image opencv-python-headless cachetools imageio tifffile
 lazy_loader` or `... 'ice-faithfulness==1.0.1'`; neither pulls a torch of its own, the project's is used).

@@ -3,7 +3,7 @@ the prediction and the provenance), a self-contained HTML heatmap, and LaTeX col
 
 Every piece of user text (the input, its tokens, class names, measure names) is escaped for the format it
 lands in: `html.escape` for HTML, `latex_escape` for LaTeX; the only other values in the markup are numbers
-and colours formatted here (tests/test_export.py feeds hostile text through each writer).
+and colours formatted here (tests/engine/test_export.py feeds hostile text through each writer).
 
     record = explanation_record(explanation, classifier, level="word")
     Path("x.html").write_text(to_html(record))

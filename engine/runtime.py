@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 # torch is imported by the functions that use it: the code version and the settings are read by entry points that
 # compute nothing (the dashboard's frame and its pages of stored results), which then need not import it.
-# Importing this module sets no environment variable (tests/test_offline_default.py): the hub's offline policy is
+# Importing this module sets no environment variable (tests/architecture/test_offline_default.py): the hub's offline policy is
 # `settings.offline()`, called by the entry points; TOKENIZERS_PARALLELISM is set by `configure`; cuBLAS's workspace
 # by `set_determinism`, which `pick_device` calls before the first CUDA kernel.
 

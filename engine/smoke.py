@@ -1,5 +1,5 @@
 """What the bench and scripts entries share: their `--smoke` mode (CI runs every entry so, see
-tests/test_smoke_entrypoints.py): the real code on tiny inputs, in a scratch folder, in seconds. Smoke numbers mean
+tests/architecture/test_smoke_entrypoints.py): the real code on tiny inputs, in a scratch folder, in seconds. Smoke numbers mean
 nothing; they show that the entry still runs end to end. And their end: the result record printed and written.
 
 The bench and scripts entries import it as `engine.smoke` (the package is installed: no entry edits sys.path).

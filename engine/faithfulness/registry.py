@@ -12,7 +12,7 @@ each k and its AOPC). Every consumer reads this module: `evaluate` (its choices,
 each stored row), the report card (its families, the judge table's rows and labels, the direction of each row),
 the Benchmarks page's labels (app/column_labels.py) and the public `engine.ERASURE_METRICS`.
 
-This module imports no torch, numpy or model code (tests/test_metric_registry.py checks it in a subprocess), so
+This module imports no torch, numpy or model code (tests/engine/test_metric_registry.py checks it in a subprocess), so
 every `--help` reads it: a family's function is named by its dotted path and imported only when it is called.
 
 Orders are part of stored cells' keys: `evaluate`'s default families are listed in FAMILIES' order and the report

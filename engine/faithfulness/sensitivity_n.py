@@ -16,7 +16,7 @@ Removal by the operator (subsets.py); every perturbed input has its MaSF p-value
 per input, no backward.
 
 Per input and level this is Bhatt et al.'s faithfulness correlation with the subset size n (quantus
-.FaithfulnessCorrelation(subset_size=n) computes it, and tests/test_metric_reference.py checks it against it).
+.FaithfulnessCorrelation(subset_size=n) computes it, and tests/engine/test_metric_reference.py checks it against it).
 Quantus 0.6's own `SensitivityN` is another quantity: it removes the top-ranked features in steps and correlates,
 per step, the attribution sums with the output changes ACROSS the inputs of a batch (one value per step for the
 whole batch, not per input); docs/evaluation.md gives the measured difference.

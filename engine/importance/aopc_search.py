@@ -14,7 +14,7 @@ gives the most comprehensive order (AOPC's upper bound U); minimising it the lea
 Searches (all share one cache of g per masked set, `SetScores`, so a set reached twice costs one forward):
 - `exact_bounds`: both optima by dynamic programming over subsets, V(S) = w_|S| g(S) + best_{j in S} V(S - j):
   one forward per subset of a weighted size (2^N - 1 for the full curve), O(N 2^N) arithmetic. Equals
-  enumerating all N! orders (checked against brute force in tests/test_budgeted_search.py).
+  enumerating all N! orders (checked against brute force in tests/engine/test_budgeted_search.py).
 - `beam_search`: FMM's beam (extend every beam by every remaining token, keep one order per masked set, keep
   the best `width`); width 1 is greedy recursive leave-one-out, width None keeps every set (= the exact DP).
   Under a budget a step is evaluated best parent first as far as the budget allows; the best order found

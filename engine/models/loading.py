@@ -11,7 +11,7 @@ and the attention kernel chosen by two pure functions, and what was chosen retur
 - attention (`choose_attention`): PyTorch's fused scaled-dot-product attention (SDPA) where the architecture
   has it and can switch back at run time, else eager. Only forwards that return attention weights need eager
   (`Classifier.forward(output_attentions=True)` switches for that call); SDPA gives the same logits and
-  gradients up to float rounding (about 1e-7 on `tiny`, tests/test_model_loading.py). Models that need double
+  gradients up to float rounding (about 1e-7 on `tiny`, tests/engine/test_model_loading.py). Models that need double
   backward (the simulability student) ask for eager.
 """
 from __future__ import annotations

@@ -12,7 +12,7 @@ What is shared is checked on the batch itself: the leading positions where every
 real, since padding is on the right) and that belong to the prompt before the slot, shortened so every row keeps
 at least one token of its own (its last real token, where the answer is read). Cutting at the slot makes the
 template's prefix one cache entry for every input and every perturbation of it. Nothing in the result depends
-on where the split falls: the logits equal the uncached forward's to float rounding (tests/test_prefix_cache.py
+on where the split falls: the logits equal the uncached forward's to float rounding (tests/engine/test_prefix_cache.py
 states the tolerance per family).
 
 Used only where it is exact and useful: no attentions asked for (those measures read every query position), a

@@ -211,7 +211,7 @@ class ResultsStore:
         """`pd.read_parquet(path)` of a cell, the same frame for a fraction of the time: pandas converts the table that
         pyarrow reads with `to_pandas` (strings to its str dtype; the cells hold no index and no attrs), but reads it
         through pyarrow's dataset layer and thread pool, three times the work on a cell of a few hundred rows (a
-        `report` reads a thousand cells). tests/test_results_store.py checks the two agree on every shipped cell."""
+        `report` reads a thousand cells). tests/engine/test_results_store.py checks the two agree on every shipped cell."""
         import pyarrow.parquet as pq  # as pandas does: only where parquet is read
 
         table = pq.ParquetFile(path).read(use_threads=False, use_pandas_metadata=True)

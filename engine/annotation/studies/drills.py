@@ -1,7 +1,7 @@
 """Load and crash drills for studies: many annotators answering at once through the dashboard's own engine
 path (`StudyStore.open_session`, `next_assignment`, `submit`), and a SIGKILL of an annotating process.
 
-Used by tests/test_study_load.py (small, seconds) and scripts/tools/study_load.py (the figures in docs/studies.md).
+Used by tests/engine/test_study_load.py (small, seconds) and scripts/tools/study_load.py (the figures in docs/studies.md).
 
 The drill's tasks are the packaged `toy` dataset's sentences with made-up explanation scores (a seeded
 pseudo-random score per word and measure): the drills exercise assignment, storage and recovery, for which

@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from engine.models import save_classifier
 
-MAIN = str(Path(__file__).resolve().parent.parent / "app" / "main.py")
+MAIN = str(Path(__file__).resolve().parents[2] / "app" / "main.py")
 EXPLAIN = str(Path(MAIN).parent.parent / "pages" / "explain.py")
 TEXT = "a gripping , funny and often moving film"
 
