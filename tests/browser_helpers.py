@@ -52,6 +52,29 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def save_with_metadata(classifier, model_id: str, cache: Path, **metadata) -> None:
+    """Save `classifier` as `model_id` in `cache`, then overwrite these keys of its metadata.json (e.g. dataset="rt",
+    so a toy model stands in for a shipped checkpoint of that data)."""
+    import json
+
+    from engine.models import save_classifier
+
+    save_classifier(classifier, model_id, cache_dir=cache)
+    if metadata:
+        path = cache / model_id / "metadata.json"
+        path.write_text(json.dumps({**json.loads(path.read_text(encoding="utf-8")), **metadata}), encoding="utf-8")
+
+
+@contextlib.contextmanager
+def serve_saved(tmp_path_factory, classifier, model_id: str):
+    """A dashboard server over a fresh models cache holding only `classifier` as `model_id` and an empty results
+    folder; yields its URL."""
+    cache = tmp_path_factory.mktemp(f"{model_id}_cache")
+    save_with_metadata(classifier, model_id, cache)
+    with serve_app(cache, tmp_path_factory.mktemp(f"{model_id}_results")) as url:
+        yield url
+
+
 @contextlib.contextmanager
 def serve_app(cache, results, environ: dict[str, str | None] | None = None):
     """`streamlit run app/main.py` on a free loopback port over the models cache `cache` and the results store

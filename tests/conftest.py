@@ -430,6 +430,15 @@ def models_cache(tmp_path, monkeypatch):
 
 
 @pytest.fixture()
+def cache_with_toy(models_cache, toy_classifier):
+    """The per-test models cache holding the toy classifier as `toy-app` (the dashboard's tests pick it)."""
+    from engine.models import save_classifier
+
+    save_classifier(toy_classifier, "toy-app")
+    return models_cache
+
+
+@pytest.fixture()
 def known_classifier():
     """A `Classifier` around a 2-class bag-of-words nn.Module whose probabilities are known in closed form:
     logit_0 = 0, logit_1 = sum over real tokens of w[id] (H = 1 word embedding = w[id]), so

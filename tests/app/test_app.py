@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from app_runs import run_without_exception
 from streamlit.testing.v1 import AppTest
 
@@ -12,14 +11,16 @@ from engine.models import save_classifier
 MAIN = str(Path(__file__).resolve().parents[2] / "app" / "main.py")
 
 
-@pytest.fixture()
-def cache_with_toy(models_cache, toy_classifier):
-    save_classifier(toy_classifier, "toy-app")
-    return models_cache
-
-
 def _run(at: AppTest) -> AppTest:
     return run_without_exception(at, timeout=120)
+
+
+def results_store(tmp_path, monkeypatch):
+    """A fresh results store under tmp_path that the dashboard reads (ENGINE_RESULTS_DIR points at it)."""
+    from engine.results import ResultsStore
+
+    monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
+    return ResultsStore(tmp_path / "results")
 
 
 def _explain_page(at: AppTest) -> AppTest:
@@ -174,10 +175,7 @@ def _tidy(measure, seed, drop):
 
 
 def test_benchmarks_page_filters_and_tabulates(models_cache, tmp_path, monkeypatch):
-    from engine.results import ResultsStore
-
-    monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
-    store = ResultsStore(tmp_path / "results")
+    store = results_store(tmp_path, monkeypatch)
     for seed in range(3):
         store.write_cell("demo", {"m": "random", "s": seed}, _tidy("random", seed, 0.2 + 0.01 * seed), {})
         store.write_cell("demo", {"m": "loo-sign", "s": seed}, _tidy("loo-sign", seed, 0.35 + 0.01 * seed), {})
@@ -206,10 +204,7 @@ def test_benchmarks_page_compares_two_measures_paired_over_seeds(models_cache, t
     """The paired comparison shows the mean RACU difference of A - B over the seeds, and says the smallest p-value
     three seeds can give (0.25), whatever the difference."""
     from engine.faithfulness.metrics import racu
-    from engine.results import ResultsStore
-
-    monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
-    store = ResultsStore(tmp_path / "results")
+    store = results_store(tmp_path, monkeypatch)
     drops = {"random": 0.2, "loo-sign": 0.5, "grad-l2": 0.3}
     for seed in range(3):
         for measure, drop in drops.items():
@@ -233,10 +228,7 @@ def test_benchmarks_page_compares_two_measures_paired_over_seeds(models_cache, t
 
 
 def test_benchmarks_page_shows_a_beam_subset_apart_from_the_whole_split(models_cache, tmp_path, monkeypatch):
-    from engine.results import ResultsStore
-
-    monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
-    store = ResultsStore(tmp_path / "results")
+    store = results_store(tmp_path, monkeypatch)
     for seed in range(2):
         for measure, n, drop in (("random", 100, 0.2), ("loo-sign", 100, 0.35), ("random", 20, 0.1), ("beam", 20, 0.4)):
             store.write_cell("mixed", {"m": measure, "s": seed, "n": n}, _tidy(measure, seed, drop).assign(n_examples=n), {})
@@ -258,10 +250,7 @@ def test_benchmarks_page_shows_a_beam_subset_apart_from_the_whole_split(models_c
 
 
 def test_benchmarks_page_switches_method_and_compares_roar_with_recursive_masking(models_cache, tmp_path, monkeypatch):
-    from engine.results import ResultsStore
-
-    monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
-    store = ResultsStore(tmp_path / "results")
+    store = results_store(tmp_path, monkeypatch)
     for seed in range(2):
         store.write_cell("masking", {"m": "random", "s": seed}, _tidy("random", seed, 0.2), {})
         store.write_cell("masking", {"m": "loo-sign", "s": seed}, _tidy("loo-sign", seed, 0.35), {})
@@ -298,10 +287,7 @@ def test_benchmarks_page_keeps_count_schedules_and_fine_tuning_strategies_apart(
     strategy at a time, the count view on an axis of k tokens, and no curve pooled across them."""
     import json
 
-    from engine.results import ResultsStore
-
-    monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
-    store = ResultsStore(tmp_path / "results")
+    store = results_store(tmp_path, monkeypatch)
     for seed in range(2):
         for measure, drop in (("random", 0.2), ("loo-sign", 0.35)):
             quantile = _tidy(measure, seed, drop).assign(method="roar", schedule="quantile")

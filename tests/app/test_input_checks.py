@@ -12,7 +12,6 @@ from streamlit.testing.v1 import AppTest
 
 from app.input_check import MOSTLY_UNKNOWN, check_input
 from engine.errors import EmptyInputError
-from engine.models import save_classifier
 
 ROOT = Path(__file__).resolve().parents[2]
 MAIN = str(ROOT / "app" / "main.py")
@@ -22,12 +21,6 @@ EMOJI_ONLY = "😀🎬🍿"
 UNKNOWN_WORDS = "does not know most of this text"
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture()
-def cache_with_toy(models_cache, toy_classifier):
-    save_classifier(toy_classifier, "toy-app")
-    return models_cache
 
 
 def _run(at: AppTest) -> AppTest:

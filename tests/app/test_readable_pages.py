@@ -6,16 +6,13 @@ import json
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
-from test_app import MAIN, _run, _tidy
+from test_app import MAIN, _run, _tidy, results_store
 
 from engine.models import save_classifier
 
 
 def test_benchmarks_area_table_names_units_and_the_better_direction(models_cache, tmp_path, monkeypatch):
-    from engine.results import ResultsStore
-
-    monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
-    store = ResultsStore(tmp_path / "results")
+    store = results_store(tmp_path, monkeypatch)
     for seed in range(2):
         store.write_cell("demo", {"m": "random", "s": seed}, _tidy("random", seed, 0.2), {})
         store.write_cell("demo", {"m": "loo-sign", "s": seed}, _tidy("loo-sign", seed, 0.35), {})

@@ -8,18 +8,14 @@ from __future__ import annotations
 import time
 
 import pytest
-from browser_helpers import NEEDS_CHROMIUM, SHOTS, _explain, _first, _wait, _wait_until_the_script_ends, serve_app
+from browser_helpers import NEEDS_CHROMIUM, SHOTS, _explain, _first, _wait, _wait_until_the_script_ends, serve_saved
 
 pytestmark = NEEDS_CHROMIUM
 
 
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory, toy_classifier):
-    from engine.models import save_classifier
-
-    cache = tmp_path_factory.mktemp("browser_cache")
-    save_classifier(toy_classifier, "toy-browser", cache_dir=cache)
-    with serve_app(cache, tmp_path_factory.mktemp("results")) as url:
+    with serve_saved(tmp_path_factory, toy_classifier, "toy-browser") as url:
         yield url
 
 

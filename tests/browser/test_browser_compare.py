@@ -11,13 +11,12 @@ other class."""
 from __future__ import annotations
 
 import copy
-import json
 import time
 import urllib.parse
 
 import pytest
 import torch
-from browser_helpers import NEEDS_CHROMIUM, ROOT, SHOTS, _wait, serve_app
+from browser_helpers import NEEDS_CHROMIUM, ROOT, SHOTS, _wait, save_with_metadata, serve_app
 from test_browser_own import _choose, _page_text, _selected, _wait_text
 from test_browser_views import _button, _driver
 
@@ -48,9 +47,7 @@ def two_models(tmp_path_factory, toy_classifier):
 
     cache = tmp_path_factory.mktemp("compare_cache")
     for model_id, meta in ((SHIPPED, {"dataset": "rt"}), (MINILM, {"dataset": "rt", "base_model": "minilm"})):
-        save_classifier(toy_classifier, model_id, cache_dir=cache)
-        path = cache / model_id / "metadata.json"
-        path.write_text(json.dumps({**json.loads(path.read_text(encoding="utf-8")), **meta}), encoding="utf-8")
+        save_with_metadata(toy_classifier, model_id, cache, **meta)
     second = _moved_head(toy_classifier)
     save_classifier(second, SECOND, cache_dir=cache)
     results = tmp_path_factory.mktemp("compare_results")

@@ -3,12 +3,11 @@ Explain on an example with that measure, which says how that measure fared on th
 hands them to Masking, which draws the three curves on the one input against the random band."""
 from __future__ import annotations
 
-import json
 import time
 import urllib.parse
 
 import pytest
-from browser_helpers import NEEDS_CHROMIUM, ROOT, SHOTS, _wait, serve_app
+from browser_helpers import NEEDS_CHROMIUM, ROOT, SHOTS, _wait, save_with_metadata, serve_app
 from test_browser_home import _linked_measures, _wait_for_links_in_order
 from test_browser_views import _button, _driver
 
@@ -26,10 +25,8 @@ def flow_app(tmp_path_factory, toy_classifier):
     from engine.models import save_classifier
 
     cache = tmp_path_factory.mktemp("flow_cache")
-    save_classifier(toy_classifier, SHIPPED, cache_dir=cache)
+    save_with_metadata(toy_classifier, SHIPPED, cache, dataset="rt")
     save_classifier(toy_classifier, "toy-flow", cache_dir=cache)
-    meta = json.loads((cache / SHIPPED / "metadata.json").read_text(encoding="utf-8"))
-    (cache / SHIPPED / "metadata.json").write_text(json.dumps({**meta, "dataset": "rt"}), encoding="utf-8")
     results = tmp_path_factory.mktemp("flow_results")
     (results / "tiny-rt-3seeds").symlink_to(ROOT / "results" / "tiny-rt-3seeds", target_is_directory=True)
     with serve_app(cache, results) as url:

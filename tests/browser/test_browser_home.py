@@ -3,13 +3,12 @@ on it, it ranks the measures for the sidebar's model from the shipped results, s
 the card and the ranking, and a ranked measure's link opens Explain on an example with that measure."""
 from __future__ import annotations
 
-import json
 import time
 import urllib.parse
 from pathlib import Path
 
 import pytest
-from browser_helpers import NEEDS_CHROMIUM, SHOTS, _wait, serve_app
+from browser_helpers import NEEDS_CHROMIUM, SHOTS, _wait, save_with_metadata, serve_app
 from test_browser_own import _choose, _page_text, _wait_text
 
 pytestmark = NEEDS_CHROMIUM
@@ -28,9 +27,7 @@ def home_app(tmp_path_factory, toy_classifier):
 
     cache = tmp_path_factory.mktemp("home_cache")
     save_classifier(toy_classifier, "toy-home", cache_dir=cache)
-    save_classifier(toy_classifier, SHIPPED, cache_dir=cache)
-    meta = json.loads((cache / SHIPPED / "metadata.json").read_text(encoding="utf-8"))
-    (cache / SHIPPED / "metadata.json").write_text(json.dumps({**meta, "dataset": "rt"}), encoding="utf-8")
+    save_with_metadata(toy_classifier, SHIPPED, cache, dataset="rt")
     results = tmp_path_factory.mktemp("home_results")
     for run in ("tiny-rt-3seeds", "groundtruth"):
         (results / run).symlink_to(ROOT / "results" / run, target_is_directory=True)

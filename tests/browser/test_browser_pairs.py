@@ -8,7 +8,7 @@ import urllib.parse
 from itertools import combinations
 
 import pytest
-from browser_helpers import NEEDS_CHROMIUM, _wait, serve_app
+from browser_helpers import NEEDS_CHROMIUM, _wait, serve_saved
 
 pytestmark = NEEDS_CHROMIUM
 
@@ -17,11 +17,7 @@ TEXT = "a <b>bold</b> funny film"
 
 @pytest.fixture(scope="module")
 def pairs_app(tmp_path_factory, toy_classifier):
-    from engine.models import save_classifier
-
-    cache = tmp_path_factory.mktemp("pairs_cache")
-    save_classifier(toy_classifier, "toy-pairs", cache_dir=cache)
-    with serve_app(cache, tmp_path_factory.mktemp("pairs_results")) as url:
+    with serve_saved(tmp_path_factory, toy_classifier, "toy-pairs") as url:
         yield url
 
 
