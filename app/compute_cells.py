@@ -20,6 +20,25 @@ def run_name(model_id: str) -> str:
     return "page-" + re.sub(r"[^A-Za-z0-9._-]", "-", model_id)[:100]
 
 
+def sweep_with_progress(cells: list, run: str, unit: str, command: str):
+    """(report, bar): the engine's `run_sweep` of `cells` into `run` (one worker), drawn as one progress bar over all
+    cells whose text names the cell's measure and its `unit` ('examples', 'inputs') done; `command` is what the run
+    records. Raises what run_sweep raises (EngineError). The Benchmarks form and Home's first ranking both use it."""
+    from engine.faithfulness.benchmark import run_sweep  # torch: only once a sweep runs
+
+    bar = ThrottledProgress(0.0, text="starting ...")
+    done = {"cells": 0}
+
+    def cell_progress(cell, examples_done, total):
+        fraction = (done["cells"] + examples_done / max(total, 1)) / len(cells)
+        bar.update(fraction, f"{cell.measure}: {examples_done}/{total} {unit}")
+
+    def after_cell(i, total, key):
+        done["cells"] += 1
+
+    return run_sweep(cells, run=run, workers=1, progress=after_cell, cell_progress=cell_progress, command=command), bar
+
+
 def compute_cells_form(model_id: str | None, load_classifier) -> None:
     """An expander with the form; on submit, computes `random` plus the chosen measures on the first N test
     examples (one seed) and opens the page on the run that holds them.
@@ -34,7 +53,7 @@ def compute_cells_form(model_id: str | None, load_classifier) -> None:
         return
     # the engine's measures and sweep (torch) only once the form is opened: the home page imports run_name
     from engine import dataset_names, measure_availability
-    from engine.faithfulness.benchmark import Cell, run_sweep
+    from engine.faithfulness.benchmark import Cell
 
     with box:
         classifier = load_classifier()
@@ -59,19 +78,9 @@ def compute_cells_form(model_id: str | None, load_classifier) -> None:
         run = run_name(model_id)
         cells = [Cell(model=model_id, dataset=dataset, measure=m, seed=int(seed), limit=int(limit))
                  for m in ["random", *measures]]
-        bar = ThrottledProgress(0.0, text="starting ...")
-        done = {"cells": 0}
-
-        def cell_progress(cell, examples_done, total):
-            fraction = (done["cells"] + examples_done / max(total, 1)) / len(cells)
-            bar.update(fraction, f"{cell.measure}: {examples_done}/{total} examples")
-
-        def after_cell(i, total, key):
-            done["cells"] += 1
-
         try:
-            report = run_sweep(cells, run=run, workers=1, progress=after_cell, cell_progress=cell_progress,
-                               command=f"dashboard Benchmarks page: {len(cells)} cells of {model_id} on {dataset}")
+            report, bar = sweep_with_progress(cells, run, "examples",
+                                              f"dashboard Benchmarks page: {len(cells)} cells of {model_id} on {dataset}")
         except EngineError as err:
             st.error(f"The cells could not be computed: {md(err)}")
             return

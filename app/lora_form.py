@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.progress import ThrottledProgress
+from app.progress import training_reporter
 from app.shared import PENDING_MODEL_KEY, usable_checkpoints
 from app.text import md
 from engine.data import dataset_names
@@ -102,15 +102,7 @@ def lora_form() -> None:
             + (f" --test-sample {int(test_sample)}" if test_sample else "") + f" --seed {int(seed)}"
             + (f" --id {new_id.strip()}" if new_id.strip() else ""), language="bash")
     st.button("Cancel", key=KEY + "cancel", help="Stops the training; nothing is saved.")  # a click reruns the page
-    bar = ThrottledProgress(0.0, text="loading the model ...")
-    log = st.empty()
-
-    def report(event: dict) -> None:
-        fraction, words = progress_text(event)
-        if fraction is None:
-            log.caption(md(words))
-        else:
-            bar.update(fraction, words)
+    report = training_reporter("loading the model ...", progress_text)
 
     with st.status(f"Fine-tuning {md(start)} with LoRA on {md(dataset)} ...", expanded=True) as status:
         try:

@@ -9,7 +9,7 @@ import shlex
 import streamlit as st
 
 from app.admin import AdminRequired, ensure_admin
-from app.progress import ThrottledProgress
+from app.progress import training_reporter
 from app.shared import PENDING_MODEL_KEY, usable_checkpoints
 from app.text import md
 from engine.errors import EngineError
@@ -164,15 +164,7 @@ def plant_form() -> None:
     command = plant_command(spec, model, strategy, epochs, train_limit, new_id.strip(), lr)
     st.code(command, language="bash")
     st.button("Cancel", key=KEY + "cancel", help="Stops the training; nothing is saved.")  # a click reruns the page
-    bar = ThrottledProgress(0.0, text="building the planted dataset ...")
-    log = st.empty()
-
-    def report(event: dict) -> None:
-        fraction, text = progress_text(event)
-        if fraction is None:
-            log.caption(md(text))
-        else:
-            bar.update(fraction, text)
+    report = training_reporter("building the planted dataset ...", progress_text)
 
     from engine.groundtruth import plant_model
 

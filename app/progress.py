@@ -8,8 +8,11 @@ continuous.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import streamlit as st
+
+from app.text import md
 
 #: The least time between two updates sent to the browser, in seconds.
 MIN_INTERVAL_S = 0.25
@@ -37,3 +40,21 @@ class ThrottledProgress:
 
     def empty(self) -> None:
         self._bar.empty()
+
+
+def training_reporter(first_text: str, words_of: Callable[[dict], tuple[float | None, str]]) -> Callable[[dict], None]:
+    """A progress bar (`first_text` until the first event) and a line under it, drawn where this is called, and the
+    callback that shows a training's progress events on them: `words_of(event)` gives (fraction done or None, words);
+    words with a fraction go on the bar, those without (a validation) on the line. The Models page's LoRA and
+    planting forms use it."""
+    bar = ThrottledProgress(0.0, text=first_text)
+    log = st.empty()
+
+    def report(event: dict) -> None:
+        fraction, words = words_of(event)
+        if fraction is None:
+            log.caption(md(words))
+        else:
+            bar.update(fraction, words)
+
+    return report

@@ -62,6 +62,17 @@ def _convert_builtin_first(model_id: str) -> None:
         convert_with_progress(builtin.llm)
 
 
+def offered_measures(classifier) -> tuple[list[str], str]:
+    """(offered, not offered): the measures that can explain `classifier`, in registry order, but random (the
+    baseline, not an explanation to pick), and those that cannot with why, as words ('id: why; ...', '' for none).
+    What Explain and Step-by-step masking offer."""
+    from engine.importance import measure_availability  # torch: a page that shows a model has loaded it
+
+    availability = measure_availability(classifier)
+    return ([m for m, why in availability.items() if not why and m != "random"],
+            "; ".join(f"{m}: {why}" for m, why in availability.items() if why))
+
+
 def selected_classifier():
     """The classifier chosen in the sidebar, or None (with a message in the page) when there is none."""
     model_id = st.session_state.get(MODEL_KEY)

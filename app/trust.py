@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,7 @@ import streamlit as st
 
 from engine.faithfulness.shipped_ranking import BASELINE, stored_rows_for
 from engine.faithfulness.summary import area_metrics_table
+from engine.measure_labels import measure_words as measure_words_table
 from engine.results.store import RECURSIVE_MASKING, ResultsStore
 from engine.stats import wilson_ci
 
@@ -43,9 +45,10 @@ FIRST_RANKING_INPUTS = 20
 def measure_words(measure: str) -> str:
     """A measure's name in words ('leave one out (signed)'): the measure's own label (engine.importance), so every
     page says the same; an unknown id is shown as it is."""
-    from engine.importance import measure_label  # torch is loaded by then (the sidebar's model listing); 0.03 s
-
-    return measure_label(measure)
+    registry = sys.modules.get("engine.importance.registry")
+    if registry is not None:  # the measures are registered (torch loaded): a measure read from a file has its label
+        return registry.measure_label(measure)
+    return measure_words_table(measure)  # torch-free: the built-in measures' labels, what the classes read too
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ import functools
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
 
 from engine.errors import InvalidInputError
 
@@ -55,6 +54,7 @@ def _bootstrap_interval(sample: bytes, confidence: float, n_resamples: int, seed
     per-input preferences for several wrong explanations): thousands of scipy calls, the costliest part of it."""
     v = np.frombuffer(sample, dtype=float)
     used = method
+    from scipy import stats  # here, not at the top: a reader that computes no interval loads no scipy
     res = stats.bootstrap((v,), np.mean, confidence_level=confidence, n_resamples=n_resamples, method=method,
                           random_state=np.random.default_rng(seed))
     low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
@@ -75,6 +75,7 @@ def paired_comparison(a: Sequence[float], b: Sequence[float], seed: int = 0) -> 
     diff = a - b
     mean, low, high = bootstrap_ci(diff, seed=seed)
     if diff.size >= 2 and np.ptp(diff) > 0:
+        from scipy import stats  # here, not at the top: a reader that computes no interval loads no scipy
         res = stats.permutation_test((diff,), np.mean, permutation_type="samples", alternative="two-sided",
                                      n_resamples=np.inf if diff.size <= 12 else 9999, random_state=np.random.default_rng(seed))
         p = float(res.pvalue)
@@ -91,6 +92,7 @@ def wilson_ci(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
         return float("nan"), float("nan")
     if not 0 <= k <= n:
         raise InvalidInputError(f"a proportion needs 0 <= k <= n, got k={k}, n={n}")
+    from scipy import stats  # here, not at the top: a reader that computes no interval loads no scipy
     z = float(stats.norm.ppf(0.5 + confidence / 2))
     p = k / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
@@ -155,4 +157,5 @@ def preference_p_value(preferences: Sequence[float]) -> float:
     wins, losses = int(np.sum(p == 1)), int(np.sum(p == 0))
     if wins + losses == 0:
         return float("nan")
+    from scipy import stats  # here, not at the top: a reader that computes no interval loads no scipy
     return float(stats.binomtest(wins, wins + losses, 0.5).pvalue)

@@ -97,14 +97,22 @@ def submit(action, flash: str) -> None:
         st.rerun()
 
 
-with rank_tab:
-    task = store.next_task(model_id, name, "ranking") if name.strip() else None
-    done, total = store.progress(model_id, name, "ranking") if name.strip() else (0, 0)
+def next_task(kind: str, finished: str):
+    """(task, done, total): this annotator's next task of `kind` ('ranking', 'rationale') with their progress; None
+    with a line saying why where there is none (no name typed yet, or every task `finished`)."""
     if not name.strip():
         st.info("Type your name above to start.")
-    elif task is None:
-        st.success(f"No ranking task left for model {md(model_id)}: {done} of {total} tasks ranked.")
-    else:
+        return None, 0, 0
+    task = store.next_task(model_id, name, kind)
+    done, total = store.progress(model_id, name, kind)
+    if task is None:
+        st.success(f"No {kind} task left for model {md(model_id)}: {done} of {total} tasks {finished}.")
+    return task, done, total
+
+
+with rank_tab:
+    task, done, total = next_task("ranking", "ranked")
+    if task is not None:
         st.caption(f"Task {done + 1} of {total} · explained class: {md(task.target_name)} ({task.target_source or 'unknown'})")
         show_input(task.primary, task.auxiliary)
         as_tables = st.toggle("Show explanations as tables", key="annotate_tables")
@@ -122,13 +130,8 @@ with rank_tab:
                        "Ranking saved; here is the next task.")
 
 with rationale_tab:
-    task = store.next_task(model_id, name, "rationale") if name.strip() else None
-    done, total = store.progress(model_id, name, "rationale") if name.strip() else (0, 0)
-    if not name.strip():
-        st.info("Type your name above to start.")
-    elif task is None:
-        st.success(f"No rationale task left for model {md(model_id)}: {done} of {total} tasks marked.")
-    else:
+    task, done, total = next_task("rationale", "marked")
+    if task is not None:
         label = task.label_name if task.label_name is not None else task.target_name
         st.caption(f"Task {done + 1} of {total} · label to justify: {md(label)}")
         show_input(task.primary, task.auxiliary)

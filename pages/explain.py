@@ -25,14 +25,14 @@ from app.limits import PublicLimitError, admitted, capped
 from app.lora_suggestion import suggest_masked_lora
 from app.measure_standing import evidence_for, render_standing
 from app.share import arrived_from_url, publish, split_list
-from app.shared import selected_classifier
+from app.shared import offered_measures, selected_classifier
 from app.text import md
 from engine.data import dataset_names, get_dataset
 from engine.errors import DataFileError, EngineError, UnknownDatasetError
 from engine.explain import LIVE_MEASURES, by_cost, explain_text
 from engine.export import FORMATS, MIME, SUFFIX, explanation_record, write
 from engine.faithfulness.measure_agreement import agreement_matrix
-from engine.importance import describe, measure_availability, measure_label
+from engine.importance import describe, measure_label
 from engine.importance.attnlrp import conservation_note
 from engine.importance.completeness import completeness_warning
 from engine.importance.levels import AGGREGATIONS, LEVELS
@@ -67,9 +67,7 @@ if source and source != "(none)":
         st.code(str(err), language=None, wrap_lines=True)
     except UnknownDatasetError:  # e.g. a planted model's data, made when it was planted and not registered
         st.caption(f"No test examples to pick from: dataset {md(source)} is not registered here; type a text.")
-availability = measure_availability(classifier)
-available = [m for m, why in availability.items() if not why and m != "random"]
-not_here = "; ".join(f"{m}: {why}" for m, why in availability.items() if why)
+available, not_here = offered_measures(classifier)
 target_options = ["predicted"] + list(classifier.classes)
 
 from_url = arrived_from_url("explain", {

@@ -10,9 +10,8 @@ import streamlit as st
 from app import trust
 from app.availability import may, require
 from app.column_labels import column_config
-from app.compute_cells import run_name
+from app.compute_cells import run_name, sweep_with_progress
 from app.figure_export import table as table_view
-from app.progress import ThrottledProgress
 from app.shared import MODEL_KEY, get_classifier, usable_checkpoints
 from app.text import md
 
@@ -97,26 +96,16 @@ else:
                          icon=":material/play_arrow:"):
                 require("first-ranking")
                 from engine import EngineError, measure_availability
-                from engine.faithfulness.benchmark import Cell, run_sweep
+                from engine.faithfulness.benchmark import Cell
 
                 classifier = get_classifier(meta["id"])
                 offered = {m for m, why in measure_availability(classifier).items() if not why}
                 cells = [Cell(model=meta["id"], dataset=meta["dataset"], measure=m, seed=0,
                               limit=trust.FIRST_RANKING_INPUTS)
                          for m in trust.FIRST_RANKING_MEASURES if m in offered]
-                bar = ThrottledProgress(0.0, text="starting ...")
-                done = {"cells": 0}
-
-                def cell_progress(cell, examples_done, total):
-                    bar.update((done["cells"] + examples_done / max(total, 1)) / len(cells),
-                               f"{cell.measure}: {examples_done}/{total} inputs")
-
-                def after_cell(i, total, key):
-                    done["cells"] += 1
-
                 try:
-                    report = run_sweep(cells, run=run, workers=1, progress=after_cell, cell_progress=cell_progress,
-                                       command=f"dashboard home page: a first ranking of {meta['id']}")
+                    report, _ = sweep_with_progress(cells, run, "inputs",
+                                                    f"dashboard home page: a first ranking of {meta['id']}")
                 except EngineError as err:
                     st.error(f"The ranking could not be computed: {md(err)}")
                 else:

@@ -15,9 +15,9 @@ from app.limits import admitted, capped
 from app.progress import ThrottledProgress
 from app.results_cache import state_of
 from app.share import arrived_from_url, publish, split_list
-from app.shared import note_if_not_masked_fine_tuned, selected_classifier
+from app.shared import note_if_not_masked_fine_tuned, offered_measures, selected_classifier
 from app.text import md
-from engine import PACKAGED_DATASETS, EngineError, dataset_names, load_or_fit_masf, mask_single_input, measure_availability
+from engine import PACKAGED_DATASETS, EngineError, dataset_names, load_or_fit_masf, mask_single_input
 from engine.csv_safe import frame_to_csv
 from engine.faithfulness.shipped_ranking import first_measure, ranked_measures, stored_rows_for
 from engine.importance import MEASURES
@@ -57,9 +57,7 @@ if classifier is None:
     st.stop()
 
 paired = classifier.meta.paired
-availability = measure_availability(classifier)
-offered = [m for m, why in availability.items() if not why and m != "random"]
-not_here = "; ".join(f"{m}: {why}" for m, why in availability.items() if why)
+offered, not_here = offered_measures(classifier)
 target_options = ["predicted"] + list(classifier.classes)
 from_url = arrived_from_url("masking", {
     "text": ("masking_text", str), "aux": ("masking_aux", str),

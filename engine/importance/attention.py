@@ -99,7 +99,6 @@ class AttentionClsLast(_TransformerAttention):
 
     name = "attention-cls-last"
     cost_tier = 0
-    label = "attention of the last layer"
 
 
 @register
@@ -108,7 +107,6 @@ class AttentionMean(_TransformerAttention):
 
     name = "attention-mean"
     cost_tier = 0
-    label = "attention (mean over layers and heads)"
 
 
 @register
@@ -117,7 +115,6 @@ class AttentionRollout(_TransformerAttention):
 
     name = "attention-rollout"
     cost_tier = 0
-    label = "attention rollout"
 
 
 @register
@@ -126,7 +123,6 @@ class AdditiveAttention(Explainer):
 
     name = "attention"
     cost_tier = 0
-    label = "BiLSTM attention"
 
     def passes(self, n_tokens: int) -> PassEstimate:
         return PassEstimate(forward=1)

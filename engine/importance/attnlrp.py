@@ -44,7 +44,6 @@ class AttnLRP(Explainer):
 
     name = "attnlrp"
     cost_tier = 1
-    label = "AttnLRP (relevance propagation)"
     signed = True
 
     def passes(self, n_tokens: int) -> PassEstimate:

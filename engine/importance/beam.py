@@ -37,7 +37,6 @@ class BeamSearch(Explainer):
 
     name = "beam"
     cost_tier = 5
-    label = "beam search of the masking order"
     signed = True
     computed_once = True
     defaults = {"beam_size": 10}

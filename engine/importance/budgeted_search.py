@@ -173,7 +173,6 @@ class GreedyLeaveOneOut(_BudgetedSearch):
 
     name = "greedy-loo"
     cost_tier = 5
-    label = "greedy leave one out"
     defaults = dict(_BudgetedSearch.base_defaults)
 
     def _estimate(self, n: int) -> int:
@@ -194,7 +193,6 @@ class BudgetedBeam(_BudgetedSearch):
 
     name = "beam-budget"
     cost_tier = 5
-    label = "beam search within a budget"
     defaults = {**_BudgetedSearch.base_defaults, "width": 5}
 
     def _check_options(self) -> None:
@@ -235,7 +233,6 @@ class AnytimeAopc(_BudgetedSearch):
 
     name = "anytime-aopc"
     cost_tier = 5
-    label = "anytime AOPC search"
     defaults = {**_BudgetedSearch.base_defaults, "start": "auto", "exact_tokens": 10, "max_width": 32}
     choices = {**_BudgetedSearch.choices, "start": STARTS}
     reports_start = True

@@ -174,7 +174,6 @@ class KernelShapImportance(_CaptumSampled):
     name = "kernel-shap"
     cost_tier = 4
     seeding = "option"
-    label = "KernelSHAP"
     signed = True
     defaults = {"n_samples": 200, "seed": 0, "perturbations_per_eval": 64}
 
@@ -197,7 +196,6 @@ class LimeImportance(_CaptumSampled):
     name = "lime"
     cost_tier = 4
     seeding = "option"
-    label = "LIME"
     signed = True
     defaults = {"n_samples": 200, "alpha": 1.0, "kernel_width": 0.75, "seed": 0, "perturbations_per_eval": 64}
 
@@ -219,7 +217,6 @@ class ShapleySamplingImportance(_CaptumSampled):
     name = "shapley-sampling"
     cost_tier = 4
     seeding = "option"
-    label = "Shapley value sampling"
     signed = True
     defaults = {"n_samples": 10, "seed": 0, "perturbations_per_eval": 64}
 
@@ -242,7 +239,6 @@ class OcclusionImportance(_CaptumIds):
 
     name = "occlusion"
     cost_tier = 3
-    label = "occlusion (3-token windows)"
     signed = True
     defaults = {"window": 3, "perturbations_per_eval": 64}
 
@@ -360,7 +356,6 @@ class GradientShapImportance(_CaptumEmbeddings):
     name = "gradient-shap"
     cost_tier = 2
     seeding = "option"
-    label = "GradientSHAP"
     defaults = {"n_samples": 20, "stdevs": 0.0, "seed": 0}
 
     def passes(self, n_tokens: int) -> PassEstimate:
@@ -420,7 +415,6 @@ class DeepLiftImportance(_CaptumEmbeddings):
 
     name = "deeplift"
     cost_tier = 1
-    label = "DeepLift"
     defaults = {}
     draws = False  # deterministic: no seeding (saving and restoring the random states) per row
 

@@ -62,7 +62,8 @@ class Explainer(BatchedPasses):
 
     name: ClassVar[str] = ""
     # the measure's name in words, for readers (pages, charts, exports); the id stays what commands take and the
-    # docstring's first line the formula (`engine.importance.registry.measure_label` / `measure_formula`)
+    # docstring's first line the formula (`engine.importance.registry.measure_label` / `measure_formula`). A built-in
+    # measure's label is in engine.measure_labels (torch-free, for readers that need only the name); `register` sets it
     label: ClassVar[str] = ""
     signed: ClassVar[bool] = False
     defaults: ClassVar[dict[str, Any]] = {}

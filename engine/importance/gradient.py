@@ -65,7 +65,6 @@ class GradL2(_GradientFamily):
 
     name = "grad-l2"
     cost_tier = 1
-    label = "gradient (L2 norm)"
     signed = False
 
     def _scores(self, call: Call):
@@ -90,7 +89,6 @@ class GradL1(_GradientFamily):
 
     name = "grad-l1"
     cost_tier = 1
-    label = "gradient (L1 norm)"
     signed = False
     chunk_elements = 1 << 23  # tokens x vocabulary entries per chunk (32 MiB of float32)
 
@@ -120,7 +118,6 @@ class XGradSign(_GradientFamily):
 
     name = "x-grad-sign"
     cost_tier = 1
-    label = "input x gradient (signed)"
     signed = True
 
     def _scores(self, call: Call):
@@ -134,7 +131,6 @@ class XGradAbs(XGradSign):
 
     name = "x-grad-abs"
     cost_tier = 1
-    label = "input x gradient (magnitude)"
     signed = False
 
     def _scores(self, call: Call):

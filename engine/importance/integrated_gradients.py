@@ -201,7 +201,6 @@ class IntegratedGradientsSign(_IntegratedGradients):
 
     name = "ig-sign"
     cost_tier = 2
-    label = "integrated gradients (signed)"
     signed = True
 
     def _scores(self, call: Call):
@@ -215,7 +214,6 @@ class IntegratedGradientsAbs(_IntegratedGradients):
 
     name = "ig-abs"
     cost_tier = 2
-    label = "integrated gradients (magnitude)"
     signed = False
 
     def _scores(self, call: Call):

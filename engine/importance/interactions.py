@@ -126,7 +126,6 @@ class ShapleyInteractions(Explainer):
     Unit: logit; signed."""
 
     name = "shapley-interactions"
-    label = "Shapley interactions (pairs)"
     signed = True
     cost_tier = 4
     seeding = "option"

@@ -58,7 +58,6 @@ class LeaveOneOutSign(_LeaveOneOut):
 
     name = "loo-sign"
     cost_tier = 3
-    label = "leave one out (signed)"
     signed = True
 
     def _scores(self, call: Call):
@@ -71,7 +70,6 @@ class LeaveOneOutAbs(_LeaveOneOut):
 
     name = "loo-abs"
     cost_tier = 3
-    label = "leave one out (magnitude)"
     signed = False
 
     def _scores(self, call: Call):

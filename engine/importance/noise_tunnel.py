@@ -79,7 +79,6 @@ class SmoothGrad(_NoiseTunnel):
     range, default 0.15), seed, batch_samples (copies per pass). noise 0 gives x-grad-sign. Unit: logit; signed."""
 
     name = "smoothgrad"
-    label = "SmoothGrad (input x gradient)"
     signed = True
     nt_type = "smoothgrad"
 
@@ -91,7 +90,6 @@ class SquareGrad(_NoiseTunnel):
     Options as smoothgrad. Unit: logit^2; unsigned."""
 
     name = "squaregrad"
-    label = "SquareGrad (input x gradient)"
     signed = False
     nt_type = "smoothgrad_sq"
 
@@ -103,6 +101,5 @@ class VarGrad(_NoiseTunnel):
     Options as smoothgrad; noise 0 gives 0 everywhere (no variance). Unit: logit^2; unsigned."""
 
     name = "vargrad"
-    label = "VarGrad (input x gradient)"
     signed = False
     nt_type = "vargrad"

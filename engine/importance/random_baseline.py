@@ -29,7 +29,6 @@ class RandomImportance(Explainer):
     name = "random"
     cost_tier = 0
     seeding = "cell"
-    label = "random (the baseline)"
     signed = False
     defaults = {"seed": 0}
     # whole-word masking ranks a word by its first piece's draw: one uniform per word, so long words are not

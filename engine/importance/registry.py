@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.errors import InvalidInputError, UnknownMeasureError
+from engine.measure_labels import MEASURE_LABELS
 
 if TYPE_CHECKING:
     from engine.importance.explainer import Explainer
@@ -18,9 +19,12 @@ MEASURES: dict[str, type[Explainer]] = {}
 
 
 def register(cls: type[Explainer]) -> type[Explainer]:
-    """Class decorator: add an `Explainer` subclass to `MEASURES` under its `name`."""
+    """Class decorator: add an `Explainer` subclass to `MEASURES` under its `name`, with its `label` from
+    engine.measure_labels (the one home of a built-in measure's name in words; a class not named there keeps its own)."""
     if not getattr(cls, "name", None):
         raise TypeError(f"{cls.__name__} has no measure name")
+    if cls.name in MEASURE_LABELS:
+        cls.label = MEASURE_LABELS[cls.name]
     if cls.name in MEASURES and MEASURES[cls.name] is not cls:
         raise InvalidInputError(f"measure {cls.name!r} is registered twice ({MEASURES[cls.name].__name__}, {cls.__name__})")
     MEASURES[cls.name] = cls

@@ -26,7 +26,6 @@ class SelfAttribution(Explainer):
 
     name = "self-attribution"
     cost_tier = 5
-    label = "the model's own attribution"
     signed = False
     defaults = {"max_new_tokens": 128}
     computed_once = True

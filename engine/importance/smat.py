@@ -23,7 +23,6 @@ class SmatLearned(Explainer):
 
     name = "smat"
     cost_tier = 5
-    label = "SMaT head-weighted attention"
     bf16_ok = False
 
     def __init__(self, classifier, **kwargs):

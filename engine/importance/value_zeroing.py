@@ -107,7 +107,6 @@ class ValueZeroing(_ValueZeroing):
     Unit: cosine distance in [0, 2]; unsigned."""
 
     name = "value-zeroing"
-    label = "value zeroing (cosine distance)"
     signed = False
     readout = "cosine"
 
@@ -120,6 +119,5 @@ class ValueZeroingSign(_ValueZeroing):
     signed."""
 
     name = "value-zeroing-sign"
-    label = "value zeroing (logit drop)"
     signed = True
     readout = "logit"

@@ -35,3 +35,24 @@ def test_the_finished_value_and_a_stage_asked_now_are_always_sent(bar):
     assert sent == [(0.1, "batch 1"), (0.5, "validating"), (1.0, "evaluating on the test split ...")]
     clock["now"] += 0.3
     assert made.update(1.7, "over") and sent[-1] == (1.0, "over"), "a fraction past 1 is shown as 1"
+
+
+def test_a_training_reporter_puts_words_with_a_fraction_on_the_bar_and_the_others_on_the_line_under_it():
+    """The LoRA and planting forms' reporter (app.progress.training_reporter): a batch's words move the bar, a
+    validation's (no fraction) go on the line under it, in markdown-escaped form."""
+    from streamlit.testing.v1 import AppTest
+
+    def page():
+        from app.progress import training_reporter
+
+        report = training_reporter("loading ...", lambda event: (event.get("fraction"), event["words"]))
+        report({"fraction": 0.5, "words": "batch 5/10"})
+        report({"words": "epoch 1: validation *masked* 0.800"})
+
+    at = AppTest.from_function(page).run()
+    assert not at.exception
+    bars = at.get("progress")
+    assert len(bars) == 1 and bars[0].proto.value == 50 and bars[0].proto.text == "batch 5/10"
+    from app.text import md
+
+    assert [c.value for c in at.caption] == [md("epoch 1: validation *masked* 0.800")]
