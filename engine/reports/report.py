@@ -98,6 +98,19 @@ def _card_tables(slug: str, run: str, operators: tuple[str, ...], *, wrong: bool
     return tables
 
 
+def _every_metric_tables(slug: str, run: str, operators: tuple[str, ...]) -> list[Table]:
+    """The tables of a graded-set card with every metric family, named `ground-truth-every-<table>-<slug>`: the truth,
+    the measures' separation, the judges under each removal operator, the wrong verdicts under the first, and (with two
+    operators or more) the share of verdicts that change with the operator."""
+    return [Table(f"ground-truth-every-truth-{slug}", GROUND_TRUTH_DOC, set_truth_markdown(run)),
+            Table(f"ground-truth-every-separation-{slug}", GROUND_TRUTH_DOC, separation_markdown(run)),
+            *(Table(f"ground-truth-every-judges-{slug}-{op}", GROUND_TRUTH_DOC, judge_markdown(run, op))
+              for op in operators),
+            Table(f"ground-truth-every-wrong-{slug}", GROUND_TRUTH_DOC, wrong_markdown(run, operators[0])),
+            *([Table(f"ground-truth-every-operators-{slug}", GROUND_TRUTH_DOC, operator_markdown(run))]
+              if len(operators) > 1 else [])]
+
+
 GROUND_TRUTH_TABLES = (
     *_card_tables("tiny-rt", GROUND_TRUTH_RUN, ("mask", "delete", "unk"), wrong=True, operator_table=True),
     # MiniLM (rt): a graded trigger, OR and the control (scripts/experiments/groundtruth_rt.sh minilm)
@@ -136,6 +149,10 @@ GROUND_TRUTH_TABLES = (
     Table("ground-truth-set-separation-minilm-rt", GROUND_TRUTH_DOC, separation_markdown("minilm-rt-set-card")),
     Table("ground-truth-set-judges-minilm-rt-mask", GROUND_TRUTH_DOC, judge_markdown("minilm-rt-set-card", "mask")),
     Table("ground-truth-set-wrong-minilm-rt", GROUND_TRUTH_DOC, wrong_markdown("minilm-rt-set-card", "mask")),
+    # the graded set with every metric family the card offers: tiny under [MASK] and ICE's MLM infill, MiniLM under
+    # [MASK] (re-plants of the graded-set recipe, docs/ground-truth.md)
+    *_every_metric_tables("tiny-rt", "tiny-rt-graded-every-metric", ("mask", "mlm")),
+    *_every_metric_tables("minilm-rt", "minilm-rt-graded-every-metric", ("mask",)),
 )
 
 
