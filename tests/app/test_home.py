@@ -69,8 +69,9 @@ def test_report_card_evidence_pools_the_models_that_learned_and_leaves_out_the_c
     out), with Wilson intervals; a planted model's own card holds its cells only."""
     # every shipped tiny (rt) card is the family's evidence (the trigger family's, the graded set's, the other sets')
     assert trust.card_runs_for(CARDS, "tiny-rt-masked-s0", "tiny", "rt") == [
-        (run, "its family") for run in ("tiny-rt-card", "tiny-rt-graded-card", "tiny-rt-graded-new-measures",
-                                        "tiny-rt-interaction-card", "tiny-rt-set-card", "tiny-rt-threshold-card")]
+        (run, "its family") for run in ("tiny-rt-card", "tiny-rt-graded-card", "tiny-rt-graded-every-metric",
+                                        "tiny-rt-graded-new-measures", "tiny-rt-interaction-card", "tiny-rt-set-card",
+                                        "tiny-rt-threshold-card")]
     assert trust.card_runs_for(CARDS, "gt-tiny-rt-decoy", "tiny", "rt")[0] == ("tiny-rt-card", "this model")
     rows = CARDS.load("tiny-rt-card")
     family = trust.card_evidence(rows, "tiny-rt-card", "its family")
