@@ -22,6 +22,7 @@ opened the same way (what a fresh session costs before any page's work).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import statistics
@@ -97,19 +98,8 @@ def main() -> int:
         engine_times.append(time.perf_counter() - t)
     engine_ms = statistics.median(engine_times[1:]) * 1e3
 
-    port = _free_port()
     env = dict(os.environ, ENGINE_RESULTS_DIR=tempfile.mkdtemp())
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.port", str(port),
-                             "--server.address", "127.0.0.1", "--server.headless", "true"],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(180):
-            try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                time.sleep(0.5)
+    with _streamlit_server(_free_port(), "app/main.py", ROOT, env, tries=180, pause=0.5) as url:
         options = webdriver.ChromeOptions()
         options.binary_location = CHROMIUM
         for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1800"):
@@ -129,9 +119,6 @@ def main() -> int:
                 times.append(_explain(driver, text, text.split()[word]))
         finally:
             driver.quit()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
     browser_ms = statistics.median(times) * 1e3
     print(f"# bench/dashboard.py · code {code_version()} · {platform.machine()} · {os.cpu_count()} CPUs · "
           f"load average {os.getloadavg()[0]:.2f} at the end")
@@ -145,6 +132,28 @@ def main() -> int:
 
 FIRST_PAGE_BUDGET_S = 6.0
 PAGE_BUDGET_S = 2.0
+
+
+@contextlib.contextmanager
+def _streamlit_server(port: int, script: str, cwd: Path, env: dict[str, str] | None = None, *, tries: int = 240,
+                      pause: float = 0.25):
+    """`streamlit run script` on 127.0.0.1:port (headless, output discarded), waited for until its health check says
+    ok (at most `tries` checks, `pause` s apart after a refused one); yields its URL and stops the server after."""
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port),
+                             "--server.address", "127.0.0.1", "--server.headless", "true"],
+                            cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(tries):
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                time.sleep(pause)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
 
 
 def _browser_helpers():
@@ -203,19 +212,8 @@ def bench_pages(model_id: str, runs: int) -> int:
     if not (helpers.CHROMIUM and helpers.CHROMEDRIVER):
         print("needs Debian's chromium and chromium-driver")
         return 2
-    port = helpers._free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.port", str(port),
-                             "--server.address", "127.0.0.1", "--server.headless", "true"],
-                            cwd=ROOT, env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
     rows = []
-    try:
-        for _ in range(240):
-            try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                time.sleep(0.25)
+    with _streamlit_server(helpers._free_port(), "app/main.py", ROOT, dict(os.environ)) as url:
         pages = [(p.title, p.url_path or p.file.removesuffix(".py")) for p in PAGES
                  if p.file and "admin" in p.roles]
         driver = _new_driver(helpers.CHROMIUM, helpers.CHROMEDRIVER)
@@ -237,9 +235,6 @@ def bench_pages(model_id: str, runs: int) -> int:
                 errors += boxes
             rows.append((title, times, errors, PAGE_BUDGET_S))
             print(f"  {title}: {', '.join(f'{t:.2f}' for t in times)} s", flush=True)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
     floor = _floor_times(helpers, runs)
     rows.append(("*floor: an almost empty page (a title, a line) of its own server, fresh session*", floor, 0, None))
     print(f"  floor: {', '.join(f'{t:.2f}' for t in floor)} s", flush=True)
@@ -321,28 +316,14 @@ def _floor_times(helpers, runs: int) -> list[float]:
     its own (the frontend's load, the websocket, the session, one trivial script run)."""
     folder = Path(tempfile.mkdtemp())
     (folder / "floor.py").write_text(FLOOR_APP, encoding="utf-8")
-    port = helpers._free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(folder / "floor.py"), "--server.port",
-                             str(port), "--server.address", "127.0.0.1", "--server.headless", "true"],
-                            cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
     times = []
-    try:
-        for _ in range(240):
-            try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                time.sleep(0.25)
+    with _streamlit_server(helpers._free_port(), str(folder / "floor.py"), folder) as url:
         for _ in range(runs):
             driver = _new_driver(helpers.CHROMIUM, helpers.CHROMEDRIVER)
             try:
                 times.append(_open_timed(driver, url)[0])
             finally:
                 driver.quit()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
     return times
 
 
