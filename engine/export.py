@@ -74,7 +74,6 @@ def explanation_record(explanation, classifier, level: str = "word", aggregation
     Returns:
         A dict (format 'engine.explanation/1') for `to_json`, `to_csv`, `to_html` or `to_latex`.
     """
-    from engine.models.checkpoint import weights_sha256
     from engine.runtime import code_version
 
     check_level(level)
@@ -99,7 +98,7 @@ def explanation_record(explanation, classifier, level: str = "word", aggregation
         "warnings": [w for m in e.scores if (w := completeness_warning(m, e.extras.get(m, {})))],
         "provenance": {
             "model_id": classifier.id,
-            "weights_sha256": weights_sha256(classifier.folder) if classifier.folder is not None else None,
+            "weights_sha256": classifier.weights_sha256,
             "base_model": classifier.meta.base_model,
             "dataset": classifier.meta.dataset,
             "code_version": code_version(),

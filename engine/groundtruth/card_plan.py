@@ -94,15 +94,13 @@ def plan_card(model: str, config: CardConfig | None = None) -> CardPlan:
     """
     from engine.groundtruth.planting import planted_spec
     from engine.models import load_classifier
-    from engine.models.checkpoint import weights_sha256
-    from engine.models.prompt_digest import classifier_prompt_sha256
 
     config = config or CardConfig()
     config.check()
     classifier = load_classifier(model)
     spec = planted_spec(classifier)
-    plan = CardPlan(model=model, classifier=classifier, spec=spec, weights_sha256=weights_sha256(classifier.folder),
-                    prompt_sha256=classifier_prompt_sha256(classifier), seed=config.seed,
+    plan = CardPlan(model=model, classifier=classifier, spec=spec, weights_sha256=classifier.weights_sha256,
+                    prompt_sha256=classifier.prompt_sha256, seed=config.seed,
                     min_deciding=config.min_deciding, kinds=self_explanation_kinds(classifier, config.self_explanations))
     if config.truth_only:  # its TruthCell establishes the truth (in the worker that runs it); nothing is checked
         return plan

@@ -256,7 +256,7 @@ def compute_self_explanation_cell(cell: SelfExplanationCell, context: CellContex
     request = {"counterfactual": COUNTERFACTUAL_PROMPT, "attribution": ATTRIBUTION_PROMPT,
                "redaction": REDACTION_PROMPT}[cell.kind]
     record = provenance(context.command or "engine.groundtruth.selfexplain_card.compute_self_explanation_cell",
-                        started, classifier, n_examples=len(examples), checkpoint_sha256=meta.weights_sha256,
+                        started, classifier, n_examples=len(examples), checkpoint_sha256=classifier.weights_sha256,
                         target="the class the model predicts on each deciding input (set by the planted word)",
                         planted=spec.to_dict(), truth=truth.summary(), self_explanation=cell.kind,
                         decoding=generator.settings.key(), request=request, abstain={"published": list(ABSTAIN),

@@ -43,20 +43,14 @@ def truth_key(classifier, seed: int = 0, min_deciding: int = MIN_DECIDING, split
 def _identity(classifier, spec: PlantSpec | None = None, weights_sha256: str | None = None,
               prompt_sha256: str | None = None) -> tuple[PlantSpec, str | None, str | None]:
     """(planted spec, weights' hash, prompt digest) of `classifier`, each as given or resolved now."""
-    from engine.models.kinds import ModelKind
-
     if spec is None:
         from engine.groundtruth.planting import planted_spec
 
         spec = planted_spec(classifier)
     if weights_sha256 is None:
-        from engine.models.checkpoint import weights_sha256 as hash_weights
-
-        weights_sha256 = hash_weights(classifier.folder)
+        weights_sha256 = classifier.weights_sha256
     if prompt_sha256 is None:
-        from engine.models.prompt_digest import prompt_sha256 as digest
-
-        prompt_sha256 = digest(classifier.spec if classifier.kind is ModelKind.PROMPTED else None)
+        prompt_sha256 = classifier.prompt_sha256
     return spec, weights_sha256, prompt_sha256
 
 

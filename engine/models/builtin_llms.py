@@ -148,7 +148,7 @@ def apply_shipped_adapter(classifier, model_id: str):
         raise CheckpointError(f"{model_id} has no adapter in {builtin.adapter_dir}; restore it from the repository")
     record = training_record(model_id)
     provenance = json.loads((builtin.adapter_dir / ADAPTER_DIR / "provenance.json").read_text(encoding="utf-8"))
-    base_hash = classifier.metadata.get("weights_sha256")
+    base_hash = classifier.weights_sha256
     trained_on = provenance.get("base_weights_sha256")
     if trained_on not in (None, base_hash):
         # Another conversion of the same package (e.g. another transformers version's rounding): the adapter still
@@ -169,4 +169,6 @@ def apply_shipped_adapter(classifier, model_id: str):
         "base_weights_as_trained": trained_on in (None, base_hash),
         "weights_sha256": hashlib.sha256(f"{base_hash}+{adapter_hash}".encode()).hexdigest(),
         "note": "a prompted language model masked-fine-tuned with LoRA (shipped adapter): masked inputs are in distribution"})
+    # the model it runs is the base and the adapter merged: not its folder's files, which are the base's alone
+    classifier.record_weights_sha256(classifier.metadata["weights_sha256"])
     return classifier

@@ -18,9 +18,9 @@ from engine.models.classifier import Classifier
 from engine.models.foreign import load_foreign, read_config
 from engine.models.ids import check_model_id
 from engine.models.kinds import ModelKind, kind_of
-from engine.models.listing import REQUIRED_FILES, list_checkpoints, validate_checkpoint  # noqa: F401 (re-exported)
+from engine.models.listing import REQUIRED_FILES, check_checkpoint, list_checkpoints, validate_checkpoint  # noqa: F401 (re-exported)
 from engine.models.loading import load_pretrained
-from engine.models.metadata import REQUIRED_KEYS, CheckpointMeta, write_metadata
+from engine.models.metadata import REQUIRED_KEYS, write_metadata
 from engine.models.metadata import read_metadata as read_meta
 from engine.models.prompted_loading import load_prompted_checkpoint
 from engine.models.registry import artifacts_dir, load_registered, read_manifest, registered_models
@@ -167,10 +167,10 @@ def _load_checkpoint(folder: Path, device: str | None, dtype: str | None = None,
     from safetensors import SafetensorError
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    metadata = validate_checkpoint(folder)
-    meta = CheckpointMeta.from_dict(metadata)
+    meta = check_checkpoint(folder)  # read and checked once, typed
+    metadata = meta.to_dict()
     if meta.kind is ModelKind.PROMPTED:  # a prompted LM fine-tuned with LoRA, merged (engine.models.lora_training)
-        return load_prompted_checkpoint(folder, metadata, device, dtype)
+        return load_prompted_checkpoint(folder, meta, metadata, device, dtype)
     target = pick_device(device)
     runtime = None
     try:
@@ -216,4 +216,5 @@ def save_classifier(classifier: Classifier, model_id: str, cache_dir: Path | Non
         metadata = write_metadata(tmp, dict(classifier.metadata, id=model_id))
     classifier.metadata = metadata
     classifier.folder = final
+    classifier.record_weights_sha256(None)  # its weights are the files just written: hashed from the folder
     return final

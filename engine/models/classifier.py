@@ -129,6 +129,32 @@ class Classifier:
         """The metadata, typed (`engine.models.metadata.CheckpointMeta`): a snapshot of `metadata` as it is now."""
         return CheckpointMeta.from_dict(self.metadata)
 
+    @property
+    def weights_sha256(self) -> str | None:
+        """SHA-256 (hex) of the weights this classifier runs, its identity in every result and key: what its loader
+        recorded (`record_weights_sha256`: a folder fine-tuned elsewhere, a prompted LM, a base with a shipped
+        adapter merged in, whose hash covers both), else the hash of its folder's safetensors files (read now,
+        `engine.models.weights.weights_sha256`), else None (built in memory, never saved: `parameters_sha256`)."""
+        recorded = self.__dict__.get("_weights_sha256")
+        if recorded is not None:
+            return recorded
+        if self.folder is None:
+            return None
+        from engine.models.weights import weights_sha256
+
+        return weights_sha256(self.folder)
+
+    def record_weights_sha256(self, digest: str | None) -> None:
+        """Set what `weights_sha256` answers: for a loader that hashed the files already, or whose model is more than
+        its folder's files (an adapter merged in). None goes back to hashing the folder."""
+        self._weights_sha256 = digest
+
+    @property
+    def prompt_sha256(self) -> str | None:
+        """The digest of the prompt this classifier reads (`engine.models.prompt_digest.prompt_sha256`), part of every
+        key that depends on the prompt; None here: a classifier with a head reads no prompt."""
+        return None
+
     def parameters_sha256(self) -> str:
         """SHA-256 (hex) of the model's parameters: every state-dict entry's name and float32 values, in name order.
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from engine.errors import CheckpointError, InvalidInputError
 from engine.models.classifier import Classifier, is_decoder_classifier
 from engine.models.loading import load_pretrained
-from engine.models.weights import weight_files, weights_sha256
+from engine.models.weights import files_sha256, weight_files
 from engine.runtime import configure, pick_device
 
 #: values of `replacement` that name one of the tokenizer's special tokens
@@ -120,6 +120,7 @@ def load_foreign(folder: str | os.PathLike, *, model_id: str | None = None, toke
         raise CheckpointError(f"no model folder at {folder}")
     config = read_config(folder)
     files = weight_files(folder)
+    sha = files_sha256(files)  # listed and hashed once: the loader below is handed the list
     tok_source = Path(tokenizer_path).expanduser().resolve() if tokenizer_path else folder
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(tok_source))
@@ -133,7 +134,7 @@ def load_foreign(folder: str | os.PathLike, *, model_id: str | None = None, toke
     target = pick_device(device)
     try:
         (model, info), runtime = load_pretrained(AutoModelForSequenceClassification, folder, device=target, dtype=dtype,
-                                                 attention=attention, output_loading_info=True)
+                                                 attention=attention, output_loading_info=True, files=files)
     except InvalidInputError:
         raise
     except (OSError, ValueError, SafetensorError, RuntimeError, KeyError, TypeError) as err:
@@ -171,7 +172,7 @@ def load_foreign(folder: str | os.PathLike, *, model_id: str | None = None, toke
         "folder": str(folder),
         "tokenizer": str(tok_source),
         "weights_files": [p.name for p in files],
-        "weights_sha256": weights_sha256(folder),
+        "weights_sha256": sha,
         "base_model": str(folder),
         "base_model_source": str(folder),
         "architecture": architecture,
@@ -195,5 +196,6 @@ def load_foreign(folder: str | os.PathLike, *, model_id: str | None = None, toke
     }
     classifier = Classifier(model, tokenizer, classes, metadata["max_length"], metadata, target)
     classifier.folder = folder
+    classifier.record_weights_sha256(sha)
     classifier.load_runtime = runtime
     return classifier

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import engine.settings as settings
 from engine.errors import CheckpointError
+from engine.models.metadata import CheckpointMeta
 from engine.models.metadata import read_metadata as read_meta
 from engine.models.weights import conversion_hint
 
@@ -16,7 +17,13 @@ REQUIRED_FILES = ("config.json", "model.safetensors", "metadata.json", "tokenize
 
 
 def validate_checkpoint(folder: Path) -> dict:
-    """Check files and metadata without loading weights; returns the metadata or raises CheckpointError."""
+    """Check files and metadata without loading weights; returns the metadata (a dict) or raises CheckpointError."""
+    return check_checkpoint(folder).to_dict()
+
+
+def check_checkpoint(folder: Path) -> CheckpointMeta:
+    """Check a checkpoint's files and metadata without loading weights (`validate_checkpoint`); returns its metadata,
+    typed, read once, or raises CheckpointError."""
     if not folder.is_dir():
         raise CheckpointError(f"no checkpoint at {folder} (run `python -m engine models` to list them)")
     missing = [f for f in REQUIRED_FILES if not (folder / f).is_file()]
@@ -26,7 +33,6 @@ def validate_checkpoint(folder: Path) -> dict:
                               + (f"; its pytorch_model.bin is a pickle and is never loaded: {conversion_hint(folder)}"
                                  if pickled else ""))
     meta = read_meta(folder)
-    metadata = meta.to_dict()
     try:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -49,7 +55,7 @@ def validate_checkpoint(folder: Path) -> dict:
             f"checkpoint {folder}: config.json has {n_labels} labels but metadata.json names "
             f"{len(meta.classes)} classes {list(meta.classes)}"
         )
-    return metadata
+    return meta
 
 
 def list_checkpoints(cache_dir: Path | None = None) -> list[dict]:

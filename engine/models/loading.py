@@ -128,9 +128,11 @@ def _model_class(auto_class, config):
 
 
 def load_pretrained(auto_class, source: str | os.PathLike, *, device: str | torch.device = "cpu", dtype: str | None = None,
-                    attention: str | None = None, need_weights: bool = False, **kwargs):
+                    attention: str | None = None, need_weights: bool = False, files: list[Path] | None = None, **kwargs):
     """`auto_class.from_pretrained(source, **kwargs)` the one safe way: safetensors only, dtype and attention chosen
     above (dtype and attention default to the settings ENGINE_DTYPE and ENGINE_ATTENTION).
+
+    files: the folder's safetensors files when the caller listed them already (`weight_files`), else listed here.
 
     Returns (what from_pretrained returns, runtime): runtime = {'dtype', 'stored_dtype', 'dtype_reason',
     'attn_implementation', 'attn_reason'} for provenance. Raises CheckpointError for pickled-only folders."""
@@ -138,7 +140,7 @@ def load_pretrained(auto_class, source: str | os.PathLike, *, device: str | torc
 
     import engine.settings as settings
 
-    files = check_weights(source)
+    files = files if files is not None else check_weights(source)
     device_type = torch.device(device).type
     try:
         config = AutoConfig.from_pretrained(str(source))

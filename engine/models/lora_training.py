@@ -40,11 +40,12 @@ from tqdm.auto import tqdm
 from engine.data import get_dataset, score
 from engine.errors import InvalidInputError, NotApplicableError, TrainingCancelled
 from engine.models.adapters import ADAPTER_DIR, load_adapter  # noqa: F401 (load_adapter: part of this module's API)
-from engine.models.checkpoint import load_classifier, models_cache_dir, read_metadata
+from engine.models.checkpoint import load_classifier, models_cache_dir
 from engine.models.ids import check_model_id
 from engine.models.kinds import ModelKind
 from engine.models.masking import training_transform
 from engine.models.metadata import CheckpointMeta, trains_on_masks, write_metadata
+from engine.models.metadata import read_metadata as read_meta
 from engine.models.prompted_loading import load_prompted_checkpoint
 from engine.models.training import TrainConfig, epoch_record, report_epoch
 from engine.models.weights import weights_sha256
@@ -328,10 +329,12 @@ def save_lora_classifier(classifier, peft_model, model_id: str, cache_dir: Path 
     classifier.model = merged
     classifier.metadata = metadata
     classifier.folder = final
+    classifier.record_weights_sha256(metadata["weights_sha256"])  # the merged weights now in its folder
     return final
 
 
 def load_lora_folder(folder: str | os.PathLike, device: str | None = None):
     """The merged prompted classifier of a folder written by `save_lora_classifier` (or any causal-LM folder
     with `metadata.json` holding `prompt`)."""
-    return load_prompted_checkpoint(Path(folder), read_metadata(Path(folder)), device)
+    meta = read_meta(Path(folder))
+    return load_prompted_checkpoint(Path(folder), meta, meta.to_dict(), device)

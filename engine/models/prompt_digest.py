@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import hashlib
 
-from engine.models.kinds import ModelKind
-
 
 def prompt_sha256(spec) -> str | None:
     """16 hex digits of a prompt spec (`PromptSpec`: instruction, examples, verbalizer, replacement), hashed as the
@@ -14,7 +12,3 @@ def prompt_sha256(spec) -> str | None:
         return None
     return hashlib.sha256(repr(sorted(spec.to_dict().items())).encode()).hexdigest()[:16]
 
-
-def classifier_prompt_sha256(classifier) -> str | None:
-    """`prompt_sha256` of the prompt spec a classifier reads: a prompted LM's; None for any other kind of model."""
-    return prompt_sha256(classifier.spec if classifier.kind is ModelKind.PROMPTED else None)

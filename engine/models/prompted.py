@@ -39,6 +39,7 @@ from engine.models.classifier import Classifier, ForwardOutput, model_device
 from engine.models.kinds import ModelKind
 from engine.models.prefix_cache import MIN_PREFIX, PrefixKV, shared_prefix_length
 from engine.models.prompt_checks import PromptSpecWarning, label_word_warnings
+from engine.models.prompt_digest import prompt_sha256
 from engine.models.prompt_spec import PromptSpec
 from engine.settings import prefix_cache_enabled
 
@@ -56,6 +57,11 @@ class PromptedClassifier(Classifier):
     def kind(self) -> ModelKind:
         """A prompted LM, whatever its weights (zero-shot, registered, built in, LoRA-fine-tuned)."""
         return ModelKind.PROMPTED
+
+    @property
+    def prompt_sha256(self) -> str | None:
+        """The digest of its prompt spec (`engine.models.prompt_digest.prompt_sha256`), as it reads it now."""
+        return prompt_sha256(self.spec)
 
     def __init__(self, model, tokenizer, spec: PromptSpec, max_length: int = 512, metadata: dict | None = None,
                  device: torch.device | str | None = None):

@@ -15,7 +15,7 @@ from engine.models.metadata import CheckpointMeta
 from engine.models.prompt_digest import prompt_sha256
 from engine.models.prompt_spec import PromptSpec
 from engine.models.prompted import PromptedClassifier
-from engine.models.weights import weight_files, weights_sha256
+from engine.models.weights import files_sha256, weight_files
 from engine.runtime import configure, pick_device
 
 
@@ -32,6 +32,7 @@ def load_prompted(folder: str | Path, spec: PromptSpec | dict, *, model_id: str 
     folder = resolve_llm(str(folder))
     spec = spec if isinstance(spec, PromptSpec) else PromptSpec.from_dict(spec)
     files = weight_files(folder)
+    sha = files_sha256(files)  # listed and hashed once
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(folder))
     except (OSError, ValueError, TypeError, KeyError) as err:
@@ -53,7 +54,7 @@ def load_prompted(folder: str | Path, spec: PromptSpec | dict, *, model_id: str 
     metadata = {
         "id": model_id or f"{packaged or folder.name}-prompt",
         "folder": str(folder), "base_model": packaged or str(folder), "base_model_source": str(folder),
-        "weights_files": [p.name for p in files], "weights_sha256": weights_sha256(folder),
+        "weights_files": [p.name for p in files], "weights_sha256": sha,
         "architecture": (model.config.architectures or [type(model).__name__])[0], "model_type": model.config.model_type,
         "decoder": True, "dataset": None, "prompt_sha256": prompt_sha256(spec), "artifacts_dir": None,
         "note": "a language model prompted zero-shot; masked inputs are out of distribution until masked-fine-tuned",
@@ -61,22 +62,23 @@ def load_prompted(folder: str | Path, spec: PromptSpec | dict, *, model_id: str 
     }
     classifier = PromptedClassifier(model, tokenizer, spec, max_length_for(tokenizer, model, max_length), metadata, target)
     classifier.folder = folder
+    classifier.record_weights_sha256(sha)
     classifier.load_runtime = {**classifier.load_runtime, "stored_dtype": dtype_name(stored), "dtype_reason": dtype_reason}
     return classifier
 
 
-def load_prompted_checkpoint(folder: Path, metadata: dict, device: str | None = None,
+def load_prompted_checkpoint(folder: Path, meta: CheckpointMeta, metadata: dict, device: str | None = None,
                              dtype: str | None = None) -> PromptedClassifier:
     """A saved prompted classifier (a causal-LM folder whose `metadata.json` holds `prompt`, e.g. a merged LoRA
-    fine-tuning), given its metadata: here rather than in checkpoint.py's caller so that checkpoint loading needs
-    no import of the training code (engine/models stays free of import cycles)."""
+    fine-tuning), given its metadata as read once: typed (`meta`) and as the dict it was written as (`metadata`).
+    Here rather than in checkpoint.py's caller so that checkpoint loading needs no import of the training code
+    (engine/models stays free of import cycles)."""
     keep = {k: v for k, v in metadata.items() if k not in ("folder", "weights_files", "weights_sha256", "base_model_source",
                                                            "prompt", "replacement", "replacement_token",
                                                            "replacement_token_id", "replacement_tokens")}
     # What is fitted for it (MaSF) is kept in its own folder: the metadata it was saved with may still name the
     # artifacts folder of the zero-shot model it was trained from (whose fits are of another model).
     keep["artifacts_dir"] = str(folder)
-    meta = CheckpointMeta.from_dict(metadata)
     return load_prompted(folder, meta.prompt, model_id=meta.id, max_length=meta.max_length,
                          device=device, extra=keep, dtype=dtype)
 

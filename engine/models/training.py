@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 from engine.data import Dataset, get_dataset, score
 from engine.errors import InvalidInputError, LabelMismatchError, TrainingCancelled  # noqa: F401 (re-exported)
 from engine.models.batch import Batch, collate_examples
-from engine.models.checkpoint import load_classifier, weights_sha256
+from engine.models.checkpoint import load_classifier
 from engine.models.classifier import Classifier
 from engine.models.encoders import resolve_encoder
 from engine.models.loading import load_pretrained
@@ -118,15 +118,11 @@ def _start_from_classifier(config: TrainConfig, dataset: Dataset, device: torch.
     classifier.max_length = min(config.max_length or dataset.max_length, classifier.max_length)
     classifier.metadata = {"from_classifier": {
         "id": source.get("id"), "folder": source.get("folder") or (str(classifier.folder) if classifier.folder else None),
-        "weights_sha256": source.get("weights_sha256") or _sha(classifier.folder),
+        "weights_sha256": source.get("weights_sha256") or classifier.weights_sha256,
         "architecture": source.get("architecture"), "strategy": source.get("strategy"),
         "masked_fine_tuned": classifier.masked_fine_tuned, "label_names_replaced": renamed},
         "replacement_token": source.get("replacement_token"), "replacement_token_id": classifier.replacement_token_id}
     return classifier
-
-
-def _sha(folder) -> str | None:
-    return weights_sha256(folder) if folder is not None else None
 
 
 def permute_labels(train, validation, seed: int) -> tuple[list, list]:

@@ -66,6 +66,23 @@ def weight_files(folder: Path) -> list[Path]:
     raise CheckpointError(f"{folder} holds no weights: expected {SINGLE_FILE} or {INDEX_FILE} with its shards")
 
 
+def files_sha256(files: list[Path]) -> str:
+    """SHA-256 (hex) of weight files' bytes concatenated in the order given (`weight_files`' order).
+
+    Args:
+        files: the safetensors files of one model folder, as `weight_files` lists them.
+
+    Returns:
+        64 hex digits.
+    """
+    digest = hashlib.sha256()
+    for path in files:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
 def weights_sha256(folder: str | os.PathLike) -> str:
     """SHA-256 (hex) of a folder's safetensors weights: of `model.safetensors`, or of its shards' bytes
     concatenated in sorted file-name order (so one file and its re-sharding hash differently, on purpose:
@@ -77,9 +94,4 @@ def weights_sha256(folder: str | os.PathLike) -> str:
     Returns:
         64 hex digits.
     """
-    digest = hashlib.sha256()
-    for path in weight_files(Path(folder)):
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                digest.update(chunk)
-    return digest.hexdigest()
+    return files_sha256(weight_files(Path(folder)))

@@ -25,7 +25,6 @@ from engine.atomic import atomic_path, write_text
 from engine.data import dataset_sha256, get_dataset
 from engine.errors import InvalidInputError
 from engine.models import Batch, Classifier
-from engine.models.prompt_digest import classifier_prompt_sha256
 from engine.ood.features import calibration_features, hidden_state_features
 from engine.ood.files import LEGACY_MASF_FILE, LEGACY_MASF_META, MASF_FIT_VERSION, MASF_PREFIX  # noqa: F401
 from engine.ood.masf import (
@@ -164,7 +163,7 @@ def calibration_key(classifier: Classifier, dataset: str | None = None, split: s
                           strategy=strategy, replacement_token_id=None if strategy == "plain" else classifier.mask_token_id,
                           mask_seed=DEFAULT_MASK_SEED + seed, parts_seed=seed, folds=DEFAULT_FOLDS,
                           data_sha256=dataset_sha256(name, split_seed, split, limit),
-                          prompt_sha256=classifier_prompt_sha256(classifier))
+                          prompt_sha256=classifier.prompt_sha256)
 
 
 def _fit_environment(classifier: Classifier) -> dict:

@@ -105,8 +105,7 @@ class GenerationCache:
 def model_fingerprint(classifier) -> str:
     """'<id>@<weights sha256>': the model part of the cache key. A model built in memory (no weights file) is
     hashed from its parameters, so two random initialisations never share cached text."""
-    meta = classifier.meta
-    return f"{meta.id}@{meta.weights_sha256 or classifier.parameters_sha256()}"
+    return f"{classifier.meta.id}@{classifier.weights_sha256 or classifier.parameters_sha256()}"
 
 
 class Generator:

@@ -222,7 +222,6 @@ def run_simulability(teacher: str, student: str = "tiny", dataset: str | None = 
     SimulabilityCancelled when should_stop() turns True (finished cells stay; polled in this process only)."""
     from engine.data import get_dataset
     from engine.models import load_classifier, resolve_encoder
-    from engine.models.checkpoint import weights_sha256
     from engine.models.loading import check_weights
     from engine.runtime import configure
     from engine.simulability.plausibility import sentence_table
@@ -292,7 +291,7 @@ def run_simulability(teacher: str, student: str = "tiny", dataset: str | None = 
         plausible = precompute(classifier, shown, sorted(set(static) | {"attention-all", "attention-last"}),
                                head_scores=True, should_stop=should_stop)
         table = sentence_table(classifier.batch_of(shown).to("cpu"), shown)
-    sha = weights_sha256(classifier.folder)
+    sha = classifier.weights_sha256
     layers = heads = 0
     if plausible is not None or learn:
         from engine.importance.head_scores import head_count

@@ -14,7 +14,6 @@ def test_a_card_of_several_cells_resolves_its_model_once(planted, card_stubs, tm
 
     import engine.groundtruth.planting as planting
     import engine.models
-    import engine.models.checkpoint as checkpoint
     from engine.groundtruth import run_report_card
 
     card_on_handbuilt(monkeypatch)  # no MaSF; the planted word found by its id
@@ -22,7 +21,8 @@ def test_a_card_of_several_cells_resolves_its_model_once(planted, card_stubs, tm
     load, read_spec = engine.models.load_classifier, planting.planted_spec
     monkeypatch.setattr(engine.models, "load_classifier", lambda model, *a, **k: loads.append(model) or load(model))
     monkeypatch.setattr(planting, "planted_spec", lambda classifier: specs.append(classifier.id) or read_spec(classifier))
-    monkeypatch.setattr(checkpoint, "weights_sha256", lambda folder: hashes.append(folder) or "the-weights")
+    # the weights' identity, read once from the classifier (Classifier.weights_sha256) and recorded by every cell
+    monkeypatch.setattr(type(planted), "weights_sha256", property(lambda self: hashes.append(self.id) or "the-weights"))
 
     report = run_report_card(MODEL, measures=(), operators=("mask", "delete"),
                              metrics=("comprehensiveness",), limit=5, min_deciding=N_DECIDING, results_dir=tmp_path)

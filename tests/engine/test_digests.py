@@ -35,8 +35,9 @@ def test_the_prompt_digest_is_the_one_stored_keys_were_made_with_and_sees_every_
 
 
 def test_the_masf_key_and_the_truth_key_take_the_engines_digests(toy_classifier, monkeypatch):
-    """The MaSF calibration key's data digest is engine.data's, and the planted truth's key reads both digests from
-    engine.data / engine.models (not from helpers of its own): replacing them there changes the truth key."""
+    """The MaSF calibration key's data digest is engine.data's, and the planted truth's key reads the data digest from
+    engine.data and the prompt digest and weights hash from the classifier (`Classifier.prompt_sha256`,
+    `Classifier.weights_sha256`), not from helpers of its own: replacing them there changes the truth key."""
     from engine.groundtruth import truth_store
     from engine.ood import calibration_key
 
@@ -45,12 +46,13 @@ def test_the_masf_key_and_the_truth_key_take_the_engines_digests(toy_classifier,
     assert key.prompt_sha256 is None
 
     import engine.data
-    import engine.models.prompt_digest
+    from engine.models.classifier import Classifier
 
     monkeypatch.setattr(engine.data, "dataset_sha256", lambda *args: "data-digest")
-    monkeypatch.setattr(engine.models.prompt_digest, "prompt_sha256", lambda spec: "prompt-digest")
+    monkeypatch.setattr(Classifier, "prompt_sha256", property(lambda self: "prompt-digest"))
     monkeypatch.setattr("engine.groundtruth.planting.planted_spec",
                         lambda classifier: type("Spec", (), {"base_dataset": "toy", "split_seed": 0, "to_dict": dict})())
-    monkeypatch.setattr("engine.models.checkpoint.weights_sha256", lambda folder: "weights")
+    monkeypatch.setattr(Classifier, "weights_sha256", property(lambda self: "weights"))
     truth = truth_store.truth_key(toy_classifier)
     assert truth["inputs_sha256"] == "data-digest" and truth["prompt_sha256"] == "prompt-digest"
+    assert truth["weights_sha256"] == "weights"

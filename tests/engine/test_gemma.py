@@ -302,7 +302,7 @@ def test_shipped_adapters_are_small_safetensors_with_provenance(model_id):
 def test_shipped_adapters_load_and_give_the_recorded_logits(model_id, use_llm_cache, request):
     """Loading the built-in id applies the shipped adapter to the converted base (safetensors only) and gives the
     class log-probabilities recorded when it was shipped (1e-4), different from the base prompt's; the model is
-    then masked-fine-tuned, and its weights hash covers base and adapter."""
+    then masked-fine-tuned, and its weights hash (`Classifier.weights_sha256`) covers base and adapter."""
     from engine.models import load_classifier
     from engine.models.builtin_llms import BUILTINS, LORA_OF
 
@@ -312,6 +312,11 @@ def test_shipped_adapters_load_and_give_the_recorded_logits(model_id, use_llm_ca
     clf = load_classifier(model_id)
     assert clf.masked_fine_tuned and clf.metadata["strategy"] == "masked"
     assert clf.metadata["weights_sha256"] != clf.metadata["base_weights_sha256"]
+    # the identity every result records (a card's truth key, an export's provenance) is of base and adapter merged,
+    # not of the folder's files, which are the base's alone
+    from engine.models.weights import weights_sha256
+
+    assert clf.weights_sha256 == clf.metadata["weights_sha256"] != weights_sha256(clf.folder)
     assert clf.metadata["base_weights_as_trained"], "the converted base differs from the one the adapter was trained on"
     with torch.no_grad():
         got = clf.logits(clf.batch(reference["texts"]))
