@@ -119,7 +119,8 @@ class PromptedClassifier(Classifier):
         self.prefix_cache = prefix_cache_enabled()
         self._prefix_store: PrefixKV | None = None
         # label words glued to the prompt's last word ("was" + "very"): accepted, but said (engine.models.prompt_checks)
-        self.prompt_warnings = label_word_warnings(self.tokenizer, self.render("x", "x" if spec.paired else None)[0],
+        probe = self.render("x", "x" if spec.paired else None)[0]  # the prompt with a one-word input
+        self.prompt_warnings = label_word_warnings(self.tokenizer, probe,
                                                    [w for name in self.classes for w in spec.verbalizer[name]])
         for message in self.prompt_warnings:
             warnings.warn(message, PromptSpecWarning, stacklevel=2)
