@@ -18,7 +18,6 @@ from _smoke import SMOKE_HELP, smoke_checkpoint, use_scratch_folders
 
 from engine.data import get_dataset
 from engine.models import load_classifier, mask_random_fraction
-from engine.models.checkpoint import weights_sha256
 from engine.ood import calibration_strategy, fit_masf, hidden_state_features
 from engine.runtime import code_version, configure
 
@@ -58,7 +57,7 @@ def main() -> int:
         masked = classifier.evaluate(dataset, "test", mask_all=True, limit=args.limit)
         masf = fit_masf(classifier, dataset=args.dataset, save=False, limit=args.limit)
         shares = [pvalue_share(classifier, masf, test, r) for r in (0.0, 0.3, 0.6)]
-        digest = classifier.metadata.get("weights_sha256") or weights_sha256(classifier.folder)
+        digest = classifier.weights_sha256
         print(f"| {model_id} | {classifier.metadata.get('strategy')} (MaSF calibrated {calibration_strategy(classifier)}) | "
               f"{'yes' if classifier.masked_fine_tuned else 'no'} | {unmasked['accuracy']:.3f} | {masked['accuracy']:.3f} | "
               f"{shares[0]:.1%} | {shares[1]:.1%} | {shares[2]:.1%} | {digest[:12]} |", flush=True)

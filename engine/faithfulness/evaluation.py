@@ -292,9 +292,7 @@ def compute_sanity_cell(cell: SanityCell, context: CellContext) -> CellResult:
         rows = random_logit(classifier, [cell.measure], batch, target=batch.target, seed=cell.seed, options=options)
     else:
         twin = train_label_randomised(classifier, permutation_seed=cell.seed, should_stop=should_stop)
-        from engine.models.checkpoint import weights_sha256
-
-        extra = {"label_randomised_model": twin.id, "label_randomised_sha256": weights_sha256(twin.folder),
+        extra = {"label_randomised_model": twin.id, "label_randomised_sha256": twin.weights_sha256,
                  "label_randomised_test": twin.meta.test}
         rows = label_randomisation(classifier, twin, [cell.measure], batch, target=batch.target, options=options)
     summary = sanity_summary(rows, seed=cell.seed)

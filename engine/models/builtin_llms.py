@@ -137,6 +137,16 @@ def training_record(model_id: str) -> dict:
         raise CheckpointError(f"the shipped adapter of {model_id} has no readable training.json in {folder} ({err})") from None
 
 
+def merged_weights_sha256(base_hash: str, model_id: str) -> str:
+    """The weights hash of built-in `model_id` (a base with its shipped adapter merged in): SHA-256 (hex) of
+    '<base's weights hash>+<adapter_model.safetensors' SHA-256>', so that another adapter on the same base, or the
+    same adapter on another conversion of the base, is another model."""
+    from engine.models.adapters import ADAPTER_DIR
+
+    adapter_hash = file_sha256(BUILTINS[model_id].adapter_dir / ADAPTER_DIR / "adapter_model.safetensors")
+    return hashlib.sha256(f"{base_hash}+{adapter_hash}".encode()).hexdigest()
+
+
 def apply_shipped_adapter(classifier, model_id: str):
     """Put the shipped masked-LoRA adapter of `model_id` on a freshly loaded prompted classifier of its base, merge
     it, and record in the metadata what it is (strategy masked, the LoRA settings, the test figures, a weights
@@ -159,6 +169,7 @@ def apply_shipped_adapter(classifier, model_id: str):
     peft_model = load_adapter(classifier, builtin.adapter_dir)
     classifier.model = peft_model.merge_and_unload().eval()
     adapter_hash = file_sha256(builtin.adapter_dir / ADAPTER_DIR / "adapter_model.safetensors")
+    merged_hash = merged_weights_sha256(base_hash, model_id)
     keep = ("strategy", "masked_fine_tuned", "dataset", "classes", "metric", "lora", "history", "best_epoch", "test",
             "test_sample", "train_size", "validation_size", "split_seed", "seed", "config", "selection_rule",
             "train_seconds", "code_version", "created")
@@ -167,7 +178,7 @@ def apply_shipped_adapter(classifier, model_id: str):
         "id": model_id, "source": "lora", "builtin": True, "adapter": str(builtin.adapter_dir / ADAPTER_DIR),
         "adapter_sha256": adapter_hash, "base_weights_sha256": base_hash,
         "base_weights_as_trained": trained_on in (None, base_hash),
-        "weights_sha256": hashlib.sha256(f"{base_hash}+{adapter_hash}".encode()).hexdigest(),
+        "weights_sha256": merged_hash,
         "note": "a prompted language model masked-fine-tuned with LoRA (shipped adapter): masked inputs are in distribution"})
     # the model it runs is the base and the adapter merged: not its folder's files, which are the base's alone
     classifier.record_weights_sha256(classifier.metadata["weights_sha256"])

@@ -96,6 +96,24 @@ def model_folders(model_id_or_path: str | os.PathLike) -> tuple[Path, Path | Non
     return folder, folder if (folder / "metadata.json").is_file() else None
 
 
+def reference_weights_sha256(model_id_or_path: str | os.PathLike) -> str | None:
+    """`Classifier.weights_sha256` of the model a reference loads, without loading it: the hash of its folder's
+    weight files or, for a built-in id with a shipped adapter, of base and adapter merged
+    (`builtin_llms.merged_weights_sha256`); None when the folder is gone. What a sweep's resume check compares with
+    the hashes its cells recorded. Raises CheckpointError when the reference names nothing."""
+    folder, _ = model_folders(model_id_or_path)
+    if not folder.is_dir():
+        return None
+    digest = files_sha256(folder)
+    if not is_path(model_id_or_path) and not (models_cache_dir() / str(model_id_or_path)).exists():
+        manifest = read_manifest(str(model_id_or_path)) or {}
+        if manifest.get("builtin") and manifest.get("adapter"):
+            from engine.models.builtin_llms import merged_weights_sha256
+
+            return merged_weights_sha256(digest, str(model_id_or_path))
+    return digest
+
+
 def validate_model(model_id_or_path: str | os.PathLike) -> None:
     """Check, before any long work, that a model reference names a loadable folder (files present and
     consistent); raises CheckpointError saying what is wrong."""

@@ -76,7 +76,7 @@ def check_same_weights(store, run: str, cells: Sequence) -> None:
     Raises:
         InvalidInputError: naming both hashes.
     """
-    from engine.models.checkpoint import model_folders, weights_sha256
+    from engine.models.checkpoint import reference_weights_sha256
 
     recorded: dict[tuple, set[str]] = {}
     for entry in store.provenance(run) if (store.root / run / "cells").is_dir() else []:
@@ -90,8 +90,7 @@ def check_same_weights(store, run: str, cells: Sequence) -> None:
         if not before:
             continue
         if model not in current:
-            folder, _ = model_folders(model)
-            current[model] = weights_sha256(folder) if folder.is_dir() else None
+            current[model] = reference_weights_sha256(model)
         now = current[model]
         if now is not None and now not in before:
             raise InvalidInputError(

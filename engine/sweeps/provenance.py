@@ -35,11 +35,9 @@ def provenance(command: str, started: float, classifier=None, *, masf=None, n_ex
               "machine": f"{platform.machine()} {os.cpu_count()} cpus" + (f", {device}" if device is not None else ""),
               "runtime": runtime_record(device)}  # GPU, versions and determinism flags
     if classifier is not None:
-        from engine.models.checkpoint import weights_sha256
-
         record.update({
             "checkpoint": classifier.id,
-            "checkpoint_sha256": checkpoint_sha256 or weights_sha256(classifier.folder),
+            "checkpoint_sha256": checkpoint_sha256 or classifier.weights_sha256,
             "checkpoint_code_version": classifier.meta.code_version,
             "model_runtime": classifier.runtime,  # dtype and attention kernel the numbers were computed with
         })

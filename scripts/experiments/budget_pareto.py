@@ -166,7 +166,6 @@ def main() -> None:
         args.multiples, args.random_draws, args.max_exact = [0.5, 2.0], 2, 6
     from engine.data import get_dataset
     from engine.models import load_classifier
-    from engine.models.checkpoint import weights_sha256
     from engine.results.budget_pareto import POINTS, PROVENANCE, summarise
     from engine.runtime import code_version
     from engine.settings import results_dir
@@ -214,7 +213,7 @@ def main() -> None:
         tmp = points_file.with_suffix(".tmp")
         table.to_csv(tmp, index=False)
         os.replace(tmp, points_file)
-        _write_provenance(prov_file, config, command, clf, weights_sha256, version, started, len(set(table["input"])),
+        _write_provenance(prov_file, config, command, clf, version, started, len(set(table["input"])),
                           final=False, earlier=earlier)
         print(f"input {i + 1}/{len(chosen)} (test #{index}, {rows[0]['n_tokens']} tokens): {time.time() - t0:.1f} s",
               flush=True)
@@ -222,16 +221,16 @@ def main() -> None:
         raise SystemExit(f"no {args.dataset} {args.split} input of at most {args.max_tokens} tokens")
     table = pd.concat(frames, ignore_index=True)
     table.to_csv(points_file, index=False)
-    _write_provenance(prov_file, config, command, clf, weights_sha256, version, started, len(set(table["input"])),
+    _write_provenance(prov_file, config, command, clf, version, started, len(set(table["input"])),
                       final=True, earlier=earlier)
     print(summarise(table).to_string(index=False))
 
 
-def _write_provenance(path, config, command, clf, weights_sha256, version, started, n_inputs, final, earlier=None):
+def _write_provenance(path, config, command, clf, version, started, n_inputs, final, earlier=None):
     earlier = earlier or {}
     record = {
         "config": config, "command": command, "code_version": version, "checkpoint": clf.id,
-        "checkpoint_sha256": weights_sha256(clf.folder), "checkpoint_code_version": clf.metadata.get("code_version"),
+        "checkpoint_sha256": clf.weights_sha256, "checkpoint_code_version": clf.metadata.get("code_version"),
         "checkpoint_config": clf.metadata.get("config"), "target": "gold label", "n_inputs": n_inputs,
         "finished": final, "seconds": round(time.time() - started, 1),  # this invocation's (a resumed run: the last)
         "machine": f"{platform.machine()} {os.cpu_count()} cpus, {clf.device}, torch threads {torch.get_num_threads()}",

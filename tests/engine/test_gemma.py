@@ -317,6 +317,10 @@ def test_shipped_adapters_load_and_give_the_recorded_logits(model_id, use_llm_ca
     from engine.models.weights import weights_sha256
 
     assert clf.weights_sha256 == clf.metadata["weights_sha256"] != weights_sha256(clf.folder)
+    # and a sweep's resume check, which hashes the reference without loading it, finds the same identity
+    from engine.models.checkpoint import reference_weights_sha256
+
+    assert reference_weights_sha256(model_id) == clf.weights_sha256
     assert clf.metadata["base_weights_as_trained"], "the converted base differs from the one the adapter was trained on"
     with torch.no_grad():
         got = clf.logits(clf.batch(reference["texts"]))
