@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 import streamlit as st
 
-from app.shared import _convert_builtin_first, get_classifier, usable_checkpoints
+from app.shared import convert_builtin_first, get_classifier, usable_checkpoints
 from app.text import md
 
 COMPARE_KEY = "explain_compare_model"  # the second model's id (the widget's key); "" for none
@@ -59,7 +59,7 @@ def second_explanation(model_id: str, first_classes: Sequence[str], text: str, a
     from engine.explain import by_cost, explain_text
     from engine.importance import measure_availability
 
-    _convert_builtin_first(model_id)  # a built-in LLM never converted: behind its progress bar, as the sidebar's
+    convert_builtin_first(model_id)  # a built-in LLM never converted: behind its progress bar, as the sidebar's
     second = get_classifier(model_id)
     paired = bool(second.meta.paired)
     availability = measure_availability(second)

@@ -52,7 +52,7 @@ def convert_with_progress(llm_key: str) -> None:
     bar.empty()
 
 
-def _convert_builtin_first(model_id: str) -> None:
+def convert_builtin_first(model_id: str) -> None:
     """A built-in prompted LM whose packaged LLM is not converted yet is converted here, with its progress bar,
     before the cached load (whose spinner says nothing of a minute-long conversion)."""
     from engine.models.builtin_llms import BUILTINS
@@ -80,7 +80,7 @@ def selected_classifier():
         st.info("No model yet: build one on the **Models** page (about 2 minutes for the default).")
         return None
     try:
-        _convert_builtin_first(model_id)
+        convert_builtin_first(model_id)
         return get_classifier(model_id)
     except CheckpointError as err:
         st.error(f"Model {md(repr(model_id))} cannot be loaded: {md(err)}")

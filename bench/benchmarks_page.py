@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's engine and app, not an installed copy's
 
 from _smoke import SMOKE_HELP, smoke_checkpoint, use_scratch_folders  # noqa: E402
-from dashboard import _browser_helpers, _new_driver, _open_timed  # noqa: E402
+from dashboard import load_browser_helpers, new_driver, open_timed  # noqa: E402
 
 OPEN_BUDGET_S = 2.0
 SWITCH_BUDGET_S = 1.0
@@ -110,7 +110,7 @@ def main() -> int:
         for run in RUNS:  # two shipped runs in the scratch results store
             if not (root / "results" / run).exists():
                 shutil.copytree(ROOT / "results" / run, root / "results" / run)
-    helpers = _browser_helpers()
+    helpers = load_browser_helpers()
     if not (helpers.CHROMIUM and helpers.CHROMEDRIVER):
         print("needs Debian's chromium and chromium-driver")
         return 2
@@ -121,22 +121,22 @@ def main() -> int:
     proc, url = _serve(dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))))
     opens, switches, errors = [], [], 0
     try:
-        driver = _new_driver(helpers.CHROMIUM, helpers.CHROMEDRIVER)
+        driver = new_driver(helpers.CHROMIUM, helpers.CHROMEDRIVER)
         try:
-            _open_timed(driver, f"{url}/{query}")  # the server's first page: imports and the model load, not counted
+            open_timed(driver, f"{url}/{query}")  # the server's first page: imports and the model load, not counted
         finally:
             driver.quit()
         for _ in range(args.runs):
-            driver = _new_driver(helpers.CHROMIUM, helpers.CHROMEDRIVER)
+            driver = new_driver(helpers.CHROMIUM, helpers.CHROMEDRIVER)
             try:
-                seconds, boxes = _open_timed(driver, f"{url}/benchmarks{query}")
+                seconds, boxes = open_timed(driver, f"{url}/benchmarks{query}")
             finally:
                 driver.quit()
             opens.append(seconds)
             errors += boxes
-        driver = _new_driver(helpers.CHROMIUM, helpers.CHROMEDRIVER)
+        driver = new_driver(helpers.CHROMIUM, helpers.CHROMEDRIVER)
         try:
-            _open_timed(driver, f"{url}/benchmarks?run={RUNS[0]}")
+            open_timed(driver, f"{url}/benchmarks?run={RUNS[0]}")
             for i in range(args.runs):
                 switches.append(_switch_timed(driver, RUNS[(i + 1) % 2]))
         finally:

@@ -69,17 +69,8 @@ def main() -> int:
     if args.pages:
         return bench_pages(args.model, args.runs)
 
-    import importlib.util
-
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    # The browser helpers live with the browser test; load that file by path (tests/ is not a package).
-    spec = importlib.util.spec_from_file_location("browser_helpers", ROOT / "tests" / "browser_helpers.py")
-    test_browser = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(test_browser)
-    CHROMEDRIVER, CHROMIUM, _explain, _free_port, _wait = (test_browser.CHROMEDRIVER, test_browser.CHROMIUM,
-                                                            test_browser._explain, test_browser._free_port, test_browser._wait)
+    helpers = load_browser_helpers()
+    CHROMEDRIVER, CHROMIUM = helpers.CHROMEDRIVER, helpers.CHROMIUM
 
     from engine.explain import LIVE_MEASURES, explain_text
     from engine.models import load_classifier, tokenize
@@ -99,24 +90,20 @@ def main() -> int:
     engine_ms = statistics.median(engine_times[1:]) * 1e3
 
     env = dict(os.environ, ENGINE_RESULTS_DIR=tempfile.mkdtemp())
-    with _streamlit_server(_free_port(), "app/main.py", ROOT, env, tries=180, pause=0.5) as url:
-        options = webdriver.ChromeOptions()
-        options.binary_location = CHROMIUM
-        for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1800"):
-            options.add_argument(flag)
-        driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    with _streamlit_server(helpers.free_port(), "app/main.py", ROOT, env, tries=180, pause=0.5) as url:
+        driver = new_driver(CHROMIUM, CHROMEDRIVER)
         try:
             driver.get(f"{url}/explain")  # the app opens on the home page
-            _wait(driver, "h1", text="Explain a prediction")
+            helpers.wait_for(driver, "h1", text="Explain a prediction")
             _select_model(driver, args.model)
             # The render is recognised by the text's last word; the smoke checkpoint (toy data) keeps only 16 tokens, so
             # there the first word stands in (the timing then means nothing, which smoke numbers never do).
             word = 0 if args.smoke else -1
-            first = _explain(driver, _variant(100), _variant(100).split()[word])
+            first = helpers.explain_in_page(driver, _variant(100), _variant(100).split()[word])
             times = []
             for i in range(args.runs):
                 text = _variant(i + 1)
-                times.append(_explain(driver, text, text.split()[word]))
+                times.append(helpers.explain_in_page(driver, text, text.split()[word]))
         finally:
             driver.quit()
     browser_ms = statistics.median(times) * 1e3
@@ -156,7 +143,9 @@ def _streamlit_server(port: int, script: str, cwd: Path, env: dict[str, str] | N
         proc.wait(timeout=20)
 
 
-def _browser_helpers():
+def load_browser_helpers():
+    """tests/browser_helpers.py, loaded by path (tests/ is not a package): Chromium's paths, a free port, the waits
+    and the Explain page's timed run that the browser tests use too."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("browser_helpers", ROOT / "tests" / "browser_helpers.py")
@@ -165,7 +154,8 @@ def _browser_helpers():
     return module
 
 
-def _new_driver(chromium: str, chromedriver: str):
+def new_driver(chromium: str, chromedriver: str):
+    """A headless Chromium (`chromium`, driven through `chromedriver`) with a 1400x1800 window; the caller quits it."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -176,7 +166,7 @@ def _new_driver(chromium: str, chromedriver: str):
     return webdriver.Chrome(service=Service(chromedriver), options=options)
 
 
-def _open_timed(driver, url: str, timeout: float = 300, settle: float = 0.5) -> tuple[float, int]:
+def open_timed(driver, url: str, timeout: float = 300, settle: float = 0.5) -> tuple[float, int]:
     """(seconds from the request until the page's script run ended, exception boxes on the page). The end is the
     first moment the app's script state reads 'notRunning' and stays so for `settle` seconds (a page may rerun
     itself once right after its first run); `settle` is not counted."""
@@ -208,27 +198,27 @@ def bench_pages(model_id: str, runs: int) -> int:
     from app.availability import PAGES
     from engine.runtime import code_version
 
-    helpers = _browser_helpers()
+    helpers = load_browser_helpers()
     if not (helpers.CHROMIUM and helpers.CHROMEDRIVER):
         print("needs Debian's chromium and chromium-driver")
         return 2
     rows = []
-    with _streamlit_server(helpers._free_port(), "app/main.py", ROOT, dict(os.environ)) as url:
+    with _streamlit_server(helpers.free_port(), "app/main.py", ROOT, dict(os.environ)) as url:
         pages = [(p.title, p.url_path or p.file.removesuffix(".py")) for p in PAGES
                  if p.file and "admin" in p.roles]
-        driver = _new_driver(helpers.CHROMIUM, helpers.CHROMEDRIVER)
+        driver = new_driver(helpers.CHROMIUM, helpers.CHROMEDRIVER)
         try:
-            first, errors = _open_timed(driver, f"{url}/?model={model_id}")
+            first, errors = open_timed(driver, f"{url}/?model={model_id}")
         finally:
             driver.quit()
         rows.append(("first page after the server starts (Home)", [first], errors, FIRST_PAGE_BUDGET_S))
         for title, path in pages:
             times, errors = [], 0
             for _ in range(runs):
-                driver = _new_driver(helpers.CHROMIUM, helpers.CHROMEDRIVER)
+                driver = new_driver(helpers.CHROMIUM, helpers.CHROMEDRIVER)
                 try:
                     target = f"{url}/?model={model_id}" if path == "home" else f"{url}/{path}?model={model_id}"
-                    seconds, boxes = _open_timed(driver, target)
+                    seconds, boxes = open_timed(driver, target)
                 finally:
                     driver.quit()
                 times.append(seconds)
@@ -317,11 +307,11 @@ def _floor_times(helpers, runs: int) -> list[float]:
     folder = Path(tempfile.mkdtemp())
     (folder / "floor.py").write_text(FLOOR_APP, encoding="utf-8")
     times = []
-    with _streamlit_server(helpers._free_port(), str(folder / "floor.py"), folder) as url:
+    with _streamlit_server(helpers.free_port(), str(folder / "floor.py"), folder) as url:
         for _ in range(runs):
-            driver = _new_driver(helpers.CHROMIUM, helpers.CHROMEDRIVER)
+            driver = new_driver(helpers.CHROMIUM, helpers.CHROMEDRIVER)
             try:
-                times.append(_open_timed(driver, url)[0])
+                times.append(open_timed(driver, url)[0])
             finally:
                 driver.quit()
     return times

@@ -16,13 +16,12 @@ and so on); the names here are the ones kept stable.
 """
 from __future__ import annotations
 
-import importlib
-
 # `import engine` changes nothing in the caller's process (no environment variable): the offline policy is set by
 # the entry points through `engine.offline()` (engine/settings.py), which a notebook can call too.
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a cost on every import), as type checkers accept
 
+from engine.lazy_exports import lazy_face  # noqa: E402
 from engine.version import __version__  # noqa: E402 (set in engine/version.py, which modules below import)
 
 #: public name -> the module it is read from (the one callers imported it from before)
@@ -73,16 +72,9 @@ _RENAMED = {"FAITHFULNESS_METRICS": "METRICS"}
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
 
-def __getattr__(name: str) -> object:
-    if name in _EXPORTS:
-        # Looked up each time (not cached here): a module replaced in sys.modules (a test's stand-in) is honoured,
-        # as it was when callers imported from the module itself.
-        return getattr(importlib.import_module(_EXPORTS[name]), _RENAMED.get(name, name))
-    raise AttributeError(f"module 'engine' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+# Looked up each time (not cached): a module replaced in sys.modules (a test's stand-in) is honoured, as it was when
+# callers imported from the module itself.
+__getattr__, __dir__ = lazy_face(__name__, _EXPORTS, cache=False, renamed=_RENAMED)
 
 
 if TYPE_CHECKING:  # for type checkers and editors: the same names, eagerly

@@ -46,7 +46,8 @@ def chromium(window: str = "1400,1800", downloads: Path | None = None):
     return driver
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A loopback port free at the time of the call (the servers the tests and bench/dashboard.py start)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -86,7 +87,7 @@ def serve_app(cache, results, environ: dict[str, str | None] | None = None):
 
     import engine.runtime  # noqa: F401 (its offline defaults, which every server sets at import, are in the environment from the first server on, so one zygote serves every test's)
 
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, ENGINE_MODELS_CACHE=str(cache), ENGINE_RESULTS_DIR=str(results),
                ENGINE_ANNOTATIONS_DB=str(Path(results) / "annotations.sqlite3"))
     for name, value in (environ or {}).items():
@@ -114,7 +115,9 @@ def serve_app(cache, results, environ: dict[str, str | None] | None = None):
         zygote.stop(pid)
 
 
-def _wait(driver, css, timeout=120, text=None):
+def wait_for(driver, css, timeout=120, text=None):
+    """The first element matching `css` once the page has it (with `text`: once that element shows `text`; then
+    True), waiting at most `timeout` seconds."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import WebDriverWait
@@ -141,11 +144,14 @@ def _first(find, timeout: float = 60):
         time.sleep(0.2)
 
 
-def _explain(driver, text, expect):
+def explain_in_page(driver, text, expect):
+    """Type `text` into the Explain page's text area and press Explain; seconds from the click until a heatmap shows
+    `expect` (a word of `text`: the previous result stays drawn while the page reruns), returned once every measure
+    is done (the Cancel button gone). What the timing test and bench/dashboard.py measure."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    area = _wait(driver, "textarea")
+    area = wait_for(driver, "textarea")
     area.send_keys(Keys.CONTROL, "a")  # React-controlled: clear() does not reach Streamlit's state
     area.send_keys(Keys.DELETE)
     if any(ord(c) > 0xFFFF for c in text):
@@ -168,7 +174,7 @@ def _explain(driver, text, expect):
     button.click()
     # the page keeps showing the previous result while it reruns: wait for this text's own tokens
     try:
-        _wait(driver, ".token-heatmap", text=expect)
+        wait_for(driver, ".token-heatmap", text=expect)
     except Exception:
         driver.save_screenshot("/tmp/browser_failure.png")
         from selenium.webdriver.common.by import By as _By

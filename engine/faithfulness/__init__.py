@@ -5,7 +5,7 @@ The names below load on first use (PEP 562), so importing the registry's descrip
 neither scipy nor torch."""
 from __future__ import annotations
 
-import importlib
+from engine.lazy_exports import lazy_face
 
 #: each public name and the module it lives in
 _HOMES = {"acu": "engine.faithfulness.metrics", "racu": "engine.faithfulness.metrics",
@@ -13,7 +13,4 @@ _HOMES = {"acu": "engine.faithfulness.metrics", "racu": "engine.faithfulness.met
 __all__ = list(_HOMES)
 
 
-def __getattr__(name: str) -> object:
-    if name in _HOMES:
-        return getattr(importlib.import_module(_HOMES[name]), name)
-    raise AttributeError(f"module 'engine.faithfulness' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_face(__name__, _HOMES, cache=False)

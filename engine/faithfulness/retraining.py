@@ -9,9 +9,10 @@ it; the others wait and load it). Rows are tidy like the recursive-masking cells
 column and the measured `masked_fraction` of test tokens; there is no MaSF p-value (the retrained
 model sees masked data in training, so in-distribution is by construction), so `p_value` is NaN.
 
-The `random` baseline is model-independent: ROAR's fixed random ranking and Recursive ROAR's
-re-drawn one both mask a uniformly random nested set of tokens, so one random curve per seed is
-computed (recursively) and stored under every requested method, marked so in its provenance.
+A model-independent measure (`Explainer.model_independent`: the `random` baseline) ranks the same tokens
+whatever model it is given: ROAR's fixed random ranking and Recursive ROAR's re-drawn one both mask a uniformly
+random nested set of tokens, so one curve per seed is computed (recursively) and stored under every requested
+method, marked so in its provenance.
 Cells already in the store are skipped: an interrupted sweep resumes.
 """
 from __future__ import annotations
@@ -57,7 +58,7 @@ def _base_classifier(config, log: Callable[[str], None]):
 @dataclass(frozen=True, eq=False)
 class RoarCell:
     """One computed curve: `measure` on seed `seed`, stored under every method of `methods` (one method, or, for
-    the model-independent `random`, all requested ones). config: the TrainConfig of the level-0 model and of every
+    a model-independent measure (random), all requested ones). config: the TrainConfig of the level-0 model and of every
     retraining (its seed is replaced by `seed`). key(): the store key of the first method's cell."""
 
     config: object
@@ -69,7 +70,9 @@ class RoarCell:
 
     @property
     def recursive(self) -> bool:
-        return self.methods[0] == "recursive-roar" or self.measure == "random"
+        from engine.importance import is_model_independent  # the package: every measure registered
+
+        return self.methods[0] == "recursive-roar" or is_model_independent(self.measure)
 
     def key(self) -> dict:
         return _cell(self.config, self.measure, self.seed, self.methods[0], self.strategy, self.levels)
@@ -84,6 +87,7 @@ def compute_roar_cell(cell: RoarCell, context=None):
     shared by the seed's cells, or loaded), then one retraining per level. Rows and provenance of the cell's first
     method; `store_siblings` writes the others."""
     from engine.faithfulness.roar import roar_curve
+    from engine.importance import is_model_independent
     from engine.runtime import configure
     from engine.sweeps import CellResult, provenance
     from engine.sweeps.cells import shared_lock
@@ -112,15 +116,15 @@ def compute_roar_cell(cell: RoarCell, context=None):
     record = provenance(
         getattr(context, "command", None) or "engine.faithfulness.retraining.run_retraining_sweep", started, base,
         method=method, computed_as="recursive-roar" if cell.recursive else "roar",
-        note=("random is model-independent: one recursively drawn random curve serves every method"
-              if cell.measure == "random" else ""),
+        note=(f"{cell.measure} is model-independent: one recursively drawn {cell.measure} curve serves every method"
+              if is_model_independent(cell.measure) else ""),
         target="gold label", strategy=cell.strategy, levels=levels,
         retrained_test_metrics=[m.get("test") for m in curve["models"]])
     return CellResult(tidy, record)
 
 
 def store_siblings(store, run: str, cells: Sequence[RoarCell]) -> list[dict]:
-    """Write, for every computation that serves several methods (random), the cells of its other methods from the
+    """Write, for every computation that serves several methods (a model-independent measure's), the cells of its other methods from the
     stored first one (rows and provenance with `method` replaced); returns their keys. Idempotent: a driver killed
     between the first cell and its siblings completes them on the next sweep without computing anything."""
     written = []
@@ -149,11 +153,12 @@ def _stored_cell(store, run: str, key: dict) -> tuple[pd.DataFrame, dict]:
 
 def roar_cells(config, measures: Sequence[str], seeds: Sequence[int], methods: Sequence[str] = METHODS,
                strategy: str = "quantile", levels: Sequence[float] | None = None) -> list[RoarCell]:
-    """The cells of a sweep, checked: random once per seed (its curve serves every method), the others per method.
+    """The cells of a sweep, checked: a model-independent measure (random) once per seed (its curve serves every
+    method), the others per method.
     Raises InvalidInputError for an unknown method, measure, strategy or dataset, or levels out of range."""
     from engine.data import get_dataset
     from engine.faithfulness.roar import DEFAULT_COUNTS, DEFAULT_QUANTILES
-    from engine.importance import MEASURES
+    from engine.importance import MEASURES, is_model_independent
 
     unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:
@@ -170,7 +175,7 @@ def roar_cells(config, measures: Sequence[str], seeds: Sequence[int], methods: S
     cells = []
     for seed in seeds:
         for measure in measures:
-            groups = [tuple(methods)] if measure == "random" else [(method,) for method in methods]
+            groups = [tuple(methods)] if is_model_independent(measure) else [(method,) for method in methods]
             cells += [RoarCell(config, measure, seed, group, strategy, levels) for group in groups]
     return cells
 

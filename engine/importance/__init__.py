@@ -33,6 +33,7 @@ from engine.importance.registry import (
     cost_tier,
     describe,
     get_explainer,
+    is_model_independent,
     measure_availability,
     measure_formula,
     measure_label,
@@ -42,5 +43,5 @@ from engine.importance.registry import (
 from engine.importance.types import Importance
 
 __all__ = ["applicable_measures", "builtin_measures", "measure_availability", "MEASURES", "Explainer", "ExplanationCancelled", "Importance", "NoMaskableTokenError",
-           "clear_memo", "cost_tier", "describe", "get_explainer", "measure_formula", "measure_label", "register",
+           "clear_memo", "cost_tier", "describe", "get_explainer", "is_model_independent", "measure_formula", "measure_label", "register",
            "seed_options"]

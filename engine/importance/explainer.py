@@ -82,6 +82,10 @@ class Explainer(BatchedPasses):
     #: forwards (KernelSHAP, LIME, Shapley sampling); 5 a search or generation (beam, budgeted search, SMAT,
     #: self-attribution). A measure that declares none sits with the sampling ones.
     cost_tier: ClassVar[int] = 4
+    #: its scores do not depend on the model (the `random` baseline: draws from its seed and the token ids only), so a
+    #: model retrained on masked data ranks the same tokens; ROAR and Recursive ROAR then share one curve
+    #: (engine.faithfulness.retraining). `is_model_independent` reads it.
+    model_independent: ClassVar[bool] = False
 
     def passes(self, n_tokens: int) -> PassEstimate | None:
         """The model passes one input of `n_tokens` maskable tokens costs this measure (`PassEstimate`), or None where

@@ -29,6 +29,7 @@ class RandomImportance(Explainer):
     name = "random"
     cost_tier = 0
     seeding = "cell"
+    model_independent = True
     signed = False
     defaults = {"seed": 0}
     # whole-word masking ranks a word by its first piece's draw: one uniform per word, so long words are not

@@ -116,3 +116,10 @@ def cost_tier(name: str) -> int:
     """Measure `name`'s cost tier (`Explainer.cost_tier`); an unknown name sits with the sampling measures (4)."""
     cls = MEASURES.get(name)
     return cls.cost_tier if cls is not None else UNKNOWN_COST_TIER
+
+
+def is_model_independent(name: str) -> bool:
+    """Whether measure `name` scores tokens without the model (`Explainer.model_independent`: random); False for a
+    name not registered."""
+    cls = MEASURES.get(name)
+    return cls is not None and cls.model_independent

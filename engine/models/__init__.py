@@ -5,8 +5,9 @@ The names below load on first use (PEP 562): importing a light submodule (`engin
 """
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from engine.lazy_exports import lazy_face
 
 #: public name -> the submodule that defines it
 _EXPORTS = {
@@ -28,16 +29,7 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(f"engine.models.{_EXPORTS[name]}"), name)
-        globals()[name] = value  # later look-ups skip this function
-        return value
-    raise AttributeError(f"module 'engine.models' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_face(__name__, _EXPORTS)
 
 
 if TYPE_CHECKING:  # for type checkers and editors: the same names, eagerly

@@ -4,8 +4,7 @@ checkpoint, each keyed by what calibrated it, found again or fitted anew, and th
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from engine.lazy_exports import lazy_face
 
 #: public name -> the submodule that defines it (PEP 562: loaded on first use, so importing a light submodule,
 #: engine.ood.files, does not import torch through this file)
@@ -47,13 +46,4 @@ __all__ = ["MaSF", "CrossFitMaSF", "CalibrationKey", "DEFAULT_FOLDS", "DEFAULT_M
            "stored_calibrations", "hidden_state_features", "logits_and_features", "calibration_features", "naive_pvalues"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(f"engine.ood.{_EXPORTS[name]}"), name)
-        globals()[name] = value  # later look-ups skip this function
-        return value
-    raise AttributeError(f"module 'engine.ood' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_face(__name__, _EXPORTS)

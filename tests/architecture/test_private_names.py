@@ -1,25 +1,56 @@
-"""No engine module uses another engine module's private name: what a second module needs has a public, documented
-name in the module that owns it (a private name is free to change with its module alone)."""
+"""No module of engine/, app/, pages/ or bench/ uses another module's private name: what a second module needs has a
+public, documented name in the module that owns it (a private name is free to change with its module alone).
+
+An engine module is checked against engine's own modules; a module of the dashboard (app/, pages/) or of bench/
+against engine/, app/, pages/, bench/ and the helpers at the top of tests/ (a bench loads tests/browser_helpers.py
+by path). A name a module binds only as a function's local variable (`_wait = helpers._wait`) is not its own."""
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-ENGINE = Path(__file__).resolve().parents[2] / "engine"
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ENGINE = ROOT / "engine"
+#: the folders whose modules must not use another module's private name
+CHECKED = ("engine", "app", "pages", "bench")
+
+
+def _owner_files(folder: str) -> list[Path]:
+    """The modules whose private names a module of `folder` must not use (a private name none of them defines is a
+    third party's; engine's own only for engine, where torch's `tensor._version` is also a test's name)."""
+    if folder == "engine":
+        return sorted(ENGINE.rglob("*.py"))
+    helpers = [p for p in sorted((ROOT / "tests").glob("*.py")) if not p.name.startswith(("test_", "conftest"))]
+    return [p for f in CHECKED for p in sorted((ROOT / f).rglob("*.py"))] + helpers
 
 
 def _private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
 
 
-def _defined(tree: ast.AST) -> set[str]:
+def _function_locals(tree: ast.AST) -> set[str]:
+    """The private names bound only as local variables of functions: `_wait = helpers._wait` inside a function does
+    not make `_wait` an attribute the module owns."""
+    local, elsewhere = set(), set()
+    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
+    inside = {id(n) for f in functions for stmt in ([f.body] if isinstance(f, ast.Lambda) else f.body)
+              for n in ast.walk(stmt)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and _private(node.id):
+            (local if id(node) in inside else elsewhere).add(node.id)
+    return local - elsewhere - _defined(tree, names_too=False)
+
+
+def _defined(tree: ast.AST, names_too: bool = True) -> set[str]:
     """The private names a module defines: functions, classes, assignments (module, class and `self._x = ...`) and
-    keyword arguments (an attribute set through a call)."""
+    keyword arguments (an attribute set through a call). `names_too=False`: without plain variables."""
     names = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and names_too:
             names.add(node.id)
         elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
             names.add(node.attr)
@@ -30,9 +61,16 @@ def _defined(tree: ast.AST) -> set[str]:
     return {n for n in names if _private(n)}
 
 
+def _first_party(module: str | None) -> bool:
+    """Whether `from module import ...` imports from this project: engine, app, pages, or a module a bench imports
+    by its bare name (a bench runs with bench/ first on its path: `from dashboard import ...`)."""
+    root = (module or "").split(".")[0]
+    return root in ("engine", "app", "pages") or (ROOT / "bench" / f"{root}.py").exists()
+
+
 def _uses(tree: ast.AST) -> list[tuple[int, str]]:
     """(line, name) of every private attribute read on something other than self, cls or super(), and of every
-    private name imported from an engine module."""
+    private name imported from a module of this project."""
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and _private(node.attr) and isinstance(node.ctx, ast.Load):
@@ -42,21 +80,36 @@ def _uses(tree: ast.AST) -> list[tuple[int, str]]:
             if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super":
                 continue
             out.append((node.lineno, node.attr))
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("engine"):
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and _first_party(node.module):
             out += [(node.lineno, alias.name) for alias in node.names if _private(alias.name)]
     return out
 
 
-def test_no_engine_module_uses_a_private_name_that_another_engine_module_defines():
-    trees = {path: ast.parse(path.read_text(encoding="utf-8")) for path in sorted(ENGINE.rglob("*.py"))}
+def _crossings(folder: str) -> list[str]:
+    """'path:line uses name of owner' for each private name a module of `folder` uses that another module defines."""
+    trees = {path: ast.parse(path.read_text(encoding="utf-8")) for path in _owner_files(folder)}
     defined = {path: _defined(tree) for path, tree in trees.items()}
     crossing = []
     for path, tree in trees.items():
+        if path.relative_to(ROOT).parts[0] != folder:
+            continue
+        own = defined[path] - _function_locals(tree)
         for line, name in _uses(tree):
-            if name in defined[path]:
+            if name in own:
                 continue  # its own (or a name it shares with a third-party object it also sets)
             owners = [p for p, names in defined.items() if name in names and p != path]
             if owners:
-                crossing.append(f"{path.relative_to(ENGINE.parent)}:{line} uses {name} of "
-                                f"{', '.join(str(p.relative_to(ENGINE.parent)) for p in owners)}")
+                crossing.append(f"{path.relative_to(ROOT)}:{line} uses {name} of "
+                                f"{', '.join(str(p.relative_to(ROOT)) for p in owners)}")
+    return crossing
+
+
+def test_no_engine_module_uses_a_private_name_that_another_engine_module_defines():
+    crossing = _crossings("engine")
+    assert not crossing, "\n".join(crossing)
+
+
+@pytest.mark.parametrize("folder", [f for f in CHECKED if f != "engine"])
+def test_no_dashboard_or_bench_module_uses_a_private_name_that_another_module_defines(folder):
+    crossing = _crossings(folder)
     assert not crossing, "\n".join(crossing)

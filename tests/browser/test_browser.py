@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from browser_helpers import NEEDS_CHROMIUM, SHOTS, _explain, _first, _wait, _wait_until_the_script_ends, serve_saved
+from browser_helpers import NEEDS_CHROMIUM, SHOTS, _first, _wait_until_the_script_ends, explain_in_page, serve_saved, wait_for
 
 pytestmark = NEEDS_CHROMIUM
 
@@ -23,9 +23,9 @@ def test_type_a_review_and_see_the_explanation(app_url, browser):
     from selenium.webdriver.common.by import By
 
     browser.get(f"{app_url}/explain")  # the app opens on the home page
-    _wait(browser, "h1", text="Explain a prediction")
-    _explain(browser, "the movie was really good and fun", "fun")  # first run loads the model
-    elapsed = _explain(browser, "this film was dull and the plot was awful", "awful")
+    wait_for(browser, "h1", text="Explain a prediction")
+    explain_in_page(browser, "the movie was really good and fun", "fun")  # first run loads the model
+    elapsed = explain_in_page(browser, "this film was dull and the plot was awful", "awful")
     main = browser.find_element(By.CSS_SELECTOR, "[data-testid='stMain']").text
     assert "Prediction: " in main and "Agreement between measures" in main
     heatmaps = browser.find_elements(By.CSS_SELECTOR, ".token-heatmap")
@@ -40,9 +40,9 @@ def test_markup_in_the_review_is_shown_as_text(app_url, browser):
     from selenium.webdriver.common.by import By
 
     browser.get(f"{app_url}/explain")  # the app opens on the home page
-    _wait(browser, "h1", text="Explain a prediction")
+    wait_for(browser, "h1", text="Explain a prediction")
     browser.execute_script("window.__pwned = 0;")
-    _explain(browser, 'great <img src=x onerror="window.__pwned=1"> <script>window.__pwned=2</script> **bold**', "window")
+    explain_in_page(browser, 'great <img src=x onerror="window.__pwned=1"> <script>window.__pwned=2</script> **bold**', "window")
     time.sleep(1)
     assert browser.execute_script("return window.__pwned") == 0, "no script from the review ran"
     assert not browser.find_elements(By.CSS_SELECTOR, "[data-testid='stMain'] img[src='x']")
@@ -59,7 +59,7 @@ def test_other_pages_render(app_url, browser, page, heading):
     from selenium.webdriver.common.by import By
 
     browser.get(f"{app_url}/{page}")
-    _wait(browser, "h1", text=heading)
+    wait_for(browser, "h1", text=heading)
     _wait_until_the_script_ends(browser)
     errors = browser.find_elements(By.CSS_SELECTOR, "[data-testid='stException']")
     assert not errors, f"{page}: " + " | ".join(e.text[:600] for e in errors)
@@ -74,8 +74,8 @@ def test_annotate_prepares_tasks_with_its_default_measures_on_a_transformer(app_
     from selenium.webdriver.common.keys import Keys
 
     browser.get(f"{app_url}/annotate")
-    _wait(browser, "h1", text="Annotate")
-    _wait(browser, "[data-testid='stMultiSelect']")
+    wait_for(browser, "h1", text="Annotate")
+    wait_for(browser, "[data-testid='stMultiSelect']")
     chosen = browser.find_element(By.CSS_SELECTOR, "[data-testid='stMultiSelect']").text
     assert "grad-l2" in chosen and "attention\n" not in chosen + "\n", chosen
     # the page draws top down: the multiselect can be there before the number input and the button below it

@@ -16,7 +16,7 @@ import urllib.parse
 
 import pytest
 import torch
-from browser_helpers import NEEDS_CHROMIUM, ROOT, SHOTS, _wait, save_with_metadata, serve_app
+from browser_helpers import NEEDS_CHROMIUM, ROOT, SHOTS, save_with_metadata, serve_app, wait_for
 from test_browser_own import _choose, _page_text, _selected, _wait_text
 from test_browser_views import _button, _driver
 
@@ -86,7 +86,7 @@ def test_explain_draws_each_measure_under_both_models_side_by_side_with_each_pre
     url, second = two_models
     query = urllib.parse.urlencode({"model": SHIPPED, "text": TEXT, "measures": "grad-l2,loo-sign", "compare": SECOND})
     browser.get(f"{url}/explain?{query}")
-    _wait(browser, "h1", text="Explain a prediction")
+    wait_for(browser, "h1", text="Explain a prediction")
     _wait_text(browser, f"Side by side: {SHIPPED} and {SECOND}")
     deadline = time.time() + 120
     while _count(browser, ".token-heatmap") < 6:
@@ -120,7 +120,7 @@ def test_benchmarks_sets_a_checkpoint_of_one_run_beside_another_runs_model(two_m
 
     url, _ = two_models
     browser.get(f"{url}/benchmarks?run=tiny-rt-3seeds&part=compare")
-    _wait(browser, "h1", text="Benchmarks")
+    wait_for(browser, "h1", text="Benchmarks")
     _choose(browser, "Checkpoint", SHIPPED)
     _wait_text(browser, "Two models side by side")
     rows = ResultsStore(ROOT / "results").load()
@@ -145,7 +145,7 @@ def test_benchmarks_moves_to_the_sidebars_models_run_when_the_sidebar_changes(tw
     the Run box and the ranking to the MiniLM run, and choosing the tiny one moves them back."""
     url, _ = two_models
     browser.get(f"{url}/benchmarks")
-    _wait(browser, "h1", text="Benchmarks")
+    wait_for(browser, "h1", text="Benchmarks")
     for model_id, run, family in ((SHIPPED, "tiny-rt-3seeds", "tiny"), (MINILM, "minilm-rt-3seeds", "minilm"),
                                   (SHIPPED, "tiny-rt-3seeds", "tiny")):
         _choose(browser, "Checkpoint", model_id)
@@ -162,7 +162,7 @@ def test_the_report_card_moves_to_the_sidebars_models_card_when_the_sidebar_chan
     and family boxes to the MiniLM card, and back."""
     url, _ = two_models
     browser.get(f"{url}/report_card")
-    _wait(browser, "h1", text="Report card")
+    wait_for(browser, "h1", text="Report card")
     for model_id, run, family in ((SHIPPED, "tiny-rt-card", "tiny"), (MINILM, "minilm-rt-card", "minilm"),
                                   (SHIPPED, "tiny-rt-card", "tiny")):
         _choose(browser, "Checkpoint", model_id)
@@ -181,7 +181,7 @@ def test_a_long_ig_run_shows_its_budget_spent_and_cancel_stops_it_keeping_the_fi
     query = urllib.parse.urlencode({"model": SHIPPED, "text": TEXT, "measures": "grad-l2,ig-sign", "ig_steps": 1000,
                                     "ig_max_steps": 5000, "ig_tolerance": 0, "ig_abs_tolerance": 0})
     browser.get(f"{url}/explain?{query}")
-    _wait(browser, "h1", text="Explain a prediction")
+    wait_for(browser, "h1", text="Explain a prediction")
     _wait_text(browser, "of up to 9000 path points", timeout=120)
     started = time.time()
     _button(browser, "Cancel").click()

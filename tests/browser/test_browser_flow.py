@@ -7,7 +7,7 @@ import time
 import urllib.parse
 
 import pytest
-from browser_helpers import NEEDS_CHROMIUM, ROOT, SHOTS, _wait, save_with_metadata, serve_app
+from browser_helpers import NEEDS_CHROMIUM, ROOT, SHOTS, save_with_metadata, serve_app, wait_for
 from test_browser_home import _linked_measures, _wait_for_links_in_order
 from test_browser_views import _button, _driver
 
@@ -58,7 +58,7 @@ def test_a_benchmarks_ranking_opens_explain_on_an_example_with_that_measure_and_
     order = ranked_measures(stored_rows_for(ResultsStore(ROOT / "results"), SHIPPED, "rt"), SHIPPED, "tiny", "rt",
                             "masked")
     browser.get(f"{flow_app}/benchmarks")
-    _wait(browser, "h1", text="Benchmarks")
+    wait_for(browser, "h1", text="Benchmarks")
     links = _wait_for_links_in_order(browser, order)
     assert _linked_measures(links) == order, "one link per ranked measure, in the ranking's order"
     _, href = links[1]
@@ -66,9 +66,9 @@ def test_a_benchmarks_ranking_opens_explain_on_an_example_with_that_measure_and_
                   if (a.get_attribute("href") or "") == href)
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", anchor)
     anchor.click()
-    _wait(browser, "h1", text="Explain a prediction")
-    _wait(browser, ".token-heatmap")
-    _wait(browser, "[data-testid='stMain']", text="Standing on this model.")
+    wait_for(browser, "h1", text="Explain a prediction")
+    wait_for(browser, ".token-heatmap")
+    wait_for(browser, "[data-testid='stMain']", text="Standing on this model.")
     deadline = time.time() + 60
     while urllib.parse.urlparse(browser.current_url).path != "/explain":
         assert time.time() < deadline, browser.current_url
@@ -90,7 +90,7 @@ def test_explain_hands_three_measures_to_masking_which_draws_them_against_the_ra
 
     query = urllib.parse.urlencode({"model": "toy-flow", "text": TEXT, "measures": ",".join(THREE)})
     browser.get(f"{flow_app}/explain?{query}")
-    _wait(browser, "h1", text="Explain a prediction")
+    wait_for(browser, "h1", text="Explain a prediction")
     deadline = time.time() + 180
     while len(browser.find_elements(By.CSS_SELECTOR, ".token-heatmap")) < 3:
         assert time.time() < deadline, _main_text(browser)[-1500:]
@@ -98,8 +98,8 @@ def test_explain_hands_three_measures_to_masking_which_draws_them_against_the_ra
     button = _button(browser, "Mask this text step by step")
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
     button.click()
-    _wait(browser, "h1", text="Step-by-step masking")
-    _wait(browser, ".masking-steps", timeout=300)  # the hand-off runs the masking at once
+    wait_for(browser, "h1", text="Step-by-step masking")
+    wait_for(browser, ".masking-steps", timeout=300)  # the hand-off runs the masking at once
     deadline = time.time() + 60
     while True:  # plotly draws the legend once the chart is laid out
         legend = [e.text for e in browser.find_elements(By.CSS_SELECTOR, ".js-plotly-plot .legendtext")]

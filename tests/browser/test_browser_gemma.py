@@ -10,7 +10,7 @@ import time
 import urllib.parse
 
 import pytest
-from browser_helpers import NEEDS_CHROMIUM, _buttons, _wait, _wait_until_the_script_ends, serve_app
+from browser_helpers import NEEDS_CHROMIUM, _buttons, _wait_until_the_script_ends, serve_app, wait_for
 from test_browser_llm import _preview, _until
 from test_browser_own import _by_label, _click, _page, _page_text, _wait_text
 
@@ -56,7 +56,7 @@ def test_gemma_explained_self_explained_and_its_prompt_previewed(gemma_app, brow
     started = time.time()
     query = urllib.parse.urlencode({"model": MODEL, "text": REVIEW, "measures": "grad-l2"})
     browser.get(f"{gemma_app}/explain?{query}")
-    _wait(browser, "h1", text="Explain a prediction")
+    wait_for(browser, "h1", text="Explain a prediction")
     _until(lambda: browser.find_elements(By.CSS_SELECTOR, ".token-heatmap") and not _buttons(browser, "Cancel"),
            400, "no heatmap appeared", browser)
     heatmap = browser.find_element(By.CSS_SELECTOR, ".token-heatmap").text
@@ -80,7 +80,7 @@ def test_gemma_explained_self_explained_and_its_prompt_previewed(gemma_app, brow
     print(f"{time.time() - started:.0f} s: prompt editor")
 
     _page(browser, "Models")
-    _wait(browser, "h1", text="Models")
+    wait_for(browser, "h1", text="Models")
     _until(lambda: "Sentiment:" in _preview(browser), 240, "no preview of Gemma's prompt", browser)
     shown = _preview(browser)
     assert "Review: " in shown and "Sentiment: positive" in shown and "Sentiment: negative" in shown, shown[:400]

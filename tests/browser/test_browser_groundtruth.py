@@ -14,7 +14,7 @@ import time
 import urllib.parse
 
 import pytest
-from browser_helpers import NEEDS_CHROMIUM, SHOTS, _wait, serve_app
+from browser_helpers import NEEDS_CHROMIUM, SHOTS, serve_app, wait_for
 from test_browser_own import _click, _page, _page_text, _wait_text, monkeypatch_module  # noqa: F401 (a fixture)
 
 pytestmark = NEEDS_CHROMIUM
@@ -146,7 +146,7 @@ def test_plant_a_trigger_run_a_card_and_read_its_verdicts(app, browser):  # noqa
 
     url, paths = app
     browser.get(f"{url}/models")
-    _wait(browser, "h1", text="Models")
+    wait_for(browser, "h1", text="Models")
 
     # 1. Plant: the trigger word sets the label in 30% of the toy sentences; fine-tune the toy model on them.
     submit = "Plant and fine-tune"
@@ -163,7 +163,7 @@ def test_plant_a_trigger_run_a_card_and_read_its_verdicts(app, browser):  # noqa
 
     # 2. A small report card on the Report card page (its run form opens when the store has no card yet).
     _page(browser, "Report card")
-    _wait(browser, "h1", text="Report card")
+    wait_for(browser, "h1", text="Report card")
     submit = "Run the report card"
     _choose_in(browser, submit, "Planted model", planted[0].name)
     _number_in(browser, submit, "Inputs (deciding)", "10")

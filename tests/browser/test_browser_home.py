@@ -8,7 +8,7 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from browser_helpers import NEEDS_CHROMIUM, SHOTS, _wait, save_with_metadata, serve_app
+from browser_helpers import NEEDS_CHROMIUM, SHOTS, save_with_metadata, serve_app, wait_for
 from test_browser_own import _choose, _page_text, _wait_text
 
 pytestmark = NEEDS_CHROMIUM
@@ -82,7 +82,7 @@ def test_the_app_opens_on_home_ranks_the_sidebars_model_and_follows_a_switch(hom
     order = ranked_measures(stored_rows_for(ResultsStore(ROOT / "results"), SHIPPED, "rt"), SHIPPED, "tiny", "rt",
                             "masked")
     browser.get(home_app)
-    _wait(browser, "h1", text=TITLE)
+    wait_for(browser, "h1", text=TITLE)
     _wait_text(browser, f"The model: {SHIPPED}")
     links = _wait_for_links_in_order(browser, order)
     assert _linked_measures(links) == order
@@ -106,7 +106,7 @@ def test_a_ranked_measures_link_opens_explain_with_that_measure_on_an_example(ho
     from selenium.webdriver.common.by import By
 
     browser.get(home_app)
-    _wait(browser, "h1", text=TITLE)
+    wait_for(browser, "h1", text=TITLE)
     _choose(browser, "Checkpoint", SHIPPED)
     links = _wait_for_links(browser)
     label, href = links[1]
@@ -115,8 +115,8 @@ def test_a_ranked_measures_link_opens_explain_with_that_measure_on_an_example(ho
                   if (a.get_attribute("href") or "") == href)
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", anchor)
     anchor.click()
-    _wait(browser, "h1", text="Explain a prediction")
-    _wait(browser, ".token-heatmap")
+    wait_for(browser, "h1", text="Explain a prediction")
+    wait_for(browser, ".token-heatmap")
     deadline = time.time() + 60
     while urllib.parse.urlparse(browser.current_url).path != "/explain":
         assert time.time() < deadline, browser.current_url

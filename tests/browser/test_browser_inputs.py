@@ -10,7 +10,7 @@ import re
 import time
 
 import pytest
-from browser_helpers import NEEDS_CHROMIUM, _explain, _wait, serve_app
+from browser_helpers import NEEDS_CHROMIUM, explain_in_page, serve_app, wait_for
 from test_browser_own import _page_text, _type, _wait_text
 
 pytestmark = NEEDS_CHROMIUM
@@ -39,12 +39,12 @@ def app(tmp_path_factory, toy_classifier):
 
 def test_an_emoji_only_text_is_predicted_with_a_warning_that_the_model_cannot_read_it(app, browser):  # noqa: F811
     browser.get(f"{app}/explain")  # the app opens on the home page
-    _wait(browser, "h1", text="Explain")
-    _explain(browser, "😀🎬🍿", "[UNK]")
+    wait_for(browser, "h1", text="Explain")
+    explain_in_page(browser, "😀🎬🍿", "[UNK]")
     _wait_text(browser, UNKNOWN_WORDS, timeout=60)
     text = _page_text(browser)
     assert "Prediction:" in text and "[UNK]" in text[text.index(UNKNOWN_WORDS) - 400:]
-    _explain(browser, "the movie was really good", "really")
+    explain_in_page(browser, "the movie was really good", "really")
     deadline = time.time() + 30
     while UNKNOWN_WORDS in _page_text(browser):  # an ordinary review: the warning goes
         assert time.time() < deadline, "the warning stayed for a readable text"
@@ -55,7 +55,7 @@ def test_annotators_see_the_explanations_on_one_scale_without_ranges(app, browse
     from selenium.webdriver.common.by import By
 
     browser.get(f"{app}/annotate")
-    _wait(browser, "h1", text="Annotate")
+    wait_for(browser, "h1", text="Annotate")
     _type(browser, "Your name", "ann")
     _wait_text(browser, "Explanation B", timeout=120)
     deadline = time.time() + 30

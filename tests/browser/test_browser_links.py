@@ -7,7 +7,7 @@ import time
 import urllib.parse
 
 import pytest
-from browser_helpers import NEEDS_CHROMIUM, _wait, chromium, serve_app
+from browser_helpers import NEEDS_CHROMIUM, chromium, serve_app, wait_for
 from test_hostile_text import HOSTILE, build_hostile_model
 
 pytestmark = NEEDS_CHROMIUM
@@ -48,7 +48,7 @@ def test_a_shared_explain_link_opens_without_page_not_found_and_shows_hostile_na
     with serve_app(hostile_models, tmp_path / "results") as url:
         for path in ("/explain", "/"):
             assert not _load_watching_for_not_found(browser, f"{url}{path}?{query}", ".token-heatmap"), path
-            _wait(browser, "h1", text="Explain a prediction")
+            wait_for(browser, "h1", text="Explain a prediction")
             assert urllib.parse.parse_qs(urllib.parse.urlparse(browser.current_url).query)["text"] == ["a fine film"]
             main = browser.find_element(By.CSS_SELECTOR, "[data-testid='stMain']")
             # links out of the page (a heading's own "#slug" anchor is Streamlit's and stays in the page)

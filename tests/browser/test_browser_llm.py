@@ -18,7 +18,7 @@ import time
 import urllib.parse
 
 import pytest
-from browser_helpers import NEEDS_CHROMIUM, SHOTS, _buttons, _wait, _wait_until_the_script_ends, serve_app
+from browser_helpers import NEEDS_CHROMIUM, SHOTS, _buttons, _wait_until_the_script_ends, serve_app, wait_for
 from test_browser_own import _by_label, _choose, _click, _page, _page_text, _wait_text
 
 pytestmark = NEEDS_CHROMIUM
@@ -107,7 +107,7 @@ def test_llm_prompt_edited_explained_self_explained_and_masked(llm_app, browser)
 
     started = time.time()
     browser.get(f"{llm_app}/explain")  # the app opens on the home page
-    _wait(browser, "h1", text="Explain a prediction")
+    wait_for(browser, "h1", text="Explain a prediction")
     # 1. Choose the LLM in the sidebar (it is offered, never chosen by default).
     _choose(browser, "Checkpoint", MODEL)
     _wait_text(browser, "prompted LM, zero-shot")
@@ -115,7 +115,7 @@ def test_llm_prompt_edited_explained_self_explained_and_masked(llm_app, browser)
     print(f"{time.time() - started:.0f} s: step 2")
     # 2. The Models page's prompt editor opens on its prompt; an edit changes the preview, a broken one is refused.
     _page(browser, "Models")
-    _wait(browser, "h1", text="Models")
+    wait_for(browser, "h1", text="Models")
     _until(lambda: "Is the sentiment of this text" in _preview(browser), 120, "no preview of the model's prompt", browser)
     assert "<|im_start|>assistant" in _preview(browser), "the preview is the chat-templated string"
     slot = browser.find_element(By.CSS_SELECTOR, "pre.prompt-preview mark.prompt-slot").text
@@ -132,7 +132,7 @@ def test_llm_prompt_edited_explained_self_explained_and_masked(llm_app, browser)
     # 3. Explain a typed review with two cheap measures: both heatmaps stream in.
     query = urllib.parse.urlencode({"model": MODEL, "text": REVIEW, "measures": "grad-l2,loo-sign"})
     browser.get(f"{llm_app}/explain?{query}")
-    _wait(browser, "h1", text="Explain a prediction")
+    wait_for(browser, "h1", text="Explain a prediction")
     _until(lambda: len(browser.find_elements(By.CSS_SELECTOR, ".token-heatmap")) >= 2 and not _buttons(browser, "Cancel"),
            240, "two heatmaps never appeared", browser)
     heatmaps = browser.find_elements(By.CSS_SELECTOR, ".token-heatmap")
@@ -164,8 +164,8 @@ def test_llm_prompt_edited_explained_self_explained_and_masked(llm_app, browser)
     # 5. Step-by-step masking with MaSF p-values (calibrated on the registered rt-mini, offered first).
     query = urllib.parse.urlencode({"model": MODEL, "text": REVIEW, "measure": "grad-l2", "step": "25% of the tokens"})
     browser.get(f"{llm_app}/masking?{query}")
-    _wait(browser, "h1", text="Step-by-step masking")
-    _wait(browser, ".masking-steps", timeout=300)
+    wait_for(browser, "h1", text="Step-by-step masking")
+    wait_for(browser, ".masking-steps", timeout=300)
     metric = _by_label(browser, "stMetric", "MaSF p-value")
     value = metric.find_element(By.CSS_SELECTOR, "[data-testid='stMetricValue']").text.strip()
     verdict = metric.find_element(By.CSS_SELECTOR, "[data-testid='stMetricDelta']").text.strip()

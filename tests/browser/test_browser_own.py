@@ -11,7 +11,7 @@ import os
 import time
 
 import pytest
-from browser_helpers import NEEDS_CHROMIUM, _buttons, _explain, _wait, serve_app
+from browser_helpers import NEEDS_CHROMIUM, _buttons, explain_in_page, serve_app, wait_for
 
 pytestmark = NEEDS_CHROMIUM
 
@@ -177,7 +177,7 @@ def test_own_model_and_data_explained_masked_and_benchmarked(app, browser, own_f
     url, env = app
     folder, csv_path = own_files
     browser.get(f"{url}/models")
-    _wait(browser, "h1", text="Models")
+    wait_for(browser, "h1", text="Models")
 
     # 1. Register the folder by path (by reference: nothing is copied into or out of it).
     _type(browser, "Folder", str(folder))
@@ -189,9 +189,9 @@ def test_own_model_and_data_explained_masked_and_benchmarked(app, browser, own_f
 
     # 2. Upload the CSV on the data page and register it under a name.
     _page(browser, "Your data")
-    _wait(browser, "h1", text="Your data")
+    wait_for(browser, "h1", text="Your data")
     # the uploader comes after the page's heading, once the page's script has drawn it: wait for it too
-    _wait(browser, "[data-testid='stFileUploader'] input[type='file']").send_keys(str(csv_path))
+    wait_for(browser, "[data-testid='stFileUploader'] input[type='file']").send_keys(str(csv_path))
     _wait_text(browser, "Dataset name")
     _type(browser, "Dataset name", DATASET)
     _click(browser, "Register")
@@ -203,14 +203,14 @@ def test_own_model_and_data_explained_masked_and_benchmarked(app, browser, own_f
 
     # 3. Explain a typed review with the registered model.
     _page(browser, "Explain")
-    _wait(browser, "h1", text="Explain a prediction")
+    wait_for(browser, "h1", text="Explain a prediction")
     # type only once the page has drawn its form to the end (the Explain button): a rerun of the page while it was
     # still drawing (the newly registered model loading) replaced the text area and lost the typed review
     deadline = time.time() + 120
     while not _buttons(browser, "Explain"):
         assert time.time() < deadline, "the Explain page never drew its button"
         time.sleep(0.3)
-    _explain(browser, REVIEW, "acting")
+    explain_in_page(browser, REVIEW, "acting")
     from engine.explain import explain_text
     from engine.models.foreign import load_foreign
 
@@ -224,11 +224,11 @@ def test_own_model_and_data_explained_masked_and_benchmarked(app, browser, own_f
     assert hand_off, "no hand-off button on the Explain page"
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", hand_off[0])
     hand_off[0].click()
-    _wait(browser, "h1", text="Step-by-step masking")
+    wait_for(browser, "h1", text="Step-by-step masking")
     assert browser.find_element(By.TAG_NAME, "textarea").get_attribute("value") == REVIEW
     _wait_text(browser, "was not masked-fine-tuned")  # the note on a model fine-tuned elsewhere
     assert _selected(browser, "Calibrate MaSF on") == DATASET
-    _wait(browser, ".masking-steps", timeout=300)
+    wait_for(browser, ".masking-steps", timeout=300)
     _wait_text(browser, "MaSF p-value")
     # the p-value metric shows a number and the verdict that number gives at the 5% level (the page's text
     # always holds both phrases elsewhere, in the chart's axis title and the help, so reading the page's
@@ -242,7 +242,7 @@ def test_own_model_and_data_explained_masked_and_benchmarked(app, browser, own_f
 
     # 5. Compute one benchmark cell (and its random baseline) on the registered data.
     _page(browser, "Benchmarks")
-    _wait(browser, "h1", text="Benchmarks")
+    wait_for(browser, "h1", text="Benchmarks")
     browser.find_element(By.XPATH, f"//*[contains(text(), 'Compute cells for {MODEL_ID}')]").click()
     _choose(browser, "Dataset", DATASET)
     number = _by_label(browser, "stNumberInput", "Examples").find_element(By.TAG_NAME, "input")

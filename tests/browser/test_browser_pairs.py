@@ -8,7 +8,7 @@ import urllib.parse
 from itertools import combinations
 
 import pytest
-from browser_helpers import NEEDS_CHROMIUM, _wait, serve_saved
+from browser_helpers import NEEDS_CHROMIUM, serve_saved, wait_for
 
 pytestmark = NEEDS_CHROMIUM
 
@@ -32,7 +32,7 @@ def test_the_pairs_view_shows_the_engines_top_pairs_and_escapes_the_words(pairs_
     assert len(pairs.players) == 4 and pairs.exact
     query = urllib.parse.urlencode({"model": "toy-pairs", "text": TEXT, "measures": "shapley-interactions"})
     browser.get(f"{pairs_app}/explain?{query}")
-    _wait(browser, "h1", text="Explain a prediction")
+    wait_for(browser, "h1", text="Explain a prediction")
     deadline = time.time() + 120
     while True:  # st.html draws into the page itself (no iframe); a rerun may redraw it: read it settled
         rows = [[c.text for c in r.find_elements(By.TAG_NAME, "td")]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 import time
 
-from browser_helpers import NEEDS_CHROMIUM, ROOT, SHOTS, _wait, serve_app
+from browser_helpers import NEEDS_CHROMIUM, ROOT, SHOTS, serve_app, wait_for
 from test_browser_views import _driver
 
 RUN = "tiny-rt-budget"
@@ -26,7 +26,7 @@ def test_pareto_view_draws_every_method_and_the_front(tmp_path):
         driver = _driver(tmp_path)
         try:
             driver.get(f"{url}/benchmarks?part=budget")  # the page's budget part, linked
-            heading = _wait(driver, "[data-testid='stMain']", text="Faithfulness against forward passes")
+            heading = wait_for(driver, "[data-testid='stMain']", text="Faithfulness against forward passes")
             assert heading
             deadline = time.time() + 60
             while True:  # plotly draws the legend once the chart is laid out

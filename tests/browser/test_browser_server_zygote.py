@@ -145,7 +145,7 @@ def test_serve_app_serves_the_dashboard_stops_it_and_shows_why_one_did_not_come_
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        monkeypatch.setattr(browser_helpers, "_free_port", lambda: taken.getsockname()[1])
+        monkeypatch.setattr(browser_helpers, "free_port", lambda: taken.getsockname()[1])
         start = time.monotonic()
         with pytest.raises(pytest.fail.Exception, match=r"(?s)did not come up \(exit status 1\).*is not available"):
             with browser_helpers.serve_app(tmp_path / "cache", tmp_path / "results"):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from browser_helpers import NEEDS_CHROMIUM, _wait, _wait_until_the_script_ends, serve_app
+from browser_helpers import NEEDS_CHROMIUM, _wait_until_the_script_ends, serve_app, wait_for
 from test_browser_own import _by_label, _choose, _click, _page_text, _selected, _wait_text
 from test_report_card_view import _card_rows, _truth_rows
 
@@ -75,7 +75,7 @@ def _agrees(driver, results, run: str, timeout: float = 60) -> None:
 def test_switching_the_report_card_run_moves_every_box_to_the_new_runs_view(card_app, browser):  # noqa: F811
     url, results = card_app
     browser.get(f"{url}/report_card?run=a-first")
-    _wait(browser, "h1", text="Report card")
+    wait_for(browser, "h1", text="Report card")
     _wait_text(browser, "preferred the true explanation on", timeout=180)
     _choose(browser, "Masking operator", OPERATOR_WORDS["delete"])
     _agrees(browser, results, "a-first")
@@ -112,7 +112,7 @@ def test_build_with_its_defaults_leaves_the_prompt_editor_as_it_was(models_app, 
     the editor emptied, with a red "Not a usable prompt")."""
     url, default = models_app
     browser.get(f"{url}/models")
-    _wait(browser, "h1", text="Models")
+    wait_for(browser, "h1", text="Models")
     _wait_text(browser, "What the model reads", timeout=180)
     _wait_until_the_script_ends(browser)
     instruction = _text_area(browser, "Instruction")

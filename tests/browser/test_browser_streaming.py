@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import urllib.parse
 
-from browser_helpers import NEEDS_CHROMIUM, _buttons, _wait, serve_app
+from browser_helpers import NEEDS_CHROMIUM, _buttons, serve_app, wait_for
 from selenium.webdriver.common.by import By
 
 pytestmark = NEEDS_CHROMIUM
@@ -23,12 +23,12 @@ def test_explain_streams_the_first_heatmap_and_cancel_keeps_the_measures_done(tm
     save_classifier(toy_classifier, "toy-stream", cache_dir=tmp_path / "cache")
     with serve_app(tmp_path / "cache", tmp_path / "results") as url:
         browser.get(f"{url}/explain?" + urllib.parse.urlencode({"text": TEXT, "measures": "beam,grad-l2"}))
-        _wait(browser, ".token-heatmap", text="plot")
+        wait_for(browser, ".token-heatmap", text="plot")
         cancel = _buttons(browser, "Cancel")
         assert cancel, "the first heatmap is shown while the dearer measure still runs"
         assert len(browser.find_elements(By.CSS_SELECTOR, ".token-heatmap")) == 1
         cancel[0].click()
-        _wait(browser, "[data-testid='stMain']", text="Stopped after 1 of 2 measures")
+        wait_for(browser, "[data-testid='stMain']", text="Stopped after 1 of 2 measures")
         time.sleep(2)  # a run that was not stopped would add beam's heatmap by now
         heatmaps = browser.find_elements(By.CSS_SELECTOR, ".token-heatmap")
         assert len(heatmaps) == 1 and "gradient" in heatmaps[0].text.lower(), [h.text[:80] for h in heatmaps]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from browser_helpers import NEEDS_CHROMIUM, _wait, serve_app
+from browser_helpers import NEEDS_CHROMIUM, serve_app, wait_for
 from test_browser_own import _page_text, _wait_text
 from test_browser_study import _driver
 
@@ -37,7 +37,7 @@ def test_the_studies_status_metrics_are_not_clipped(tmp_path):
         driver = _driver()  # 1200 px wide, as a laptop's browser window
         try:
             driver.get(f"{url}/studies")
-            _wait(driver, "h1", text="Studies")
+            wait_for(driver, "h1", text="Studies")
             _wait_text(driver, "Tasks complete", timeout=120)
             time.sleep(2.0)  # the metrics' fonts and columns settle
             metrics = driver.find_elements("css selector", "[data-testid='stMetric']")

@@ -13,7 +13,7 @@ import re
 import time
 
 import pytest
-from browser_helpers import NEEDS_CHROMIUM, _wait, chromium, serve_app
+from browser_helpers import NEEDS_CHROMIUM, chromium, serve_app, wait_for
 from test_browser_own import _by_label, _click, _page, _page_text, _selected, _type, _wait_text
 
 pytestmark = NEEDS_CHROMIUM
@@ -186,14 +186,14 @@ def test_three_annotators_finish_a_study_the_admin_sees_every_task_twice_and_the
     url, db = study_app
     admin = browser
     admin.get(url)
-    _wait(admin, "h1", text="Which explanation of this prediction can I trust?")  # the home page
+    wait_for(admin, "h1", text="Which explanation of this prediction can I trust?")  # the home page
     assert not {"Models", "Your data", "Studies"} & set(_sidebar_links(admin)), "a visitor sees no admin page"
     admin.find_element(By.XPATH, "//*[@data-testid='stSidebar']//summary[contains(., 'Admin')]").click()
     _type(admin, "Admin secret", SECRET)
     _click(admin, "Sign in")
     _wait_text(admin, "Signed in as the admin", timeout=60)
     _page(admin, "Studies")
-    _wait(admin, "h1", text="Studies")
+    wait_for(admin, "h1", text="Studies")
 
     # create: 3 tasks, 2 per annotator, overlap 2, 1 instructed check each -> 3 annotators needed
     _type(admin, "Study name (annotators see it)", NAME)
@@ -217,7 +217,7 @@ def test_three_annotators_finish_a_study_the_admin_sees_every_task_twice_and_the
     try:
         for driver, link in zip(annotators.values(), links):
             driver.get(link)
-            _wait(driver, "h1", text="Study")
+            wait_for(driver, "h1", text="Study")
             assert _clean(driver.find_element(By.TAG_NAME, "h1").text) == NAME, "the name is shown as typed"
             _wait_text(driver, "Rank them.")
             assert INSTRUCTIONS in _clean(_page_text(driver)) and "<script>" in _page_text(driver)
@@ -277,7 +277,7 @@ def test_three_annotators_finish_a_study_the_admin_sees_every_task_twice_and_the
         alice = annotators["alice"]
         for path, title in (("models", "Models"), ("data", "Your data"), ("studies", "Studies")):
             alice.get(f"{url}/{path}")
-            _wait(alice, "h1")
+            wait_for(alice, "h1")
             time.sleep(1.0)
             assert title not in [h.text for h in alice.find_elements(By.TAG_NAME, "h1")]
             assert title not in _sidebar_links(alice)

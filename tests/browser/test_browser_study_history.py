@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from browser_helpers import NEEDS_CHROMIUM, _wait, _wait_until_the_script_ends, serve_app
+from browser_helpers import NEEDS_CHROMIUM, _wait_until_the_script_ends, serve_app, wait_for
 from test_browser_own import _page_text, _wait_text
 
 pytestmark = NEEDS_CHROMIUM
@@ -66,7 +66,7 @@ def _only_the_study(driver, started_one: bool = True) -> None:
     from selenium.webdriver.common.by import By
 
     _after_the_rerun(driver, started_one)
-    _wait(driver, "h1", timeout=60)
+    wait_for(driver, "h1", timeout=60)
     titles = {h.text.strip() for h in driver.find_elements(By.TAG_NAME, "h1")}
     assert TITLE in titles, (titles, _page_text(driver)[-600:])
     assert not titles & DASHBOARD_TITLES, titles

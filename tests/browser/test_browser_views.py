@@ -13,7 +13,7 @@ import urllib.parse
 import numpy as np
 import pandas as pd
 import pytest
-from browser_helpers import NEEDS_CHROMIUM, ROOT, SHOTS, _explain, _wait, chromium, serve_app
+from browser_helpers import NEEDS_CHROMIUM, ROOT, SHOTS, chromium, explain_in_page, serve_app, wait_for
 
 pytestmark = NEEDS_CHROMIUM
 
@@ -92,11 +92,11 @@ def _download(driver, folder, label, name, timeout=30) -> str:
 
 def test_words_switch_shows_the_words_typed_and_keeps_the_view_in_the_url(app_url, browser):
     browser.get(f"{app_url}/explain")  # the app opens on the home page
-    _wait(browser, "h1", text="Explain a prediction")
-    _explain(browser, TEXT, "wonderful")
+    wait_for(browser, "h1", text="Explain a prediction")
+    explain_in_page(browser, TEXT, "wonderful")
     assert any("##" in h for h in _heatmaps(browser)), "token level shows word pieces"
     _button(browser, "words").click()
-    _wait(browser, ".token-heatmap", text="unredeemable")
+    wait_for(browser, ".token-heatmap", text="unredeemable")
     heatmaps = _heatmaps(browser)
     assert len(heatmaps) == 4 and all("unredeemable" in h and "##" not in h for h in heatmaps)
     query = urllib.parse.parse_qs(urllib.parse.urlparse(browser.current_url).query)
@@ -133,7 +133,7 @@ def test_a_shared_url_reproduces_the_view_in_a_fresh_browser(app_url, browser, d
     fresh = _driver(downloads)
     try:
         fresh.get(shared)
-        _wait(fresh, ".token-heatmap", text="unredeemable")
+        wait_for(fresh, ".token-heatmap", text="unredeemable")
         assert _heatmaps(fresh) == shown, "the same words, scores and colours"
         assert fresh.find_element(By.TAG_NAME, "textarea").get_attribute("value") == TEXT
     finally:
@@ -146,9 +146,9 @@ def test_explain_hands_off_to_masking_with_the_same_text_model_and_measure(app_u
     button = _button(browser, "Mask this text step by step")
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
     button.click()
-    _wait(browser, "h1", text="Step-by-step masking")
+    wait_for(browser, "h1", text="Step-by-step masking")
     assert browser.find_element(By.TAG_NAME, "textarea").get_attribute("value") == TEXT
-    _wait(browser, ".masking-steps", timeout=180)  # the hand-off runs the masking at once
+    wait_for(browser, ".masking-steps", timeout=180)  # the hand-off runs the masking at once
     box = browser.find_element(By.CSS_SELECTOR, "[data-testid='stMain'] [data-testid='stSelectbox']")
     shown = box.get_attribute("textContent") + " ".join(i.get_attribute("value") or "" for i in box.find_elements(By.TAG_NAME, "input"))
     assert "grad-l2" in shown, shown  # the first measure shown on Explain
@@ -175,9 +175,9 @@ def test_benchmarks_table_names_its_columns_for_a_reader(app_url, browser):
     from selenium.webdriver.common.by import By
 
     browser.get(f"{app_url}/benchmarks")
-    _wait(browser, "h1", text="Benchmarks")
-    _wait(browser, "[data-testid='stMain']", text="Higher ACU and RACU")
-    table = _wait(browser, "[data-testid='stDataFrame']")  # the caption can render before the table does
+    wait_for(browser, "h1", text="Benchmarks")
+    wait_for(browser, "[data-testid='stMain']", text="Higher ACU and RACU")
+    table = wait_for(browser, "[data-testid='stDataFrame']")  # the caption can render before the table does
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", table)
     deadline = time.time() + 30
     while not (headers := [h.get_attribute("textContent").strip()
