@@ -21,6 +21,7 @@ from engine.groundtruth.mechanisms import (
 )
 from engine.groundtruth.planting import plant_model, planted_spec, register_variant
 from engine.groundtruth.truth import MechanismNotLearned, Truth, establish_truth
+from engine.lazy_exports import lazy_face
 
 # The card and its tables import the faithfulness metrics (torch): imported lazily by name.
 _LAZY = {
@@ -36,12 +37,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        from importlib import import_module
-
-        return getattr(import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'engine.groundtruth' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_face(__name__, _LAZY, cache=False)
 
 
 __all__ = ["DEFAULT_WORDS", "MECHANISMS", "MechanismNotLearned", "PlantSpec", "Truth", "check_words",
