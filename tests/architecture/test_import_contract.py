@@ -49,3 +49,17 @@ def test_lint_imports_reports_an_upward_import_a_streamlit_import_and_a_cycle(tm
     assert "engine.errors -> engine.cli" in out
     assert "engine.data.types -> streamlit" in out
     assert "No cycles are allowed in engine.models" in out
+
+
+def test_the_layers_drawn_in_the_docs_are_the_contracts_layers():
+    """docs/architecture.md draws the layers contract line by line (highest first, each line's modules as
+    pyproject.toml lists them; a comment may follow after two spaces): a layer added to one and not the other fails."""
+    import re
+    import tomllib
+
+    contract = next(c for c in tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+                    ["contracts"] if c.get("type") == "layers")
+    docs = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = docs.split("```\n", 2)[1]  # the first fenced block: the layers
+    drawn = [re.split(r"\s{2,}", line.strip())[0] for line in block.splitlines() if line.strip()]
+    assert drawn == contract["layers"]
