@@ -21,7 +21,6 @@ import os
 import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 import urllib.parse
@@ -32,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's engine and app, not an installed copy's
 
 from _smoke import SMOKE_HELP, smoke_checkpoint, use_scratch_folders  # noqa: E402
-from dashboard import load_browser_helpers, new_driver, open_timed  # noqa: E402
+from dashboard import load_browser_helpers, new_driver, open_timed, streamlit_server  # noqa: E402
 
 OPEN_BUDGET_S = 2.0
 SWITCH_BUDGET_S = 1.0
@@ -76,28 +75,6 @@ def _switch_timed(driver, run: str, timeout: float = 120, settle: float = 0.5) -
         time.sleep(0.05)
 
 
-def _serve(env: dict) -> tuple[subprocess.Popen, str]:
-    from socket import socket
-
-    with socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.port", str(port),
-                             "--server.address", "127.0.0.1", "--server.headless", "true",
-                             "--browser.gatherUsageStats", "false"],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                return proc, url
-        except OSError:
-            time.sleep(0.25)
-    proc.terminate()
-    raise RuntimeError("streamlit did not come up")
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default=None, help="checkpoint id chosen in the sidebar (default: the app's default)")
@@ -118,9 +95,9 @@ def main() -> int:
 
     query = f"?model={urllib.parse.quote(args.model)}" if args.model else ""
     # the server imports this checkout's app and engine too
-    proc, url = _serve(dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     opens, switches, errors = [], [], 0
-    try:
+    with streamlit_server(helpers.free_port(), "app/main.py", ROOT, env, tries=480) as url:
         driver = new_driver(helpers.CHROMIUM, helpers.CHROMEDRIVER)
         try:
             open_timed(driver, f"{url}/{query}")  # the server's first page: imports and the model load, not counted
@@ -141,9 +118,6 @@ def main() -> int:
                 switches.append(_switch_timed(driver, RUNS[(i + 1) % 2]))
         finally:
             driver.quit()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
     print(f"# bench/benchmarks_page.py · code {code_version()} · {platform.machine()} · {os.cpu_count()} CPUs · "
           f"load average {os.getloadavg()[0]:.2f} at the end · runs {RUNS[0]} <-> {RUNS[1]}")
     print("| what | first (s) | median (s) | range (s) | budget (s) | median / budget | within |")

@@ -90,7 +90,7 @@ def main() -> int:
     engine_ms = statistics.median(engine_times[1:]) * 1e3
 
     env = dict(os.environ, ENGINE_RESULTS_DIR=tempfile.mkdtemp())
-    with _streamlit_server(helpers.free_port(), "app/main.py", ROOT, env, tries=180, pause=0.5) as url:
+    with streamlit_server(helpers.free_port(), "app/main.py", ROOT, env, tries=180, pause=0.5) as url:
         driver = new_driver(CHROMIUM, CHROMEDRIVER)
         try:
             driver.get(f"{url}/explain")  # the app opens on the home page
@@ -122,12 +122,15 @@ PAGE_BUDGET_S = 2.0
 
 
 @contextlib.contextmanager
-def _streamlit_server(port: int, script: str, cwd: Path, env: dict[str, str] | None = None, *, tries: int = 240,
-                      pause: float = 0.25):
-    """`streamlit run script` on 127.0.0.1:port (headless, output discarded), waited for until its health check says
-    ok (at most `tries` checks, `pause` s apart after a refused one); yields its URL and stops the server after."""
+def streamlit_server(port: int, script: str, cwd: Path, env: dict[str, str] | None = None, *, tries: int = 240,
+                     pause: float = 0.25):
+    """`streamlit run script` on 127.0.0.1:port (headless, no usage statistics even where the checkout's
+    .streamlit/config.toml does not apply, output discarded), waited for until its health check says ok (at most
+    `tries` checks, `pause` s apart after a refused one); yields its URL and stops the server after. Raises
+    RuntimeError when it never answers."""
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port),
-                             "--server.address", "127.0.0.1", "--server.headless", "true"],
+                             "--server.address", "127.0.0.1", "--server.headless", "true",
+                             "--browser.gatherUsageStats", "false"],
                             cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -137,6 +140,8 @@ def _streamlit_server(port: int, script: str, cwd: Path, env: dict[str, str] | N
                     break
             except OSError:
                 time.sleep(pause)
+        else:
+            raise RuntimeError(f"streamlit run {script} did not answer on {url} after {tries} health checks")
         yield url
     finally:
         proc.terminate()
@@ -203,7 +208,7 @@ def bench_pages(model_id: str, runs: int) -> int:
         print("needs Debian's chromium and chromium-driver")
         return 2
     rows = []
-    with _streamlit_server(helpers.free_port(), "app/main.py", ROOT, dict(os.environ)) as url:
+    with streamlit_server(helpers.free_port(), "app/main.py", ROOT, dict(os.environ)) as url:
         pages = [(p.title, p.url_path or p.file.removesuffix(".py")) for p in PAGES
                  if p.file and "admin" in p.roles]
         driver = new_driver(helpers.CHROMIUM, helpers.CHROMEDRIVER)
@@ -307,7 +312,7 @@ def _floor_times(helpers, runs: int) -> list[float]:
     folder = Path(tempfile.mkdtemp())
     (folder / "floor.py").write_text(FLOOR_APP, encoding="utf-8")
     times = []
-    with _streamlit_server(helpers.free_port(), str(folder / "floor.py"), folder) as url:
+    with streamlit_server(helpers.free_port(), str(folder / "floor.py"), folder) as url:
         for _ in range(runs):
             driver = new_driver(helpers.CHROMIUM, helpers.CHROMEDRIVER)
             try:
