@@ -1,5 +1,7 @@
 """What the browser tests share (tests/browser/): the headless Chromium they drive, the Streamlit server they drive it
-against (`serve_app`, forked from the server zygote) and the waits for what a streaming page draws.
+against (`serve_app`, forked from the server zygote), the waits for what a streaming page draws, and the widget
+helpers more than one browser test module uses (find a widget by its label, type, choose, click, read the page; a
+helper of one module stays private in that module).
 
 Self-contained (the standard library; selenium and the server zygote imported where used): bench/dashboard.py loads
 this file by path, without tests/ on its path. The `browser` fixture (tests/conftest.py) is `chromium()`."""
@@ -12,6 +14,7 @@ import signal
 import socket
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -20,6 +23,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "docs" if os.environ.get("ENGINE_UPDATE_SCREENSHOTS") == "1" else Path(tempfile.gettempdir()) / "engine-screenshots"
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+#: `chromium()` window sizes (width,height in CSS pixels) the modules share: the Explain page and its exports drawn
+#: tall enough for a long page's screenshot, and a laptop's browser window (1200 px wide)
+TALL_WINDOW, LAPTOP_WINDOW = "1400,2200", "1200,1600"
 #: each browser module's `pytestmark`: skipped (and named at the end of the run) where Chromium is not installed
 NEEDS_CHROMIUM = pytest.mark.skipif(
     not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)"
@@ -128,22 +134,6 @@ def wait_for(driver, css, timeout=120, text=None):
     return wait.until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, css), text))
 
 
-def _first(find, timeout: float = 60):
-    """The first element `find()` returns, polling until the page has drawn it (a rerun draws top down)."""
-    from selenium.common.exceptions import StaleElementReferenceException
-
-    deadline = time.time() + timeout
-    while True:
-        try:
-            found = find()
-        except StaleElementReferenceException:  # a rerun replaced an element while it was read
-            found = []
-        if found:
-            return found[0]
-        assert time.time() < deadline, "the element was not drawn"
-        time.sleep(0.2)
-
-
 def explain_in_page(driver, text, expect):
     """Type `text` into the Explain page's text area and press Explain; seconds from the click until a heatmap shows
     `expect` (a word of `text`: the previous result stays drawn while the page reruns), returned once every measure
@@ -166,7 +156,7 @@ def explain_in_page(driver, text, expect):
     driver.find_element(By.TAG_NAME, "h1").click()
     time.sleep(0.5)
     deadline = time.time() + 30
-    while not (buttons := _buttons(driver, "Explain")):
+    while not (buttons := buttons_labelled(driver, "Explain")):
         assert time.time() < deadline, "no Explain button on the page"
         time.sleep(0.2)
     button = buttons[0]
@@ -183,13 +173,13 @@ def explain_in_page(driver, text, expect):
     first = time.perf_counter() - start
     # heatmaps stream in as each measure is done: the run is over when its Cancel button is gone
     deadline = time.time() + 120
-    while _buttons(driver, "Cancel"):
+    while buttons_labelled(driver, "Cancel"):
         assert time.time() < deadline, "the explanation never finished"
         time.sleep(0.2)
     return first
 
 
-def _buttons(driver, label):
+def buttons_labelled(driver, label):
     """The buttons labelled `label`; one that a rerun removed while being read is skipped (pages stream)."""
     from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
@@ -204,7 +194,7 @@ def _buttons(driver, label):
     return out
 
 
-def _wait_until_the_script_ends(driver, timeout: float = 120, settle: float = 1.0) -> None:
+def wait_until_the_script_ends(driver, timeout: float = 120, settle: float = 1.0) -> None:
     """Until Streamlit reports its script run finished (the app root's data-test-script-state reads
     'notRunning' for `settle` seconds: a page can rerun itself once right after its first run)."""
     from selenium.webdriver.common.by import By
@@ -220,3 +210,191 @@ def _wait_until_the_script_ends(driver, timeout: float = 120, settle: float = 1.
             since = None
         assert time.time() < deadline, f"the page's script did not finish in {timeout:g} s (state {state!r})"
         time.sleep(0.2)
+
+
+def widget_by_label(driver, testid: str, label: str):
+    """The widget container (data-testid) whose label reads `label`."""
+    from selenium.webdriver.common.by import By
+
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        for element in driver.find_elements(By.CSS_SELECTOR, f"[data-testid='{testid}']"):
+            if element.text.strip().startswith(label):
+                return element
+        time.sleep(0.3)
+    raise AssertionError(f"no {testid} labelled {label!r}")
+
+
+def type_into(driver, label: str, text: str) -> None:
+    """Replace what the text input labelled `label` holds with `text`, then move focus away (Streamlit commits a
+    text input on blur)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    box = widget_by_label(driver, "stTextInput", label).find_element(By.TAG_NAME, "input")
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(Keys.DELETE)
+    box.send_keys(text)
+    box.send_keys(Keys.TAB)  # Streamlit commits a text input on blur
+
+
+def selected_option(driver, label: str) -> str:
+    """The option a selectbox shows as chosen (its search field holds it; the element text is only the label)."""
+    from selenium.webdriver.common.by import By
+
+    box = widget_by_label(driver, "stSelectbox", label)
+    value = box.find_element(By.TAG_NAME, "input").get_attribute("value")
+    return value or box.get_attribute("textContent").replace(label, "", 1).strip()
+
+
+def choose_option(driver, label: str, option: str) -> None:
+    """Pick `option` in the selectbox labelled `label` (type to filter, Enter to choose). A rerun can replace
+    the widget's element while we type: then find it again."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    deadline = time.time() + 60
+    while True:
+        try:
+            if selected_option(driver, label) == option:
+                return
+            field = widget_by_label(driver, "stSelectbox", label).find_element(By.TAG_NAME, "input")
+            field.click()
+            field.send_keys(option)
+            time.sleep(0.5)
+            field.send_keys(Keys.ENTER)
+            time.sleep(1.5)
+        except StaleElementReferenceException:
+            time.sleep(0.5)
+        if time.time() > deadline:
+            driver.save_screenshot("/tmp/browser_own_failure.png")
+            raise AssertionError(f"{label!r} did not take {option!r}: it shows {selected_option(driver, label)!r}")
+
+
+def click_button(driver, text: str, timeout: float = 60) -> None:
+    """Click the first enabled button labelled `text`, retrying until the page has drawn it clickable."""
+    from selenium.common.exceptions import (
+        ElementClickInterceptedException,
+        ElementNotInteractableException,
+        StaleElementReferenceException,
+    )
+    from selenium.webdriver.common.by import By
+
+    deadline = time.time() + timeout
+    while True:
+        try:
+            buttons = [b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.strip() == text and b.is_enabled()]
+            if buttons:
+                buttons[0].click()
+                return
+        except StaleElementReferenceException:  # a rerun replaced the button while it was read (Explain streams)
+            pass
+        except (ElementNotInteractableException, ElementClickInterceptedException):
+            pass  # drawn but not yet clickable (an expander still opening, a rerun's overlay): try again
+        assert time.time() < deadline, f"no button {text!r}"
+        time.sleep(0.3)
+
+
+def displayed_button(driver, label, timeout=60):
+    """The first displayed button whose last line reads `label` (an icon adds its name on a line above), waiting
+    at most `timeout` seconds."""
+    from selenium.webdriver.common.by import By
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        found = [b for b in driver.find_elements(By.TAG_NAME, "button")  # an icon adds its name on a line above
+                 if b.text.strip().splitlines()[-1:] == [label] and b.is_displayed()]
+        if found:
+            return found[0]
+        time.sleep(0.2)
+    raise AssertionError(f"no button {label!r} on the page")
+
+
+def go_to_page(driver, title: str) -> None:
+    """Go to a page through the sidebar's navigation (keeps this browser session's state)."""
+    from selenium.webdriver.common.by import By
+
+    anchors = driver.find_elements(By.CSS_SELECTOR, "[data-testid='stSidebar'] a")
+    links = [a for a in anchors if a.text.strip().splitlines()[-1:] == [title]]  # the text starts with the icon's name
+    assert links, f"no page {title!r} in the sidebar: {[a.text for a in anchors]}"
+    links[0].click()
+    time.sleep(1)
+
+
+def page_text(driver) -> str:
+    """The text the page shows (its body's)."""
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.TAG_NAME, "body").text
+
+
+def wait_for_text(driver, text: str, timeout: float = 240) -> None:
+    """Until the page shows `text`; past `timeout` seconds, a screenshot and an error with the page's last text."""
+    deadline = time.time() + timeout
+    while text not in page_text(driver):
+        if time.time() > deadline:
+            driver.save_screenshot("/tmp/browser_own_failure.png")
+            raise AssertionError(f"{text!r} never appeared; the page says: {page_text(driver)[-1500:]}")
+        time.sleep(0.5)
+
+
+def wait_until(condition, timeout: float, what: str, driver):
+    """`condition()`'s value once it is true, polling; past `timeout` seconds, a screenshot and an error saying
+    `what` with the page's last text."""
+    deadline = time.time() + timeout
+    while not (value := condition()):
+        if time.time() > deadline:
+            driver.save_screenshot("/tmp/browser_llm_failure.png")
+            raise AssertionError(f"{what}; the page says: {page_text(driver)[-1500:]}")
+        time.sleep(0.3)
+    return value
+
+
+def prompt_preview(driver) -> str:
+    """The text of the page's prompt previews (pre.prompt-preview); empty while a rerun replaces them."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    try:
+        return " ".join(e.text for e in driver.find_elements(By.CSS_SELECTOR, "pre.prompt-preview"))
+    except StaleElementReferenceException:
+        return ""
+
+
+def ranking_links(driver) -> list[tuple[str, str]]:
+    """(label, href) of the page's links into Explain that carry a measure, in page order (the home page's ranking)."""
+    from selenium.webdriver.common.by import By
+
+    out = []
+    for a in driver.find_elements(By.CSS_SELECTOR, "[data-testid='stMain'] a"):
+        href = a.get_attribute("href") or ""
+        if "/explain?" in href and "measures=" in href:
+            out.append((a.text.strip(), href))
+    return out
+
+
+def wait_for_links(driver, timeout: float = 90) -> list[tuple[str, str]]:
+    """The ranking's links once the page has drawn at least one."""
+    deadline = time.time() + timeout
+    while not (links := ranking_links(driver)):
+        assert time.time() < deadline, "no ranked measure links: " + page_text(driver)[-1500:]
+        time.sleep(0.3)
+    return links
+
+
+def linked_measures(links: list[tuple[str, str]]) -> list[str]:
+    """The measure each (label, href) link into Explain opens with, in page order."""
+    return [urllib.parse.parse_qs(urllib.parse.urlparse(h).query)["measures"][0] for _, h in links]
+
+
+def wait_for_links_in_order(driver, order: list[str], timeout: float = 60) -> list[tuple[str, str]]:
+    """The ranking's links once the page has drawn them all: read until they name `order` or `timeout` passes (the
+    page streams, and a rerun redraws the table: a read in between saw 6 of the 8, out of order). Returns the last
+    read; the caller asserts its order, so a wrong one still fails once the page has settled."""
+    deadline = time.time() + timeout
+    while True:
+        links = wait_for_links(driver)
+        if linked_measures(links) == order or time.time() > deadline:
+            return links
+        time.sleep(0.5)

@@ -511,6 +511,14 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    """A MonkeyPatch undone after a module's last test: for what a module-scoped fixture sets (e.g. an environment
+    variable a server it starts inherits)."""
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
+
+
 @pytest.fixture(autouse=True)
 def fresh_admin_sign_in_backoff():
     """The dashboard's server-wide sign-in backoff (app/admin.py) lives for the process, as a server's does: each

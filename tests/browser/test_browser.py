@@ -8,9 +8,25 @@ from __future__ import annotations
 import time
 
 import pytest
-from browser_helpers import NEEDS_CHROMIUM, SHOTS, _first, _wait_until_the_script_ends, explain_in_page, serve_saved, wait_for
+from browser_helpers import NEEDS_CHROMIUM, SHOTS, explain_in_page, serve_saved, wait_for, wait_until_the_script_ends
 
 pytestmark = NEEDS_CHROMIUM
+
+
+def _first(find, timeout: float = 60):
+    """The first element `find()` returns, polling until the page has drawn it (a rerun draws top down)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    deadline = time.time() + timeout
+    while True:
+        try:
+            found = find()
+        except StaleElementReferenceException:  # a rerun replaced an element while it was read
+            found = []
+        if found:
+            return found[0]
+        assert time.time() < deadline, "the element was not drawn"
+        time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +76,7 @@ def test_other_pages_render(app_url, browser, page, heading):
 
     browser.get(f"{app_url}/{page}")
     wait_for(browser, "h1", text=heading)
-    _wait_until_the_script_ends(browser)
+    wait_until_the_script_ends(browser)
     errors = browser.find_elements(By.CSS_SELECTOR, "[data-testid='stException']")
     assert not errors, f"{page}: " + " | ".join(e.text[:600] for e in errors)
     SHOTS.mkdir(exist_ok=True)

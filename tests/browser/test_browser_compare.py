@@ -16,9 +16,21 @@ import urllib.parse
 
 import pytest
 import torch
-from browser_helpers import NEEDS_CHROMIUM, ROOT, SHOTS, save_with_metadata, serve_app, wait_for
-from test_browser_own import _choose, _page_text, _selected, _wait_text
-from test_browser_views import _button, _driver
+from browser_helpers import (
+    NEEDS_CHROMIUM,
+    ROOT,
+    SHOTS,
+    TALL_WINDOW,
+    choose_option,
+    chromium,
+    displayed_button,
+    page_text,
+    save_with_metadata,
+    selected_option,
+    serve_app,
+    wait_for,
+    wait_for_text,
+)
 
 pytestmark = NEEDS_CHROMIUM
 
@@ -59,7 +71,7 @@ def two_models(tmp_path_factory, toy_classifier):
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    driver = _driver(tmp_path_factory.mktemp("compare_downloads"))
+    driver = chromium(TALL_WINDOW, downloads=tmp_path_factory.mktemp("compare_downloads"))
     yield driver
     driver.quit()
 
@@ -87,7 +99,7 @@ def test_explain_draws_each_measure_under_both_models_side_by_side_with_each_pre
     query = urllib.parse.urlencode({"model": SHIPPED, "text": TEXT, "measures": "grad-l2,loo-sign", "compare": SECOND})
     browser.get(f"{url}/explain?{query}")
     wait_for(browser, "h1", text="Explain a prediction")
-    _wait_text(browser, f"Side by side: {SHIPPED} and {SECOND}")
+    wait_for_text(browser, f"Side by side: {SHIPPED} and {SECOND}")
     deadline = time.time() + 120
     while _count(browser, ".token-heatmap") < 6:
         assert time.time() < deadline, _main_text(browser)[-1500:]
@@ -121,16 +133,16 @@ def test_benchmarks_sets_a_checkpoint_of_one_run_beside_another_runs_model(two_m
     url, _ = two_models
     browser.get(f"{url}/benchmarks?run=tiny-rt-3seeds&part=compare")
     wait_for(browser, "h1", text="Benchmarks")
-    _choose(browser, "Checkpoint", SHIPPED)
-    _wait_text(browser, "Two models side by side")
+    choose_option(browser, "Checkpoint", SHIPPED)
+    wait_for_text(browser, "Two models side by side")
     rows = ResultsStore(ROOT / "results").load()
     rows = rows[rows["run"].isin(["tiny-rt-3seeds", "minilm-rt-3seeds"])]
     tops = []
     for side in (Side("tiny-rt-3seeds", "tiny", SHIPPED), Side("minilm-rt-3seeds", "minilm", ALL_SEEDS)):
         ranking = ranking_of(rows_of_side(rows, side))
         tops.append(ranking[ranking["measure"] != "random"]["measure"].iloc[0])
-    _wait_text(browser, f"A: {SHIPPED} (tiny-rt-3seeds) ranks {tops[0]} first")
-    _wait_text(browser, f"B: minilm, mean of 3 seeds (minilm-rt-3seeds) ranks {tops[1]} first")
+    wait_for_text(browser, f"A: {SHIPPED} (tiny-rt-3seeds) ranks {tops[0]} first")
+    wait_for_text(browser, f"B: minilm, mean of 3 seeds (minilm-rt-3seeds) ranks {tops[1]} first")
     deadline = time.time() + 60
     while True:
         titles = [e.text for e in browser.find_elements(By.CSS_SELECTOR, ".js-plotly-plot .gtitle")]
@@ -148,13 +160,13 @@ def test_benchmarks_moves_to_the_sidebars_models_run_when_the_sidebar_changes(tw
     wait_for(browser, "h1", text="Benchmarks")
     for model_id, run, family in ((SHIPPED, "tiny-rt-3seeds", "tiny"), (MINILM, "minilm-rt-3seeds", "minilm"),
                                   (SHIPPED, "tiny-rt-3seeds", "tiny")):
-        _choose(browser, "Checkpoint", model_id)
+        choose_option(browser, "Checkpoint", model_id)
         deadline = time.time() + 60
-        while _selected(browser, "Run") != run:
-            assert time.time() < deadline, f"the Run box shows {_selected(browser, 'Run')!r} for {model_id}"
+        while selected_option(browser, "Run") != run:
+            assert time.time() < deadline, f"the Run box shows {selected_option(browser, 'Run')!r} for {model_id}"
             time.sleep(0.3)
-        _wait_text(browser, f"Ranking: Recursive masking (no retraining) of {family} on rt")
-        assert "not the sidebar's model" not in _page_text(browser)
+        wait_for_text(browser, f"Ranking: Recursive masking (no retraining) of {family} on rt")
+        assert "not the sidebar's model" not in page_text(browser)
 
 
 def test_the_report_card_moves_to_the_sidebars_models_card_when_the_sidebar_changes(two_models, browser):
@@ -165,11 +177,11 @@ def test_the_report_card_moves_to_the_sidebars_models_card_when_the_sidebar_chan
     wait_for(browser, "h1", text="Report card")
     for model_id, run, family in ((SHIPPED, "tiny-rt-card", "tiny"), (MINILM, "minilm-rt-card", "minilm"),
                                   (SHIPPED, "tiny-rt-card", "tiny")):
-        _choose(browser, "Checkpoint", model_id)
+        choose_option(browser, "Checkpoint", model_id)
         deadline = time.time() + 120
-        while (_selected(browser, "Run"), _selected(browser, "Model family (planted into)")) != (run, family):
-            assert time.time() < deadline, (f"for {model_id} the boxes show {_selected(browser, 'Run')!r}, "
-                                            f"{_selected(browser, 'Model family (planted into)')!r}")
+        while (selected_option(browser, "Run"), selected_option(browser, "Model family (planted into)")) != (run, family):
+            assert time.time() < deadline, (f"for {model_id} the boxes show {selected_option(browser, 'Run')!r}, "
+                                            f"{selected_option(browser, 'Model family (planted into)')!r}")
             time.sleep(0.5)
 
 
@@ -182,10 +194,10 @@ def test_a_long_ig_run_shows_its_budget_spent_and_cancel_stops_it_keeping_the_fi
                                     "ig_max_steps": 5000, "ig_tolerance": 0, "ig_abs_tolerance": 0})
     browser.get(f"{url}/explain?{query}")
     wait_for(browser, "h1", text="Explain a prediction")
-    _wait_text(browser, "of up to 9000 path points", timeout=120)
+    wait_for_text(browser, "of up to 9000 path points", timeout=120)
     started = time.time()
-    _button(browser, "Cancel").click()
-    _wait_text(browser, "Stopped after 1 of 2 measures (ig-sign had computed", timeout=60)
+    displayed_button(browser, "Cancel").click()
+    wait_for_text(browser, "Stopped after 1 of 2 measures (ig-sign had computed", timeout=60)
     assert time.time() - started < 30, "stopped between passes, not at the end of the run"
     text = _main_text(browser)
     done = int(text.split("ig-sign had computed ", 1)[1].split(" ", 1)[0])

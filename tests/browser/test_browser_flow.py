@@ -7,9 +7,19 @@ import time
 import urllib.parse
 
 import pytest
-from browser_helpers import NEEDS_CHROMIUM, ROOT, SHOTS, save_with_metadata, serve_app, wait_for
-from test_browser_home import _linked_measures, _wait_for_links_in_order
-from test_browser_views import _button, _driver
+from browser_helpers import (
+    NEEDS_CHROMIUM,
+    ROOT,
+    SHOTS,
+    TALL_WINDOW,
+    chromium,
+    displayed_button,
+    linked_measures,
+    save_with_metadata,
+    serve_app,
+    wait_for,
+    wait_for_links_in_order,
+)
 
 pytestmark = NEEDS_CHROMIUM
 
@@ -35,7 +45,7 @@ def flow_app(tmp_path_factory, toy_classifier):
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    driver = _driver(tmp_path_factory.mktemp("flow_downloads"))
+    driver = chromium(TALL_WINDOW, downloads=tmp_path_factory.mktemp("flow_downloads"))
     yield driver
     driver.quit()
 
@@ -59,8 +69,8 @@ def test_a_benchmarks_ranking_opens_explain_on_an_example_with_that_measure_and_
                             "masked")
     browser.get(f"{flow_app}/benchmarks")
     wait_for(browser, "h1", text="Benchmarks")
-    links = _wait_for_links_in_order(browser, order)
-    assert _linked_measures(links) == order, "one link per ranked measure, in the ranking's order"
+    links = wait_for_links_in_order(browser, order)
+    assert linked_measures(links) == order, "one link per ranked measure, in the ranking's order"
     _, href = links[1]
     anchor = next(a for a in browser.find_elements(By.CSS_SELECTOR, "[data-testid='stMain'] a")
                   if (a.get_attribute("href") or "") == href)
@@ -95,7 +105,7 @@ def test_explain_hands_three_measures_to_masking_which_draws_them_against_the_ra
     while len(browser.find_elements(By.CSS_SELECTOR, ".token-heatmap")) < 3:
         assert time.time() < deadline, _main_text(browser)[-1500:]
         time.sleep(0.3)
-    button = _button(browser, "Mask this text step by step")
+    button = displayed_button(browser, "Mask this text step by step")
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
     button.click()
     wait_for(browser, "h1", text="Step-by-step masking")

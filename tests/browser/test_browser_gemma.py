@@ -10,9 +10,20 @@ import time
 import urllib.parse
 
 import pytest
-from browser_helpers import NEEDS_CHROMIUM, _buttons, _wait_until_the_script_ends, serve_app, wait_for
-from test_browser_llm import _preview, _until
-from test_browser_own import _by_label, _click, _page, _page_text, _wait_text
+from browser_helpers import (
+    NEEDS_CHROMIUM,
+    buttons_labelled,
+    click_button,
+    go_to_page,
+    page_text,
+    prompt_preview,
+    serve_app,
+    wait_for,
+    wait_for_text,
+    wait_until,
+    wait_until_the_script_ends,
+    widget_by_label,
+)
 
 pytestmark = NEEDS_CHROMIUM
 
@@ -57,34 +68,34 @@ def test_gemma_explained_self_explained_and_its_prompt_previewed(gemma_app, brow
     query = urllib.parse.urlencode({"model": MODEL, "text": REVIEW, "measures": "grad-l2"})
     browser.get(f"{gemma_app}/explain?{query}")
     wait_for(browser, "h1", text="Explain a prediction")
-    _until(lambda: browser.find_elements(By.CSS_SELECTOR, ".token-heatmap") and not _buttons(browser, "Cancel"),
-           400, "no heatmap appeared", browser)
+    wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, ".token-heatmap") and not buttons_labelled(browser, "Cancel"),
+               400, "no heatmap appeared", browser)
     heatmap = browser.find_element(By.CSS_SELECTOR, ".token-heatmap").text
     assert "funny" in heatmap and "Sentiment" not in heatmap, heatmap[:200]  # the review's tokens only
-    _wait_text(browser, "Prediction: ")
+    wait_for_text(browser, "Prediction: ")
     if BUILTINS["gemma3-rt-lora"].shipped:
-        assert "was not masked-fine-tuned" in _page_text(browser) and _buttons(browser, "Use gemma3-rt-lora")
+        assert "was not masked-fine-tuned" in page_text(browser) and buttons_labelled(browser, "Use gemma3-rt-lora")
     print(f"{time.time() - started:.0f} s: self-explanation")
 
-    number = _by_label(browser, "stNumberInput", "Longest answer").find_element(By.TAG_NAME, "input")
+    number = widget_by_label(browser, "stNumberInput", "Longest answer").find_element(By.TAG_NAME, "input")
     number.send_keys(Keys.CONTROL, "a")
     number.send_keys("12", Keys.TAB)
     time.sleep(1)
-    _click(browser, "Ask for a self-explanation")
-    _wait_text(browser, "Verdict: ", timeout=400)
-    _wait_until_the_script_ends(browser)
-    body = _page_text(browser)
+    click_button(browser, "Ask for a self-explanation")
+    wait_for_text(browser, "Verdict: ", timeout=400)
+    wait_until_the_script_ends(browser)
+    body = page_text(browser)
     verdict = body.split("Verdict: ", 1)[1].split("\n", 1)[0]
     assert verdict.split(" (")[0].strip() in ("faithful", "unfaithful", "not parsable"), verdict
     assert "The request for a counterfactual explanation" in body
     print(f"{time.time() - started:.0f} s: prompt editor")
 
-    _page(browser, "Models")
+    go_to_page(browser, "Models")
     wait_for(browser, "h1", text="Models")
-    _until(lambda: "Sentiment:" in _preview(browser), 240, "no preview of Gemma's prompt", browser)
-    shown = _preview(browser)
+    wait_until(lambda: "Sentiment:" in prompt_preview(browser), 240, "no preview of Gemma's prompt", browser)
+    shown = prompt_preview(browser)
     assert "Review: " in shown and "Sentiment: positive" in shown and "Sentiment: negative" in shown, shown[:400]
     slot = browser.find_element(By.CSS_SELECTOR, "pre.prompt-preview mark.prompt-slot").text
     assert slot == "a gripping , funny film , but far too long", slot  # the editor's preview input
-    assert "▁positive" in _page_text(browser)  # the label word's single token, leading space as the word-start mark
+    assert "▁positive" in page_text(browser)  # the label word's single token, leading space as the word-start mark
     print(f"Gemma browser flow: {time.time() - started:.0f} s")

@@ -14,8 +14,7 @@ import time
 import urllib.parse
 
 import pytest
-from browser_helpers import NEEDS_CHROMIUM, SHOTS, serve_app, wait_for
-from test_browser_own import _click, _page, _page_text, _wait_text, monkeypatch_module  # noqa: F401 (a fixture)
+from browser_helpers import NEEDS_CHROMIUM, SHOTS, click_button, go_to_page, page_text, serve_app, wait_for, wait_for_text
 
 pytestmark = NEEDS_CHROMIUM
 
@@ -154,26 +153,26 @@ def test_plant_a_trigger_run_a_card_and_read_its_verdicts(app, browser):  # noqa
     _choose_in(browser, submit, "Base dataset", BASE_DATA)
     _number_in(browser, submit, "Learning rate", "0.0003")
     _submit(browser, submit)
-    _wait_text(browser, "Planted model planted-toy-browser-", timeout=400)
+    wait_for_text(browser, "Planted model planted-toy-browser-", timeout=400)
     planted = [c for c in paths["cache"].iterdir() if c.name.startswith("planted-toy-browser-")]
     assert len(planted) == 1, planted
     meta = load_classifier(planted[0]).metadata["planted"]  # the folder: the test process has another cache
     assert (meta["mechanism"], meta["words"], meta["rate"]) == ("trigger", [TRIGGER], 0.3)
-    _click(browser, "Use it")
+    click_button(browser, "Use it")
 
     # 2. A small report card on the Report card page (its run form opens when the store has no card yet).
-    _page(browser, "Report card")
+    go_to_page(browser, "Report card")
     wait_for(browser, "h1", text="Report card")
     submit = "Run the report card"
     _choose_in(browser, submit, "Planted model", planted[0].name)
     _number_in(browser, submit, "Inputs (deciding)", "10")
     _submit(browser, submit)
-    _wait_text(browser, "preferred the true explanation on", timeout=600)
+    wait_for_text(browser, "preferred the true explanation on", timeout=600)
 
     # 3. The verdicts on the page are the engine's on the same rows, one per metric.
     expected = _engine_verdicts(paths["results"])
     assert expected, "the card wrote no judge rows"
-    text = _page_text(browser).replace("\u2060", "")  # the word joiner md() puts after '@' (no mail link)
+    text = page_text(browser).replace("\u2060", "")  # the word joiner md() puts after '@' (no mail link)
     for line in expected:
         assert line in text, (line, text[-3000:])
     assert any(line.startswith("comprehensiveness@10% preferred the true explanation on") for line in expected)
@@ -182,6 +181,6 @@ def test_plant_a_trigger_run_a_card_and_read_its_verdicts(app, browser):  # noqa
     query = urllib.parse.parse_qs(urllib.parse.urlparse(browser.current_url).query)
     assert query == {"run": [RUN], "family": ["toy-browser"], "mechanism": ["trigger"], "operator": ["mask"]}, query
     browser.get(browser.current_url)
-    _wait_text(browser, expected[0], timeout=180)
+    wait_for_text(browser, expected[0], timeout=180)
     SHOTS.mkdir(exist_ok=True)
     browser.save_screenshot(str(SHOTS / "report-card.png"))  # docs/ only with ENGINE_UPDATE_SCREENSHOTS=1

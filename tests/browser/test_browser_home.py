@@ -8,8 +8,20 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from browser_helpers import NEEDS_CHROMIUM, SHOTS, save_with_metadata, serve_app, wait_for
-from test_browser_own import _choose, _page_text, _wait_text
+from browser_helpers import (
+    NEEDS_CHROMIUM,
+    SHOTS,
+    choose_option,
+    linked_measures,
+    page_text,
+    ranking_links,
+    save_with_metadata,
+    serve_app,
+    wait_for,
+    wait_for_links,
+    wait_for_links_in_order,
+    wait_for_text,
+)
 
 pytestmark = NEEDS_CHROMIUM
 
@@ -35,43 +47,6 @@ def home_app(tmp_path_factory, toy_classifier):
         yield url
 
 
-def _ranking_links(driver) -> list[tuple[str, str]]:
-    """(label, href) of the page's links into Explain that carry a measure, in page order."""
-    from selenium.webdriver.common.by import By
-
-    out = []
-    for a in driver.find_elements(By.CSS_SELECTOR, "[data-testid='stMain'] a"):
-        href = a.get_attribute("href") or ""
-        if "/explain?" in href and "measures=" in href:
-            out.append((a.text.strip(), href))
-    return out
-
-
-def _wait_for_links(driver, timeout: float = 90) -> list[tuple[str, str]]:
-    deadline = time.time() + timeout
-    while not (links := _ranking_links(driver)):
-        assert time.time() < deadline, "no ranked measure links: " + _page_text(driver)[-1500:]
-        time.sleep(0.3)
-    return links
-
-
-def _linked_measures(links: list[tuple[str, str]]) -> list[str]:
-    """The measure each (label, href) link into Explain opens with, in page order."""
-    return [urllib.parse.parse_qs(urllib.parse.urlparse(h).query)["measures"][0] for _, h in links]
-
-
-def _wait_for_links_in_order(driver, order: list[str], timeout: float = 60) -> list[tuple[str, str]]:
-    """The ranking's links once the page has drawn them all: read until they name `order` or `timeout` passes (the
-    page streams, and a rerun redraws the table: a read in between saw 6 of the 8, out of order). Returns the last
-    read; the caller asserts its order, so a wrong one still fails once the page has settled."""
-    deadline = time.time() + timeout
-    while True:
-        links = _wait_for_links(driver)
-        if _linked_measures(links) == order or time.time() > deadline:
-            return links
-        time.sleep(0.5)
-
-
 def test_the_app_opens_on_home_ranks_the_sidebars_model_and_follows_a_switch(home_app, browser):  # noqa: F811
     """/ shows the home page for the default model (the shipped run's): its card, leave one out ranked first on
     RACU with the run named, a link per measure; choosing the model without evidence changes the card and says
@@ -83,21 +58,21 @@ def test_the_app_opens_on_home_ranks_the_sidebars_model_and_follows_a_switch(hom
                             "masked")
     browser.get(home_app)
     wait_for(browser, "h1", text=TITLE)
-    _wait_text(browser, f"The model: {SHIPPED}")
-    links = _wait_for_links_in_order(browser, order)
-    assert _linked_measures(links) == order
-    text = _page_text(browser)
+    wait_for_text(browser, f"The model: {SHIPPED}")
+    links = wait_for_links_in_order(browser, order)
+    assert linked_measures(links) == order
+    text = page_text(browser)
     assert "results/tiny-rt-3seeds" in text and "RACU %" in text and "higher: more faithful" in text
     assert links[0][0].endswith("1. leave one out (signed)"), links[0]  # after its icon's name
     time.sleep(1.0)  # the tables draw on a canvas after the text
     SHOTS.mkdir(exist_ok=True)
     browser.save_screenshot(str(SHOTS / "home.png"))
 
-    _choose(browser, "Checkpoint", "toy-home")
-    _wait_text(browser, "The model: toy-home")
-    _wait_text(browser, "No stored run or report card measures the explanations of toy-home")
-    assert not _ranking_links(browser)
-    assert "Compute a first ranking" in _page_text(browser)
+    choose_option(browser, "Checkpoint", "toy-home")
+    wait_for_text(browser, "The model: toy-home")
+    wait_for_text(browser, "No stored run or report card measures the explanations of toy-home")
+    assert not ranking_links(browser)
+    assert "Compute a first ranking" in page_text(browser)
 
 
 def test_a_ranked_measures_link_opens_explain_with_that_measure_on_an_example(home_app, browser):  # noqa: F811
@@ -107,8 +82,8 @@ def test_a_ranked_measures_link_opens_explain_with_that_measure_on_an_example(ho
 
     browser.get(home_app)
     wait_for(browser, "h1", text=TITLE)
-    _choose(browser, "Checkpoint", SHIPPED)
-    links = _wait_for_links(browser)
+    choose_option(browser, "Checkpoint", SHIPPED)
+    links = wait_for_links(browser)
     label, href = links[1]
     measure = urllib.parse.parse_qs(urllib.parse.urlparse(href).query)["measures"][0]
     anchor = next(a for a in browser.find_elements(By.CSS_SELECTOR, "[data-testid='stMain'] a")

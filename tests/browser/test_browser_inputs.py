@@ -10,8 +10,7 @@ import re
 import time
 
 import pytest
-from browser_helpers import NEEDS_CHROMIUM, explain_in_page, serve_app, wait_for
-from test_browser_own import _page_text, _type, _wait_text
+from browser_helpers import NEEDS_CHROMIUM, explain_in_page, page_text, serve_app, type_into, wait_for, wait_for_text
 
 pytestmark = NEEDS_CHROMIUM
 
@@ -41,12 +40,12 @@ def test_an_emoji_only_text_is_predicted_with_a_warning_that_the_model_cannot_re
     browser.get(f"{app}/explain")  # the app opens on the home page
     wait_for(browser, "h1", text="Explain")
     explain_in_page(browser, "😀🎬🍿", "[UNK]")
-    _wait_text(browser, UNKNOWN_WORDS, timeout=60)
-    text = _page_text(browser)
+    wait_for_text(browser, UNKNOWN_WORDS, timeout=60)
+    text = page_text(browser)
     assert "Prediction:" in text and "[UNK]" in text[text.index(UNKNOWN_WORDS) - 400:]
     explain_in_page(browser, "the movie was really good", "really")
     deadline = time.time() + 30
-    while UNKNOWN_WORDS in _page_text(browser):  # an ordinary review: the warning goes
+    while UNKNOWN_WORDS in page_text(browser):  # an ordinary review: the warning goes
         assert time.time() < deadline, "the warning stayed for a readable text"
         time.sleep(0.5)
 
@@ -56,8 +55,8 @@ def test_annotators_see_the_explanations_on_one_scale_without_ranges(app, browse
 
     browser.get(f"{app}/annotate")
     wait_for(browser, "h1", text="Annotate")
-    _type(browser, "Your name", "ann")
-    _wait_text(browser, "Explanation B", timeout=120)
+    type_into(browser, "Your name", "ann")
+    wait_for_text(browser, "Explanation B", timeout=120)
     deadline = time.time() + 30
     while len(maps := [e.get_attribute("outerHTML") for e in browser.find_elements(By.CSS_SELECTOR, ".token-heatmap")
                        if "Explanation" in e.text]) < 2:

@@ -18,8 +18,22 @@ import time
 import urllib.parse
 
 import pytest
-from browser_helpers import NEEDS_CHROMIUM, SHOTS, _buttons, _wait_until_the_script_ends, serve_app, wait_for
-from test_browser_own import _by_label, _choose, _click, _page, _page_text, _wait_text
+from browser_helpers import (
+    NEEDS_CHROMIUM,
+    SHOTS,
+    buttons_labelled,
+    choose_option,
+    click_button,
+    go_to_page,
+    page_text,
+    prompt_preview,
+    serve_app,
+    wait_for,
+    wait_for_text,
+    wait_until,
+    wait_until_the_script_ends,
+    widget_by_label,
+)
 
 pytestmark = NEEDS_CHROMIUM
 
@@ -61,31 +75,11 @@ def _type_area(driver, label: str, text: str) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    area = _by_label(driver, "stTextArea", label).find_element(By.TAG_NAME, "textarea")
+    area = widget_by_label(driver, "stTextArea", label).find_element(By.TAG_NAME, "textarea")
     area.send_keys(Keys.CONTROL, "a")  # React-controlled: clear() does not reach Streamlit's state
     area.send_keys(Keys.DELETE)
     area.send_keys(text)
     driver.find_element(By.TAG_NAME, "h1").click()  # Streamlit commits a text area on blur
-
-
-def _preview(driver) -> str:
-    from selenium.common.exceptions import StaleElementReferenceException
-    from selenium.webdriver.common.by import By
-
-    try:
-        return " ".join(e.text for e in driver.find_elements(By.CSS_SELECTOR, "pre.prompt-preview"))
-    except StaleElementReferenceException:
-        return ""
-
-
-def _until(condition, timeout: float, what: str, driver):
-    deadline = time.time() + timeout
-    while not (value := condition()):
-        if time.time() > deadline:
-            driver.save_screenshot("/tmp/browser_llm_failure.png")
-            raise AssertionError(f"{what}; the page says: {_page_text(driver)[-1500:]}")
-        time.sleep(0.3)
-    return value
 
 
 def _shot(driver, css: str, name: str) -> None:
@@ -109,56 +103,56 @@ def test_llm_prompt_edited_explained_self_explained_and_masked(llm_app, browser)
     browser.get(f"{llm_app}/explain")  # the app opens on the home page
     wait_for(browser, "h1", text="Explain a prediction")
     # 1. Choose the LLM in the sidebar (it is offered, never chosen by default).
-    _choose(browser, "Checkpoint", MODEL)
-    _wait_text(browser, "prompted LM, zero-shot")
+    choose_option(browser, "Checkpoint", MODEL)
+    wait_for_text(browser, "prompted LM, zero-shot")
 
     print(f"{time.time() - started:.0f} s: step 2")
     # 2. The Models page's prompt editor opens on its prompt; an edit changes the preview, a broken one is refused.
-    _page(browser, "Models")
+    go_to_page(browser, "Models")
     wait_for(browser, "h1", text="Models")
-    _until(lambda: "Is the sentiment of this text" in _preview(browser), 120, "no preview of the model's prompt", browser)
-    assert "<|im_start|>assistant" in _preview(browser), "the preview is the chat-templated string"
+    wait_until(lambda: "Is the sentiment of this text" in prompt_preview(browser), 120, "no preview of the model's prompt", browser)
+    assert "<|im_start|>assistant" in prompt_preview(browser), "the preview is the chat-templated string"
     slot = browser.find_element(By.CSS_SELECTOR, "pre.prompt-preview mark.prompt-slot").text
     assert slot == "a gripping , funny film , but far too long", slot
     _type_area(browser, "Instruction", INSTRUCTION)
-    _until(lambda: INSTRUCTION in _preview(browser), 60, "the preview did not follow the edit", browser)
-    assert "Is the sentiment of this text" not in _preview(browser)
+    wait_until(lambda: INSTRUCTION in prompt_preview(browser), 60, "the preview did not follow the edit", browser)
+    assert "Is the sentiment of this text" not in prompt_preview(browser)
     _shot(browser, "pre.prompt-preview", "llm-prompt-editor.png")
     _type_area(browser, "Verbalizer", "negative: negative")
-    _wait_text(browser, "Not a usable prompt", timeout=60)  # one class only: the engine's message, shown
-    assert not _preview(browser)
+    wait_for_text(browser, "Not a usable prompt", timeout=60)  # one class only: the engine's message, shown
+    assert not prompt_preview(browser)
 
     print(f"{time.time() - started:.0f} s: step 3")
     # 3. Explain a typed review with two cheap measures: both heatmaps stream in.
     query = urllib.parse.urlencode({"model": MODEL, "text": REVIEW, "measures": "grad-l2,loo-sign"})
     browser.get(f"{llm_app}/explain?{query}")
     wait_for(browser, "h1", text="Explain a prediction")
-    _until(lambda: len(browser.find_elements(By.CSS_SELECTOR, ".token-heatmap")) >= 2 and not _buttons(browser, "Cancel"),
-           240, "two heatmaps never appeared", browser)
+    wait_until(lambda: len(browser.find_elements(By.CSS_SELECTOR, ".token-heatmap")) >= 2 and not buttons_labelled(browser, "Cancel"),
+               240, "two heatmaps never appeared", browser)
     heatmaps = browser.find_elements(By.CSS_SELECTOR, ".token-heatmap")
     assert all("funny" in h.text for h in heatmaps), [h.text[:80] for h in heatmaps]
-    _wait_text(browser, "Prediction: ")
+    wait_for_text(browser, "Prediction: ")
 
     print(f"{time.time() - started:.0f} s: step 4")
     # 4. A self-explanation (counterfactual, at most 24 new tokens): the answer, each intermediate text, the verdict.
-    number = _by_label(browser, "stNumberInput", "Longest answer").find_element(By.TAG_NAME, "input")
+    number = widget_by_label(browser, "stNumberInput", "Longest answer").find_element(By.TAG_NAME, "input")
     from selenium.webdriver.common.keys import Keys
 
     number.send_keys(Keys.CONTROL, "a")
     number.send_keys("24", Keys.TAB)
     time.sleep(1)
-    _click(browser, "Ask for a self-explanation")
-    _wait_text(browser, "Verdict: ", timeout=240)
-    _wait_until_the_script_ends(browser)  # the elements after the verdict arrive one by one
-    body = _page_text(browser)
+    click_button(browser, "Ask for a self-explanation")
+    wait_for_text(browser, "Verdict: ", timeout=240)
+    wait_until_the_script_ends(browser)  # the elements after the verdict arrive one by one
+    body = page_text(browser)
     verdict = body.split("Verdict: ", 1)[1].split("\n", 1)[0]
     assert verdict.split(" (")[0].strip() in ("faithful", "unfaithful", "not parsable"), verdict
     assert "The model's answer (generated now)" in body and "<|im_start|>assistant" in body, body[-3000:]
     assert "The request for a counterfactual explanation" in body
     _shot(browser, "[data-testid='stAlertContainer']", "llm-self-explanation.png")
-    _click(browser, "Ask for a self-explanation")
-    _wait_text(browser, "from the generation cache", timeout=120)  # asked again: nothing generated
-    assert "Verdict: " + verdict in _page_text(browser)
+    click_button(browser, "Ask for a self-explanation")
+    wait_for_text(browser, "from the generation cache", timeout=120)  # asked again: nothing generated
+    assert "Verdict: " + verdict in page_text(browser)
 
     print(f"{time.time() - started:.0f} s: step 5")
     # 5. Step-by-step masking with MaSF p-values (calibrated on the registered rt-mini, offered first).
@@ -166,13 +160,13 @@ def test_llm_prompt_edited_explained_self_explained_and_masked(llm_app, browser)
     browser.get(f"{llm_app}/masking?{query}")
     wait_for(browser, "h1", text="Step-by-step masking")
     wait_for(browser, ".masking-steps", timeout=300)
-    metric = _by_label(browser, "stMetric", "MaSF p-value")
+    metric = widget_by_label(browser, "stMetric", "MaSF p-value")
     value = metric.find_element(By.CSS_SELECTOR, "[data-testid='stMetricValue']").text.strip()
     verdict = metric.find_element(By.CSS_SELECTOR, "[data-testid='stMetricDelta']").text.strip()
     assert 0.0 <= float(value) <= 1.0, value
     assert verdict == ("in distribution" if float(value) >= 0.05 else "out of distribution"), (value, verdict)
     steps = browser.find_element(By.CSS_SELECTOR, ".masking-steps").text
     assert steps.count("MaSF p ") == 5, steps  # levels 0, 25, 50, 75, 100%: a p-value each
-    assert f"calibrated on {DATASET}" in _page_text(browser) or DATASET in _page_text(browser)
+    assert f"calibrated on {DATASET}" in page_text(browser) or DATASET in page_text(browser)
     _shot(browser, ".masking-steps", "llm-masking.png")
     print(f"LLM browser flow: {time.time() - started:.0f} s after the conversion")

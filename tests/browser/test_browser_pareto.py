@@ -6,8 +6,7 @@ from __future__ import annotations
 import shutil
 import time
 
-from browser_helpers import NEEDS_CHROMIUM, ROOT, SHOTS, serve_app, wait_for
-from test_browser_views import _driver
+from browser_helpers import NEEDS_CHROMIUM, ROOT, SHOTS, TALL_WINDOW, chromium, serve_app, wait_for
 
 RUN = "tiny-rt-budget"
 pytestmark = NEEDS_CHROMIUM
@@ -23,7 +22,7 @@ def test_pareto_view_draws_every_method_and_the_front(tmp_path):
     shutil.copytree(ROOT / "results" / RUN, results / RUN)
     (tmp_path / "cache").mkdir()
     with serve_app(tmp_path / "cache", results) as url:
-        driver = _driver(tmp_path)
+        driver = chromium(TALL_WINDOW, downloads=tmp_path)
         try:
             driver.get(f"{url}/benchmarks?part=budget")  # the page's budget part, linked
             heading = wait_for(driver, "[data-testid='stMain']", text="Faithfulness against forward passes")

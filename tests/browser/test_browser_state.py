@@ -12,8 +12,18 @@ from __future__ import annotations
 import time
 
 import pytest
-from browser_helpers import NEEDS_CHROMIUM, _wait_until_the_script_ends, serve_app, wait_for
-from test_browser_own import _by_label, _choose, _click, _page_text, _selected, _wait_text
+from browser_helpers import (
+    NEEDS_CHROMIUM,
+    choose_option,
+    click_button,
+    page_text,
+    selected_option,
+    serve_app,
+    wait_for,
+    wait_for_text,
+    wait_until_the_script_ends,
+    widget_by_label,
+)
 from test_report_card_view import _card_rows, _truth_rows
 
 pytestmark = NEEDS_CHROMIUM
@@ -48,8 +58,8 @@ def _verdicts_of(results, run: str, operator: str) -> list[str]:
 
 
 def _shown_view(driver) -> dict[str, str]:
-    return {"run": _selected(driver, "Run"), "family": _selected(driver, "Model family (planted into)"),
-            "mechanism": _selected(driver, "Mechanism"), "operator": _selected(driver, "Masking operator")}
+    return {"run": selected_option(driver, "Run"), "family": selected_option(driver, "Model family (planted into)"),
+            "mechanism": selected_option(driver, "Mechanism"), "operator": selected_option(driver, "Masking operator")}
 
 
 def _agrees(driver, results, run: str, timeout: float = 60) -> None:
@@ -59,7 +69,7 @@ def _agrees(driver, results, run: str, timeout: float = 60) -> None:
     deadline = time.time() + timeout
     while True:
         shown = _shown_view(driver)
-        text = _page_text(driver).replace("\u2060", "")
+        text = page_text(driver).replace("\u2060", "")
         operator = next((o for o in operators if OPERATOR_WORDS[o] == shown["operator"]), None)
         ok = (shown["run"] == run and shown["family"] == family and shown["mechanism"] == mechanism
               and operator is not None and f"Operator: {OPERATOR_WORDS[operator]}." in text
@@ -76,12 +86,12 @@ def test_switching_the_report_card_run_moves_every_box_to_the_new_runs_view(card
     url, results = card_app
     browser.get(f"{url}/report_card?run=a-first")
     wait_for(browser, "h1", text="Report card")
-    _wait_text(browser, "preferred the true explanation on", timeout=180)
-    _choose(browser, "Masking operator", OPERATOR_WORDS["delete"])
+    wait_for_text(browser, "preferred the true explanation on", timeout=180)
+    choose_option(browser, "Masking operator", OPERATOR_WORDS["delete"])
     _agrees(browser, results, "a-first")
-    _choose(browser, "Run", "b-second")
+    choose_option(browser, "Run", "b-second")
     _agrees(browser, results, "b-second")
-    _choose(browser, "Run", "a-first")  # and back: the first run's own first view, not the second's leftovers
+    choose_option(browser, "Run", "a-first")  # and back: the first run's own first view, not the second's leftovers
     _agrees(browser, results, "a-first")
 
 
@@ -103,7 +113,7 @@ def models_app(tmp_path_factory, toy_classifier):
 def _text_area(driver, label: str) -> str:
     from selenium.webdriver.common.by import By
 
-    return _by_label(driver, "stTextArea", label).find_element(By.TAG_NAME, "textarea").get_attribute("value")
+    return widget_by_label(driver, "stTextArea", label).find_element(By.TAG_NAME, "textarea").get_attribute("value")
 
 
 def test_build_with_its_defaults_leaves_the_prompt_editor_as_it_was(models_app, browser):  # noqa: F811
@@ -113,17 +123,17 @@ def test_build_with_its_defaults_leaves_the_prompt_editor_as_it_was(models_app, 
     url, default = models_app
     browser.get(f"{url}/models")
     wait_for(browser, "h1", text="Models")
-    _wait_text(browser, "What the model reads", timeout=180)
-    _wait_until_the_script_ends(browser)
+    wait_for_text(browser, "What the model reads", timeout=180)
+    wait_until_the_script_ends(browser)
     instruction = _text_area(browser, "Instruction")
     verbalizer = _text_area(browser, "Verbalizer")
     assert instruction and verbalizer
-    _click(browser, "Build")
-    _wait_text(browser, f"{default} already exists", timeout=120)
-    _wait_until_the_script_ends(browser)
+    click_button(browser, "Build")
+    wait_for_text(browser, f"{default} already exists", timeout=120)
+    wait_until_the_script_ends(browser)
     assert _text_area(browser, "Instruction") == instruction, "the rest of the page is drawn after the refusal"
-    _choose(browser, "Details of", "toy-other")  # the next interaction: any widget outside the form
-    _wait_until_the_script_ends(browser)
+    choose_option(browser, "Details of", "toy-other")  # the next interaction: any widget outside the form
+    wait_until_the_script_ends(browser)
     assert _text_area(browser, "Instruction") == instruction
     assert _text_area(browser, "Verbalizer") == verbalizer
-    assert "Not a usable prompt" not in _page_text(browser)
+    assert "Not a usable prompt" not in page_text(browser)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import urllib.parse
 
-from browser_helpers import NEEDS_CHROMIUM, _buttons, serve_app, wait_for
+from browser_helpers import NEEDS_CHROMIUM, buttons_labelled, serve_app, wait_for
 from selenium.webdriver.common.by import By
 
 pytestmark = NEEDS_CHROMIUM
@@ -24,7 +24,7 @@ def test_explain_streams_the_first_heatmap_and_cancel_keeps_the_measures_done(tm
     with serve_app(tmp_path / "cache", tmp_path / "results") as url:
         browser.get(f"{url}/explain?" + urllib.parse.urlencode({"text": TEXT, "measures": "beam,grad-l2"}))
         wait_for(browser, ".token-heatmap", text="plot")
-        cancel = _buttons(browser, "Cancel")
+        cancel = buttons_labelled(browser, "Cancel")
         assert cancel, "the first heatmap is shown while the dearer measure still runs"
         assert len(browser.find_elements(By.CSS_SELECTOR, ".token-heatmap")) == 1
         cancel[0].click()

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import time
 
-from browser_helpers import NEEDS_CHROMIUM, serve_app, wait_for
-from test_browser_own import _page_text, _wait_text
-from test_browser_study import _driver
+from browser_helpers import LAPTOP_WINDOW, NEEDS_CHROMIUM, chromium, page_text, serve_app, wait_for, wait_for_text
 
 pytestmark = NEEDS_CHROMIUM
 
@@ -34,14 +32,14 @@ def test_the_studies_status_metrics_are_not_clipped(tmp_path):
     store.create(StudyConfig(name="Clipping study", model_id="m", measures=("x", "y"), n_examples=4,
                              tasks_per_annotator=2, overlap=2, attention_checks=0), tasks, code_version="test")
     with serve_app(cache, results) as url:
-        driver = _driver()  # 1200 px wide, as a laptop's browser window
+        driver = chromium(LAPTOP_WINDOW)  # 1200 px wide, as a laptop's browser window
         try:
             driver.get(f"{url}/studies")
             wait_for(driver, "h1", text="Studies")
-            _wait_text(driver, "Tasks complete", timeout=120)
+            wait_for_text(driver, "Tasks complete", timeout=120)
             time.sleep(2.0)  # the metrics' fonts and columns settle
             metrics = driver.find_elements("css selector", "[data-testid='stMetric']")
-            assert len(metrics) >= 5, _page_text(driver)[-800:]
+            assert len(metrics) >= 5, page_text(driver)[-800:]
             annotators = next(m.text for m in metrics if m.text.startswith("Annotators"))
             assert "0 of 4" in annotators, annotators
             clipped = driver.execute_script(CLIPPED)

@@ -13,8 +13,20 @@ import re
 import time
 
 import pytest
-from browser_helpers import NEEDS_CHROMIUM, chromium, serve_app, wait_for
-from test_browser_own import _by_label, _click, _page, _page_text, _selected, _type, _wait_text
+from browser_helpers import (
+    LAPTOP_WINDOW,
+    NEEDS_CHROMIUM,
+    chromium,
+    click_button,
+    go_to_page,
+    page_text,
+    selected_option,
+    serve_app,
+    type_into,
+    wait_for,
+    wait_for_text,
+    widget_by_label,
+)
 
 pytestmark = NEEDS_CHROMIUM
 
@@ -38,7 +50,7 @@ def study_app(tmp_path_factory, toy_classifier):
 
 
 def _driver():
-    return chromium("1200,1600")
+    return chromium(LAPTOP_WINDOW)
 
 
 def _clean(text: str) -> str:
@@ -49,7 +61,7 @@ def _area(driver, label: str, text: str) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    box = _by_label(driver, "stTextArea", label).find_element(By.TAG_NAME, "textarea")
+    box = widget_by_label(driver, "stTextArea", label).find_element(By.TAG_NAME, "textarea")
     box.send_keys(Keys.CONTROL, "a")
     box.send_keys(Keys.DELETE)
     box.send_keys(text)
@@ -60,7 +72,7 @@ def _number(driver, label: str, value: int) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    box = _by_label(driver, "stNumberInput", label).find_element(By.TAG_NAME, "input")
+    box = widget_by_label(driver, "stNumberInput", label).find_element(By.TAG_NAME, "input")
     box.send_keys(Keys.CONTROL, "a")
     box.send_keys(str(value))
     box.send_keys(Keys.TAB)
@@ -68,7 +80,7 @@ def _number(driver, label: str, value: int) -> None:
 
 def _pick(driver, label: str, option: str, timeout: float = 60) -> None:
     """Choose `option` in a selectbox (type it, Enter) and wait until the box shows it; faster than
-    test_browser_own._choose, which sleeps a fixed time per try."""
+    browser_helpers.choose_option, which sleeps a fixed time per try."""
     from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
@@ -76,14 +88,14 @@ def _pick(driver, label: str, option: str, timeout: float = 60) -> None:
     deadline = time.time() + timeout
     while True:
         try:
-            if _selected(driver, label) == option:
+            if selected_option(driver, label) == option:
                 return
-            field = _by_label(driver, "stSelectbox", label).find_element(By.TAG_NAME, "input")
+            field = widget_by_label(driver, "stSelectbox", label).find_element(By.TAG_NAME, "input")
             field.click()
             field.send_keys(option)
             field.send_keys(Keys.ENTER)
             for _ in range(20):
-                if _selected(driver, label) == option:
+                if selected_option(driver, label) == option:
                     return
                 time.sleep(0.15)
         except StaleElementReferenceException:
@@ -147,7 +159,7 @@ def _answer(driver, fail_check: bool, comment: str | None) -> bool:
     from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
-    text = _page_text(driver)
+    text = page_text(driver)
     check = re.search(r"put explanation ([A-Z]) first", text)
     slots = sorted({m for m in re.findall(r"Rank of ([A-Z])", text)})
     assert len(slots) >= 2, text[-800:]
@@ -163,11 +175,11 @@ def _answer(driver, fail_check: bool, comment: str | None) -> bool:
     if comment:
         _area(driver, "Comment (optional)", comment)
     progress = driver.find_element(By.CSS_SELECTOR, "[data-testid='stProgress']").text
-    _click(driver, "Submit and continue")
+    click_button(driver, "Submit and continue")
     deadline = time.time() + 60
     while True:  # the next task's progress line, or the done page
         time.sleep(0.3)
-        body = _page_text(driver)
+        body = page_text(driver)
         try:
             bars = [b.text for b in driver.find_elements(By.CSS_SELECTOR, "[data-testid='stProgress']")]
         except StaleElementReferenceException:  # the rerun replaced the bar between finding and reading it: look again
@@ -189,24 +201,24 @@ def test_three_annotators_finish_a_study_the_admin_sees_every_task_twice_and_the
     wait_for(admin, "h1", text="Which explanation of this prediction can I trust?")  # the home page
     assert not {"Models", "Your data", "Studies"} & set(_sidebar_links(admin)), "a visitor sees no admin page"
     admin.find_element(By.XPATH, "//*[@data-testid='stSidebar']//summary[contains(., 'Admin')]").click()
-    _type(admin, "Admin secret", SECRET)
-    _click(admin, "Sign in")
-    _wait_text(admin, "Signed in as the admin", timeout=60)
-    _page(admin, "Studies")
+    type_into(admin, "Admin secret", SECRET)
+    click_button(admin, "Sign in")
+    wait_for_text(admin, "Signed in as the admin", timeout=60)
+    go_to_page(admin, "Studies")
     wait_for(admin, "h1", text="Studies")
 
     # create: 3 tasks, 2 per annotator, overlap 2, 1 instructed check each -> 3 annotators needed
-    _type(admin, "Study name (annotators see it)", NAME)
+    type_into(admin, "Study name (annotators see it)", NAME)
     _area(admin, "Instructions", INSTRUCTIONS)
     _number(admin, "Examples (first N of the test split)", 3)
     _number(admin, "Tasks per annotator", 2)
-    _click(admin, "Create study")
-    _wait_text(admin, "Annotators, one name per line", timeout=120)
+    click_button(admin, "Create study")
+    wait_for_text(admin, "Annotators, one name per line", timeout=120)
     _area(admin, "Annotators, one name per line", "alice\nbob\ncarol")
-    _click(admin, "Create links")
+    click_button(admin, "Create links")
     deadline = time.time() + 60
     while len(codes := admin.find_elements(By.CSS_SELECTOR, "[data-testid='stCode'] code")) < 3:
-        assert time.time() < deadline, _page_text(admin)[-800:]
+        assert time.time() < deadline, page_text(admin)[-800:]
         time.sleep(0.3)
     links = [c.text.strip() for c in codes]
     assert all(link.startswith(f"{url}/?study_token=") for link in links), links
@@ -219,39 +231,39 @@ def test_three_annotators_finish_a_study_the_admin_sees_every_task_twice_and_the
             driver.get(link)
             wait_for(driver, "h1", text="Study")
             assert _clean(driver.find_element(By.TAG_NAME, "h1").text) == NAME, "the name is shown as typed"
-            _wait_text(driver, "Rank them.")
-            assert INSTRUCTIONS in _clean(_page_text(driver)) and "<script>" in _page_text(driver)
+            wait_for_text(driver, "Rank them.")
+            assert INSTRUCTIONS in _clean(page_text(driver)) and "<script>" in page_text(driver)
             _no_markup_rendered(driver)
             assert not driver.find_elements(By.CSS_SELECTOR, "[data-testid='stSidebar']"), "no sidebar"
-            assert MODEL_ID not in _page_text(driver) and "/tmp" not in _page_text(driver)
+            assert MODEL_ID not in page_text(driver) and "/tmp" not in page_text(driver)
             _click_label(driver, "I have read the above")
-            _click(driver, "Start")
-            _wait_text(driver, "Submit and continue")
+            click_button(driver, "Start")
+            wait_for_text(driver, "Submit and continue")
         shown_at = {name: time.time() for name in annotators}
         done, checks = set(), {}
         while len(done) < 3:  # round robin: one answer per annotator in turn
             for name, driver in annotators.items():
                 if name in done:
                     continue
-                text = _page_text(driver)
+                text = page_text(driver)
                 assert MODEL_ID not in text and "grad" not in text and "loo-sign" not in text, "no model or measure names"
                 time.sleep(max(0.0, MIN_SECONDS - (time.time() - shown_at[name])))
                 was_check = _answer(driver, fail_check=name == "carol",
                                     comment=COMMENT if name == "alice" and not checks else None)
                 checks[name] = checks.get(name, 0) + was_check
                 shown_at[name] = time.time()
-                if "Thank you" in _page_text(driver):
+                if "Thank you" in page_text(driver):
                     done.add(name)
         assert checks == {"alice": 1, "bob": 1, "carol": 1}
         for driver in annotators.values():
-            assert "3 of 3 answered" in _page_text(driver)
-            assert "completion code" not in _page_text(driver), "a personal link needs no completion code"
+            assert "3 of 3 answered" in page_text(driver)
+            assert "completion code" not in page_text(driver), "a personal link needs no completion code"
 
         # the admin's view: every task answered twice, carol flagged, ratings and agreement
-        _page(admin, "Studies")
-        _wait_text(admin, "Answers per task: 2 answers: 3 tasks", timeout=60)
-        _wait_text(admin, "From 3 annotators", timeout=60)  # elements arrive in order: all above it are drawn
-        main = _clean(_page_text(admin))
+        go_to_page(admin, "Studies")
+        wait_for_text(admin, "Answers per task: 2 answers: 3 tasks", timeout=60)
+        wait_for_text(admin, "From 3 annotators", timeout=60)  # elements arrive in order: all above it are drawn
+        main = _clean(page_text(admin))
         assert "3 of 3" in main and "over the overlap" not in main
         assert "Flagged: carol: failed 1 of 1 attention checks" in main
         assert "Flagged: alice" not in main and "Flagged: bob" not in main
@@ -282,27 +294,27 @@ def test_three_annotators_finish_a_study_the_admin_sees_every_task_twice_and_the
             assert title not in [h.text for h in alice.find_elements(By.TAG_NAME, "h1")]
             assert title not in _sidebar_links(alice)
             alice.get(f"{url}/{path}?study_token={links[0].split('study_token=')[1]}")
-            _wait_text(alice, "Thank you")
+            wait_for_text(alice, "Thank you")
             assert not alice.find_elements(By.CSS_SELECTOR, "[data-testid='stSidebar']")
             assert title not in [h.text for h in alice.find_elements(By.TAG_NAME, "h1")]
 
         # a made-up link is refused with nothing of any study
         alice.get(f"{url}/?study_token=made-up-token-0123456789")
-        _wait_text(alice, "this study link is not valid")
-        assert "HYPERLINK" not in _page_text(alice) and "Rank" not in _page_text(alice)
+        wait_for_text(alice, "this study link is not valid")
+        assert "HYPERLINK" not in page_text(alice) and "Rank" not in page_text(alice)
 
         # the admin excludes carol: the ratings come from two annotators
         _choose_multi(admin, "Excluded annotators", "carol")
-        _click(admin, "Save exclusions")
-        _wait_text(admin, "From 2 annotators", timeout=60)
+        click_button(admin, "Save exclusions")
+        wait_for_text(admin, "From 2 annotators", timeout=60)
 
         # closed: the links are refused
-        _click(admin, "Close the study")
-        _wait_text(admin, "Reopen the study", timeout=60)
+        click_button(admin, "Close the study")
+        wait_for_text(admin, "Reopen the study", timeout=60)
         bob = annotators["bob"]
         bob.get(links[1])
-        _wait_text(bob, "this study is closed")
-        assert "HYPERLINK" not in _page_text(bob) and "Rank" not in _page_text(bob)
+        wait_for_text(bob, "this study is closed")
+        assert "HYPERLINK" not in page_text(bob) and "Rank" not in page_text(bob)
     finally:
         for driver in annotators.values():
             driver.quit()
@@ -312,7 +324,7 @@ def _choose_multi(driver, label: str, option: str) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    field = _by_label(driver, "stMultiSelect", label).find_element(By.TAG_NAME, "input")
+    field = widget_by_label(driver, "stMultiSelect", label).find_element(By.TAG_NAME, "input")
     field.click()
     field.send_keys(option)
     time.sleep(0.5)

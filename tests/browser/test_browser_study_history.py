@@ -10,8 +10,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from browser_helpers import NEEDS_CHROMIUM, _wait_until_the_script_ends, serve_app, wait_for
-from test_browser_own import _page_text, _wait_text
+from browser_helpers import NEEDS_CHROMIUM, page_text, serve_app, wait_for, wait_for_text, wait_until_the_script_ends
 
 pytestmark = NEEDS_CHROMIUM
 
@@ -57,7 +56,7 @@ def _after_the_rerun(driver, started_one: bool) -> None:
     deadline = time.time() + 3.0
     while started_one and time.time() < deadline and not driver.execute_script("return window.__scriptStates.length"):
         time.sleep(0.05)
-    _wait_until_the_script_ends(driver, timeout=60, settle=1.0)
+    wait_until_the_script_ends(driver, timeout=60, settle=1.0)
 
 
 def _only_the_study(driver, started_one: bool = True) -> None:
@@ -68,17 +67,17 @@ def _only_the_study(driver, started_one: bool = True) -> None:
     _after_the_rerun(driver, started_one)
     wait_for(driver, "h1", timeout=60)
     titles = {h.text.strip() for h in driver.find_elements(By.TAG_NAME, "h1")}
-    assert TITLE in titles, (titles, _page_text(driver)[-600:])
+    assert TITLE in titles, (titles, page_text(driver)[-600:])
     assert not titles & DASHBOARD_TITLES, titles
     assert not driver.find_elements(By.CSS_SELECTOR, "[data-testid='stSidebar']"), "no sidebar in a study session"
-    assert "Admin" not in _page_text(driver)
+    assert "Admin" not in page_text(driver)
 
 
 @pytest.mark.parametrize("path", ["masking", "", "studies"])
 def test_a_history_page_switch_keeps_the_annotator_in_the_study(study_link, browser, path):  # noqa: F811
     _url, link = study_link
     browser.get(link)
-    _wait_text(browser, "I have read the above", timeout=120)
+    wait_for_text(browser, "I have read the above", timeout=120)
     _only_the_study(browser, started_one=False)
     # the browser moves to another page of the app without a reload: pushState twice, then back (a real popstate)
     browser.execute_script(_WATCH_RUNS)

@@ -13,7 +13,17 @@ import urllib.parse
 import numpy as np
 import pandas as pd
 import pytest
-from browser_helpers import NEEDS_CHROMIUM, ROOT, SHOTS, chromium, explain_in_page, serve_app, wait_for
+from browser_helpers import (
+    NEEDS_CHROMIUM,
+    ROOT,
+    SHOTS,
+    TALL_WINDOW,
+    chromium,
+    displayed_button,
+    explain_in_page,
+    serve_app,
+    wait_for,
+)
 
 pytestmark = NEEDS_CHROMIUM
 
@@ -22,7 +32,7 @@ MEASURES = ["grad-l2", "x-grad-sign", "ig-sign", "loo-sign"]  # the Explain page
 
 
 def _driver(download_dir):
-    return chromium("1400,2200", downloads=download_dir)
+    return chromium(TALL_WINDOW, downloads=download_dir)
 
 
 @pytest.fixture(scope="module")
@@ -59,19 +69,6 @@ def engine_scores(toy_classifier):
     return explain_text(toy_classifier, TEXT, measures=MEASURES)
 
 
-def _button(driver, label, timeout=60):
-    from selenium.webdriver.common.by import By
-
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        found = [b for b in driver.find_elements(By.TAG_NAME, "button")  # an icon adds its name on a line above
-                 if b.text.strip().splitlines()[-1:] == [label] and b.is_displayed()]
-        if found:
-            return found[0]
-        time.sleep(0.2)
-    raise AssertionError(f"no button {label!r} on the page")
-
-
 def _heatmaps(driver) -> list[str]:
     from selenium.webdriver.common.by import By
 
@@ -81,8 +78,8 @@ def _heatmaps(driver) -> list[str]:
 def _download(driver, folder, label, name, timeout=30) -> str:
     path = folder / name
     path.unlink(missing_ok=True)
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", _button(driver, label))
-    _button(driver, label).click()
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", displayed_button(driver, label))
+    displayed_button(driver, label).click()
     deadline = time.time() + timeout
     while not path.exists() or list(folder.glob("*.crdownload")):
         assert time.time() < deadline, f"{name} was not downloaded; folder holds {[p.name for p in folder.iterdir()]}"
@@ -95,7 +92,7 @@ def test_words_switch_shows_the_words_typed_and_keeps_the_view_in_the_url(app_ur
     wait_for(browser, "h1", text="Explain a prediction")
     explain_in_page(browser, TEXT, "wonderful")
     assert any("##" in h for h in _heatmaps(browser)), "token level shows word pieces"
-    _button(browser, "words").click()
+    displayed_button(browser, "words").click()
     wait_for(browser, ".token-heatmap", text="unredeemable")
     heatmaps = _heatmaps(browser)
     assert len(heatmaps) == 4 and all("unredeemable" in h and "##" not in h for h in heatmaps)
@@ -143,7 +140,7 @@ def test_a_shared_url_reproduces_the_view_in_a_fresh_browser(app_url, browser, d
 def test_explain_hands_off_to_masking_with_the_same_text_model_and_measure(app_url, browser, downloads):
     from selenium.webdriver.common.by import By
 
-    button = _button(browser, "Mask this text step by step")
+    button = displayed_button(browser, "Mask this text step by step")
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
     button.click()
     wait_for(browser, "h1", text="Step-by-step masking")
