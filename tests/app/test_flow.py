@@ -129,7 +129,7 @@ def test_explain_hands_its_shown_measures_to_masking_which_draws_each_against_th
 def test_the_report_cards_measures_link_to_explain_on_an_example(monkeypatch, tmp_path, models_cache, toy_classifier):
     """The recovery table's measures (random, the baseline, left out) each link to Explain with that measure alone,
     with the card's planted model where the models cache holds it, on its dataset's first test input."""
-    from test_report_card_view import MODELS, _card_rows, _truth_rows
+    from card_rows import MODELS, card_rows, truth_rows
 
     from engine.data import get_dataset
     from engine.models import save_classifier
@@ -138,8 +138,8 @@ def test_the_report_cards_measures_link_to_explain_on_an_example(monkeypatch, tm
     monkeypatch.setenv("ENGINE_RESULTS_DIR", str(results))
     store = ResultsStore(results / "groundtruth")
     for model, q in MODELS.items():
-        store.write_cell("small", {"model": model, "kind": "truth"}, _truth_rows(model, q), {})
-        store.write_cell("small", {"model": model, "operator": "mask"}, _card_rows(model, q, "mask"), {})
+        store.write_cell("small", {"model": model, "kind": "truth"}, truth_rows(model, q), {})
+        store.write_cell("small", {"model": model, "operator": "mask"}, card_rows(model, q, "mask"), {})
     save_classifier(toy_classifier, "gt-q65")  # a planted model of the card, in the models cache (toy data)
     at = _run(AppTest.from_file(MAIN, default_timeout=300))
     at.switch_page(str(ROOT / "pages" / "report_card.py"))

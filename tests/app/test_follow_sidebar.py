@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from app_runs import run_without_exception
+from card_rows import card_rows, truth_rows
 from streamlit.testing.v1 import AppTest
-from test_report_card_view import _card_rows, _truth_rows
 
 from engine.models import save_classifier
 
@@ -33,9 +33,9 @@ def two_families(tmp_path, monkeypatch, models_cache, toy_classifier):
     store = ResultsStore(tmp_path / "results" / "groundtruth")
     for run, family in (("a-other", "other-family"), ("tiny-rt-card", "tiny")):
         model = f"gt-{family}"
-        store.write_cell(run, {"model": model, "kind": "truth"}, _truth_rows(model, 1.0).assign(base_model=family), {})
+        store.write_cell(run, {"model": model, "kind": "truth"}, truth_rows(model, 1.0).assign(base_model=family), {})
         store.write_cell(run, {"model": model, "operator": "mask"},
-                         _card_rows(model, 1.0, "mask").assign(base_model=family), {})
+                         card_rows(model, 1.0, "mask").assign(base_model=family), {})
 
 
 def test_the_report_card_opens_on_the_run_and_family_of_the_sidebars_model(two_families):

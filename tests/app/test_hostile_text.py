@@ -8,16 +8,13 @@ import re
 from pathlib import Path
 
 import pytest
-import torch
+from hostile_models import HOSTILE, build_hostile_model
 from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
 from app.text import md
 
 MAIN = str(Path(__file__).resolve().parents[2] / "app" / "main.py")
-# each holds a bare address too: GFM (Streamlit's renderer) links those even inside escaped text
-HOSTILE = ["[x](http://evil.example)", "![img](http://evil.example/x.png)", "<script>alert(1)</script> www.evil.example",
-           '=HYPERLINK("http://evil.example")']
 RENDER = MarkdownIt("commonmark")
 # The patterns GFM's autolink-literal step (mdast-util-gfm-autolink-literal) finds in text, after escapes are
 # resolved; CommonMark (the renderer above) has no such step.
@@ -64,33 +61,6 @@ def test_md_shows_every_character_and_renders_no_link_image_or_html(text):
 @pytest.fixture()
 def hostile_cache(models_cache, tmp_path):
     return build_hostile_model(models_cache, tmp_path)
-
-
-def build_hostile_model(models_cache: Path, tmp_path: Path, rows: int = 400) -> Path:
-    """Into `models_cache`: one tiny (untrained) classifier whose four class names are hostile, built on a
-    registered dataset with those labels (so MaSF can be calibrated on it). ENGINE_USER_DIR must be set."""
-    import pandas as pd
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    from engine.data.user import register_dataset
-    from engine.models import save_classifier
-
-    words = ["good", "bad", "fine", "dull", "great", "poor", "witty", "slow"]
-    rows = [{"text": f"a {words[i % 8]} film number {i}", "label": HOSTILE[i % len(HOSTILE)]} for i in range(rows)]
-    pd.DataFrame(rows).to_csv(tmp_path / "hostile.csv", index=False)
-    register_dataset("hostile-data", tmp_path / "hostile.csv", "text", "label")
-    from engine.models.classifier import Classifier
-    from engine.models.encoders import resolve_encoder
-
-    source = resolve_encoder("tiny")
-    model = AutoModelForSequenceClassification.from_pretrained(source, num_labels=len(HOSTILE), attn_implementation="eager")
-    classes = sorted(HOSTILE)  # a registered dataset's classes, in its order
-    classifier = Classifier(model, AutoTokenizer.from_pretrained(source), classes, 32, {}, torch.device("cpu"))
-    classifier.metadata = {"classes": classes, "max_length": 32, "base_model": "tiny", "dataset": "hostile-data",
-                           "strategy": "masked", "masked_fine_tuned": True, "metric": "accuracy",
-                           "test": {"unmasked": 0.5, "masked_100": 0.5}}
-    save_classifier(classifier, "hostile", cache_dir=models_cache)
-    return models_cache
 
 
 def _markdown_bodies(at: AppTest) -> list[str]:

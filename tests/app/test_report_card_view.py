@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 from app_runs import run_without_exception
+from card_rows import MODELS, card_rows, truth_rows
 from streamlit.testing.v1 import AppTest
 
 from app.report_card_view import percent_range, shade, verdict_css, verdict_word, verdicts
@@ -59,42 +59,6 @@ def test_verdicts_read_as_the_issue_words_them_best_first():
 
 
 # -- the page on a store in the card's row format ------------------------------------------------------------------
-MODELS = {"gt-q100": 1.0, "gt-q65": 0.65}  # two graded models of one family: the view shows both
-
-
-def _truth_rows(model: str, q: float) -> pd.DataFrame:
-    common = {"model": model, "mechanism": "graded", "words": "vessel", "q": q, "rate": 0.3, "strategy": "masked",
-              "base_model": "tiny", "method": "truth by intervention", "control": False, "seed": 0, "dataset": "rt-v",
-              "measure": "truth", "split": "test", "step": 0, "ratio": np.nan, "p_value": np.nan, "n_examples": 40,
-              "schedule": "ratio"}
-    return pd.DataFrame([
-        {**common, "metric": "insertion_flip", "value": 0.9 * q, "ci_low": 0.8 * q, "ci_high": 0.95, "k": 36, "n": 40},
-        {**common, "metric": "n-deciding", "value": 36, "ci_low": np.nan, "ci_high": np.nan, "k": 36, "n": 40},
-        {**common, "metric": "learned", "value": 1.0, "ci_low": np.nan, "ci_high": np.nan, "k": np.nan, "n": np.nan},
-    ])
-
-
-def _card_rows(model: str, q: float, operator: str) -> pd.DataFrame:
-    """Per input: NAOPC (higher better) larger for the true explanation on every input; sufficiency (lower better)
-    larger for the true one too (so it prefers the wrong ones); recovery of two measures."""
-    common = {"model": model, "mechanism": "graded", "operator": operator, "strategy": "masked", "base_model": "tiny",
-              "dataset": "rt-v", "method": "report-card", "seed": 0, "split": "test", "step": 0, "ratio": np.nan,
-              "p_value": np.nan, "n_examples": 12, "n_perturbed": 1, "n_ood": 0, "schedule": "ratio"}
-    rows = []
-    for i in range(12):
-        uid = f"rt-{i}"
-        for expl, naopc, suff in (("true", 0.9, 0.5), ("strongest-other-first", 0.2, 0.1), ("planted-second", 0.5, 0.2)):
-            for metric, value, better in (("naopc-comprehensiveness", naopc, "higher"), ("sufficiency@0.1", suff, "lower")):
-                rows.append({**common, "measure": f"explanation:{expl}", "kind": "metric", "uid": uid, "metric": metric,
-                             "value": value + 0.01 * i, "better": better})
-        for measure, hit in (("loo-sign", 1.0), ("random", float(i % 4 == 0))):
-            for metric, value in (("top-hit", hit), ("reciprocal-rank", 1.0 if hit else 0.25),
-                                  ("mass-share", 0.5 if hit else 0.1), ("planted-rank", 1 if hit else 4)):
-                rows.append({**common, "measure": measure, "kind": "recovery", "uid": uid, "metric": metric,
-                             "value": float(value), "better": "higher"})
-    return pd.DataFrame(rows)
-
-
 @pytest.fixture()
 def card_results(tmp_path, monkeypatch, models_cache):
     from engine.results import ResultsStore
@@ -103,9 +67,9 @@ def card_results(tmp_path, monkeypatch, models_cache):
     monkeypatch.setenv("ENGINE_RESULTS_DIR", str(results))
     store = ResultsStore(results / "groundtruth")
     for model, q in MODELS.items():
-        store.write_cell("small", {"model": model, "kind": "truth"}, _truth_rows(model, q), {})
+        store.write_cell("small", {"model": model, "kind": "truth"}, truth_rows(model, q), {})
         for operator in ("mask", "delete"):
-            store.write_cell("small", {"model": model, "operator": operator}, _card_rows(model, q, operator), {})
+            store.write_cell("small", {"model": model, "operator": operator}, card_rows(model, q, operator), {})
     return results
 
 
@@ -184,8 +148,8 @@ def test_a_planted_word_that_looks_like_markdown_is_shown_as_typed(tmp_path, mon
     store = ResultsStore(tmp_path / "results" / "groundtruth")
     hostile = "[x](http://evil.example)"
     for model, q in MODELS.items():
-        store.write_cell("small", {"model": model, "kind": "truth"}, _truth_rows(model, q).assign(words=hostile), {})
-        store.write_cell("small", {"model": model, "operator": "mask"}, _card_rows(model, q, "mask"), {})
+        store.write_cell("small", {"model": model, "kind": "truth"}, truth_rows(model, q).assign(words=hostile), {})
+        store.write_cell("small", {"model": model, "operator": "mask"}, card_rows(model, q, "mask"), {})
     at = _run(AppTest.from_file(PAGE, default_timeout=180))
     shown = [m.value for m in at.markdown if "evil" in m.value]
     # escaped (\[x\]) or, holding an address, shown as a code span of exactly its characters (app.text.md): either
@@ -249,7 +213,7 @@ def test_a_run_whose_truth_cells_are_elsewhere_still_shows_its_card(tmp_path, mo
 
     monkeypatch.setenv("ENGINE_RESULTS_DIR", str(tmp_path / "results"))
     store = ResultsStore(tmp_path / "results" / "groundtruth")
-    store.write_cell("cards-only", {"model": "gt-q100", "operator": "mask"}, _card_rows("gt-q100", 1.0, "mask"), {})
+    store.write_cell("cards-only", {"model": "gt-q100", "operator": "mask"}, card_rows("gt-q100", 1.0, "mask"), {})
     at = _run(AppTest.from_file(PAGE, default_timeout=180))
     assert (at.selectbox(key="card_family").value, at.selectbox(key="card_mechanism").value) == ("tiny", "graded")
     assert len(_verdict_lines(at)) == 2

@@ -8,7 +8,7 @@ import urllib.parse
 
 import pytest
 from browser_helpers import NEEDS_CHROMIUM, chromium, serve_app, wait_for
-from test_hostile_text import HOSTILE, build_hostile_model
+from hostile_models import HOSTILE, build_hostile_model
 
 pytestmark = NEEDS_CHROMIUM
 

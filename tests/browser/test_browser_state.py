@@ -24,7 +24,7 @@ from browser_helpers import (
     wait_until_the_script_ends,
     widget_by_label,
 )
-from test_report_card_view import _card_rows, _truth_rows
+from card_rows import card_rows, truth_rows
 
 pytestmark = NEEDS_CHROMIUM
 
@@ -42,10 +42,10 @@ def card_app(tmp_path_factory):
     for run, (family, mechanism, operators) in RUNS.items():
         model = f"gt-{family}"
         store.write_cell(run, {"model": model, "kind": "truth"},
-                         _truth_rows(model, 1.0).assign(base_model=family, mechanism=mechanism), {})
+                         truth_rows(model, 1.0).assign(base_model=family, mechanism=mechanism), {})
         for operator in operators:
             store.write_cell(run, {"model": model, "operator": operator},
-                             _card_rows(model, 1.0, operator).assign(base_model=family, mechanism=mechanism), {})
+                             card_rows(model, 1.0, operator).assign(base_model=family, mechanism=mechanism), {})
     with serve_app(cache, results) as url:
         yield url, results
 
