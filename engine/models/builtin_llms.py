@@ -137,13 +137,17 @@ def training_record(model_id: str) -> dict:
         raise CheckpointError(f"the shipped adapter of {model_id} has no readable training.json in {folder} ({err})") from None
 
 
-def merged_weights_sha256(base_hash: str, model_id: str) -> str:
-    """The weights hash of built-in `model_id` (a base with its shipped adapter merged in): SHA-256 (hex) of
-    '<base's weights hash>+<adapter_model.safetensors' SHA-256>', so that another adapter on the same base, or the
-    same adapter on another conversion of the base, is another model."""
+def adapter_sha256(model_id: str) -> str:
+    """SHA-256 (hex) of built-in `model_id`'s shipped adapter_model.safetensors."""
     from engine.models.adapters import ADAPTER_DIR
 
-    adapter_hash = file_sha256(BUILTINS[model_id].adapter_dir / ADAPTER_DIR / "adapter_model.safetensors")
+    return file_sha256(BUILTINS[model_id].adapter_dir / ADAPTER_DIR / "adapter_model.safetensors")
+
+
+def merged_weights_sha256(base_hash: str, adapter_hash: str) -> str:
+    """The weights hash of a base with an adapter merged in: SHA-256 (hex) of '<base's weights hash>+<adapter's
+    hash>', so that another adapter on the same base, or the same adapter on another conversion of the base, is
+    another model."""
     return hashlib.sha256(f"{base_hash}+{adapter_hash}".encode()).hexdigest()
 
 
@@ -168,8 +172,8 @@ def apply_shipped_adapter(classifier, model_id: str):
                       f"(convert it again from its package, or retrain)", stacklevel=2)
     peft_model = load_adapter(classifier, builtin.adapter_dir)
     classifier.model = peft_model.merge_and_unload().eval()
-    adapter_hash = file_sha256(builtin.adapter_dir / ADAPTER_DIR / "adapter_model.safetensors")
-    merged_hash = merged_weights_sha256(base_hash, model_id)
+    adapter_hash = adapter_sha256(model_id)
+    merged_hash = merged_weights_sha256(base_hash, adapter_hash)
     keep = ("strategy", "masked_fine_tuned", "dataset", "classes", "metric", "lora", "history", "best_epoch", "test",
             "test_sample", "train_size", "validation_size", "split_seed", "seed", "config", "selection_rule",
             "train_seconds", "code_version", "created")

@@ -108,9 +108,9 @@ def reference_weights_sha256(model_id_or_path: str | os.PathLike) -> str | None:
     if not is_path(model_id_or_path) and not (models_cache_dir() / str(model_id_or_path)).exists():
         manifest = read_manifest(str(model_id_or_path)) or {}
         if manifest.get("builtin") and manifest.get("adapter"):
-            from engine.models.builtin_llms import merged_weights_sha256
+            from engine.models.builtin_llms import adapter_sha256, merged_weights_sha256
 
-            return merged_weights_sha256(digest, str(model_id_or_path))
+            return merged_weights_sha256(digest, adapter_sha256(str(model_id_or_path)))
     return digest
 
 
@@ -186,9 +186,9 @@ def _load_checkpoint(folder: Path, device: str | None, dtype: str | None = None,
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     meta = check_checkpoint(folder)  # read and checked once, typed
-    metadata = meta.to_dict()
     if meta.kind is ModelKind.PROMPTED:  # a prompted LM fine-tuned with LoRA, merged (engine.models.lora_training)
-        return load_prompted_checkpoint(folder, meta, metadata, device, dtype)
+        return load_prompted_checkpoint(folder, meta, device, dtype)
+    metadata = meta.to_dict()
     target = pick_device(device)
     runtime = None
     try:

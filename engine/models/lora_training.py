@@ -336,5 +336,4 @@ def save_lora_classifier(classifier, peft_model, model_id: str, cache_dir: Path 
 def load_lora_folder(folder: str | os.PathLike, device: str | None = None):
     """The merged prompted classifier of a folder written by `save_lora_classifier` (or any causal-LM folder
     with `metadata.json` holding `prompt`)."""
-    meta = read_meta(Path(folder))
-    return load_prompted_checkpoint(Path(folder), meta, meta.to_dict(), device)
+    return load_prompted_checkpoint(Path(folder), read_meta(Path(folder)), device)

@@ -67,13 +67,12 @@ def load_prompted(folder: str | Path, spec: PromptSpec | dict, *, model_id: str 
     return classifier
 
 
-def load_prompted_checkpoint(folder: Path, meta: CheckpointMeta, metadata: dict, device: str | None = None,
+def load_prompted_checkpoint(folder: Path, meta: CheckpointMeta, device: str | None = None,
                              dtype: str | None = None) -> PromptedClassifier:
     """A saved prompted classifier (a causal-LM folder whose `metadata.json` holds `prompt`, e.g. a merged LoRA
-    fine-tuning), given its metadata as read once: typed (`meta`) and as the dict it was written as (`metadata`).
-    Here rather than in checkpoint.py's caller so that checkpoint loading needs no import of the training code
-    (engine/models stays free of import cycles)."""
-    keep = {k: v for k, v in metadata.items() if k not in ("folder", "weights_files", "weights_sha256", "base_model_source",
+    fine-tuning), given its metadata as read once (typed). Here rather than in checkpoint.py's caller so that
+    checkpoint loading needs no import of the training code (engine/models stays free of import cycles)."""
+    keep = {k: v for k, v in meta.to_dict().items() if k not in ("folder", "weights_files", "weights_sha256", "base_model_source",
                                                            "prompt", "replacement", "replacement_token",
                                                            "replacement_token_id", "replacement_tokens")}
     # What is fitted for it (MaSF) is kept in its own folder: the metadata it was saved with may still name the

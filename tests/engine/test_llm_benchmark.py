@@ -84,7 +84,7 @@ def test_a_saved_prompted_checkpoint_keeps_its_fits_in_its_own_folder(llama_fold
     metadata = {"id": "tiny-llama-lora", "prompt": PromptSpec.from_dict(SPEC).to_dict(), "strategy": "masked",
                 "masked_fine_tuned": True, "artifacts_dir": str(tmp_path / "user" / "models" / "tiny-llama-rt")}
     (folder / "metadata.json").write_text(json.dumps(metadata), encoding="utf-8")
-    clf = load_prompted_checkpoint(folder, CheckpointMeta.from_dict(metadata), metadata)
+    clf = load_prompted_checkpoint(folder, CheckpointMeta.from_dict(metadata))
     assert isinstance(clf, PromptedClassifier)
     assert clf.artifacts_dir == folder
 
