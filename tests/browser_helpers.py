@@ -121,6 +121,42 @@ def serve_app(cache, results, environ: dict[str, str | None] | None = None):
         zygote.stop(pid)
 
 
+#: What a browser-side query counts as shown, the test Selenium's `element.text` makes: rendered, not
+#: visibility:hidden, not fully transparent. `element.text` (and `get_attribute`) run WebDriver's visibility atom over
+#: every node below the element, once per element read: on a streamed page about 25 times the browser's CPU of one
+#: script that reads `innerText` (measured on the home page: 50 against 2 ms a read). The helpers below poll, so each
+#: read is one script call that filters in the page.
+_SHOWN_JS = "const shown = e => e.checkVisibility({visibilityProperty: true, opacityProperty: true});"
+
+
+def as_read(inner_text: str) -> str:
+    """`innerText` as `element.text` reads it: a no-break space as a space, each line stripped, no empty line (a
+    paragraph's margins add one)."""
+    lines = (line.strip() for line in inner_text.replace("\xa0", " ").split("\n"))
+    return "\n".join(line for line in lines if line)
+
+
+def text_of(driver, element=None) -> str:
+    """The text `element` (default: the page's body) shows, as `element.text` reads it (`as_read`), in one script
+    call; empty for an element not shown."""
+    return as_read(driver.execute_script(
+        _SHOWN_JS + "const e = arguments[0] || document.body; return shown(e) ? e.innerText : '';", element))
+
+
+def elements_showing(driver, css: str, text: str, *, exact: bool = True, last_line: bool = False) -> list:
+    """The shown elements matching `css` whose text, stripped, is `text` (exact) or starts with it; with `last_line`,
+    whose last line is `text` (an icon writes its name on a line above a label). One script call, in page order."""
+    return driver.execute_script(
+        _SHOWN_JS + r"""
+        const [css, text, exact, lastLine] = arguments;
+        return [...document.querySelectorAll(css)].filter(e => {
+            if (!shown(e)) return false;
+            const lines = e.innerText.replace(/\u00a0/g, ' ').split('\n').map(l => l.trim()).filter(l => l);
+            const t = lastLine ? (lines.pop() || '') : lines.join('\n');
+            return exact ? t === text : t.startsWith(text);
+        });""", css, text, exact, last_line)
+
+
 def wait_for(driver, css, timeout=120, text=None):
     """The first element matching `css` once the page has it (with `text`: once that element shows `text`; then
     True), waiting at most `timeout` seconds."""
@@ -131,7 +167,9 @@ def wait_for(driver, css, timeout=120, text=None):
     wait = WebDriverWait(driver, timeout)
     if text is None:
         return wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, css)))
-    return wait.until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, css), text))
+    # the first element matching `css` showing `text` (what EC.text_to_be_present_in_element checks, in one script call)
+    return wait.until(lambda d: text in as_read(d.execute_script(
+        _SHOWN_JS + "const e = document.querySelector(arguments[0]); return e && shown(e) ? e.innerText : '';", css)))
 
 
 def explain_in_page(driver, text, expect):
@@ -180,28 +218,17 @@ def explain_in_page(driver, text, expect):
 
 
 def buttons_labelled(driver, label):
-    """The buttons labelled `label`; one that a rerun removed while being read is skipped (pages stream)."""
-    from selenium.common.exceptions import StaleElementReferenceException
-    from selenium.webdriver.common.by import By
-
-    out = []
-    for b in driver.find_elements(By.TAG_NAME, "button"):
-        try:
-            if b.text.strip() == label:
-                out.append(b)
-        except StaleElementReferenceException:
-            continue
-    return out
+    """The shown buttons labelled `label`, read in one script call (pages stream: a rerun cannot remove one halfway)."""
+    return elements_showing(driver, "button", label)
 
 
 def wait_until_the_script_ends(driver, timeout: float = 120, settle: float = 1.0) -> None:
     """Until Streamlit reports its script run finished (the app root's data-test-script-state reads
     'notRunning' for `settle` seconds: a page can rerun itself once right after its first run)."""
-    from selenium.webdriver.common.by import By
-
     deadline, since = time.time() + timeout, None
     while True:
-        state = driver.find_element(By.CSS_SELECTOR, "[data-testid='stApp']").get_attribute("data-test-script-state")
+        state = driver.execute_script(
+            "const app = document.querySelector(\"[data-testid='stApp']\"); return app && app.getAttribute('data-test-script-state');")
         if state == "notRunning":
             since = since or time.time()
             if time.time() - since >= settle:
@@ -214,13 +241,11 @@ def wait_until_the_script_ends(driver, timeout: float = 120, settle: float = 1.0
 
 def widget_by_label(driver, testid: str, label: str):
     """The widget container (data-testid) whose label reads `label`."""
-    from selenium.webdriver.common.by import By
-
     deadline = time.time() + 60
     while time.time() < deadline:
-        for element in driver.find_elements(By.CSS_SELECTOR, f"[data-testid='{testid}']"):
-            if element.text.strip().startswith(label):
-                return element
+        found = elements_showing(driver, f"[data-testid='{testid}']", label, exact=False)
+        if found:
+            return found[0]
         time.sleep(0.3)
     raise AssertionError(f"no {testid} labelled {label!r}")
 
@@ -284,7 +309,7 @@ def click_button(driver, text: str, timeout: float = 60) -> None:
     deadline = time.time() + timeout
     while True:
         try:
-            buttons = [b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.strip() == text and b.is_enabled()]
+            buttons = [b for b in buttons_labelled(driver, text) if b.is_enabled()]
             if buttons:
                 buttons[0].click()
                 return
@@ -299,12 +324,9 @@ def click_button(driver, text: str, timeout: float = 60) -> None:
 def displayed_button(driver, label, timeout=60):
     """The first displayed button whose last line reads `label` (an icon adds its name on a line above), waiting
     at most `timeout` seconds."""
-    from selenium.webdriver.common.by import By
-
     deadline = time.time() + timeout
     while time.time() < deadline:
-        found = [b for b in driver.find_elements(By.TAG_NAME, "button")  # an icon adds its name on a line above
-                 if b.text.strip().splitlines()[-1:] == [label] and b.is_displayed()]
+        found = elements_showing(driver, "button", label, last_line=True)  # an icon adds its name on a line above
         if found:
             return found[0]
         time.sleep(0.2)
@@ -323,10 +345,8 @@ def go_to_page(driver, title: str) -> None:
 
 
 def page_text(driver) -> str:
-    """The text the page shows (its body's)."""
-    from selenium.webdriver.common.by import By
-
-    return driver.find_element(By.TAG_NAME, "body").text
+    """The text the page shows (its body's; `text_of`)."""
+    return text_of(driver)
 
 
 def wait_for_text(driver, text: str, timeout: float = 240) -> None:
@@ -353,25 +373,16 @@ def wait_until(condition, timeout: float, what: str, driver):
 
 def prompt_preview(driver) -> str:
     """The text of the page's prompt previews (pre.prompt-preview); empty while a rerun replaces them."""
-    from selenium.common.exceptions import StaleElementReferenceException
-    from selenium.webdriver.common.by import By
-
-    try:
-        return " ".join(e.text for e in driver.find_elements(By.CSS_SELECTOR, "pre.prompt-preview"))
-    except StaleElementReferenceException:
-        return ""
+    return " ".join(as_read(text) for text in driver.execute_script(
+        _SHOWN_JS + "return [...document.querySelectorAll('pre.prompt-preview')].filter(shown).map(e => e.innerText);"))
 
 
 def ranking_links(driver) -> list[tuple[str, str]]:
     """(label, href) of the page's links into Explain that carry a measure, in page order (the home page's ranking)."""
-    from selenium.webdriver.common.by import By
-
-    out = []
-    for a in driver.find_elements(By.CSS_SELECTOR, "[data-testid='stMain'] a"):
-        href = a.get_attribute("href") or ""
-        if "/explain?" in href and "measures=" in href:
-            out.append((a.text.strip(), href))
-    return out
+    pairs = driver.execute_script(
+        _SHOWN_JS + "return [...document.querySelectorAll(\"[data-testid='stMain'] a\")]"
+        ".map(a => [shown(a) ? a.innerText : '', a.href || '']);")
+    return [(as_read(text), href) for text, href in pairs if "/explain?" in href and "measures=" in href]
 
 
 def wait_for_links(driver, timeout: float = 90) -> list[tuple[str, str]]:
