@@ -272,14 +272,15 @@ def selected_option(driver, label: str) -> str:
     return value or box.get_attribute("textContent").replace(label, "", 1).strip()
 
 
-def choose_option(driver, label: str, option: str) -> None:
-    """Pick `option` in the selectbox labelled `label` (type to filter, Enter to choose). A rerun can replace
-    the widget's element while we type: then find it again."""
+def choose_option(driver, label: str, option: str, timeout: float = 60) -> None:
+    """Pick `option` in the selectbox labelled `label` (type to filter, Enter to choose) and wait until the box shows
+    it, polling (a box shows its new value before the rerun it starts ends); not taken within 3 s, type it again.
+    A rerun can replace the widget's element while we type: then find it again."""
     from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    deadline = time.time() + 60
+    deadline = time.time() + timeout
     while True:
         try:
             if selected_option(driver, label) == option:
@@ -287,11 +288,13 @@ def choose_option(driver, label: str, option: str) -> None:
             field = widget_by_label(driver, "stSelectbox", label).find_element(By.TAG_NAME, "input")
             field.click()
             field.send_keys(option)
-            time.sleep(0.5)
             field.send_keys(Keys.ENTER)
-            time.sleep(1.5)
+            for _ in range(20):
+                if selected_option(driver, label) == option:
+                    return
+                time.sleep(0.15)
         except StaleElementReferenceException:
-            time.sleep(0.5)
+            time.sleep(0.2)
         if time.time() > deadline:
             driver.save_screenshot("/tmp/browser_own_failure.png")
             raise AssertionError(f"{label!r} did not take {option!r}: it shows {selected_option(driver, label)!r}")
@@ -304,7 +307,6 @@ def click_button(driver, text: str, timeout: float = 60) -> None:
         ElementNotInteractableException,
         StaleElementReferenceException,
     )
-    from selenium.webdriver.common.by import By
 
     deadline = time.time() + timeout
     while True:

@@ -16,11 +16,11 @@ import pytest
 from browser_helpers import (
     LAPTOP_WINDOW,
     NEEDS_CHROMIUM,
+    choose_option,
     chromium,
     click_button,
     go_to_page,
     page_text,
-    selected_option,
     serve_app,
     type_into,
     wait_for,
@@ -76,31 +76,6 @@ def _number(driver, label: str, value: int) -> None:
     box.send_keys(Keys.CONTROL, "a")
     box.send_keys(str(value))
     box.send_keys(Keys.TAB)
-
-
-def _pick(driver, label: str, option: str, timeout: float = 60) -> None:
-    """Choose `option` in a selectbox (type it, Enter) and wait until the box shows it; faster than
-    browser_helpers.choose_option, which sleeps a fixed time per try."""
-    from selenium.common.exceptions import StaleElementReferenceException
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.common.keys import Keys
-
-    deadline = time.time() + timeout
-    while True:
-        try:
-            if selected_option(driver, label) == option:
-                return
-            field = widget_by_label(driver, "stSelectbox", label).find_element(By.TAG_NAME, "input")
-            field.click()
-            field.send_keys(option)
-            field.send_keys(Keys.ENTER)
-            for _ in range(20):
-                if selected_option(driver, label) == option:
-                    return
-                time.sleep(0.15)
-        except StaleElementReferenceException:
-            time.sleep(0.2)
-        assert time.time() < deadline, f"{label!r} did not take {option!r}"
 
 
 def _no_markup_rendered(driver) -> None:
@@ -171,7 +146,7 @@ def _answer(driver, fail_check: bool, comment: str | None) -> bool:
     else:
         ranks = {s: i + 1 for i, s in enumerate(slots)}
     for slot, rank in ranks.items():
-        _pick(driver, f"Rank of {slot}", str(rank))
+        choose_option(driver, f"Rank of {slot}", str(rank))
     if comment:
         _area(driver, "Comment (optional)", comment)
     progress = driver.find_element(By.CSS_SELECTOR, "[data-testid='stProgress']").text
