@@ -164,7 +164,7 @@ def wait_for(driver, css, timeout=120, text=None):
     from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import WebDriverWait
 
-    wait = WebDriverWait(driver, timeout)
+    wait = WebDriverWait(driver, timeout, poll_frequency=0.1)  # a read is one cheap script call (`text_of`)
     if text is None:
         return wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, css)))
     # the first element matching `css` showing `text` (what EC.text_to_be_present_in_element checks, in one script call)

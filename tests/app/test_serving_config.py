@@ -12,14 +12,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_streamlit_reads_a_loopback_address_and_an_upload_cap_from_the_checkout():
-    """Streamlit itself, started in the checkout, binds 127.0.0.1 and refuses uploads over 50 MB (its defaults
-    are every interface and 200 MB)."""
+    """Streamlit itself, started in the checkout, binds 127.0.0.1, refuses uploads over 50 MB and watches no source
+    file (its defaults are every interface, 200 MB and a watcher that polls the files while the server runs)."""
     code = ("import json; from streamlit import config; config.get_config_options(force_reparse=True); "
             "print(json.dumps({k: config.get_option(k) for k in "
-            "('server.address', 'server.maxUploadSize', 'server.enableXsrfProtection')}))")
+            "('server.address', 'server.maxUploadSize', 'server.enableXsrfProtection', 'server.fileWatcherType')}))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120)
     options = json.loads(out.stdout.strip().splitlines()[-1])
-    assert options == {"server.address": "127.0.0.1", "server.maxUploadSize": 50, "server.enableXsrfProtection": True}
+    assert options == {"server.address": "127.0.0.1", "server.maxUploadSize": 50, "server.enableXsrfProtection": True,
+                       "server.fileWatcherType": "none"}
     assert tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))["server"]["address"] == "127.0.0.1"
 
 
