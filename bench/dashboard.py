@@ -95,7 +95,7 @@ def main() -> int:
         try:
             driver.get(f"{url}/explain")  # the app opens on the home page
             helpers.wait_for(driver, "h1", text="Explain a prediction")
-            _select_model(driver, args.model)
+            helpers.choose_option(driver, "Checkpoint", args.model)  # the sidebar's model box; returns once it shows it
             # The render is recognised by the text's last word; the smoke checkpoint (toy data) keeps only 16 tokens, so
             # there the first word stands in (the timing then means nothing, which smoke numbers never do).
             word = 0 if args.smoke else -1
@@ -320,20 +320,6 @@ def _floor_times(helpers, runs: int) -> list[float]:
             finally:
                 driver.quit()
     return times
-
-
-def _select_model(driver, model_id: str) -> None:
-    """Pick the model in the sidebar's select box when it is not already the selected one."""
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.common.keys import Keys
-
-    sidebar = driver.find_element(By.CSS_SELECTOR, "[data-testid='stSidebar']")
-    if model_id in sidebar.text:
-        return
-    box = sidebar.find_element(By.CSS_SELECTOR, "input")
-    box.send_keys(model_id)
-    box.send_keys(Keys.ENTER)
-    time.sleep(2)
 
 
 if __name__ == "__main__":
