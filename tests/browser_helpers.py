@@ -143,6 +143,13 @@ def text_of(driver, element=None) -> str:
         _SHOWN_JS + "const e = arguments[0] || document.body; return shown(e) ? e.innerText : '';", element))
 
 
+def texts_of(driver, css: str) -> list[str]:
+    """The text each element matching `css` shows (`text_of`; empty for one not shown), in page order, in one
+    script call."""
+    return [as_read(text) for text in driver.execute_script(
+        _SHOWN_JS + "return [...document.querySelectorAll(arguments[0])].map(e => shown(e) ? e.innerText : '');", css)]
+
+
 def elements_showing(driver, css: str, text: str, *, exact: bool = True, last_line: bool = False) -> list:
     """The shown elements matching `css` whose text, stripped, is `text` (exact) or starts with it; with `last_line`,
     whose last line is `text` (an icon writes its name on a line above a label). One script call, in page order."""
@@ -168,8 +175,7 @@ def wait_for(driver, css, timeout=120, text=None):
     if text is None:
         return wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, css)))
     # the first element matching `css` showing `text` (what EC.text_to_be_present_in_element checks, in one script call)
-    return wait.until(lambda d: text in as_read(d.execute_script(
-        _SHOWN_JS + "const e = document.querySelector(arguments[0]); return e && shown(e) ? e.innerText : '';", css)))
+    return wait.until(lambda d: text in (texts_of(d, css) or [""])[0])
 
 
 def explain_in_page(driver, text, expect):
@@ -375,8 +381,7 @@ def wait_until(condition, timeout: float, what: str, driver):
 
 def prompt_preview(driver) -> str:
     """The text of the page's prompt previews (pre.prompt-preview); empty while a rerun replaces them."""
-    return " ".join(as_read(text) for text in driver.execute_script(
-        _SHOWN_JS + "return [...document.querySelectorAll('pre.prompt-preview')].filter(shown).map(e => e.innerText);"))
+    return " ".join(text for text in texts_of(driver, "pre.prompt-preview") if text)
 
 
 def ranking_links(driver) -> list[tuple[str, str]]:
